@@ -1,0 +1,189 @@
+/* backend.h - the object-store interface every tier ends in.
+ *
+ * A backend is a constant ops table (struct tfs_backend_ops, defined in
+ * backend_impl.h for implementers only) plus an opaque instance.  Callers
+ * use the tfs_backend_*() wrappers below, which dispatch through the table
+ * and keep per-operation statistics.  Nothing above this interface knows
+ * about HTTP, XML or signing.
+ *
+ * Keys are relative to the backend's root (the bucket prefix, or the
+ * directory of the local backend), use '/' as separator, and are passed
+ * verbatim: no normalisation of "//", "..", "+" or "%" is done, exactly as
+ * S3 does not normalise them.
+ *
+ * Errors: every function returns 0 on success or a positive errno:
+ *   ENOENT        the object does not exist (S3 404 / NoSuchKey)
+ *   EACCES        access denied (S3 403, including SignatureDoesNotMatch)
+ *   ESTALE        a conditional request failed: the object changed (S3 412)
+ *   EINVAL        the request itself is malformed (bad key, bad range)
+ *   ENOMEM        out of memory
+ *   EIO           everything else, after retries: 5xx, throttling,
+ *                 connection or TLS failure, timeouts, a malformed reply
+ * The backend logs the cause (key, server code and message) before it
+ * returns an error; callers need not log it again.
+ *
+ * Thread safety: all operations may be called concurrently from any number
+ * of threads on the same instance.
+ */
+#ifndef TFS_BACKEND_H
+#define TFS_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TFS_ETAG_MAX 128 /* ETag buffers, including quotes and NUL */
+
+struct tfs_backend; /* opaque instance */
+
+/* One user metadata pair: x-amz-meta-<name>: <value>.  Names are stored in
+ * lower case, without the prefix. */
+struct tfs_meta_kv {
+	char *name;
+	char *value;
+};
+
+/* Object attributes.  Owns its strings: release with tfs_obj_meta_clear(). */
+struct tfs_obj_meta {
+	uint64_t size;
+	char etag[TFS_ETAG_MAX]; /* as the server sends it, quotes included */
+	int64_t mtime;           /* Last-Modified, seconds since the epoch */
+	struct tfs_meta_kv *user;
+	size_t n_user;
+};
+
+void tfs_obj_meta_clear(struct tfs_obj_meta *m);
+/* Add or replace a user metadata entry (name is lower-cased).  Returns 0,
+ * EINVAL for an empty or non-token name, or ENOMEM. */
+int tfs_obj_meta_set(struct tfs_obj_meta *m, const char *name, const char *value);
+/* The value for `name` (case-insensitive) or NULL.  Borrowed pointer. */
+const char *tfs_obj_meta_get(const struct tfs_obj_meta *m, const char *name);
+
+/* One listing page.  Owns everything: release with tfs_list_page_clear(). */
+struct tfs_list_entry {
+	char *key; /* relative to the backend root */
+	uint64_t size;
+	char etag[TFS_ETAG_MAX];
+	int64_t mtime;
+};
+
+struct tfs_list_page {
+	struct tfs_list_entry *entries;
+	size_t n_entries;
+	char **prefixes; /* common prefixes, each ending in the delimiter */
+	size_t n_prefixes;
+	char *next_token; /* NULL on the last page */
+};
+
+void tfs_list_page_clear(struct tfs_list_page *p);
+
+/* Where get_range puts bytes, and where put takes them from. */
+enum tfs_io_kind { TFS_IO_BUF, TFS_IO_FD };
+
+struct tfs_io {
+	enum tfs_io_kind kind;
+	union {
+		void *buf;       /* TFS_IO_BUF (get: destination) */
+		const void *cbuf; /* TFS_IO_BUF (put: source) */
+	};
+	int fd;    /* TFS_IO_FD: read/written with pread/pwrite */
+	off_t off; /* TFS_IO_FD: file offset of the first byte */
+};
+
+static inline struct tfs_io tfs_io_buf(void *buf)
+{
+	struct tfs_io io = { .kind = TFS_IO_BUF, .fd = -1, .off = 0 };
+	io.buf = buf;
+	return io;
+}
+
+static inline struct tfs_io tfs_io_cbuf(const void *buf)
+{
+	struct tfs_io io = { .kind = TFS_IO_BUF, .fd = -1, .off = 0 };
+	io.cbuf = buf;
+	return io;
+}
+
+static inline struct tfs_io tfs_io_fd(int fd, off_t off)
+{
+	struct tfs_io io = { .kind = TFS_IO_FD, .fd = fd, .off = off };
+	io.buf = NULL;
+	return io;
+}
+
+/* Per-operation counters, updated by the dispatch wrappers. */
+enum tfs_backend_op {
+	TFS_OP_HEAD,
+	TFS_OP_LIST,
+	TFS_OP_GET,
+	TFS_OP_PUT,
+	TFS_OP_DELETE,
+	TFS_OP_COPY,
+	TFS_OP__COUNT
+};
+
+struct tfs_backend_op_stats {
+	atomic_uint_fast64_t requests;
+	atomic_uint_fast64_t errors;
+	atomic_uint_fast64_t bytes; /* payload bytes read (GET) or written (PUT) */
+};
+
+struct tfs_backend_stats {
+	struct tfs_backend_op_stats op[TFS_OP__COUNT];
+};
+
+const char *tfs_backend_op_name(enum tfs_backend_op op);
+
+/* HEAD: fill *out (which must be zeroed or cleared) with the object's
+ * attributes.  On error *out is left empty. */
+int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out);
+
+/* LIST one page of keys starting with `prefix` ("" for all).  With a
+ * non-NULL `delimiter` (normally "/"), keys containing it after the prefix
+ * are rolled up into common prefixes.  `token` is NULL for the first page,
+ * then the previous page's next_token.  `max_keys` 0 means the backend
+ * default (1000).  *out must be zeroed; release with tfs_list_page_clear(). */
+int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *delimiter,
+		     const char *token, size_t max_keys, struct tfs_list_page *out);
+
+/* GET bytes [off, off+len) into `dst`.  Sets *got to the number of bytes
+ * delivered: less than `len` only when the object ends first (0 when off is
+ * at or past the end).  If `if_match` is non-NULL and non-empty the read
+ * fails with ESTALE when the object's ETag differs.  `etag_out` (may be
+ * NULL) receives the ETag of the object that was read ("" when got == 0
+ * and the backend could not tell).  Short or partial transfers are never
+ * reported as success. */
+int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off, uint64_t len,
+			  const char *if_match, struct tfs_io dst, size_t *got,
+			  char etag_out[TFS_ETAG_MAX]);
+
+/* PUT `len` bytes from `src` as object `key`, with the user metadata in
+ * `meta` (may be NULL; only meta->user is used).  Large objects go up as a
+ * multipart upload with parts in parallel; a failed multipart upload is
+ * aborted.  `etag_out` (may be NULL) receives the new object's ETag. */
+int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* DELETE `key`.  Deleting a missing key succeeds, as on S3. */
+int tfs_backend_delete(struct tfs_backend *be, const char *key);
+
+/* Server-side COPY of `src` to `dst`.  With `meta` NULL the source's user
+ * metadata is kept; otherwise it is replaced by meta->user.  ENOENT when
+ * `src` is missing. */
+int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* A short description for logs, e.g. "s3://bucket/prefix" or "/srv/data".
+ * Borrowed; valid until destroy. */
+const char *tfs_backend_describe(const struct tfs_backend *be);
+
+/* The instance's counters (read with atomic loads).  Borrowed. */
+const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be);
+
+/* Destroy the instance and free everything it owns.  NULL is a no-op.  No
+ * operation may be in progress. */
+void tfs_backend_destroy(struct tfs_backend *be);
+
+#endif

@@ -1,0 +1,35 @@
+/* backend_impl.h - what a backend implementation provides.
+ *
+ * Only backend implementations (s3.c, local.c) and backend.c include this.
+ * An implementation defines one `static const struct tfs_backend_ops` and
+ * wraps its private state with tfs_backend_new().  Each op has the contract
+ * of the matching tfs_backend_*() wrapper in backend.h, with `priv` the
+ * implementation's state.  The wrappers count requests, errors and bytes,
+ * so implementations do not.
+ */
+#ifndef TFS_BACKEND_IMPL_H
+#define TFS_BACKEND_IMPL_H
+
+#include "backend.h"
+
+struct tfs_backend_ops {
+	const char *name; /* "s3", "local" */
+	int (*head)(void *priv, const char *key, struct tfs_obj_meta *out);
+	int (*list)(void *priv, const char *prefix, const char *delimiter, const char *token,
+		    size_t max_keys, struct tfs_list_page *out);
+	int (*get_range)(void *priv, const char *key, uint64_t off, uint64_t len, const char *if_match,
+			 struct tfs_io dst, size_t *got, char etag_out[TFS_ETAG_MAX]);
+	int (*put)(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		   const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+	int (*del)(void *priv, const char *key);
+	int (*copy)(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
+		    char etag_out[TFS_ETAG_MAX]);
+	void (*destroy)(void *priv);
+};
+
+/* Wrap `priv` in a new instance.  `describe` is copied.  Returns 0 or
+ * ENOMEM; on failure `priv` is NOT destroyed (the caller still owns it). */
+int tfs_backend_new(const struct tfs_backend_ops *ops, void *priv, const char *describe,
+		    struct tfs_backend **out);
+
+#endif

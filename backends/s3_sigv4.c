@@ -1,0 +1,1 @@
+typedef int tfs_stub_s3_sigv4;

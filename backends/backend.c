@@ -1,1 +1,230 @@
-typedef int tfs_stub_backend;
+/* backend.c - dispatch for the backend interface, statistics and the
+ * helpers for the value types of backend.h. */
+#include "config.h"
+
+#include "backend_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct tfs_backend {
+	const struct tfs_backend_ops *ops;
+	void *priv;
+	char *describe;
+	struct tfs_backend_stats stats;
+};
+
+static const char *const op_names[TFS_OP__COUNT] = {
+	[TFS_OP_HEAD] = "head", [TFS_OP_LIST] = "list",     [TFS_OP_GET] = "get",
+	[TFS_OP_PUT] = "put",   [TFS_OP_DELETE] = "delete", [TFS_OP_COPY] = "copy",
+};
+
+const char *tfs_backend_op_name(enum tfs_backend_op op)
+{
+	return (unsigned)op < TFS_OP__COUNT ? op_names[op] : "?";
+}
+
+/* ---- value types ---- */
+
+void tfs_obj_meta_clear(struct tfs_obj_meta *m)
+{
+	for (size_t i = 0; i < m->n_user; i++) {
+		free(m->user[i].name);
+		free(m->user[i].value);
+	}
+	free(m->user);
+	memset(m, 0, sizeof(*m));
+}
+
+static bool is_token_name(const char *s)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (!isalnum(c) && c != '-' && c != '_' && c != '.')
+			return false;
+	}
+	return true;
+}
+
+int tfs_obj_meta_set(struct tfs_obj_meta *m, const char *name, const char *value)
+{
+	if (!is_token_name(name))
+		return EINVAL;
+	for (size_t i = 0; i < m->n_user; i++) {
+		if (strcasecmp(m->user[i].name, name) == 0) {
+			char *v = strdup(value);
+			if (v == NULL)
+				return ENOMEM;
+			free(m->user[i].value);
+			m->user[i].value = v;
+			return 0;
+		}
+	}
+	struct tfs_meta_kv *nu = realloc(m->user, (m->n_user + 1) * sizeof(*nu));
+	if (nu == NULL)
+		return ENOMEM;
+	m->user = nu;
+	char *n = strdup(name);
+	char *v = strdup(value);
+	if (n == NULL || v == NULL) {
+		free(n);
+		free(v);
+		return ENOMEM;
+	}
+	for (char *p = n; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	m->user[m->n_user].name = n;
+	m->user[m->n_user].value = v;
+	m->n_user++;
+	return 0;
+}
+
+const char *tfs_obj_meta_get(const struct tfs_obj_meta *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_user; i++)
+		if (strcasecmp(m->user[i].name, name) == 0)
+			return m->user[i].value;
+	return NULL;
+}
+
+void tfs_list_page_clear(struct tfs_list_page *p)
+{
+	for (size_t i = 0; i < p->n_entries; i++)
+		free(p->entries[i].key);
+	free(p->entries);
+	for (size_t i = 0; i < p->n_prefixes; i++)
+		free(p->prefixes[i]);
+	free(p->prefixes);
+	free(p->next_token);
+	memset(p, 0, sizeof(*p));
+}
+
+/* ---- instance ---- */
+
+int tfs_backend_new(const struct tfs_backend_ops *ops, void *priv, const char *describe,
+		    struct tfs_backend **out)
+{
+	struct tfs_backend *be = calloc(1, sizeof(*be));
+	if (be == NULL)
+		return ENOMEM;
+	be->describe = strdup(describe);
+	if (be->describe == NULL) {
+		free(be);
+		return ENOMEM;
+	}
+	be->ops = ops;
+	be->priv = priv;
+	*out = be;
+	return 0;
+}
+
+void tfs_backend_destroy(struct tfs_backend *be)
+{
+	if (be == NULL)
+		return;
+	be->ops->destroy(be->priv);
+	free(be->describe);
+	free(be);
+}
+
+const char *tfs_backend_describe(const struct tfs_backend *be)
+{
+	return be->describe;
+}
+
+const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
+{
+	return &be->stats;
+}
+
+static int account(struct tfs_backend *be, enum tfs_backend_op op, int rc, uint64_t bytes)
+{
+	struct tfs_backend_op_stats *s = &be->stats.op[op];
+
+	atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+	if (rc)
+		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
+	else if (bytes)
+		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+	return rc;
+}
+
+/* Keys are non-empty C strings; a NUL inside cannot be expressed anyway. */
+static bool key_ok(const char *key)
+{
+	return key != NULL && key[0] != '\0';
+}
+
+int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out)
+{
+	if (!key_ok(key))
+		return EINVAL;
+	return account(be, TFS_OP_HEAD, be->ops->head(be->priv, key, out), 0);
+}
+
+int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *delimiter,
+		     const char *token, size_t max_keys, struct tfs_list_page *out)
+{
+	if (max_keys == 0 || max_keys > 1000)
+		max_keys = 1000;
+	int rc = be->ops->list(be->priv, prefix ? prefix : "", delimiter, token, max_keys, out);
+	return account(be, TFS_OP_LIST, rc, 0);
+}
+
+int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off, uint64_t len,
+			  const char *if_match, struct tfs_io dst, size_t *got,
+			  char etag_out[TFS_ETAG_MAX])
+{
+	char etag[TFS_ETAG_MAX] = "";
+	size_t n = 0;
+
+	if (!key_ok(key))
+		return EINVAL;
+	if (len > SIZE_MAX)
+		return EINVAL;
+	int rc = be->ops->get_range(be->priv, key, off, len, if_match, dst, &n, etag);
+	if (rc == 0 && n > len)
+		rc = EIO; /* a backend bug: never hand out more than asked */
+	*got = rc ? 0 : n;
+	if (etag_out)
+		memcpy(etag_out, etag, TFS_ETAG_MAX);
+	return account(be, TFS_OP_GET, rc, n);
+}
+
+int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	char etag[TFS_ETAG_MAX] = "";
+
+	if (!key_ok(key))
+		return EINVAL;
+	int rc = be->ops->put(be->priv, key, src, len, meta, etag);
+	if (etag_out)
+		memcpy(etag_out, etag, TFS_ETAG_MAX);
+	return account(be, TFS_OP_PUT, rc, len);
+}
+
+int tfs_backend_delete(struct tfs_backend *be, const char *key)
+{
+	if (!key_ok(key))
+		return EINVAL;
+	return account(be, TFS_OP_DELETE, be->ops->del(be->priv, key), 0);
+}
+
+int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	char etag[TFS_ETAG_MAX] = "";
+
+	if (!key_ok(src) || !key_ok(dst))
+		return EINVAL;
+	int rc = be->ops->copy(be->priv, src, dst, meta, etag);
+	if (etag_out)
+		memcpy(etag_out, etag, TFS_ETAG_MAX);
+	return account(be, TFS_OP_COPY, rc, 0);
+}

@@ -1,1 +1,809 @@
-typedef int tfs_stub_local;
+/* local.c - the local-directory backend: a directory on disk as a bucket.
+ *
+ * Mapping.  A key "a/b/c" is the file <root>/a/b/c.  Because a file system
+ * cannot hold every S3 key, keys with an empty segment ("a//b", "/a"), a
+ * "." or ".." segment, or a segment starting with the temporary-file
+ * prefix are refused with EINVAL; nothing outside <root> can be named.
+ * Keys ending in '/' are directory markers, stored as directories.  A
+ * directory left empty by a DELETE is removed, as its key vanishes on S3.
+ *
+ * Listing order is S3's: byte order of the full key.  A depth-first walk
+ * gives that order when each directory's entries are sorted with a '/'
+ * appended to directory names ("a-c" < "a/" < "a0").  The continuation
+ * token is the last key or common prefix returned; the next page skips
+ * whole subtrees that sort before it.
+ */
+#include "config.h"
+
+#include "backend_impl.h"
+#include "dbuf.h"
+#include "local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define TMP_PREFIX ".tierfs-tmp."
+#define XATTR_PREFIX "user.tierfs.meta."
+#define COPY_CHUNK (1u << 20)
+
+struct local {
+	char *root;
+	int root_fd;
+	const struct tfs_log *log;
+};
+
+/* ---- keys ---- */
+
+static bool segment_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > NAME_MAX)
+		return false;
+	if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	if (n >= sizeof(TMP_PREFIX) - 1 && memcmp(s, TMP_PREFIX, sizeof(TMP_PREFIX) - 1) == 0)
+		return false;
+	return true;
+}
+
+/* Validate `key`; sets *is_dir for a trailing '/'. */
+static int check_key(struct local *lb, const char *key, bool *is_dir)
+{
+	size_t len = strlen(key);
+	bool dir = len > 0 && key[len - 1] == '/';
+	size_t end = dir ? len - 1 : len;
+	size_t start = 0;
+
+	if (len >= PATH_MAX)
+		goto bad;
+	for (size_t i = 0; i <= end; i++) {
+		if (i == end || key[i] == '/') {
+			if (!segment_ok(key + start, i - start))
+				goto bad;
+			start = i + 1;
+		}
+	}
+	*is_dir = dir;
+	return 0;
+bad:
+	tfs_warn(lb->log, "local: key '%s' cannot be stored in a directory (empty, '.' or '..' "
+			  "segment, or too long)", key);
+	return EINVAL;
+}
+
+static void make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
+{
+	uint64_t ns = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
+	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"", (uint64_t)st->st_size,
+		 ns, (uint64_t)st->st_ino);
+}
+
+static int load_meta(struct local *lb, int fd, const char *key, struct tfs_obj_meta *out)
+{
+	char names[4096];
+	ssize_t n = flistxattr(fd, names, sizeof(names));
+	if (n < 0)
+		return (errno == ENOTSUP || errno == ERANGE) ? 0 : 0;
+	for (char *p = names; p < names + n; p += strlen(p) + 1) {
+		if (strncmp(p, XATTR_PREFIX, sizeof(XATTR_PREFIX) - 1) != 0)
+			continue;
+		char val[2048];
+		ssize_t vn = fgetxattr(fd, p, val, sizeof(val) - 1);
+		if (vn < 0)
+			continue;
+		val[vn] = '\0';
+		int rc = tfs_obj_meta_set(out, p + sizeof(XATTR_PREFIX) - 1, val);
+		if (rc == ENOMEM)
+			return rc;
+		if (rc)
+			tfs_debug(lb->log, "local: ignoring odd metadata name on '%s'", key);
+	}
+	return 0;
+}
+
+static int store_meta(struct local *lb, int fd, const char *key, const struct tfs_obj_meta *meta)
+{
+	if (meta == NULL)
+		return 0;
+	for (size_t i = 0; i < meta->n_user; i++) {
+		char name[512];
+		snprintf(name, sizeof(name), XATTR_PREFIX "%s", meta->user[i].name);
+		const char *v = meta->user[i].value;
+		if (fsetxattr(fd, name, v, strlen(v), 0) < 0) {
+			int e = errno;
+			tfs_err(lb->log, "local: cannot store metadata '%s' on '%s': %s",
+				meta->user[i].name, key, strerror(e));
+			return e;
+		}
+	}
+	return 0;
+}
+
+static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat *st)
+{
+	bool dir;
+	int rc = check_key(lb, key, &dir);
+	if (rc)
+		return rc;
+	int fd = openat(lb->root_fd, key, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT || e == ENOTDIR)
+			return ENOENT;
+		tfs_err(lb->log, "local: open '%s': %s", key, strerror(e));
+		return e == EACCES || e == EPERM ? EACCES : EIO;
+	}
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+		close(fd);
+		tfs_err(lb->log, "local: stat '%s': %s", key, strerror(e));
+		return EIO;
+	}
+	/* "a" naming a directory is not an object; "a/" naming a file neither. */
+	if (S_ISDIR(st->st_mode) != dir || (!dir && !S_ISREG(st->st_mode))) {
+		close(fd);
+		return ENOENT;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* ---- head ---- */
+
+static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
+{
+	struct local *lb = priv;
+	struct stat st;
+	int fd;
+	int rc = open_obj(lb, key, &fd, &st);
+	if (rc)
+		return rc;
+	out->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
+	out->mtime = st.st_mtim.tv_sec;
+	make_etag(&st, out->etag);
+	rc = load_meta(lb, fd, key, out);
+	close(fd);
+	if (rc)
+		tfs_obj_meta_clear(out);
+	return rc;
+}
+
+/* ---- list ---- */
+
+struct dent {
+	char *name; /* with '/' appended for directories */
+	bool dir;
+};
+
+static int dent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dent *)a)->name, ((const struct dent *)b)->name);
+}
+
+struct walk {
+	struct local *lb;
+	const char *prefix;
+	const char *delim;
+	const char *token;
+	size_t max;
+	struct tfs_list_page *out;
+	size_t count;
+	bool full;      /* max items collected; looking for one more */
+	bool truncated; /* a further item exists */
+	char *last;     /* last key or prefix emitted (borrowed from out) */
+	struct tfs_dbuf path;
+};
+
+static int emit(struct walk *w, const char *key, bool is_prefix, const struct stat *st)
+{
+	if (w->full) {
+		w->truncated = true;
+		return 0;
+	}
+	char *k = strdup(key);
+	if (k == NULL)
+		return ENOMEM;
+	struct tfs_list_page *p = w->out;
+	if (is_prefix) {
+		char **np = realloc(p->prefixes, (p->n_prefixes + 1) * sizeof(*np));
+		if (np == NULL) {
+			free(k);
+			return ENOMEM;
+		}
+		p->prefixes = np;
+		p->prefixes[p->n_prefixes++] = k;
+	} else {
+		struct tfs_list_entry *ne = realloc(p->entries, (p->n_entries + 1) * sizeof(*ne));
+		if (ne == NULL) {
+			free(k);
+			return ENOMEM;
+		}
+		p->entries = ne;
+		struct tfs_list_entry *e = &p->entries[p->n_entries++];
+		memset(e, 0, sizeof(*e));
+		e->key = k;
+		e->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
+		e->mtime = st->st_mtim.tv_sec;
+		make_etag(st, e->etag);
+	}
+	w->last = k;
+	if (++w->count >= w->max)
+		w->full = true;
+	return 0;
+}
+
+static int read_dir(struct walk *w, const char *rel, struct dent **out, size_t *n_out)
+{
+	int fd = openat(w->lb->root_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		int e = errno;
+		close(fd);
+		return e;
+	}
+	struct dent *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		const char *nm = de->d_name;
+		if (!segment_ok(nm, strlen(nm)))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), nm, &st, 0) < 0)
+			continue;
+		bool isdir = S_ISDIR(st.st_mode);
+		if (!isdir && !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct dent *nv = realloc(v, cap * sizeof(*nv));
+			if (nv == NULL) {
+				rc = ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		size_t len = strlen(nm);
+		char *s = malloc(len + 2);
+		if (s == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		memcpy(s, nm, len);
+		s[len] = isdir ? '/' : '\0';
+		s[len + 1] = '\0';
+		v[n].name = s;
+		v[n].dir = isdir;
+		n++;
+	}
+	closedir(d);
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i].name);
+		free(v);
+		return rc;
+	}
+	qsort(v, n, sizeof(*v), dent_cmp);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+static bool starts_with(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* Walk directory `rel` ("" or "a/b/", ending in '/'), whose keys all start
+ * with rel. */
+static int walk_dir(struct walk *w, const char *rel)
+{
+	struct dent *v = NULL;
+	size_t n = 0;
+	int rc = read_dir(w, rel, &v, &n);
+	if (rc == ENOENT || rc == ENOTDIR)
+		return 0;
+	if (rc)
+		return rc;
+
+	size_t base = strlen(rel);
+	for (size_t i = 0; i < n && rc == 0 && !w->truncated; i++) {
+		struct tfs_dbuf *p = &w->path;
+		tfs_dbuf_reset(p);
+		rc = tfs_dbuf_add(p, rel, base);
+		if (rc == 0)
+			rc = tfs_dbuf_adds(p, v[i].name);
+		if (rc)
+			break;
+		char *key = strdup(tfs_dbuf_str(p));
+		if (key == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		size_t klen = strlen(key);
+		size_t plen = strlen(w->prefix);
+		if (!starts_with(key, w->prefix)) {
+			/* Only a directory on the way to the prefix is of use. */
+			if (v[i].dir && klen < plen && starts_with(w->prefix, key))
+				rc = walk_dir(w, key);
+			free(key);
+			continue;
+		}
+		/* Keys below the prefix: does the delimiter roll this up? */
+		const char *rest = key + plen;
+		const char *dpos = (w->delim && *w->delim) ? strstr(rest, w->delim) : NULL;
+		if (dpos != NULL) {
+			size_t cplen = (size_t)(dpos - key) + strlen(w->delim);
+			/* Entire rollup lies at or before the token: skip. */
+			char save = key[cplen];
+			key[cplen] = '\0';
+			bool skip = w->token && strcmp(key, w->token) <= 0;
+			bool dup = w->last && strcmp(key, w->last) == 0;
+			if (!skip && !dup) {
+				struct stat dummy = { 0 };
+				rc = emit(w, key, true, &dummy);
+			}
+			key[cplen] = save;
+			free(key);
+			continue;
+		}
+		if (v[i].dir) {
+			/* Skip subtrees that sort wholly before the token. */
+			if (w->token && strcmp(key, w->token) < 0 && !starts_with(w->token, key)) {
+				free(key);
+				continue;
+			}
+			/* An empty directory stands for its marker object. */
+			struct dent *sub = NULL;
+			size_t nsub = 0;
+			int r2 = read_dir(w, key, &sub, &nsub);
+			for (size_t j = 0; j < nsub; j++)
+				free(sub[j].name);
+			free(sub);
+			if (r2 == 0 && nsub == 0) {
+				if (!(w->token && strcmp(key, w->token) <= 0)) {
+					struct stat st;
+					if (fstatat(w->lb->root_fd, key, &st, 0) == 0)
+						rc = emit(w, key, false, &st);
+				}
+			} else {
+				rc = walk_dir(w, key);
+			}
+			free(key);
+			continue;
+		}
+		if (!(w->token && strcmp(key, w->token) <= 0)) {
+			struct stat st;
+			if (fstatat(w->lb->root_fd, key, &st, 0) == 0)
+				rc = emit(w, key, false, &st);
+		}
+		free(key);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+	return rc;
+}
+
+static int local_list(void *priv, const char *prefix, const char *delimiter, const char *token,
+		      size_t max_keys, struct tfs_list_page *out)
+{
+	struct local *lb = priv;
+	struct walk w = {
+		.lb = lb,
+		.prefix = prefix,
+		.delim = delimiter,
+		.token = (token && *token) ? token : NULL,
+		.max = max_keys,
+		.out = out,
+	};
+	tfs_dbuf_init(&w.path, PATH_MAX);
+	int rc = walk_dir(&w, "");
+	tfs_dbuf_free(&w.path);
+	if (rc == 0 && w.truncated) {
+		out->next_token = strdup(w.last);
+		if (out->next_token == NULL)
+			rc = ENOMEM;
+	}
+	if (rc) {
+		tfs_err(lb->log, "local: list '%s' in %s: %s", prefix, lb->root, strerror(rc));
+		tfs_list_page_clear(out);
+		return rc == ENOMEM ? ENOMEM : EIO;
+	}
+	return 0;
+}
+
+/* ---- get ---- */
+
+static int write_all(int fd, const char *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Copy up to len bytes at `off` of `fd` into dst; *got is what was copied. */
+static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size_t *got)
+{
+	char *bounce = NULL;
+	size_t done = 0;
+	int rc = 0;
+
+	if (dst.kind == TFS_IO_FD) {
+		bounce = malloc(COPY_CHUNK);
+		if (bounce == NULL)
+			return ENOMEM;
+	}
+	while (done < len) {
+		size_t want = len - done;
+		char *to;
+		if (dst.kind == TFS_IO_BUF) {
+			to = (char *)dst.buf + done;
+		} else {
+			to = bounce;
+			if (want > COPY_CHUNK)
+				want = COPY_CHUNK;
+		}
+		ssize_t n = pread(fd, to, want, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (dst.kind == TFS_IO_FD) {
+			rc = write_all(dst.fd, bounce, (size_t)n, dst.off + (off_t)done);
+			if (rc)
+				break;
+		}
+		done += (size_t)n;
+	}
+	free(bounce);
+	*got = done;
+	return rc;
+}
+
+static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
+			   const char *if_match, struct tfs_io dst, size_t *got,
+			   char etag_out[TFS_ETAG_MAX])
+{
+	struct local *lb = priv;
+	struct stat st, st2;
+	int fd, rc;
+
+	rc = open_obj(lb, key, &fd, &st);
+	if (rc)
+		return rc;
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		*got = 0;
+		make_etag(&st, etag_out);
+		return 0;
+	}
+	make_etag(&st, etag_out);
+	if (if_match && *if_match && strcmp(if_match, etag_out) != 0) {
+		close(fd);
+		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", key, etag_out, if_match);
+		return ESTALE;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	uint64_t n = off >= size ? 0 : (size - off < len ? size - off : len);
+	rc = read_into(fd, off, n, dst, got);
+	if (rc == 0 && fstat(fd, &st2) == 0) {
+		char etag2[TFS_ETAG_MAX];
+		make_etag(&st2, etag2);
+		if (strcmp(etag2, etag_out) != 0 || *got != n) {
+			/* Rewritten in place while we read: the bytes may be torn. */
+			tfs_warn(lb->log, "local: '%s' changed during the read", key);
+			rc = ESTALE;
+		}
+	}
+	close(fd);
+	if (rc && rc != ESTALE) {
+		tfs_err(lb->log, "local: read '%s': %s", key, strerror(rc));
+		rc = EIO;
+	}
+	return rc;
+}
+
+/* ---- put / copy ---- */
+
+/* mkdir -p for the parent directories of `key` (relative to root). */
+static int make_parents(struct local *lb, const char *key, bool include_last)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(key);
+	if (len >= sizeof(path))
+		return ENAMETOOLONG;
+	memcpy(path, key, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		bool at_end = i == len;
+		if (path[i] != '/' && !(at_end && include_last))
+			continue;
+		if (at_end && path[len - 1] == '/')
+			break;
+		char save = path[i];
+		path[i] = '\0';
+		if (mkdirat(lb->root_fd, path, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+			path[i] = save;
+			return e;
+		}
+		path[i] = save;
+	}
+	return 0;
+}
+
+/* Write a temporary file next to `key`, filled by `fill`, then rename. */
+typedef int (*fill_fn)(void *ctx, int fd);
+
+static int replace_file(struct local *lb, const char *key, fill_fn fill, void *ctx,
+			const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	char tmp[PATH_MAX];
+	const char *slash = strrchr(key, '/');
+	size_t dirlen = slash ? (size_t)(slash - key) + 1 : 0;
+	int rc, fd = -1;
+
+	rc = make_parents(lb, key, false);
+	if (rc)
+		goto fail_nofile;
+	if (dirlen + sizeof(TMP_PREFIX) + 16 > sizeof(tmp)) {
+		rc = ENAMETOOLONG;
+		goto fail_nofile;
+	}
+	for (int attempt = 0; attempt < 100; attempt++) {
+		unsigned r = (unsigned)random() ^ (unsigned)getpid() ^ ((unsigned)attempt << 20);
+		snprintf(tmp, sizeof(tmp), "%.*s" TMP_PREFIX "%08x", (int)dirlen, key, r);
+		fd = openat(lb->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0) {
+		rc = errno;
+		goto fail_nofile;
+	}
+	rc = fill(ctx, fd);
+	if (rc == 0)
+		rc = store_meta(lb, fd, key, meta);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = errno;
+	if (rc == 0 && renameat(lb->root_fd, tmp, lb->root_fd, key) < 0)
+		rc = errno;
+	if (rc == 0) {
+		struct stat st;
+		if (fstat(fd, &st) == 0)
+			make_etag(&st, etag_out);
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	unlinkat(lb->root_fd, tmp, 0);
+fail_nofile:
+	tfs_err(lb->log, "local: write '%s' in %s: %s", key, lb->root, strerror(rc));
+	if (rc == ENOSPC || rc == EDQUOT || rc == ENOTSUP || rc == EISDIR || rc == ENOTDIR ||
+	    rc == ENAMETOOLONG || rc == ENOMEM)
+		return rc;
+	return rc == EACCES || rc == EPERM ? EACCES : EIO;
+}
+
+struct put_ctx {
+	struct tfs_io src;
+	uint64_t len;
+};
+
+static int fill_from_io(void *vctx, int fd)
+{
+	struct put_ctx *c = vctx;
+	if (c->src.kind == TFS_IO_BUF)
+		return write_all(fd, c->src.cbuf, c->len, 0);
+	/* From a file descriptor: copy_file_range, then a bounce buffer. */
+	uint64_t done = 0;
+	while (done < c->len) {
+		loff_t in_off = c->src.off + (off_t)done;
+		loff_t out_off = (off_t)done;
+		ssize_t n = copy_file_range(c->src.fd, &in_off, fd, &out_off, c->len - done, 0);
+		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+			break;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (n == 0)
+			return EIO; /* source shorter than promised */
+		done += (uint64_t)n;
+	}
+	if (done == c->len)
+		return 0;
+	size_t got = 0;
+	struct tfs_io dst = tfs_io_fd(fd, (off_t)done);
+	int rc = read_into(c->src.fd, (uint64_t)c->src.off + done, c->len - done, dst, &got);
+	if (rc == 0 && done + got != c->len)
+		rc = EIO;
+	return rc;
+}
+
+static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	struct local *lb = priv;
+	bool dir;
+	int rc = check_key(lb, key, &dir);
+	if (rc)
+		return rc;
+	if (dir) {
+		if (len != 0)
+			return EINVAL;
+		rc = make_parents(lb, key, true);
+		struct stat st;
+		if (rc == 0 && fstatat(lb->root_fd, key, &st, 0) == 0) {
+			make_etag(&st, etag_out);
+			return 0;
+		}
+		tfs_err(lb->log, "local: mkdir '%s': %s", key, strerror(rc ? rc : errno));
+		return EIO;
+	}
+	struct put_ctx c = { .src = src, .len = len };
+	return replace_file(lb, key, fill_from_io, &c, meta, etag_out);
+}
+
+struct copy_ctx {
+	struct local *lb;
+	int src_fd;
+	uint64_t len;
+	bool keep_meta;
+	const char *src_key;
+};
+
+static int fill_from_copy(void *vctx, int fd)
+{
+	struct copy_ctx *c = vctx;
+	struct put_ctx p = { .src = tfs_io_fd(c->src_fd, 0), .len = c->len };
+	int rc = fill_from_io(&p, fd);
+	if (rc || !c->keep_meta)
+		return rc;
+	struct tfs_obj_meta m = { 0 };
+	rc = load_meta(c->lb, c->src_fd, c->src_key, &m);
+	if (rc == 0)
+		rc = store_meta(c->lb, fd, c->src_key, &m);
+	tfs_obj_meta_clear(&m);
+	return rc;
+}
+
+static int local_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
+		      char etag_out[TFS_ETAG_MAX])
+{
+	struct local *lb = priv;
+	struct stat st;
+	bool dir;
+	int fd;
+	int rc = check_key(lb, dst, &dir);
+	if (rc)
+		return rc;
+	rc = open_obj(lb, src, &fd, &st);
+	if (rc)
+		return rc;
+	if (dir || S_ISDIR(st.st_mode)) {
+		close(fd);
+		return EINVAL;
+	}
+	struct copy_ctx c = {
+		.lb = lb, .src_fd = fd, .len = (uint64_t)st.st_size, .keep_meta = meta == NULL,
+		.src_key = src,
+	};
+	rc = replace_file(lb, dst, fill_from_copy, &c, meta, etag_out);
+	close(fd);
+	return rc;
+}
+
+/* ---- delete ---- */
+
+static void prune_parents(struct local *lb, const char *key)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(key);
+	if (len >= sizeof(path))
+		return;
+	memcpy(path, key, len + 1);
+	if (len && path[len - 1] == '/')
+		path[--len] = '\0';
+	for (;;) {
+		char *slash = strrchr(path, '/');
+		if (slash == NULL)
+			return;
+		*slash = '\0';
+		if (unlinkat(lb->root_fd, path, AT_REMOVEDIR) < 0)
+			return;
+	}
+}
+
+static int local_delete(void *priv, const char *key)
+{
+	struct local *lb = priv;
+	bool dir;
+	int rc = check_key(lb, key, &dir);
+	if (rc)
+		return rc;
+	if (unlinkat(lb->root_fd, key, dir ? AT_REMOVEDIR : 0) < 0) {
+		int e = errno;
+		if (e == ENOENT || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST || e == EISDIR)
+			return 0; /* nothing to delete, or a marker with content */
+		tfs_err(lb->log, "local: delete '%s': %s", key, strerror(e));
+		return e == EACCES || e == EPERM ? EACCES : EIO;
+	}
+	prune_parents(lb, key);
+	return 0;
+}
+
+static void local_destroy(void *priv)
+{
+	struct local *lb = priv;
+	if (lb == NULL)
+		return;
+	if (lb->root_fd >= 0)
+		close(lb->root_fd);
+	free(lb->root);
+	free(lb);
+}
+
+static const struct tfs_backend_ops local_ops = {
+	.name = "local",
+	.head = local_head,
+	.list = local_list,
+	.get_range = local_get_range,
+	.put = local_put,
+	.del = local_delete,
+	.copy = local_copy,
+	.destroy = local_destroy,
+};
+
+int tfs_local_create(const struct tfs_local_config *cfg, const struct tfs_log *log,
+		     struct tfs_backend **out)
+{
+	struct local *lb = calloc(1, sizeof(*lb));
+	if (lb == NULL)
+		return ENOMEM;
+	lb->log = log;
+	lb->root_fd = -1;
+	lb->root = realpath(cfg->root, NULL);
+	if (lb->root == NULL) {
+		int e = errno;
+		tfs_err(log, "local: bucket directory '%s': %s", cfg->root, strerror(e));
+		local_destroy(lb);
+		return e == ENOMEM ? ENOMEM : (e == ENOTDIR ? ENOTDIR : ENOENT);
+	}
+	lb->root_fd = open(lb->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lb->root_fd < 0) {
+		int e = errno;
+		tfs_err(log, "local: bucket directory '%s': %s", lb->root, strerror(e));
+		local_destroy(lb);
+		return e == ENOTDIR ? ENOTDIR : (e == EACCES ? EACCES : ENOENT);
+	}
+	int rc = tfs_backend_new(&local_ops, lb, lb->root, out);
+	if (rc)
+		local_destroy(lb);
+	return rc;
+}

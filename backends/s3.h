@@ -1,5 +1,8 @@
 /* s3.h - the S3 backend: any S3-compatible object store over HTTP(S).
  *
+ * The defaults and ranges of every field are those of the [backend] section
+ * in src/config.c (man tierfs.conf(5)).
+ *
  * Construction resolves credentials (credentials_file, then the
  * environment, then ~/.aws/credentials), creates the connection pool and
  * validates the configuration.  Call it after daemonizing: it creates curl
@@ -34,12 +37,6 @@ struct tfs_s3_config {
 	unsigned upload_parallel;     /* parts in flight per multipart upload */
 	unsigned max_connections;     /* connection pool size */
 };
-
-/* Fill `cfg` with defaults (strings NULL, except region "us-east-1").
- * Returns 0 or ENOMEM. */
-int tfs_s3_config_defaults(struct tfs_s3_config *cfg);
-/* Free the strings in `cfg`. */
-void tfs_s3_config_clear(struct tfs_s3_config *cfg);
 
 /* Create an S3 backend.  Returns 0 and *out, EINVAL for a bad
  * configuration, EACCES when no usable credentials are found or a

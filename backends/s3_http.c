@@ -1,1 +1,410 @@
-typedef int tfs_stub_s3_http;
+/* s3_http.c - pooled libcurl handles and one HTTP exchange. */
+#include "config.h"
+
+#include "s3_http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define ERROR_BODY_MAX (64u * 1024u)
+
+struct tfs_http_pool {
+	struct tfs_http_config cfg;
+	char *ca_file;
+	const struct tfs_log *log;
+	CURLSH *share;
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+	pthread_mutex_t lock; /* protects idle[] and n_idle */
+	CURL **idle;
+	size_t n_idle;
+};
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userp)
+{
+	(void)h;
+	(void)access;
+	struct tfs_http_pool *p = userp;
+	pthread_mutex_lock(&p->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *userp)
+{
+	(void)h;
+	struct tfs_http_pool *p = userp;
+	pthread_mutex_unlock(&p->share_locks[data]);
+}
+
+int tfs_http_pool_create(const struct tfs_http_config *cfg, const struct tfs_log *log,
+			 struct tfs_http_pool **out)
+{
+	struct tfs_http_pool *p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return ENOMEM;
+	p->cfg = *cfg;
+	p->log = log;
+	if (p->cfg.max_connections == 0)
+		p->cfg.max_connections = 1;
+	if (cfg->ca_file) {
+		if (access(cfg->ca_file, R_OK) != 0) {
+			int e = errno;
+			tfs_err(log, "s3: ca_file '%s': %s", cfg->ca_file, strerror(e));
+			free(p);
+			return EINVAL;
+		}
+		p->ca_file = strdup(cfg->ca_file);
+		if (p->ca_file == NULL) {
+			free(p);
+			return ENOMEM;
+		}
+	}
+	p->cfg.ca_file = p->ca_file;
+	p->idle = calloc(p->cfg.max_connections, sizeof(*p->idle));
+	pthread_mutex_init(&p->lock, NULL);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&p->share_locks[i], NULL);
+	p->share = curl_share_init();
+	if (p->idle == NULL || p->share == NULL) {
+		tfs_http_pool_destroy(p);
+		return ENOMEM;
+	}
+	curl_share_setopt(p->share, CURLSHOPT_LOCKFUNC, share_lock);
+	curl_share_setopt(p->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+	curl_share_setopt(p->share, CURLSHOPT_USERDATA, p);
+	curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	*out = p;
+	return 0;
+}
+
+void tfs_http_pool_destroy(struct tfs_http_pool *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->n_idle; i++)
+		curl_easy_cleanup(p->idle[i]);
+	if (p->share)
+		curl_share_cleanup(p->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&p->share_locks[i]);
+	pthread_mutex_destroy(&p->lock);
+	free(p->idle);
+	free(p->ca_file);
+	free(p);
+}
+
+static CURL *acquire(struct tfs_http_pool *p)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->n_idle)
+		h = p->idle[--p->n_idle];
+	pthread_mutex_unlock(&p->lock);
+	if (h)
+		return h;
+	h = curl_easy_init();
+	if (h)
+		curl_easy_setopt(h, CURLOPT_SHARE, p->share);
+	return h;
+}
+
+/* Keep the handle (and its open connection) unless the pool is full. */
+static void release(struct tfs_http_pool *p, CURL *h, bool keep)
+{
+	if (keep) {
+		pthread_mutex_lock(&p->lock);
+		if (p->n_idle < p->cfg.max_connections) {
+			p->idle[p->n_idle++] = h;
+			h = NULL;
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+void tfs_http_resp_init(struct tfs_http_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	tfs_dbuf_init(&r->body, ERROR_BODY_MAX);
+	r->content_length = -1;
+}
+
+void tfs_http_resp_clear(struct tfs_http_resp *r)
+{
+	tfs_dbuf_free(&r->body);
+	tfs_obj_meta_clear(&r->meta);
+	tfs_http_resp_init(r);
+}
+
+/* ---- transfer state ---- */
+
+struct xfer {
+	const struct tfs_http_req *req;
+	struct tfs_http_resp *resp;
+	CURL *h;
+	uint64_t sent;     /* body bytes handed to curl */
+	uint64_t skipped;  /* bytes of a whole-object 200 dropped so far */
+	int sink_error;    /* errno from writing to dst, or EOVERFLOW */
+	bool stopped_full; /* we ended the body early: dst was full */
+};
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *userp)
+{
+	struct xfer *x = userp;
+	const struct tfs_http_body *b = x->req->body;
+	size_t want = size * nitems;
+	uint64_t left = b->len - x->sent;
+
+	if (want > left)
+		want = (size_t)left;
+	if (want == 0)
+		return 0;
+	if (b->src.kind == TFS_IO_BUF) {
+		memcpy(buf, (const char *)b->src.cbuf + x->sent, want);
+	} else {
+		ssize_t n;
+		do {
+			n = pread(b->src.fd, buf, want, b->src.off + (off_t)x->sent);
+		} while (n < 0 && errno == EINTR);
+		if (n <= 0) {
+			x->sink_error = n < 0 ? errno : EIO;
+			return CURL_READFUNC_ABORT;
+		}
+		want = (size_t)n;
+	}
+	x->sent += want;
+	return want;
+}
+
+static int on_seek(void *userp, curl_off_t offset, int origin)
+{
+	struct xfer *x = userp;
+	if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > x->req->body->len)
+		return CURL_SEEKFUNC_FAIL;
+	x->sent = (uint64_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
+static int write_fd(int fd, const char *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
+{
+	struct xfer *x = userp;
+	size_t len = size * nmemb;
+	long status = 0;
+
+	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 200 || status > 299 || x->req->dst == NULL) {
+		/* Error bodies and small replies are collected, capped. */
+		size_t room = x->resp->body.max - tfs_dbuf_len(&x->resp->body);
+		if (tfs_dbuf_add(&x->resp->body, data, len < room ? len : room) == ENOMEM) {
+			x->sink_error = ENOMEM;
+			return 0;
+		}
+		return len;
+	}
+	size_t used = len;
+	if (status == 200 && x->skipped < x->req->dst_skip) {
+		uint64_t drop = x->req->dst_skip - x->skipped;
+		if (drop > len)
+			drop = len;
+		x->skipped += drop;
+		data += drop;
+		len -= (size_t)drop;
+	}
+	uint64_t room = x->req->dst_cap - x->resp->got;
+	if (len > room) {
+		len = (size_t)room;
+		x->stopped_full = true;
+	}
+	const struct tfs_io *d = x->req->dst;
+	if (len) {
+		if (d->kind == TFS_IO_BUF) {
+			memcpy((char *)d->buf + x->resp->got, data, len);
+		} else {
+			int rc = write_fd(d->fd, data, len, d->off + (off_t)x->resp->got);
+			if (rc) {
+				x->sink_error = rc;
+				return 0;
+			}
+		}
+		x->resp->got += len;
+	}
+	/* Only a whole-object 200 can overrun; stop it once dst is full. */
+	if (x->stopped_full)
+		return 0;
+	return used;
+}
+
+static void trim(const char **s, size_t *len)
+{
+	while (*len && isspace((unsigned char)**s)) {
+		(*s)++;
+		(*len)--;
+	}
+	while (*len && isspace((unsigned char)(*s)[*len - 1]))
+		(*len)--;
+}
+
+static void copy_value(char *dst, size_t cap, const char *v, size_t vlen)
+{
+	if (vlen >= cap)
+		vlen = cap - 1;
+	memcpy(dst, v, vlen);
+	dst[vlen] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
+{
+	struct xfer *x = userp;
+	size_t len = size * nitems;
+	struct tfs_http_resp *r = x->resp;
+	const char *colon = memchr(line, ':', len);
+
+	/* A new status line (e.g. after 100 Continue): forget earlier headers. */
+	if (len > 5 && strncmp(line, "HTTP/", 5) == 0) {
+		r->etag[0] = '\0';
+		r->content_length = -1;
+		r->last_modified[0] = '\0';
+		tfs_obj_meta_clear(&r->meta);
+		return len;
+	}
+	if (colon == NULL)
+		return len;
+	size_t nlen = (size_t)(colon - line);
+	const char *v = colon + 1;
+	size_t vlen = len - nlen - 1;
+	trim(&v, &vlen);
+
+	if (nlen == 4 && strncasecmp(line, "etag", 4) == 0) {
+		copy_value(r->etag, sizeof(r->etag), v, vlen);
+	} else if (nlen == 14 && strncasecmp(line, "content-length", 14) == 0) {
+		char num[32];
+		copy_value(num, sizeof(num), v, vlen);
+		char *end;
+		errno = 0;
+		long long cl = strtoll(num, &end, 10);
+		if (errno == 0 && end != num && *end == '\0' && cl >= 0)
+			r->content_length = cl;
+	} else if (nlen == 13 && strncasecmp(line, "last-modified", 13) == 0) {
+		copy_value(r->last_modified, sizeof(r->last_modified), v, vlen);
+	} else if (nlen == 16 && strncasecmp(line, "x-amz-request-id", 16) == 0) {
+		copy_value(r->request_id, sizeof(r->request_id), v, vlen);
+	} else if (nlen > 11 && strncasecmp(line, "x-amz-meta-", 11) == 0) {
+		char name[256], val[2048];
+		if (nlen - 11 < sizeof(name) && vlen < sizeof(val)) {
+			copy_value(name, sizeof(name), line + 11, nlen - 11);
+			copy_value(val, sizeof(val), v, vlen);
+			if (tfs_obj_meta_set(&r->meta, name, val) == ENOMEM)
+				return 0;
+		}
+	}
+	return len;
+}
+
+static void setup(struct tfs_http_pool *p, CURL *h, const struct tfs_http_req *req, struct xfer *x)
+{
+	curl_easy_setopt(h, CURLOPT_URL, req->url);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, req->headers);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	/* S3 keys may contain "/../" or "//": never let curl squash them. */
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->cfg.connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)p->cfg.low_speed_time_s);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)p->cfg.low_speed_limit);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (p->cfg.ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, p->cfg.ca_file);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, x->resp->error);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+
+	const char *m = req->method;
+	if (strcmp(m, "HEAD") == 0) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0) {
+		uint64_t len = req->body ? req->body->len : 0;
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(h, CURLOPT_READDATA, x);
+		curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+		curl_easy_setopt(h, CURLOPT_SEEKDATA, x);
+		if (strcmp(m, "POST") == 0)
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "POST");
+	} else if (strcmp(m, "GET") != 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m);
+	}
+}
+
+int tfs_http_perform(struct tfs_http_pool *p, const struct tfs_http_req *req,
+		     struct tfs_http_resp *resp)
+{
+	static const struct tfs_http_body empty = { .src = { .kind = TFS_IO_BUF, .fd = -1 } };
+	struct tfs_http_req r = *req;
+	struct xfer x = { .req = &r, .resp = resp };
+
+	if (r.body == NULL)
+		r.body = &empty;
+	tfs_http_resp_clear(resp);
+	CURL *h = acquire(p);
+	if (h == NULL)
+		return ENOMEM;
+	x.h = h;
+	setup(p, h, &r, &x);
+	CURLcode cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+	/* Reset per-request options but keep the connection. */
+	curl_easy_reset(h);
+	curl_easy_setopt(h, CURLOPT_SHARE, p->share);
+
+	if (x.sink_error) {
+		release(p, h, false);
+		resp->status = 0;
+		snprintf(resp->error, sizeof(resp->error), "local I/O: %s", strerror(x.sink_error));
+		return x.sink_error;
+	}
+	if (cc == CURLE_WRITE_ERROR && x.stopped_full) {
+		/* We cut a whole-object reply short on purpose: not an error,
+		 * but the connection has unread bytes and cannot be reused. */
+		release(p, h, false);
+		return 0;
+	}
+	if (cc != CURLE_OK) {
+		release(p, h, false);
+		resp->status = 0;
+		resp->transport_error = true;
+		if (resp->error[0] == '\0')
+			snprintf(resp->error, sizeof(resp->error), "%s", curl_easy_strerror(cc));
+		return EIO;
+	}
+	release(p, h, true);
+	return 0;
+}

@@ -1,1 +1,83 @@
-/* stub */
+/* s3_http.h - one HTTP exchange over a pooled libcurl handle.
+ *
+ * The pool keeps up to `max_connections` curl easy handles; each keeps its
+ * connection open between requests, so a request that finds an idle handle
+ * needs no new TCP or TLS handshake.  DNS results and TLS sessions are
+ * shared between handles.  Nothing here knows S3: the caller builds the
+ * URL and headers (including the signature) and interprets the status.
+ *
+ * Thread safety: tfs_http_perform() may be called from any thread; the pool
+ * is protected by its own mutex, held only to take or return a handle.
+ * Create the pool after daemonizing.
+ */
+#ifndef TFS_S3_HTTP_H
+#define TFS_S3_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <curl/curl.h>
+
+#include "backend.h"
+#include "dbuf.h"
+#include "log.h"
+
+struct tfs_http_pool;
+
+struct tfs_http_config {
+	unsigned max_connections;
+	unsigned connect_timeout_ms;
+	unsigned low_speed_time_s;
+	unsigned low_speed_limit;
+	const char *ca_file; /* NULL: system CAs */
+};
+
+/* Returns 0, EINVAL (bad ca_file), ENOMEM or EIO (curl init failed). */
+int tfs_http_pool_create(const struct tfs_http_config *cfg, const struct tfs_log *log,
+			 struct tfs_http_pool **out);
+void tfs_http_pool_destroy(struct tfs_http_pool *pool);
+
+/* Where a request body comes from. */
+struct tfs_http_body {
+	struct tfs_io src; /* TFS_IO_BUF (cbuf) or TFS_IO_FD (pread from fd at off) */
+	uint64_t len;
+};
+
+struct tfs_http_req {
+	const char *method;        /* "GET", "HEAD", "PUT", "POST", "DELETE" */
+	const char *url;           /* complete, already encoded */
+	struct curl_slist *headers; /* borrowed */
+	const struct tfs_http_body *body; /* NULL: no body (Content-Length: 0 for PUT/POST) */
+	/* Destination for a 2xx response body; NULL collects it in resp->body.
+	 * For a 200 reply to a ranged GET that the server served whole, the
+	 * first `skip` bytes are dropped. */
+	const struct tfs_io *dst;
+	uint64_t dst_cap;  /* at most this many bytes go to dst */
+	uint64_t dst_skip; /* bytes to drop first when the reply is a full 200 */
+};
+
+/* What came back.  Owns its memory: tfs_http_resp_clear(). */
+struct tfs_http_resp {
+	long status;        /* 0 when the exchange failed */
+	struct tfs_dbuf body; /* non-2xx bodies, and 2xx bodies without dst (capped) */
+	uint64_t got;       /* bytes delivered to dst */
+	char etag[TFS_ETAG_MAX];
+	int64_t content_length; /* -1 when absent */
+	char last_modified[64];
+	char request_id[128];
+	struct tfs_obj_meta meta; /* x-amz-meta-* headers, and nothing else */
+	char error[CURL_ERROR_SIZE]; /* transport error text when status == 0 */
+	bool transport_error;
+};
+
+void tfs_http_resp_init(struct tfs_http_resp *r);
+void tfs_http_resp_clear(struct tfs_http_resp *r);
+
+/* Perform one exchange.  Returns 0 when a complete HTTP response arrived
+ * (whatever its status), EIO for a transport failure (connect, TLS, reset,
+ * timeout, a body shorter than its Content-Length: resp->error says
+ * which), ENOMEM, or the errno of writing to dst.  `resp` must be
+ * initialised; it is reset first. */
+int tfs_http_perform(struct tfs_http_pool *pool, const struct tfs_http_req *req,
+		     struct tfs_http_resp *resp);
+
+#endif

@@ -1,1 +1,69 @@
-/* stub */
+/* s3_internal.h - state and the signed-request helper shared by s3.c and
+ * s3_multipart.c.  Not for use outside backends/. */
+#ifndef TFS_S3_INTERNAL_H
+#define TFS_S3_INTERNAL_H
+
+#include "s3.h"
+#include "s3_creds.h"
+#include "s3_http.h"
+#include "s3_sigv4.h"
+
+struct s3 {
+	struct tfs_s3_config cfg; /* owned copy; strings owned */
+	struct tfs_s3_creds creds;
+	struct tfs_http_pool *pool;
+	const struct tfs_log *log;
+	char *origin;    /* "scheme://host[:port]" requests go to */
+	char *host;      /* Host header value */
+	char *path_base; /* "/bucket" (path style) or "" (virtual-hosted) */
+	char *copy_base; /* "/bucket/" for x-amz-copy-source */
+};
+
+/* One S3 request.  Unused fields are zero. */
+struct s3_call {
+	const char *method;
+	const char *key;            /* full object key (prefix applied) or NULL for the bucket */
+	const struct tfs_kv *query; /* raw, unencoded */
+	size_t n_query;
+	const struct tfs_kv *headers; /* extra headers to sign and send */
+	size_t n_headers;
+	const struct tfs_http_body *body;
+	const struct tfs_io *dst; /* 2xx body destination, see tfs_http_req */
+	uint64_t dst_cap;
+	uint64_t dst_skip;
+};
+
+/* Sign and send `c`, retrying transport failures, 5xx, 429 and
+ * RequestTimeout with exponential backoff and full jitter, up to
+ * cfg.retries times.  Returns 0 once a non-retryable HTTP response arrived
+ * (resp->status tells which), EIO when the retries are exhausted (logged,
+ * naming `what`), ENOMEM, or an errno from the body source or dst. */
+int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_http_resp *resp);
+
+/* Map a non-2xx response to an errno (404 ENOENT, 403 EACCES, 412 ESTALE,
+ * 400 EINVAL, else EIO) and log the server's code and message with `what`. */
+int s3_fail(struct s3 *s, const char *what, const struct tfs_http_resp *resp);
+
+/* The full key for a backend-relative key: prefix + key.  malloc'd, or NULL
+ * on ENOMEM. */
+char *s3_full_key(const struct s3 *s, const char *key);
+
+/* HEAD of a full key (prefix applied): the s3 head operation. */
+int s3_head_full(struct s3 *s, const char *full_key, struct tfs_obj_meta *out);
+
+/* Multipart PUT of `len` bytes from `src` (s3_multipart.c). */
+int s3_put_multipart(struct s3 *s, const char *full_key, struct tfs_io src, uint64_t len,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* Single-request PUT. */
+int s3_put_single(struct s3 *s, const char *full_key, struct tfs_io src, uint64_t len,
+		  const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* x-amz-meta-* headers for `meta` (NULL: none).  *out is malloc'd with
+ * `extra` free slots before the metadata; free the names with
+ * s3_meta_headers_free().  Returns 0 or ENOMEM. */
+int s3_meta_headers(const struct tfs_obj_meta *meta, size_t extra, struct tfs_kv **out,
+		    size_t *n_out);
+void s3_meta_headers_free(struct tfs_kv *h, size_t extra, size_t n);
+
+#endif

@@ -1,1 +1,159 @@
+/* test_s3_retry.c - the S3 backend's retries, error mapping and request
+ * shape, against a scripted HTTP server on loopback. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+#include "mini_http.h"
+#include "s3.h"
+
+static struct tfs_log tlog;
+static struct mini_http *srv;
+static struct tfs_backend *be;
+
+#define R(...) ((struct mini_resp){ .content_length = -1, .truncate_after = -1, __VA_ARGS__ })
+
+static void setup(void)
+{
+	int port;
+	char endpoint[64];
+	tfs_log_init_stderr(&tlog, TFS_LOG_ERROR);
+	setenv("AWS_ACCESS_KEY_ID", "AKIDTEST", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+	unsetenv("AWS_SESSION_TOKEN");
+	srv = mini_http_start(&port);
+	cr_assert_not_null(srv);
+	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", port);
+	struct tfs_s3_config c = {
+		.endpoint = endpoint, .region = "eu-west-3", .path_style = true, .bucket = "bkt",
+		.prefix = "pre/", .connect_timeout_ms = 1000, .low_speed_time_s = 5,
+		.low_speed_limit = 1, .retries = 3, .retry_base_ms = 1, .retry_max_ms = 4,
+		.multipart_threshold = 64u << 20, .part_size = 8u << 20, .upload_parallel = 2,
+		.max_connections = 4,
+	};
+	cr_assert_eq(tfs_s3_create(&c, &tlog, &be), 0);
+}
+
+static void teardown(void)
+{
+	tfs_backend_destroy(be);
+	mini_http_stop(srv);
+}
+
+TestSuite(s3_retry, .init = setup, .fini = teardown, .timeout = 30);
+
+Test(s3_retry, server_error_is_retried_then_succeeds)
+{
+	mini_http_push(srv, R(.status = 500, .body = "<Error><Code>InternalError</Code></Error>"));
+	mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></Error>"));
+	mini_http_push(srv, R(.status = 206, .headers = "ETag: \"abc\"\r\n", .body = "hello"));
+	char buf[16], etag[TFS_ETAG_MAX];
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 5, NULL, tfs_io_buf(buf), &got, etag), 0);
+	cr_assert_eq(got, 5);
+	cr_assert_eq(memcmp(buf, "hello", 5), 0);
+	cr_assert_str_eq(etag, "\"abc\"");
+	cr_assert_eq(mini_http_count(srv), 3);
+}
+
+Test(s3_retry, retries_are_bounded_then_eio)
+{
+	for (int i = 0; i < 4; i++)
+		mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></Error>"));
+	mini_http_push(srv, R(.status = 200, .body = "too late"));
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
+	cr_assert_eq(mini_http_count(srv), 4, "1 try + 3 retries expected");
+}
+
+Test(s3_retry, client_errors_are_not_retried)
+{
+	mini_http_push(srv, R(.status = 404, .body = "<Error><Code>NoSuchKey</Code></Error>"));
+	mini_http_push(srv, R(.status = 403, .body = "<Error><Code>AccessDenied</Code></Error>"));
+	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></Error>"));
+	char buf[4];
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "a", 0, 4, NULL, tfs_io_buf(buf), &got, NULL), ENOENT);
+	cr_assert_eq(tfs_backend_get_range(be, "b", 0, 4, NULL, tfs_io_buf(buf), &got, NULL), EACCES);
+	cr_assert_eq(tfs_backend_get_range(be, "c", 0, 4, "\"x\"", tfs_io_buf(buf), &got, NULL), ESTALE);
+	cr_assert_eq(mini_http_count(srv), 3);
+	cr_assert_not_null(strcasestr(mini_http_request(srv, 2), "\r\nif-match: \"x\"\r\n"));
+}
+
+Test(s3_retry, request_timeout_is_retried)
+{
+	mini_http_push(srv, R(.status = 400, .body = "<Error><Code>RequestTimeout</Code></Error>"));
+	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\n", .body = ""));
+	cr_assert_eq(tfs_backend_put(be, "k", tfs_io_cbuf("data"), 4, NULL, NULL), 0);
+	cr_assert_eq(mini_http_count(srv), 2);
+}
+
+Test(s3_retry, truncated_body_is_retried_never_served)
+{
+	mini_http_push(srv, R(.status = 206, .body = "0123456789", .truncate_after = 4));
+	mini_http_push(srv, R(.status = 206, .body = "0123456789"));
+	char buf[10];
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(got, 10);
+	cr_assert_eq(memcmp(buf, "0123456789", 10), 0);
+	cr_assert_eq(mini_http_count(srv), 2);
+}
+
+Test(s3_retry, truncated_body_after_retries_is_eio)
+{
+	for (int i = 0; i < 4; i++)
+		mini_http_push(srv, R(.status = 206, .body = "0123456789", .truncate_after = 3));
+	char buf[10];
+	size_t got = 77;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
+	cr_assert_eq(got, 0);
+}
+
+Test(s3_retry, ignored_range_header_still_gives_the_right_bytes)
+{
+	/* A server that ignores Range replies 200 with the whole object. */
+	mini_http_push(srv, R(.status = 200, .body = "abcdefghijklmnop"));
+	char buf[4];
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 5, 4, NULL, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(got, 4);
+	cr_assert_eq(memcmp(buf, "fghi", 4), 0);
+}
+
+Test(s3_retry, request_is_signed_and_path_encoded)
+{
+	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\nx-amz-meta-mode: 33188\r\n"
+						   "Last-Modified: Tue, 02 Jan 2024 03:04:05 GMT\r\n",
+			      .content_length = 42));
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "a b/+%/\xc3\xa9", &m), 0);
+	cr_assert_eq(m.size, 42);
+	cr_assert_eq(m.mtime, 1704164645);
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mode") ?: "", "33188");
+	tfs_obj_meta_clear(&m);
+	const char *req = mini_http_request(srv, 0);
+	cr_assert_not_null(req);
+	cr_assert_eq(strncmp(req, "HEAD /bkt/pre/a%20b/%2B%25/%C3%A9 HTTP/1.1\r\n", 44), 0, "%s", req);
+	cr_assert_not_null(strstr(req, "Authorization: AWS4-HMAC-SHA256 Credential=AKIDTEST/"));
+	cr_assert_not_null(strstr(req, "/eu-west-3/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature="));
+	cr_assert_not_null(strstr(req, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\r\n"));
+	cr_assert_null(strstr(req, "secret"), "the secret key was sent");
+}
+
+Test(s3_retry, connection_is_reused)
+{
+	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\n", .content_length = 1));
+	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\n", .content_length = 1));
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "a", &m), 0);
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(tfs_backend_head(be, "b", &m), 0);
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(mini_http_connections(srv), 1, "the second request opened a new connection");
+	cr_assert_eq(mini_http_count(srv), 2);
+}

@@ -8,7 +8,8 @@
  * collapsed, duplicate names joined with ',' in the order given, and
  * headers sorted by name.
  *
- * All functions are pure (no global state) and thread safe.
+ * All functions are pure (no global state) and thread safe.  On failure
+ * the output dbufs are left exactly as they were.
  * Secrets: nothing here logs; callers must not log the outputs except the
  * canonical request and string to sign, which hold no secret.
  */
@@ -56,20 +57,25 @@ void tfs_sigv4_amz_date(time_t t, char out[17]);
 /* Build the canonical request (AWS's "CanonicalRequest") into `out` and the
  * ';'-joined signed header names into `signed_headers`.  Both dbufs are
  * appended to.  Returns 0, ENOMEM/EOVERFLOW, or EINVAL when `host` is
- * missing. */
+ * missing or the request is malformed (method not a token, path not
+ * starting with '/', no payload hash, header name not a token, or a control
+ * character other than TAB -- e.g. CR/LF -- in a header value). */
 int tfs_sigv4_canonical_request(const struct tfs_sigv4_request *req, struct tfs_dbuf *out,
 				struct tfs_dbuf *signed_headers);
 
 /* Build the string to sign for `canonical_request` at `amz_date` into `out`.
- * The scope is <date>/<region>/<service>/aws4_request. */
+ * The scope is <date>/<region>/<service>/aws4_request.  Returns 0,
+ * ENOMEM/EOVERFLOW, or EINVAL for a malformed date, region or service. */
 int tfs_sigv4_string_to_sign(const char *amz_date, const char *region, const char *service,
 			     const char *canonical_request, struct tfs_dbuf *out);
 
 /* Compute the full Authorization header value into `authorization`:
  * "AWS4-HMAC-SHA256 Credential=AK/scope, SignedHeaders=..., Signature=hex".
  * `amz_date` must be the same value sent as the x-amz-date header (and
- * included in req->headers when signing; the caller adds it).  Returns 0,
- * EINVAL for missing credentials or host, or ENOMEM. */
+ * included in req->headers when signing; the caller adds it).  Likewise a
+ * non-empty creds->session_token must be in req->headers as
+ * x-amz-security-token.  Returns 0, EINVAL for missing credentials or host
+ * or when either of those headers is absent or differs, or ENOMEM/EOVERFLOW. */
 int tfs_sigv4_sign(const struct tfs_sigv4_creds *creds, const char *region, const char *service,
 		   const char *amz_date, const struct tfs_sigv4_request *req,
 		   struct tfs_dbuf *authorization);

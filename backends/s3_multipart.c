@@ -160,8 +160,10 @@ static int complete_upload(struct mpu *m, char etag_out[TFS_ETAG_MAX])
 		char code[128] = "", msg[512] = "";
 		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag_out, code,
 					   sizeof(code), msg, sizeof(msg));
-		if (rc)
+		if (rc) {
 			tfs_err(s->log, "s3: %s: %s %s", what, code[0] ? code : "malformed reply", msg);
+			tfs_debug(s->log, "s3: %s: reply body: %.512s", what, tfs_dbuf_str(&r.body));
+		}
 	}
 	tfs_http_resp_clear(&r);
 	tfs_dbuf_free(&xml);

@@ -71,6 +71,8 @@ static const struct {
 	{ "InitiateMultipartUploadResult", N_INITIATE_MPU_RESULT },
 	{ "UploadId", N_UPLOAD_ID },
 	{ "CompleteMultipartUploadResult", N_COMPLETE_MPU_RESULT },
+	/* moto names the root ...Response instead of ...Result. */
+	{ "CompleteMultipartUploadResponse", N_COMPLETE_MPU_RESULT },
 	{ "CopyObjectResult", N_COPY_OBJECT_RESULT },
 	{ "CopyPartResult", N_COPY_PART_RESULT },
 };

@@ -1,1 +1,22 @@
-/* stub */
+/* commands.h - the subcommands of the tierfs CLI and what they share. */
+#ifndef TFS_COMMANDS_H
+#define TFS_COMMANDS_H
+
+#include "config.h"
+
+/* Exit statuses of every subcommand. */
+#define TFS_EXIT_OK 0
+#define TFS_EXIT_FAIL 1 /* the operation failed; the reason was printed */
+/* TFS_EXIT_CONFIG (2, config.h): usage or configuration error */
+
+/* Load the configuration: `path` (NULL: the default file, which may be
+ * missing), then each "-o" assignment in order, then validate.  Prints
+ * "tierfs: <file:line message>" to stderr on error.  Returns 0 or
+ * TFS_EXIT_CONFIG; on error *cfg is cleared. */
+int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
+			size_t n_overrides);
+
+/* `tierfs backend ...`: argv[0] is "backend". */
+int tfs_cmd_backend(int argc, char **argv);
+
+#endif

@@ -7,6 +7,8 @@
  *       AWS_ACCESS_KEY_ID=.. AWS_SECRET_ACCESS_KEY=.. TFS_S3_KIND=moto|rgw
  * Every test works under its own prefix, so runs never see each other.
  */
+#include "config.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -245,9 +247,10 @@ Test(conformance, get_into_fd_and_put_from_fd)
 	cr_assert_eq(pwrite(fd, data, sizeof(data), 0), (ssize_t)sizeof(data));
 	/* Upload bytes [1000, 251000) of the file. */
 	cr_assert_eq(tfs_backend_put(be, "fd/obj", tfs_io_fd(fd, 1000), 250000, NULL, NULL), 0);
-	int out = mkstemp(path);
+	char path2[] = "/tmp/tierfs-conf-fd-XXXXXX";
+	int out = mkstemp(path2);
 	cr_assert_geq(out, 0);
-	unlink(path);
+	unlink(path2);
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "fd/obj", 50000, 300000, NULL, tfs_io_fd(out, 7), &got, NULL), 0);
 	cr_assert_eq(got, 200000);

@@ -1,4 +1,6 @@
 /* mini_http.c - a scripted HTTP/1.1 server on 127.0.0.1 for unit tests. */
+#include "config.h"
+
 #include "mini_http.h"
 
 #include <arpa/inet.h>

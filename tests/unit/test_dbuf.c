@@ -1,4 +1,6 @@
 /* test_dbuf.c - the bounded dynamic buffer. */
+#include "config.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,7 @@
 /* test_s3_retry.c - the S3 backend's retries, error mapping and request
  * shape, against a scripted HTTP server on loopback. */
+#include "config.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>

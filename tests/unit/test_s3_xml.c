@@ -897,6 +897,18 @@ Test(etag, complete_aws)
 	cr_assert_str_eq(etag, "\"3858f62230ac3c915f300c664312c11f-9\"");
 }
 
+Test(etag, complete_moto_response_root)
+{
+	/* moto 5 answers with <CompleteMultipartUploadResponse>. */
+	static const char body[] =
+		XMLDECL "\n<CompleteMultipartUploadResponse " NS "><Location>http://b.s3.amazonaws.com/big"
+			"</Location><Bucket>b</Bucket><Key>big</Key><ETag>\"60ce2c61d0c584ae56059abe75e344ec-4\""
+			"</ETag></CompleteMultipartUploadResponse>";
+	char etag[TFS_ETAG_MAX];
+	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, NULL, 0, NULL, 0), 0);
+	cr_assert_str_eq(etag, "\"60ce2c61d0c584ae56059abe75e344ec-4\"");
+}
+
 Test(etag, complete_with_keepalive_whitespace)
 {
 	/* AWS trickles whitespace while a slow CompleteMultipartUpload runs. */

@@ -1,4 +1,6 @@
 /* test_source.c - SOURCE argument parsing. */
+#include "config.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 

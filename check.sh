@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# check.sh - install what is missing, build, and run every test.
+#   ./check.sh             the full default run (about 5 minutes on 2 cores)
+#   ./check.sh --extended  also `make distcheck` and the long suites
+# Ends with one line "check: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")"
+top=$PWD
+extended=0
+for a in "$@"; do
+	case $a in
+	--extended) extended=1 ;;
+	*) echo "usage: $0 [--extended]" >&2; exit 2 ;;
+	esac
+done
+jobs=$(nproc 2>/dev/null || echo 2)
+unset AWS_CA_BUNDLE || true
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "dependencies"
+scripts/deps.sh test
+
+step "build (warnings are errors)"
+./autogen.sh >/dev/null 2>&1 || ./autogen.sh
+mkdir -p build
+(cd build && { [ -f Makefile ] || ../configure -q --enable-werror; } && make -s -j"$jobs" && make -s -j"$jobs" check TESTS=)
+
+step "sanitizer build (ASan + UBSan)"
+mkdir -p build-san
+(cd build-san && { [ -f Makefile ] || ../configure -q --enable-werror --enable-sanitizers; } && make -s -j"$jobs" check TESTS=)
+
+passed=0
+failed=0
+failures=()
+# run NAME CMD...: run a Criterion binary or script, add up its Synthesis line.
+run() {
+	local name=$1; shift
+	local log
+	log=$(mktemp)
+	local rc=0
+	"$@" >"$log" 2>&1 || rc=$?
+	local syn
+	syn=$(grep -a 'Synthesis:' "$log" | tail -n 1 || true)
+	if [ -n "$syn" ]; then
+		local t p
+		t=$(sed -E 's/.*Tested: ([0-9]+).*/\1/' <<<"$syn")
+		p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$syn")
+		passed=$((passed + p))
+		failed=$((failed + t - p))
+		[ "$t" != "$p" ] && rc=${rc:-1}
+	elif [ $rc -eq 0 ]; then
+		passed=$((passed + 1))
+	fi
+	if [ $rc -ne 0 ]; then
+		[ -z "$syn" ] && failed=$((failed + 1))
+		failures+=("$name")
+		echo "FAIL: $name"
+		tail -n 60 "$log"
+	else
+		echo "ok:   $name ${syn#*Synthesis: }"
+	fi
+	rm -f "$log"
+}
+
+step "unit tests"
+for t in build/tests/unit/test_*; do
+	[ -x "$t" ] && run "unit $(basename "$t")" "$t"
+done
+
+step "unit tests under ASan + UBSan"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for t in build-san/tests/unit/test_*; do
+	[ -x "$t" ] && run "asan $(basename "$t")" "$t"
+done
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+step "backend conformance: local, moto, Ceph RGW"
+conf=build/tests/integration/test_conformance
+run "conformance local" tests/harness/conformance.sh local "$conf"
+run "conformance moto" tests/harness/conformance.sh moto "$conf"
+run "conformance rgw" tests/harness/conformance.sh rgw "$conf"
+
+step "command line"
+run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
+
+if [ $extended = 1 ]; then
+	step "make distcheck"
+	run "distcheck" make -C build -s distcheck
+fi
+
+printf '\n'
+if [ ${#failures[@]} -gt 0 ]; then
+	printf 'failed suites: %s\n' "${failures[*]}"
+fi
+echo "check: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -1,0 +1,59 @@
+#!/bin/sh
+# deps.sh - install the Debian 12 packages tierfs needs, only if missing.
+#   scripts/deps.sh build   compiler, autotools and -dev libraries
+#   scripts/deps.sh test    build + test servers and tools (default)
+#   scripts/deps.sh bench   test + peers for benchmarks (s3fs, rclone, fio)
+# Runs apt-get only when something is missing; needs root for that.
+set -eu
+
+BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
+  libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
+  libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev"
+TEST_PKGS="curl python3 python3-botocore python3-boto3 man-db groff-base
+  radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
+BENCH_PKGS="s3fs rclone fio hyperfine"
+
+what=${1:-test}
+case $what in
+build) pkgs=$BUILD_PKGS ;;
+test) pkgs="$BUILD_PKGS $TEST_PKGS" ;;
+bench) pkgs="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
+*) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+	# python3-boto3/botocore may come from pip (moto's environment) instead.
+	case $p in
+	python3-botocore) python3 -c 'import botocore' 2>/dev/null && continue ;;
+	python3-boto3) python3 -c 'import boto3' 2>/dev/null && continue ;;
+	esac
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -n "$missing" ]; then
+	echo "deps: installing:$missing"
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: run as root (or install these packages yourself):$missing" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# shellcheck disable=SC2086
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if [ "$what" != build ] && ! command -v moto_server >/dev/null 2>&1; then
+	# moto is not packaged for Debian 12's python3 here; it must come with
+	# the machine's python (the CI image has it).  Try Debian's as a fallback.
+	if [ "$(id -u)" = 0 ] && apt-cache show python3-moto >/dev/null 2>&1; then
+		apt-get install -y -qq python3-moto >/dev/null
+	fi
+	command -v moto_server >/dev/null 2>&1 || {
+		echo "deps: moto_server not found (python3 -m pip install 'moto[server]')" >&2
+		exit 1
+	}
+fi
+exit 0

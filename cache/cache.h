@@ -1,1 +1,34 @@
-/* stub */
+/* cache.h - the block cache shared by the RAM and SSD tiers: block size,
+ * admission/eviction policy and metadata caching.
+ *
+ * For now this header holds only the configuration; the cache API comes
+ * with the read-path milestone.  struct tfs_cache_config is filled and
+ * validated by src/conf.c ([cache] section) at start-up and is read-only
+ * afterwards.
+ */
+#ifndef TFS_CACHE_H
+#define TFS_CACHE_H
+
+#include <stdint.h>
+
+/* Which cached blocks make room for new ones.  See tierfs.conf(5). */
+enum tfs_policy {
+	/* Least recently used: evict the block read longest ago. */
+	TFS_POLICY_LRU,
+	/* Training epochs read every sample once, in a new random order each
+	 * epoch.  Under LRU a dataset larger than the tier evicts every block
+	 * before it is read again, so the hit ratio drops to ~0.  "epoch"
+	 * admits data while there is room and does not evict cached data to
+	 * make room for data of the same epoch, which keeps a hit ratio of
+	 * about tier size / dataset size. */
+	TFS_POLICY_EPOCH,
+};
+
+struct tfs_cache_config {
+	uint64_t block_size;      /* bytes; a power of two, 64 KiB .. 64 MiB */
+	enum tfs_policy policy;
+	uint64_t metadata_ttl_ms; /* how long HEAD/LIST results are trusted;
+				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */
+};
+
+#endif

@@ -2,7 +2,7 @@
 #ifndef TFS_COMMANDS_H
 #define TFS_COMMANDS_H
 
-#include "config.h"
+#include "conf.h"
 
 /* Exit statuses of every subcommand. */
 #define TFS_EXIT_OK 0

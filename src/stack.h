@@ -7,7 +7,7 @@
 #define TFS_STACK_H
 
 #include "backend.h"
-#include "config.h"
+#include "conf.h"
 #include "log.h"
 #include "source.h"
 

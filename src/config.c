@@ -1,1 +1,0 @@
-typedef int tfs_stub_config;

@@ -1,0 +1,84 @@
+/* layer.h - the block interface every cache tier implements and wraps.
+ *
+ * The stack is ram -> ssd -> backend adapter.  Each layer is a const ops
+ * table plus private state, and holds a pointer to its inner layer: a miss
+ * in one layer is a read_block() on the next.  Destroying a layer destroys
+ * its inner layer too (s3backer style), so the stack is torn down from the
+ * top.
+ *
+ * Objects are addressed by a struct tfs_obj: the key, the ETag the caller
+ * believes current and the size.  Blocks are cache.block_size bytes; the
+ * last block of an object is shorter.  A layer never returns bytes of a
+ * version other than obj->etag: a cached copy with another ETag is a miss,
+ * and the backend adapter reads with If-Match.
+ *
+ * Errors: 0, or ESTALE (the object no longer has obj->etag: the caller
+ * must revalidate), ENOENT (the object is gone), EIO (the backend failed
+ * after retries), ENOMEM.  Layers log causes themselves.
+ *
+ * Thread safety: every op may be called from any number of threads.
+ */
+#ifndef TFS_LAYER_H
+#define TFS_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "log.h"
+
+#define TFS_OBJ_ID_LEN 32 /* SHA-256 of the key */
+
+struct json_object;
+
+struct tfs_obj {
+	const char *key;                 /* backend key */
+	char etag[TFS_ETAG_MAX];         /* the version to read */
+	uint64_t size;                   /* its size */
+	uint8_t id[TFS_OBJ_ID_LEN];      /* tfs_obj_init() computes it from key */
+};
+
+/* Fill obj: key is borrowed (must outlive obj), etag copied, id computed.
+ * Cannot fail. */
+void tfs_obj_init(struct tfs_obj *obj, const char *key, const char *etag, uint64_t size);
+
+/* Number of blocks and the length of block `idx` for `obj`. */
+uint64_t tfs_obj_blocks(const struct tfs_obj *obj, uint64_t block_size);
+size_t tfs_obj_block_len(const struct tfs_obj *obj, uint64_t idx, uint64_t block_size);
+
+struct tfs_layer;
+
+struct tfs_layer_ops {
+	const char *name;
+	/* Fill buf with block `idx` of obj (tfs_obj_block_len() bytes). */
+	int (*read_block)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
+	/* Drop everything cached for the object with this id, any version.
+	 * Cannot fail; data being read right now is dropped after the read. */
+	void (*invalidate)(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
+	/* Add this layer's counters to `out` (a JSON object), then the inner
+	 * layer's.  Cannot fail (a missing counter is skipped on ENOMEM). */
+	void (*stats)(struct tfs_layer *l, struct json_object *out);
+	/* Stop threads, free everything, destroy the inner layer. */
+	void (*destroy)(struct tfs_layer *l);
+};
+
+struct tfs_layer {
+	const struct tfs_layer_ops *ops;
+	void *priv;
+	struct tfs_layer *inner; /* NULL for the bottom layer */
+	uint64_t block_size;     /* the same in every layer of a stack */
+};
+
+/* Dispatch helpers; `l` NULL is a no-op for invalidate/stats/destroy. */
+int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
+void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
+void tfs_layer_stats(struct tfs_layer *l, struct json_object *out);
+void tfs_layer_destroy(struct tfs_layer *l);
+
+/* The bottom layer: reads blocks from `be` with If-Match.  It does not own
+ * `be` (the stack assembly destroys the backend after the layers).
+ * Returns 0 or ENOMEM. */
+int tfs_backend_layer_create(struct tfs_backend *be, uint64_t block_size, const struct tfs_log *log,
+			     struct tfs_layer **out);
+
+#endif

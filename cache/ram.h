@@ -1,17 +1,54 @@
-/* ram.h - the RAM tier: a bounded in-memory cache of blocks in front of
- * the SSD tier.
+/* ram.h - the RAM tier: a block cache with a hard byte budget.
  *
- * For now this header holds only the configuration; the tier's API comes
- * with a later milestone.  struct tfs_ram_config is filled and validated by
- * src/conf.c ([ram] section) at start-up and is read-only afterwards.
+ * Every block buffer in the daemon comes from this tier: cached blocks,
+ * blocks being filled from the SSD tier or the backend, and read-ahead.
+ * Their total never exceeds ram.size.  A quarter of the budget (at least
+ * 8 blocks) is kept for blocks in flight, so that cached data never has to
+ * be evicted just to make room for a read under the epoch policy.
+ *
+ * Concurrent readers of the same block share one fill: the first reader
+ * fetches from the inner layer, the others wait for it.
+ *
+ * struct tfs_ram_config is filled and validated by src/conf.c ([ram]).
  */
 #ifndef TFS_RAM_H
 #define TFS_RAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "cache.h"
+#include "layer.h"
 
 struct tfs_ram_config {
 	uint64_t size; /* bytes of block data held in memory (>= 16 MiB) */
 };
+
+/* Create the tier on top of `inner`.  Returns 0, EINVAL (budget smaller
+ * than 4 blocks) or ENOMEM.  On success the tier owns `inner`; on failure
+ * the caller still does. */
+int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_config *cc,
+		   struct tfs_layer *inner, const struct tfs_log *log, struct tfs_layer **out);
+
+/* A referenced block: valid until tfs_ram_put(). */
+struct tfs_ram_block;
+const void *tfs_ram_block_data(const struct tfs_ram_block *b);
+size_t tfs_ram_block_len(const struct tfs_ram_block *b);
+
+enum tfs_ram_get_flags {
+	TFS_RAM_WAIT = 0,   /* wait for budget when every buffer is in use */
+	TFS_RAM_NOWAIT = 1, /* prefetch: fail with EAGAIN instead of waiting */
+};
+
+/* Get block `idx` of `obj`, filling it from the inner layer on a miss.
+ * Returns 0 and a referenced *out; EAGAIN (NOWAIT and no free budget);
+ * or the inner layer's error (ESTALE, ENOENT, EIO, ENOMEM), in which case
+ * nothing is cached. */
+int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, int flags,
+		struct tfs_ram_block **out);
+/* Drop a reference.  Cannot fail. */
+void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);
+/* True when the block is cached or being filled (no reference taken). */
+bool tfs_ram_has(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx);
 
 #endif

@@ -1,0 +1,420 @@
+/* ram.c - the RAM tier: budgeted block cache with shared fills.
+ *
+ * States of a block:
+ *   FILLING  allocated, one thread is reading it from the inner layer;
+ *            others wait on `filled`.
+ *   READY    holds data.  `admitted` blocks are in the cache (on the LRU
+ *            list, evictable once unreferenced); the others are transient:
+ *            freed when the last reference goes.
+ *   (failed fills are unlinked at once and freed with the last reference)
+ *
+ * Invariants, all under `lock`:
+ *   used   == sum of len over every allocated block (any state) <= cap
+ *   cached == sum of len over admitted blocks <= cap - reserve
+ *   a block is in the table iff it is FILLING or READY and not stale
+ *   a block on the LRU list is admitted, READY and in the table
+ * A reader never holds more than one reference while waiting for budget
+ * (see the FUSE read path), so waiting cannot deadlock: budget held by
+ * references is always released by readers that are not waiting.
+ */
+#include "config.h"
+
+#include "ram.h"
+
+#include "policy.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum state { FILLING, READY };
+
+struct tfs_ram_block {
+	uint8_t id[TFS_OBJ_ID_LEN];
+	uint64_t idx;
+	char etag[TFS_ETAG_MAX];
+	char *data;
+	size_t len;
+	int refs;
+	enum state state;
+	int err;       /* fill result, read by waiters */
+	bool admitted; /* part of the cache (LRU list) */
+	bool linked;   /* in the hash table */
+	uint64_t tick; /* last access */
+	struct tfs_ram_block *hnext;
+	struct tfs_ram_block *prev, *next; /* LRU list, oldest first */
+};
+
+struct ram {
+	struct tfs_layer *inner;
+	const struct tfs_log *log;
+	enum tfs_policy policy;
+	uint64_t cap, reserve;
+	pthread_mutex_t lock; /* protects everything below */
+	pthread_cond_t filled; /* a fill finished */
+	pthread_cond_t budget; /* bytes were released */
+	struct tfs_ram_block **table;
+	size_t nbuckets; /* power of two */
+	struct tfs_ram_block lru; /* sentinel */
+	uint64_t used, cached, nblocks_cached, clock;
+	struct tfs_reuse reuse;
+	/* counters */
+	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, waits, fill_errors;
+};
+
+const void *tfs_ram_block_data(const struct tfs_ram_block *b)
+{
+	return b->data;
+}
+
+size_t tfs_ram_block_len(const struct tfs_ram_block *b)
+{
+	return b->len;
+}
+
+static size_t bucket_of(const struct ram *r, const uint8_t id[TFS_OBJ_ID_LEN], uint64_t idx)
+{
+	uint64_t h;
+	memcpy(&h, id, sizeof(h));
+	h ^= idx * 0x9E3779B97F4A7C15ull;
+	h ^= h >> 29;
+	return (size_t)(h & (r->nbuckets - 1));
+}
+
+static struct tfs_ram_block *find(struct ram *r, const uint8_t id[TFS_OBJ_ID_LEN], uint64_t idx)
+{
+	for (struct tfs_ram_block *b = r->table[bucket_of(r, id, idx)]; b; b = b->hnext)
+		if (b->idx == idx && memcmp(b->id, id, TFS_OBJ_ID_LEN) == 0)
+			return b;
+	return NULL;
+}
+
+static void lru_unlink(struct tfs_ram_block *b)
+{
+	b->prev->next = b->next;
+	b->next->prev = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static void lru_push(struct ram *r, struct tfs_ram_block *b)
+{
+	b->prev = r->lru.prev;
+	b->next = &r->lru;
+	r->lru.prev->next = b;
+	r->lru.prev = b;
+}
+
+static void table_unlink(struct ram *r, struct tfs_ram_block *b)
+{
+	struct tfs_ram_block **pp = &r->table[bucket_of(r, b->id, b->idx)];
+	while (*pp && *pp != b)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = b->hnext;
+	b->hnext = NULL;
+	b->linked = false;
+}
+
+/* Take `b` out of the cache; it is freed now if unreferenced. */
+static void drop(struct ram *r, struct tfs_ram_block *b)
+{
+	if (b->admitted) {
+		lru_unlink(b);
+		b->admitted = false;
+		r->cached -= b->len;
+		r->nblocks_cached--;
+	}
+	if (b->linked)
+		table_unlink(r, b);
+	if (b->refs == 0) {
+		r->used -= b->len;
+		free(b->data);
+		free(b);
+		pthread_cond_broadcast(&r->budget);
+	}
+}
+
+/* The oldest admitted, unreferenced block, or NULL. */
+static struct tfs_ram_block *oldest_idle(struct ram *r)
+{
+	for (struct tfs_ram_block *b = r->lru.next; b != &r->lru; b = b->next)
+		if (b->refs == 0)
+			return b;
+	return NULL;
+}
+
+/* Make `need` bytes of room in the cached share, as the policy allows. */
+static bool make_cache_room(struct ram *r, uint64_t need)
+{
+	while (r->cached + need > r->cap - r->reserve) {
+		struct tfs_ram_block *v = oldest_idle(r);
+		if (v == NULL ||
+		    !tfs_policy_may_evict(r->policy, &r->reuse, r->clock - v->tick, r->nblocks_cached))
+			return false;
+		r->evictions++;
+		drop(r, v);
+	}
+	return true;
+}
+
+int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, int flags,
+		struct tfs_ram_block **out)
+{
+	struct ram *r = l->priv;
+	size_t len = tfs_obj_block_len(obj, idx, l->block_size);
+	struct tfs_ram_block *b;
+	int rc;
+
+	if (len == 0)
+		return EINVAL;
+	pthread_mutex_lock(&r->lock);
+	r->clock++;
+	b = find(r, obj->id, idx);
+	if (b && strcmp(b->etag, obj->etag) != 0) {
+		drop(r, b); /* another version: never served */
+		b = NULL;
+	}
+	if (b) {
+		b->refs++;
+		while (b->state == FILLING)
+			pthread_cond_wait(&r->filled, &r->lock);
+		if (b->err) {
+			rc = b->err;
+			b->refs--;
+			if (b->refs == 0)
+				drop(r, b);
+			pthread_mutex_unlock(&r->lock);
+			return rc;
+		}
+		r->hits++;
+		r->hit_bytes += b->len;
+		if (b->admitted) {
+			tfs_reuse_observe(&r->reuse, r->clock - b->tick);
+			lru_unlink(b);
+			lru_push(r, b);
+		}
+		b->tick = r->clock;
+		pthread_mutex_unlock(&r->lock);
+		*out = b;
+		return 0;
+	}
+
+	/* Miss: find budget for a new buffer. */
+	while (r->used + len > r->cap) {
+		/* Cached blocks beyond their share cannot exist, so only
+		 * references and fills hold the rest: wait for them. */
+		if (flags & TFS_RAM_NOWAIT) {
+			pthread_mutex_unlock(&r->lock);
+			return EAGAIN;
+		}
+		r->waits++;
+		pthread_cond_wait(&r->budget, &r->lock);
+		b = find(r, obj->id, idx);
+		if (b && strcmp(b->etag, obj->etag) == 0) {
+			/* Someone else started this block meanwhile. */
+			pthread_mutex_unlock(&r->lock);
+			return tfs_ram_get(l, obj, idx, flags, out);
+		}
+	}
+	b = calloc(1, sizeof(*b));
+	char *data = b ? malloc(len) : NULL;
+	if (data == NULL) {
+		free(b);
+		pthread_mutex_unlock(&r->lock);
+		return ENOMEM;
+	}
+	memcpy(b->id, obj->id, TFS_OBJ_ID_LEN);
+	b->idx = idx;
+	snprintf(b->etag, sizeof(b->etag), "%s", obj->etag);
+	b->data = data;
+	b->len = len;
+	b->refs = 1;
+	b->state = FILLING;
+	b->tick = r->clock;
+	size_t bk = bucket_of(r, obj->id, idx);
+	b->hnext = r->table[bk];
+	r->table[bk] = b;
+	b->linked = true;
+	r->used += len;
+	r->misses++;
+	pthread_mutex_unlock(&r->lock);
+
+	rc = tfs_layer_read_block(r->inner, obj, idx, b->data);
+
+	pthread_mutex_lock(&r->lock);
+	b->state = READY;
+	b->err = rc;
+	pthread_cond_broadcast(&r->filled);
+	if (rc) {
+		r->fill_errors++;
+		if (b->linked)
+			table_unlink(r, b);
+		b->refs--;
+		if (b->refs == 0)
+			drop(r, b);
+		pthread_mutex_unlock(&r->lock);
+		return rc;
+	}
+	r->fill_bytes += len;
+	if (b->linked && make_cache_room(r, len)) {
+		b->admitted = true;
+		r->cached += len;
+		r->nblocks_cached++;
+		lru_push(r, b);
+	} else {
+		r->not_admitted++;
+		if (b->linked)
+			table_unlink(r, b); /* transient: freed at the last put */
+	}
+	pthread_mutex_unlock(&r->lock);
+	*out = b;
+	return 0;
+}
+
+void tfs_ram_put(struct tfs_layer *l, struct tfs_ram_block *b)
+{
+	struct ram *r = l->priv;
+	pthread_mutex_lock(&r->lock);
+	b->refs--;
+	if (b->refs == 0 && !b->admitted)
+		drop(r, b);
+	pthread_mutex_unlock(&r->lock);
+}
+
+bool tfs_ram_has(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx)
+{
+	struct ram *r = l->priv;
+	pthread_mutex_lock(&r->lock);
+	struct tfs_ram_block *b = find(r, obj->id, idx);
+	bool has = b && strcmp(b->etag, obj->etag) == 0;
+	pthread_mutex_unlock(&r->lock);
+	return has;
+}
+
+static int ram_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
+{
+	struct tfs_ram_block *b;
+	int rc = tfs_ram_get(l, obj, idx, TFS_RAM_WAIT, &b);
+	if (rc)
+		return rc;
+	memcpy(buf, b->data, b->len);
+	tfs_ram_put(l, b);
+	return 0;
+}
+
+static void ram_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
+{
+	struct ram *r = l->priv;
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		struct tfs_ram_block *b = r->table[i];
+		while (b) {
+			struct tfs_ram_block *n = b->hnext;
+			if (memcmp(b->id, id, TFS_OBJ_ID_LEN) == 0 && b->state == READY)
+				drop(r, b);
+			b = n;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	tfs_layer_invalidate(r->inner, id);
+}
+
+static void ram_stats(struct tfs_layer *l, struct json_object *out)
+{
+	struct ram *r = l->priv;
+	struct json_object *o = json_object_new_object();
+	if (o) {
+		pthread_mutex_lock(&r->lock);
+		static const char *const names[] = {
+			"hits", "misses", "hit_bytes", "fill_bytes", "evictions", "not_admitted",
+			"budget_waits", "fill_errors", "used_bytes", "cached_bytes", "capacity_bytes",
+			"blocks",
+		};
+		uint64_t vals[] = {
+			r->hits, r->misses, r->hit_bytes, r->fill_bytes, r->evictions, r->not_admitted,
+			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached,
+		};
+		pthread_mutex_unlock(&r->lock);
+		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+			json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
+		json_object_object_add(o, "policy", json_object_new_string(tfs_policy_name(r->policy)));
+		json_object_object_add(out, "ram", o);
+	}
+	tfs_layer_stats(r->inner, out);
+}
+
+static void ram_destroy(struct tfs_layer *l)
+{
+	struct ram *r = l->priv;
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		struct tfs_ram_block *b = r->table[i];
+		while (b) {
+			struct tfs_ram_block *n = b->hnext;
+			free(b->data);
+			free(b);
+			b = n;
+		}
+	}
+	tfs_layer_destroy(r->inner);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->filled);
+	pthread_cond_destroy(&r->budget);
+	free(r->table);
+	free(r);
+	free(l);
+}
+
+static const struct tfs_layer_ops ram_ops = {
+	.name = "ram",
+	.read_block = ram_read_block,
+	.invalidate = ram_invalidate,
+	.stats = ram_stats,
+	.destroy = ram_destroy,
+};
+
+int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_config *cc,
+		   struct tfs_layer *inner, const struct tfs_log *log, struct tfs_layer **out)
+{
+	uint64_t bs = cc->block_size;
+	if (cfg->size < 4 * bs) {
+		tfs_err(log, "ram: ram.size must hold at least 4 blocks of cache.block_size");
+		return EINVAL;
+	}
+	struct tfs_layer *l = calloc(1, sizeof(*l));
+	struct ram *r = calloc(1, sizeof(*r));
+	if (l == NULL || r == NULL) {
+		free(l);
+		free(r);
+		return ENOMEM;
+	}
+	r->inner = inner;
+	r->log = log;
+	r->policy = cc->policy;
+	r->cap = cfg->size;
+	r->reserve = cfg->size / 4 > 8 * bs ? cfg->size / 4 : 8 * bs;
+	if (r->reserve > cfg->size / 2)
+		r->reserve = cfg->size / 2;
+	uint64_t nblocks = cfg->size / bs;
+	r->nbuckets = 64;
+	while (r->nbuckets < 2 * nblocks)
+		r->nbuckets *= 2;
+	r->table = calloc(r->nbuckets, sizeof(*r->table));
+	if (r->table == NULL) {
+		free(r);
+		free(l);
+		return ENOMEM;
+	}
+	r->lru.next = r->lru.prev = &r->lru;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->filled, NULL);
+	pthread_cond_init(&r->budget, NULL);
+	l->ops = &ram_ops;
+	l->priv = r;
+	l->inner = inner;
+	l->block_size = bs;
+	*out = l;
+	return 0;
+}

@@ -1,0 +1,23 @@
+/* fake_layer.h - an inner cache layer for unit tests: deterministic bytes
+ * per (key, etag, block), call counting, optional errors and delays. */
+#ifndef TFS_FAKE_LAYER_H
+#define TFS_FAKE_LAYER_H
+
+#include <stdatomic.h>
+
+#include "layer.h"
+
+struct fake_layer {
+	atomic_int calls;
+	atomic_int in_flight, max_in_flight;
+	atomic_int fail_with; /* non-zero: read_block returns this */
+	atomic_int delay_ms;
+	atomic_int invalidations;
+};
+
+/* The byte at `off` of object (key, etag). */
+unsigned char fake_byte(const char *key, const char *etag, uint64_t off);
+/* A layer whose state is *f (borrowed). */
+struct tfs_layer *fake_layer_create(struct fake_layer *f, uint64_t block_size);
+
+#endif

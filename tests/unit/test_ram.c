@@ -1,0 +1,251 @@
+/* test_ram.c - the RAM tier: hits, shared fills, the byte budget, version
+ * checks and errors, over a fake inner layer. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_layer.h"
+#include "ram.h"
+
+#define BS (64u * 1024u)
+
+static struct fake_layer fake;
+static struct tfs_layer *ram;
+static struct tfs_log tlog;
+
+static void make_ram(uint64_t blocks, enum tfs_policy policy)
+{
+	memset(&fake, 0, sizeof(fake));
+	tfs_log_init_stderr(&tlog, TFS_LOG_WARN);
+	struct tfs_ram_config rc = { .size = blocks * BS };
+	struct tfs_cache_config cc = { .block_size = BS, .policy = policy };
+	cr_assert_eq(tfs_ram_create(&rc, &cc, fake_layer_create(&fake, BS), &tlog, &ram), 0);
+}
+
+static void teardown(void)
+{
+	tfs_layer_destroy(ram);
+	ram = NULL;
+}
+
+static uint64_t stat_of(const char *name)
+{
+	struct json_object *o = json_object_new_object(), *r, *v;
+	tfs_layer_stats(ram, o);
+	cr_assert(json_object_object_get_ex(o, "ram", &r));
+	cr_assert(json_object_object_get_ex(r, name, &v), "no stat %s", name);
+	uint64_t x = json_object_get_uint64(v);
+	json_object_put(o);
+	return x;
+}
+
+static void check_block(const struct tfs_obj *obj, uint64_t idx, struct tfs_ram_block *b)
+{
+	const unsigned char *p = tfs_ram_block_data(b);
+	size_t len = tfs_ram_block_len(b);
+	cr_assert_eq(len, tfs_obj_block_len(obj, idx, BS));
+	for (size_t i = 0; i < len; i += 997)
+		cr_assert_eq(p[i], fake_byte(obj->key, obj->etag, idx * BS + i), "byte %zu", i);
+}
+
+TestSuite(ram, .fini = teardown, .timeout = 30);
+
+Test(ram, miss_then_hit)
+{
+	make_ram(64, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "a/b.jpg", "\"e1\"", 3 * BS + 100);
+	struct tfs_ram_block *b;
+	for (int round = 0; round < 2; round++) {
+		for (uint64_t i = 0; i < 4; i++) {
+			cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+			check_block(&obj, i, b);
+			tfs_ram_put(ram, b);
+		}
+	}
+	cr_assert_eq(atomic_load(&fake.calls), 4);
+	cr_assert_eq(stat_of("hits"), 4);
+	cr_assert_eq(stat_of("misses"), 4);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 4, TFS_RAM_WAIT, &b), EINVAL, "a block past the end");
+}
+
+static struct tfs_obj shared_obj;
+
+static void *reader(void *arg)
+{
+	struct tfs_ram_block *b;
+	(void)arg;
+	if (tfs_ram_get(ram, &shared_obj, 0, TFS_RAM_WAIT, &b) != 0)
+		return (void *)1;
+	tfs_ram_put(ram, b);
+	return NULL;
+}
+
+Test(ram, concurrent_readers_share_one_fill)
+{
+	make_ram(64, TFS_POLICY_LRU);
+	atomic_store(&fake.delay_ms, 200);
+	tfs_obj_init(&shared_obj, "shared", "\"x\"", BS);
+	pthread_t t[16];
+	for (int i = 0; i < 16; i++)
+		pthread_create(&t[i], NULL, reader, NULL);
+	for (int i = 0; i < 16; i++) {
+		void *res;
+		pthread_join(t[i], &res);
+		cr_assert_null(res);
+	}
+	cr_assert_eq(atomic_load(&fake.calls), 1, "%d fills for one block", atomic_load(&fake.calls));
+}
+
+struct walker {
+	int id;
+	int err;
+};
+
+static void *walk(void *arg)
+{
+	struct walker *w = arg;
+	char key[32];
+	snprintf(key, sizeof(key), "file-%d", w->id);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, key, "\"e\"", 20 * BS);
+	for (uint64_t i = 0; i < 20; i++) {
+		struct tfs_ram_block *b;
+		int rc = tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b);
+		if (rc) {
+			w->err = rc;
+			return NULL;
+		}
+		if (((const unsigned char *)tfs_ram_block_data(b))[5] != fake_byte(key, "\"e\"", i * BS + 5))
+			w->err = EIO;
+		tfs_ram_put(ram, b);
+	}
+	return NULL;
+}
+
+Test(ram, budget_holds_under_many_readers)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	atomic_store(&fake.delay_ms, 2);
+	pthread_t t[32];
+	struct walker w[32];
+	for (int i = 0; i < 32; i++) {
+		w[i] = (struct walker){ .id = i };
+		pthread_create(&t[i], NULL, walk, &w[i]);
+	}
+	for (int i = 0; i < 32; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_eq(w[i].err, 0);
+	}
+	/* Every buffer in flight is one fill in the fake layer. */
+	cr_assert_leq(atomic_load(&fake.max_in_flight), 16, "%d buffers in flight for a budget of 16",
+		      atomic_load(&fake.max_in_flight));
+	cr_assert_leq(stat_of("used_bytes"), 16 * BS);
+	cr_assert_leq(stat_of("cached_bytes"), 12 * BS, "cached beyond its share");
+}
+
+Test(ram, nowait_gives_eagain_when_the_budget_is_held)
+{
+	make_ram(8, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "big", "\"e\"", 16 * BS);
+	struct tfs_ram_block *held[8];
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(tfs_ram_get(ram, &obj, (uint64_t)i, TFS_RAM_WAIT, &held[i]), 0);
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_get(ram, &obj, 9, TFS_RAM_NOWAIT, &b), EAGAIN);
+	for (int i = 0; i < 8; i++)
+		tfs_ram_put(ram, held[i]);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 9, TFS_RAM_NOWAIT, &b), 0);
+	tfs_ram_put(ram, b);
+}
+
+Test(ram, another_etag_is_never_served)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj v1, v2;
+	tfs_obj_init(&v1, "k", "\"v1\"", BS);
+	tfs_obj_init(&v2, "k", "\"v2\"", BS);
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_get(ram, &v1, 0, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_put(ram, b);
+	cr_assert_eq(tfs_ram_get(ram, &v2, 0, TFS_RAM_WAIT, &b), 0);
+	check_block(&v2, 0, b);
+	tfs_ram_put(ram, b);
+	cr_assert_eq(atomic_load(&fake.calls), 2);
+	cr_assert(!tfs_ram_has(ram, &v1, 0));
+}
+
+Test(ram, invalidate_drops_and_passes_down)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "k", "\"v1\"", BS);
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_put(ram, b);
+	cr_assert(tfs_ram_has(ram, &obj, 0));
+	tfs_layer_invalidate(ram, obj.id);
+	cr_assert(!tfs_ram_has(ram, &obj, 0));
+	cr_assert_eq(atomic_load(&fake.invalidations), 1);
+}
+
+Test(ram, errors_are_returned_and_not_cached)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "k", "\"v1\"", BS);
+	struct tfs_ram_block *b;
+	atomic_store(&fake.fail_with, EIO);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), EIO);
+	atomic_store(&fake.fail_with, 0);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_put(ram, b);
+	cr_assert_eq(atomic_load(&fake.calls), 2);
+	cr_assert_eq(stat_of("fill_errors"), 1);
+	cr_assert_eq(stat_of("used_bytes"), BS);
+}
+
+Test(ram, epoch_policy_keeps_a_stable_set)
+{
+	/* 12 cached blocks' worth (16 minus the in-flight reserve of 4... at
+	 * least 8 blocks: 8 here), 24 distinct blocks read in shuffled epochs. */
+	make_ram(16, TFS_POLICY_EPOCH);
+	struct tfs_obj objs[24];
+	char keys[24][16];
+	for (int i = 0; i < 24; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "img%d", i);
+		tfs_obj_init(&objs[i], keys[i], "\"e\"", BS);
+	}
+	unsigned seed = 1;
+	int order[24];
+	for (int i = 0; i < 24; i++)
+		order[i] = i;
+	uint64_t hits_before = 0;
+	for (int e = 0; e < 6; e++) {
+		for (int i = 23; i > 0; i--) {
+			int j = rand_r(&seed) % (i + 1), t = order[i];
+			order[i] = order[j];
+			order[j] = t;
+		}
+		if (e == 1)
+			hits_before = stat_of("hits");
+		for (int i = 0; i < 24; i++) {
+			struct tfs_ram_block *b;
+			cr_assert_eq(tfs_ram_get(ram, &objs[order[i]], 0, TFS_RAM_WAIT, &b), 0);
+			tfs_ram_put(ram, b);
+		}
+	}
+	uint64_t hits = stat_of("hits") - hits_before;
+	uint64_t cached = stat_of("blocks");
+	/* From epoch 2 on every cached block hits once per epoch. */
+	cr_assert_geq(hits, (uint64_t)(0.95 * 5 * (double)cached), "hits %lu, cached %lu", (unsigned long)hits,
+		      (unsigned long)cached);
+	cr_assert_eq(stat_of("evictions"), 0);
+}

@@ -1,19 +1,42 @@
-/* prefetch.h - the prefetcher: reads blocks ahead of sequential readers
- * into the RAM tier.
+/* prefetch.h - background block fetches into the RAM tier: read-ahead for
+ * sequential readers now, warm-up and sampler-order prefetch later.
  *
- * For now this header holds only the configuration; the prefetcher's API
- * comes with a later milestone.  struct tfs_prefetch_config is filled and
- * validated by src/conf.c ([prefetch] section) at start-up and is
- * read-only afterwards.
+ * Jobs go into a bounded queue served by `workers` threads.  A job that
+ * finds no free RAM budget is dropped (prefetch never waits for memory and
+ * never evicts what a reader is using); a foreground read of a block being
+ * prefetched waits for that fetch instead of issuing its own (the RAM
+ * tier's shared fills).
+ *
+ * struct tfs_prefetch_config is filled and validated by src/conf.c.
  */
 #ifndef TFS_PREFETCH_H
 #define TFS_PREFETCH_H
 
 #include <stdint.h>
 
+#include "layer.h"
+
 struct tfs_prefetch_config {
 	unsigned workers;   /* prefetch threads; 0 disables prefetching */
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
 };
+
+struct tfs_prefetch;
+struct json_object;
+
+/* Start the workers over the RAM tier `ram` (not owned).  Returns 0 or
+ * ENOMEM/EAGAIN (thread creation).  Call after daemonizing. */
+int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer *ram,
+			const struct tfs_log *log, struct tfs_prefetch **out);
+
+/* Queue block `idx` of `obj` (the key is copied).  Returns 0; EAGAIN when
+ * the queue is full or prefetching is off; ENOMEM.  Blocks already in RAM
+ * are skipped (0). */
+int tfs_prefetch_block(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx);
+
+void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out);
+
+/* Stop the workers (queued jobs are dropped) and free.  NULL is a no-op. */
+void tfs_prefetch_destroy(struct tfs_prefetch *pf);
 
 #endif

@@ -1,14 +1,38 @@
 /* ssd.h - the SSD tier: blocks cached as files in a local directory,
- * between the RAM tier and the backend.
+ * indexed in LMDB, between the RAM tier and the backend.
  *
- * For now this header holds only the configuration; the tier's API comes
- * with a later milestone.  struct tfs_ssd_config is filled and validated by
- * src/conf.c ([ssd] section) at start-up and is read-only afterwards.
+ * struct tfs_ssd_config is filled and validated by src/conf.c ([ssd]
+ * section) at start-up and is read-only afterwards.
+ *
+ * The tier is a struct tfs_layer (layer.h): read_block() serves a block
+ * from disk when a copy of obj->etag's version is cached and its checksum
+ * matches, and otherwise reads it from the inner layer and caches it when
+ * the admission rule allows.  A cache failure (disk full, I/O error,
+ * damaged index) never fails a read: the tier then passes reads through.
+ *
+ * On disk (see ssd.c for the full format and the crash behaviour):
+ *   <dir>/data/XX/<64 hex of obj->id>   one sparse file per object, block
+ *                                       idx at offset idx * block_size
+ *   <dir>/data/trash/                   files being deleted
+ *   named DBs ssd_objects, ssd_blocks, ssd_atime, ssd_state in the shared
+ *   LMDB environment (lmdb_env.h), which the caller owns.
+ * Directories are created 0700 and files 0600.
+ *
+ * Threads: one background thread (flushes access times, syncs the
+ * environment about once per second, evicts above the high watermark,
+ * and removes files left over by a crash).  It is started by
+ * tfs_ssd_create(), so create the tier after daemonizing.
  */
 #ifndef TFS_SSD_H
 #define TFS_SSD_H
 
 #include <stdint.h>
+
+#include <lmdb.h>
+
+#include "cache.h"
+#include "layer.h"
+#include "log.h"
 
 struct tfs_ssd_config {
 	char *dir;             /* absolute path of the cache directory */
@@ -22,5 +46,35 @@ struct tfs_ssd_config {
 	double high_watermark;
 	double low_watermark;
 };
+
+/* Object record flag: never evicted (set by a later milestone; the evictor
+ * already honours it). */
+#define TFS_SSD_OBJ_PINNED 0x1u
+
+/* Create the tier on top of `inner`.
+ *
+ * `cfg` and `cc` are read during the call only (the tier copies what it
+ * needs).  `env` is an open environment from tfs_lmdb_open(), shared with
+ * other users and NOT owned: the caller closes it after destroying the
+ * tier.  The tier opens its named DBs (ssd_*) in it with a write txn, so
+ * this call must not run concurrently with another mdb_dbi_open() on
+ * `env` (the stack assembly is single-threaded).  `log` must outlive the
+ * tier.  cc->block_size must equal inner->block_size.
+ *
+ * Creates cfg->dir, data/, data/00..ff and data/trash (0700) if needed,
+ * resolves the capacity (size, or size_pct of statvfs(cfg->dir)), counts
+ * the cached bytes from the index, restores the logical clock and the
+ * epoch estimator, and starts the background thread.
+ *
+ * Returns 0 and sets *out, or EINVAL (bad arguments), ENOMEM, EACCES,
+ * ENOSPC, EIO (cause logged).  On success the tier owns `inner`
+ * (destroying the tier destroys it); on failure the caller still does.
+ *
+ * Thread safety of the layer: read_block, invalidate and stats may be
+ * called from any number of threads; destroy only once nothing else
+ * calls the layer. */
+int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_config *cc,
+		   MDB_env *env, struct tfs_layer *inner, const struct tfs_log *log,
+		   struct tfs_layer **out);
 
 #endif

@@ -6,8 +6,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <strings.h>
+#include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
@@ -29,9 +33,8 @@ int tfs_log_level_parse(const char *s, enum tfs_log_level *out)
 	return EINVAL;
 }
 
-static void stderr_sink(void *ctx, enum tfs_log_level level, const char *line)
+static void stamp_line(FILE *f, enum tfs_log_level level, const char *line)
 {
-	(void)ctx;
 	struct timespec ts;
 	struct tm tm;
 	char stamp[32];
@@ -41,8 +44,57 @@ static void stderr_sink(void *ctx, enum tfs_log_level level, const char *line)
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
 	/* One fprintf call per line: stdio locks the stream, so concurrent
 	 * lines do not interleave. */
-	fprintf(stderr, "%s.%03ldZ tierfs[%s]: %s\n", stamp, ts.tv_nsec / 1000000L,
+	fprintf(f, "%s.%03ldZ tierfs[%s]: %s\n", stamp, ts.tv_nsec / 1000000L,
 		tfs_log_level_name(level), line);
+}
+
+static void stderr_sink(void *ctx, enum tfs_log_level level, const char *line)
+{
+	(void)ctx;
+	stamp_line(stderr, level, line);
+}
+
+static void file_sink(void *ctx, enum tfs_log_level level, const char *line)
+{
+	stamp_line(ctx, level, line);
+}
+
+static void syslog_sink(void *ctx, enum tfs_log_level level, const char *line)
+{
+	(void)ctx;
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	syslog(prio[level <= TFS_LOG_DEBUG ? level : TFS_LOG_DEBUG], "%s", line);
+}
+
+void tfs_log_init_syslog(struct tfs_log *log, enum tfs_log_level level)
+{
+	openlog("tierfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	tfs_log_init(log, syslog_sink, NULL, level);
+}
+
+int tfs_log_init_file(struct tfs_log *log, const char *path, enum tfs_log_level level)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno;
+	FILE *f = fdopen(fd, "a");
+	if (f == NULL) {
+		int e = errno;
+		close(fd);
+		return e;
+	}
+	setvbuf(f, NULL, _IOLBF, 0);
+	tfs_log_init(log, file_sink, f, level);
+	return 0;
+}
+
+void tfs_log_close(struct tfs_log *log)
+{
+	if (log->sink == file_sink && log->ctx) {
+		fclose(log->ctx);
+		log->ctx = NULL;
+		log->sink = stderr_sink;
+	}
 }
 
 void tfs_log_init(struct tfs_log *log, tfs_log_sink_fn sink, void *ctx, enum tfs_log_level level)

@@ -37,6 +37,16 @@ struct tfs_log {
  * Cannot fail. */
 void tfs_log_init_stderr(struct tfs_log *log, enum tfs_log_level level);
 
+/* Initialise `log` to send lines to syslog (LOG_DAEMON, ident "tierfs").
+ * Cannot fail. */
+void tfs_log_init_syslog(struct tfs_log *log, enum tfs_log_level level);
+
+/* Initialise `log` to append to `path` (created 0600).  Returns 0 or the
+ * errno of open(); on failure `log` is unchanged.  tfs_log_close() closes
+ * the file. */
+int tfs_log_init_file(struct tfs_log *log, const char *path, enum tfs_log_level level);
+void tfs_log_close(struct tfs_log *log);
+
 /* Initialise `log` with a custom sink.  Cannot fail. */
 void tfs_log_init(struct tfs_log *log, tfs_log_sink_fn sink, void *ctx, enum tfs_log_level level);
 

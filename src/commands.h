@@ -16,7 +16,18 @@
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
 
+/* `tierfs mount ...` and `tierfs umount MOUNTPOINT`: argv[0] is the
+ * command name. */
+int tfs_cmd_mount(int argc, char **argv);
+int tfs_cmd_umount(int argc, char **argv);
+
 /* `tierfs backend ...`: argv[0] is "backend". */
 int tfs_cmd_backend(int argc, char **argv);
+
+/* `tierfs stats [--json] MOUNTPOINT`: argv[0] is "stats".  Asks the daemon
+ * serving MOUNTPOINT over its control socket (ctl.h) and prints the result.
+ * Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, daemon error) or
+ * TFS_EXIT_CONFIG (usage). */
+int tfs_cmd_stats(int argc, char **argv);
 
 #endif

@@ -21,10 +21,16 @@ static void usage(FILE *f)
 		"usage: tierfs [--version] [--help] COMMAND [ARGS]\n"
 		"\n"
 		"commands:\n"
+		"  mount   [-c CONF] [-o OPTIONS] [-f] SOURCE MOUNTPOINT\n"
+		"          mount a bucket (see tierfs mount --help)\n"
+		"  umount  MOUNTPOINT\n"
+		"          unmount and wait for the daemon to finish\n"
 		"  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
 		"          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
 		"  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
 		"          print the effective configuration\n"
+		"  stats   [--json] MOUNTPOINT\n"
+		"          statistics of the daemon serving MOUNTPOINT\n"
 		"\n"
 		"SOURCE is s3://bucket[/prefix] or a local directory.\n"
 		"See tierfs(1) and tierfs.conf(5).\n");
@@ -121,10 +127,16 @@ int main(int argc, char **argv)
 		return TFS_EXIT_FAIL;
 	}
 	int rc;
-	if (strcmp(cmd, "backend") == 0) {
+	if (strcmp(cmd, "mount") == 0) {
+		rc = tfs_cmd_mount(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0) {
+		rc = tfs_cmd_umount(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "backend") == 0) {
 		rc = tfs_cmd_backend(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "config") == 0) {
 		rc = cmd_config(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "stats") == 0) {
+		rc = tfs_cmd_stats(argc - 1, argv + 1);
 	} else {
 		fprintf(stderr, "tierfs: unknown command '%s'\n", cmd);
 		usage(stderr);

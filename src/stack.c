@@ -3,8 +3,23 @@
 
 #include "stack.h"
 
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dbuf.h"
+#include "lmdb_env.h"
 #include "local.h"
+#include "ram.h"
 #include "s3.h"
+#include "ssd.h"
+
+#define LMDB_MAP_SIZE (64ull << 30) /* address space only; the file grows as needed */
 
 int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source *src,
 			   const struct tfs_log *log, struct tfs_backend **out)
@@ -17,4 +32,123 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	sc.bucket = src->bucket;
 	sc.prefix = src->prefix;
 	return tfs_s3_create(&sc, log, out);
+}
+
+/* <ssd.dir>/<first 16 hex of SHA-256 of what identifies the source>. */
+static int source_dir(const struct tfs_config *cfg, struct tfs_backend *be, char **out)
+{
+	struct tfs_dbuf id, dir;
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	int rc;
+
+	tfs_dbuf_init(&id, 8192);
+	tfs_dbuf_init(&dir, PATH_MAX);
+	rc = tfs_dbuf_addf(&id, "%s\n%s\n", tfs_backend_describe(be),
+			   cfg->backend.endpoint ? cfg->backend.endpoint : "");
+	if (rc == 0) {
+		EVP_Digest(tfs_dbuf_str(&id), tfs_dbuf_len(&id), md, &mdlen, EVP_sha256(), NULL);
+		rc = tfs_dbuf_addf(&dir, "%s/%02x%02x%02x%02x%02x%02x%02x%02x", cfg->ssd.dir, md[0], md[1],
+				   md[2], md[3], md[4], md[5], md[6], md[7]);
+	}
+	tfs_dbuf_free(&id);
+	if (rc) {
+		tfs_dbuf_free(&dir);
+		return rc == ENOMEM ? ENOMEM : ENAMETOOLONG;
+	}
+	*out = tfs_dbuf_steal(&dir);
+	return *out ? 0 : ENOMEM;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(buf))
+		return ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return errno;
+		buf[i] = c;
+	}
+	return 0;
+}
+
+int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src,
+		   const struct tfs_log *log, struct tfs_stack **out)
+{
+	struct tfs_stack *s = calloc(1, sizeof(*s));
+	struct tfs_layer *bel = NULL, *ssd = NULL;
+	char index[PATH_MAX];
+	int rc;
+
+	if (s == NULL)
+		return ENOMEM;
+	rc = tfs_stack_open_backend(cfg, src, log, &s->be);
+	if (rc)
+		goto fail;
+	rc = source_dir(cfg, s->be, &s->cache_dir);
+	if (rc == 0)
+		rc = mkdir_p(s->cache_dir, 0700);
+	if (rc) {
+		tfs_err(log, "cache directory '%s': %s", cfg->ssd.dir, strerror(rc));
+		goto fail;
+	}
+	snprintf(index, sizeof(index), "%s/index", s->cache_dir);
+	rc = tfs_lmdb_open(index, LMDB_MAP_SIZE, log, &s->env);
+	if (rc)
+		goto fail;
+	rc = tfs_backend_layer_create(s->be, cfg->cache.block_size, log, &bel);
+	if (rc)
+		goto fail;
+	struct tfs_ssd_config sc = cfg->ssd;
+	sc.dir = s->cache_dir;
+	rc = tfs_ssd_create(&sc, &cfg->cache, s->env, bel, log, &ssd);
+	if (rc)
+		goto fail;
+	bel = NULL; /* owned by the SSD tier */
+	rc = tfs_ram_create(&cfg->ram, &cfg->cache, ssd, log, &s->top);
+	if (rc)
+		goto fail;
+	ssd = NULL; /* owned by the RAM tier */
+	rc = tfs_meta_open(s->env, s->be, cfg->cache.metadata_ttl_ms, log, &s->meta);
+	if (rc)
+		goto fail;
+	rc = tfs_prefetch_create(&cfg->prefetch, s->top, log, &s->pf);
+	if (rc)
+		goto fail;
+	tfs_info(log, "cache for %s in %s", tfs_backend_describe(s->be), s->cache_dir);
+	*out = s;
+	return 0;
+fail:
+	tfs_layer_destroy(ssd);
+	tfs_layer_destroy(bel);
+	tfs_stack_close(s);
+	return rc;
+}
+
+void tfs_stack_close(struct tfs_stack *s)
+{
+	if (s == NULL)
+		return;
+	tfs_prefetch_destroy(s->pf);
+	tfs_meta_close(s->meta);
+	tfs_layer_destroy(s->top);
+	if (s->env)
+		tfs_lmdb_close(s->env);
+	tfs_backend_destroy(s->be);
+	free(s->cache_dir);
+	free(s);
+}
+
+void tfs_stack_stats(struct tfs_stack *s, struct json_object *out)
+{
+	tfs_layer_stats(s->top, out);
+	tfs_meta_stats(s->meta, out);
+	tfs_prefetch_stats(s->pf, out);
 }

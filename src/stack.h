@@ -1,15 +1,35 @@
-/* stack.h - the one place that assembles the layer stack from the config.
+/* stack.h - the one place that assembles the layer stack from the config:
  *
- * Today the stack is the backend alone; the RAM and SSD tiers will wrap it
- * here (ram -> ssd -> backend), so no other code decides the layering.
+ *     ram tier -> ssd tier -> backend adapter -> backend (s3 or local)
+ *     metadata cache (LMDB) -> backend
+ *     prefetch workers -> ram tier
+ *
+ * The SSD tier's index and the metadata cache share one LMDB environment
+ * in <ssd.dir>/<source id>/index; the data files live beside it.  Each
+ * SOURCE (bucket + prefix + endpoint, or local directory) gets its own
+ * subdirectory, so two buckets never share cache entries.
  */
 #ifndef TFS_STACK_H
 #define TFS_STACK_H
 
+#include <lmdb.h>
+
 #include "backend.h"
 #include "conf.h"
+#include "layer.h"
 #include "log.h"
+#include "meta.h"
+#include "prefetch.h"
 #include "source.h"
+
+struct tfs_stack {
+	struct tfs_backend *be;
+	MDB_env *env;
+	struct tfs_layer *top; /* the RAM tier; owns the tiers below */
+	struct tfs_meta *meta;
+	struct tfs_prefetch *pf;
+	char *cache_dir; /* <ssd.dir>/<source id> */
+};
 
 /* Build the backend for `src` with the [backend] settings of `cfg`.  For
  * an S3 source, the bucket and prefix come from `src`.  Call after
@@ -17,5 +37,17 @@
  * backend's errno (already logged: EINVAL, EACCES, ENOENT, ENOMEM). */
 int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source *src,
 			   const struct tfs_log *log, struct tfs_backend **out);
+
+/* Build the whole stack.  Call after daemonizing: it opens LMDB, creates
+ * curl handles and starts threads.  Returns 0 and *out, or an errno (the
+ * cause is logged); on failure nothing is left open. */
+int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src,
+		   const struct tfs_log *log, struct tfs_stack **out);
+
+/* Tear down in reverse order.  NULL is a no-op. */
+void tfs_stack_close(struct tfs_stack *s);
+
+/* Add every layer's counters to `out`. */
+void tfs_stack_stats(struct tfs_stack *s, struct json_object *out);
 
 #endif

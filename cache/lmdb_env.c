@@ -1,0 +1,289 @@
+/* lmdb_env.c - opening the cache's LMDB environment: local-filesystem
+ * check, flags, quarantine of a damaged environment, error mapping.
+ * See lmdb_env.h for the durability choice (MDB_NOSYNC). */
+#include "config.h"
+
+#include "lmdb_env.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dbuf.h"
+
+#define PATH_LIMIT 4096
+#define QUARANTINE_TRIES 100
+
+static const struct {
+	uint32_t magic;
+	const char *name;
+} network_fs[] = {
+	{ 0x6969, "nfs" },
+	{ 0x517B, "smb" },
+	{ 0xFF534D42, "cifs" },
+	{ 0xFE534D42, "smb2" },
+	{ 0x65735546, "fuse" },
+	{ 0x00C36400, "ceph" },
+	{ 0x01021997, "9p" },
+	{ 0x5346414F, "afs" },
+	{ 0x01161970, "gfs2" },
+	{ 0x7461636f, "ocfs2" },
+	{ 0x0BD00BD0, "lustre" },
+};
+
+const char *tfs_lmdb_network_fs(unsigned long f_type)
+{
+	/* f_type is a signed long; magics are 32-bit (CIFS's has the top bit
+	 * set, so on 32-bit hosts it arrives sign-extended). */
+	uint32_t m = (uint32_t)f_type;
+	for (size_t i = 0; i < sizeof(network_fs) / sizeof(network_fs[0]); i++)
+		if (network_fs[i].magic == m)
+			return network_fs[i].name;
+	return NULL;
+}
+
+int tfs_lmdb_errno(int rc)
+{
+	if (rc >= 0)
+		return rc;
+	switch (rc) {
+	case MDB_MAP_FULL:
+		return ENOSPC;
+	case MDB_NOTFOUND:
+		return ENOENT;
+	default:
+		return EIO;
+	}
+}
+
+int tfs_lmdb_is_corruption(int rc)
+{
+	return rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
+	       rc == MDB_VERSION_MISMATCH || rc == MDB_PANIC;
+}
+
+int tfs_lmdb_fail(const struct tfs_log *log, int rc, const char *what, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (rc == 0)
+		return 0;
+	va_start(ap, what);
+	vsnprintf(msg, sizeof(msg), what, ap);
+	va_end(ap);
+	tfs_err(log, "%s: %s", msg, mdb_strerror(rc));
+	return tfs_lmdb_errno(rc);
+}
+
+/* mkdir -p with mode 0700 for every directory created.  Returns 0 or
+ * errno (logged). */
+static int make_dirs(const char *dir, const struct tfs_log *log)
+{
+	char path[PATH_LIMIT];
+	size_t n = strlen(dir);
+	struct stat st;
+
+	if (n == 0 || n >= sizeof(path)) {
+		tfs_err(log, "lmdb: directory name '%s' is empty or too long", dir);
+		return EINVAL;
+	}
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		char save = path[i];
+		path[i] = '\0';
+		if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+			int e = errno;
+			tfs_err(log, "lmdb: cannot create directory '%s': %s", path, strerror(e));
+			return e;
+		}
+		path[i] = save;
+	}
+	if (stat(dir, &st) != 0) {
+		int e = errno;
+		tfs_err(log, "lmdb: '%s': %s", dir, strerror(e));
+		return e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tfs_err(log, "lmdb: '%s' is not a directory", dir);
+		return EINVAL;
+	}
+	return 0;
+}
+
+/* Walk the main database (the list of named databases).  Damage found
+ * here would make every mdb_dbi_open() fail, so treat it like a damaged
+ * header. */
+static int check_main_db(MDB_env *env)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_dbi dbi;
+	MDB_val k, v;
+	int rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return rc;
+	rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+	if (rc == 0)
+		rc = mdb_cursor_open(txn, dbi, &cur);
+	if (rc == 0) {
+		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0)
+			;
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* One attempt.  Returns 0 with *out set, or an LMDB/errno code (nothing
+ * logged: the caller decides whether the code means damage). */
+static int env_open_once(const char *dir, uint64_t map_size, MDB_env **out)
+{
+	MDB_env *env = NULL;
+	int rc = mdb_env_create(&env);
+	int fd;
+
+	if (rc)
+		return rc;
+	if (map_size > 0)
+		rc = mdb_env_set_mapsize(env, (size_t)map_size);
+	if (rc == 0)
+		rc = mdb_env_set_maxdbs(env, TFS_LMDB_MAXDBS);
+	if (rc == 0)
+		rc = mdb_env_set_maxreaders(env, TFS_LMDB_MAXREADERS);
+	if (rc == 0)
+		rc = mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0600);
+	if (rc == 0)
+		rc = check_main_db(env);
+	if (rc) {
+		mdb_env_close(env);
+		return rc;
+	}
+	/* An existing file keeps its mode at open; make sure it is private. */
+	if (mdb_env_get_fd(env, &fd) == 0)
+		(void)fchmod(fd, 0600);
+	*out = env;
+	return 0;
+}
+
+/* Move data.mdb and lock.mdb into dir/corrupt-<timestamp>[-N]/.  Returns 0
+ * or errno (logged). */
+static int quarantine(const char *dir, const struct tfs_log *log, struct tfs_dbuf *qdir)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	char stamp[32];
+	struct tm tm;
+	time_t now = time(NULL);
+	struct tfs_dbuf from, to;
+	int rc = 0;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	for (int i = 0; i < QUARANTINE_TRIES; i++) {
+		tfs_dbuf_reset(qdir);
+		rc = tfs_dbuf_addf(qdir, "%s/corrupt-%s", dir, stamp);
+		if (rc == 0 && i > 0)
+			rc = tfs_dbuf_addf(qdir, "-%d", i);
+		if (rc)
+			break;
+		if (mkdir(tfs_dbuf_str(qdir), 0700) == 0)
+			break;
+		rc = errno;
+		if (rc != EEXIST)
+			break;
+	}
+	if (rc) {
+		tfs_err(log, "lmdb: cannot create '%s' to move a damaged index aside: %s",
+			tfs_dbuf_str(qdir), strerror(rc));
+		return rc;
+	}
+	tfs_dbuf_init(&from, PATH_LIMIT);
+	tfs_dbuf_init(&to, PATH_LIMIT);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && rc == 0; i++) {
+		tfs_dbuf_reset(&from);
+		tfs_dbuf_reset(&to);
+		rc = tfs_dbuf_addf(&from, "%s/%s", dir, files[i]);
+		if (rc == 0)
+			rc = tfs_dbuf_addf(&to, "%s/%s", tfs_dbuf_str(qdir), files[i]);
+		if (rc == 0 && rename(tfs_dbuf_str(&from), tfs_dbuf_str(&to)) != 0 && errno != ENOENT) {
+			rc = errno;
+			tfs_err(log, "lmdb: cannot move '%s' aside: %s", tfs_dbuf_str(&from),
+				strerror(rc));
+		}
+	}
+	tfs_dbuf_free(&from);
+	tfs_dbuf_free(&to);
+	return rc;
+}
+
+int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log, MDB_env **out)
+{
+	struct statfs sf;
+	const char *net;
+	int rc;
+
+	*out = NULL;
+	rc = make_dirs(dir, log);
+	if (rc)
+		return rc;
+	if (statfs(dir, &sf) != 0) {
+		rc = errno;
+		tfs_err(log, "lmdb: statfs '%s': %s", dir, strerror(rc));
+		return rc;
+	}
+	net = tfs_lmdb_network_fs((unsigned long)sf.f_type);
+	if (net != NULL) {
+		tfs_err(log, "lmdb: '%s' is on a %s filesystem (f_type 0x%lx): "
+			"LMDB must not live on a network filesystem; use a local disk",
+			dir, net, (unsigned long)(uint32_t)sf.f_type);
+		return EINVAL;
+	}
+	if ((uint64_t)(size_t)map_size != map_size) {
+		tfs_err(log, "lmdb: map size %llu does not fit the address space",
+			(unsigned long long)map_size);
+		return EINVAL;
+	}
+
+	rc = env_open_once(dir, map_size, out);
+	if (rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ||
+	    rc == MDB_PAGE_NOTFOUND) {
+		struct tfs_dbuf qdir;
+		int qrc;
+
+		tfs_dbuf_init(&qdir, PATH_LIMIT);
+		qrc = quarantine(dir, log, &qdir);
+		if (qrc == 0)
+			tfs_warn(log, "lmdb: the cache index in '%s' is damaged (%s): moved it to "
+				 "'%s' and starting with an empty cache",
+				 dir, mdb_strerror(rc), tfs_dbuf_str(&qdir));
+		tfs_dbuf_free(&qdir);
+		if (qrc)
+			return tfs_lmdb_fail(log, rc, "lmdb: open '%s'", dir);
+		rc = env_open_once(dir, map_size, out);
+	}
+	if (rc)
+		return tfs_lmdb_fail(log, rc, "lmdb: open '%s'", dir);
+
+	int dead = 0;
+	if (mdb_reader_check(*out, &dead) == 0 && dead > 0)
+		tfs_info(log, "lmdb: '%s': cleared %d reader slots of dead processes", dir, dead);
+	return 0;
+}
+
+void tfs_lmdb_close(MDB_env *env)
+{
+	if (env)
+		mdb_env_close(env);
+}

@@ -1,0 +1,651 @@
+/* meta.c - metadata cache: listings and attributes in LMDB, revalidated
+ * against the backend after the TTL.
+ *
+ * Two named DBs in the shared environment:
+ *   meta_entries  key = H(dir) || name        value = struct rec + etag
+ *   meta_dirs     key = H(dir)                value = struct dirrec
+ * H(dir) is the first 16 bytes of SHA-256(dir), which keeps keys far below
+ * LMDB's 511-byte limit for any S3 key and groups a directory's entries in
+ * name order, so readdir is a cursor walk in bounded memory.
+ *
+ * A listing refresh writes each page in one short write transaction with
+ * fetched = the refresh's start time, then deletes the directory's entries
+ * older than that start: concurrent lookups keep being served meanwhile.
+ */
+#include "config.h"
+
+#include "meta.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define HLEN 16
+#define STRIPES 64
+#define REC_VERSION 1
+
+struct rec {
+	uint8_t version;
+	uint8_t type;
+	uint16_t etag_len;
+	uint32_t mode, uid, gid;
+	uint64_t size;
+	int64_t mtime;
+	uint64_t fetched_ms;
+};
+
+struct dirrec {
+	uint64_t listed_ms; /* start of the last complete listing; 0: never */
+};
+
+struct tfs_meta {
+	MDB_env *env;
+	MDB_dbi entries, dirs;
+	struct tfs_backend *be;
+	uint64_t ttl_ms;
+	const struct tfs_log *log;
+	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
+	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
+		errors;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool fresh(uint64_t fetched, uint64_t now, uint64_t max_age)
+{
+	if (max_age == UINT64_MAX)
+		return true;
+	return now >= fetched ? now - fetched < max_age : true;
+}
+
+static void dir_hash(const char *dir, uint8_t h[HLEN])
+{
+	uint8_t full[32];
+	unsigned int len = 0;
+	EVP_Digest(dir, strlen(dir), full, &len, EVP_sha256(), NULL);
+	memcpy(h, full, HLEN);
+}
+
+int tfs_meta_join(const char *dir, const char *name, char *buf, size_t len)
+{
+	int n = dir[0] ? snprintf(buf, len, "%s/%s", dir, name) : snprintf(buf, len, "%s", name);
+	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
+}
+
+static int mdb_errno(const struct tfs_meta *m, int rc, const char *what)
+{
+	if (rc == 0)
+		return 0;
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	if (rc > 0)
+		return rc;
+	tfs_err(m->log, "meta: %s: %s", what, mdb_strerror(rc));
+	return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+}
+
+/* ---- record encoding ---- */
+
+static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
+{
+	struct rec r;
+	memcpy(&r, v->mv_data, sizeof(r));
+	memset(a, 0, sizeof(*a));
+	a->type = (enum tfs_ftype)r.type;
+	a->size = r.size;
+	a->mtime = r.mtime;
+	a->mode = r.mode;
+	a->uid = r.uid;
+	a->gid = r.gid;
+	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
+	memcpy(a->etag, (const char *)v->mv_data + sizeof(r), el);
+	a->etag[el] = '\0';
+	*fetched = r.fetched_ms;
+}
+
+static bool valid_rec(const MDB_val *v)
+{
+	struct rec r;
+	if (v->mv_size < sizeof(r))
+		return false;
+	memcpy(&r, v->mv_data, sizeof(r));
+	return r.version == REC_VERSION && v->mv_size == sizeof(r) + r.etag_len;
+}
+
+static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
+		     const struct tfs_attr *a, uint64_t fetched)
+{
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	uint8_t vbuf[sizeof(struct rec) + TFS_ETAG_MAX];
+	size_t nlen = strlen(name);
+	struct rec r = {
+		.version = REC_VERSION, .type = (uint8_t)a->type,
+		.etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
+		.size = a->size, .mtime = a->mtime, .fetched_ms = fetched,
+	};
+	memcpy(kbuf, h, HLEN);
+	memcpy(kbuf + HLEN, name, nlen);
+	memcpy(vbuf, &r, sizeof(r));
+	memcpy(vbuf + sizeof(r), a->etag, r.etag_len);
+	MDB_val k = { HLEN + nlen, kbuf }, v = { sizeof(r) + r.etag_len, vbuf };
+	return mdb_put(txn, m->entries, &k, &v, 0);
+}
+
+/* Read one entry: 0, ENOENT, EIO. */
+static int get_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
+		     struct tfs_attr *a, uint64_t *fetched)
+{
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	size_t nlen = strlen(name);
+	MDB_txn *txn;
+	memcpy(kbuf, h, HLEN);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf }, v;
+	int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_errno(m, rc, "read txn");
+	rc = mdb_get(txn, m->entries, &k, &v);
+	if (rc == 0 && !valid_rec(&v))
+		rc = MDB_NOTFOUND;
+	if (rc == 0)
+		decode(&v, a, fetched);
+	mdb_txn_abort(txn);
+	return mdb_errno(m, rc, "get entry");
+}
+
+static int get_dir(struct tfs_meta *m, const uint8_t h[HLEN], struct dirrec *d)
+{
+	MDB_txn *txn;
+	MDB_val k = { HLEN, (void *)h }, v;
+	int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_errno(m, rc, "read txn");
+	rc = mdb_get(txn, m->dirs, &k, &v);
+	if (rc == 0 && v.mv_size == sizeof(*d))
+		memcpy(d, v.mv_data, sizeof(*d));
+	else if (rc == 0)
+		rc = MDB_NOTFOUND;
+	mdb_txn_abort(txn);
+	return mdb_errno(m, rc, "get dir");
+}
+
+static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
+		       const struct tfs_attr *a, uint64_t fetched)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc == 0) {
+		rc = put_entry(txn, m, h, name, a, fetched);
+		if (rc == 0)
+			rc = mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
+	}
+	return mdb_errno(m, rc, "store entry");
+}
+
+void tfs_meta_forget(struct tfs_meta *m, const char *dir, const char *name)
+{
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	size_t nlen = strlen(name);
+	MDB_txn *txn;
+	if (nlen > NAME_MAX)
+		return;
+	dir_hash(dir, kbuf);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf };
+	if (mdb_txn_begin(m->env, NULL, 0, &txn) != 0)
+		return;
+	mdb_del(txn, m->entries, &k, NULL);
+	if (mdb_txn_commit(txn) != 0)
+		tfs_warn(m->log, "meta: cannot forget '%s' in '%s'", name, dir);
+}
+
+/* ---- attributes from the backend ---- */
+
+static uint32_t meta_u32(const struct tfs_obj_meta *om, const char *name, uint32_t mask)
+{
+	const char *v = tfs_obj_meta_get(om, name);
+	if (v == NULL || *v == '\0')
+		return TFS_META_UNSET;
+	char *end;
+	errno = 0;
+	unsigned long x = strtoul(v, &end, 10);
+	if (errno || *end != '\0' || x > UINT32_MAX)
+		return TFS_META_UNSET;
+	return (uint32_t)x & mask;
+}
+
+static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = TFS_FT_FILE;
+	a->size = om->size;
+	a->mtime = om->mtime;
+	snprintf(a->etag, sizeof(a->etag), "%s", om->etag);
+	/* s3fs writes st_mode in decimal, with the file type bits. */
+	a->mode = meta_u32(om, "mode", 07777);
+	a->uid = meta_u32(om, "uid", UINT32_MAX);
+	a->gid = meta_u32(om, "gid", UINT32_MAX);
+	const char *mt = tfs_obj_meta_get(om, "mtime");
+	if (mt) {
+		char *end;
+		errno = 0;
+		double t = strtod(mt, &end);
+		if (errno == 0 && end != mt && t >= 0 && t < 1e12)
+			a->mtime = (int64_t)t;
+	}
+}
+
+static void dir_attr(struct tfs_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = TFS_FT_DIR;
+	a->mode = a->uid = a->gid = TFS_META_UNSET;
+}
+
+/* Ask the backend what `name` in `dir` is. */
+static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *a)
+{
+	char key[4096];
+	int rc = tfs_meta_join(dir, name, key, sizeof(key) - 1);
+	if (rc)
+		return rc;
+	atomic_fetch_add(&m->backend_lookups, 1);
+	struct tfs_obj_meta om = { 0 };
+	rc = tfs_backend_head(m->be, key, &om);
+	if (rc == 0) {
+		attr_from_head(&om, a);
+		tfs_obj_meta_clear(&om);
+		return 0;
+	}
+	if (rc != ENOENT)
+		return rc;
+	size_t kl = strlen(key);
+	key[kl] = '/';
+	key[kl + 1] = '\0';
+	struct tfs_list_page p = { 0 };
+	rc = tfs_backend_list(m->be, key, "/", NULL, 1, &p);
+	if (rc)
+		return rc;
+	bool exists = p.n_entries > 0 || p.n_prefixes > 0;
+	tfs_list_page_clear(&p);
+	if (!exists)
+		return ENOENT;
+	dir_attr(a);
+	return 0;
+}
+
+int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, uint64_t max_age,
+			struct tfs_attr *out, bool *changed)
+{
+	uint8_t h[HLEN];
+	struct tfs_attr cached;
+	uint64_t fetched = 0, now = now_ms();
+	struct dirrec d = { 0 };
+
+	if (changed)
+		*changed = false;
+	if (strlen(name) > NAME_MAX)
+		return ENAMETOOLONG;
+	dir_hash(dir, h);
+	int have = get_entry(m, h, name, &cached, &fetched);
+	if (have == EIO)
+		return EIO;
+	if (have == 0 && fresh(fetched, now, max_age)) {
+		atomic_fetch_add(&m->hits, 1);
+		*out = cached;
+		return 0;
+	}
+	if (have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms && fresh(d.listed_ms, now, m->ttl_ms)) {
+		atomic_fetch_add(&m->neg_hits, 1);
+		return ENOENT;
+	}
+	int rc = backend_lookup(m, dir, name, out);
+	if (rc == 0) {
+		if (have == 0 && cached.type == TFS_FT_FILE && out->type == TFS_FT_FILE) {
+			if (strcmp(cached.etag, out->etag) != 0 && changed)
+				*changed = true;
+		}
+		if (have == 0 && out->type == TFS_FT_DIR && cached.type == TFS_FT_DIR)
+			*out = cached; /* keep whatever the directory had */
+		store_entry(m, h, name, out, now);
+		return 0;
+	}
+	if (rc == ENOENT) {
+		if (have == 0) {
+			tfs_meta_forget(m, dir, name);
+			if (changed)
+				*changed = true;
+		}
+		return ENOENT;
+	}
+	if (have == 0 && rc == EIO) {
+		/* The backend is unreachable: a stale answer beats none. */
+		atomic_fetch_add(&m->stale_served, 1);
+		*out = cached;
+		return 0;
+	}
+	atomic_fetch_add(&m->errors, 1);
+	return rc;
+}
+
+int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
+		    bool *changed)
+{
+	return tfs_meta_revalidate(m, dir, name, m->ttl_ms, out, changed);
+}
+
+/* ---- listings ---- */
+
+static bool name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 0 && n <= NAME_MAX && strchr(name, '/') == NULL && strcmp(name, ".") != 0 &&
+	       strcmp(name, "..") != 0;
+}
+
+/* Delete the entries of directory `h` fetched before `start`. */
+static int prune(struct tfs_meta *m, const uint8_t h[HLEN], uint64_t start)
+{
+	MDB_txn *txn;
+	MDB_cursor *c;
+	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	rc = mdb_cursor_open(txn, m->entries, &c);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	MDB_val k = { HLEN, (void *)h }, v;
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
+		uint64_t fetched = 0;
+		struct tfs_attr a;
+		if (!valid_rec(&v)) {
+			rc = mdb_cursor_del(c, 0);
+		} else {
+			decode(&v, &a, &fetched);
+			if (fetched < start)
+				rc = mdb_cursor_del(c, 0);
+		}
+		if (rc == 0)
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(c);
+	if (rc != MDB_NOTFOUND && rc != 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
+		      const struct tfs_list_page *p, uint64_t start, bool *any)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < p->n_entries; i++) {
+		const struct tfs_list_entry *e = &p->entries[i];
+		const char *name = e->key + plen;
+		*any = true;
+		if (!name_ok(name))
+			continue; /* the directory's own marker, or unrepresentable */
+		struct tfs_attr a = { .type = TFS_FT_FILE, .size = e->size, .mtime = e->mtime };
+		a.mode = a.uid = a.gid = TFS_META_UNSET;
+		snprintf(a.etag, sizeof(a.etag), "%s", e->etag);
+		/* Keep what a HEAD learned (x-amz-meta-*) while the ETag holds. */
+		uint8_t kbuf[HLEN + NAME_MAX + 1];
+		size_t nlen = strlen(name);
+		memcpy(kbuf, h, HLEN);
+		memcpy(kbuf + HLEN, name, nlen);
+		MDB_val k = { HLEN + nlen, kbuf }, v;
+		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
+			struct tfs_attr old;
+			uint64_t f;
+			decode(&v, &old, &f);
+			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0) {
+				a.mode = old.mode;
+				a.uid = old.uid;
+				a.gid = old.gid;
+				a.mtime = old.mtime;
+			}
+		}
+		rc = put_entry(txn, m, h, name, &a, start);
+	}
+	for (size_t i = 0; rc == 0 && i < p->n_prefixes; i++) {
+		char name[NAME_MAX + 2];
+		const char *s = p->prefixes[i] + plen;
+		size_t n = strlen(s);
+		*any = true;
+		if (n < 2 || n - 1 > NAME_MAX)
+			continue;
+		memcpy(name, s, n - 1);
+		name[n - 1] = '\0';
+		if (!name_ok(name))
+			continue;
+		/* A file of the same name listed in this refresh wins. */
+		uint8_t kbuf[HLEN + NAME_MAX + 1];
+		memcpy(kbuf, h, HLEN);
+		memcpy(kbuf + HLEN, name, n - 1);
+		MDB_val k = { HLEN + n - 1, kbuf }, v;
+		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
+			struct tfs_attr old;
+			uint64_t f;
+			decode(&v, &old, &f);
+			if (old.type == TFS_FT_FILE && f >= start)
+				continue;
+		}
+		struct tfs_attr a;
+		dir_attr(&a);
+		rc = put_entry(txn, m, h, name, &a, start);
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
+{
+	char prefix[4096];
+	uint64_t start = now_ms();
+	char *token = NULL;
+	bool any = false;
+	int rc = 0;
+
+	if (dir[0]) {
+		int n = snprintf(prefix, sizeof(prefix), "%s/", dir);
+		if (n < 0 || (size_t)n >= sizeof(prefix))
+			return ENAMETOOLONG;
+	} else {
+		prefix[0] = '\0';
+	}
+	size_t plen = strlen(prefix);
+	atomic_fetch_add(&m->listings, 1);
+	do {
+		struct tfs_list_page p = { 0 };
+		rc = tfs_backend_list(m->be, prefix, "/", token, 1000, &p);
+		free(token);
+		token = NULL;
+		if (rc)
+			break;
+		atomic_fetch_add(&m->list_pages, 1);
+		int mrc = store_page(m, h, plen, &p, start, &any);
+		if (mrc)
+			rc = mdb_errno(m, mrc, "store listing");
+		if (rc == 0 && p.next_token) {
+			token = strdup(p.next_token);
+			if (token == NULL)
+				rc = ENOMEM;
+		}
+		tfs_list_page_clear(&p);
+	} while (rc == 0 && token);
+	free(token);
+	if (rc)
+		return rc;
+	if (!any && dir[0]) {
+		/* No key has this prefix: the directory is gone. */
+		int prc = prune(m, h, UINT64_MAX);
+		if (prc)
+			mdb_errno(m, prc, "prune");
+		return ENOENT;
+	}
+	int mrc = prune(m, h, start);
+	if (mrc == 0) {
+		MDB_txn *txn;
+		struct dirrec d = { .listed_ms = start };
+		MDB_val k = { HLEN, (void *)h }, v = { sizeof(d), &d };
+		mrc = mdb_txn_begin(m->env, NULL, 0, &txn);
+		if (mrc == 0) {
+			mrc = mdb_put(txn, m->dirs, &k, &v, 0);
+			if (mrc == 0)
+				mrc = mdb_txn_commit(txn);
+			else
+				mdb_txn_abort(txn);
+		}
+	}
+	return mdb_errno(m, mrc, "finish listing");
+}
+
+int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
+		     void *ctx)
+{
+	uint8_t h[HLEN];
+	struct dirrec d = { 0 };
+	int rc;
+
+	dir_hash(dir, h);
+	if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(d.listed_ms, now_ms(), m->ttl_ms)) {
+		pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
+		pthread_mutex_lock(mu);
+		/* Someone may have listed it while we waited. */
+		if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(d.listed_ms, now_ms(), m->ttl_ms)) {
+			rc = refresh(m, dir, h);
+			if (rc) {
+				pthread_mutex_unlock(mu);
+				if (rc != ENOENT)
+					atomic_fetch_add(&m->errors, 1);
+				return rc;
+			}
+		}
+		pthread_mutex_unlock(mu);
+	}
+
+	MDB_txn *txn;
+	MDB_cursor *c;
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	size_t alen = strlen(after);
+	if (alen > NAME_MAX)
+		return EINVAL;
+	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return mdb_errno(m, rc, "read txn");
+	rc = mdb_cursor_open(txn, m->entries, &c);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return mdb_errno(m, rc, "cursor");
+	}
+	memcpy(kbuf, h, HLEN);
+	memcpy(kbuf + HLEN, after, alen);
+	MDB_val k = { HLEN + alen, kbuf }, v;
+	int cb = 0;
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
+		char name[NAME_MAX + 1];
+		size_t nlen = k.mv_size - HLEN;
+		if (nlen <= NAME_MAX && valid_rec(&v)) {
+			memcpy(name, (const char *)k.mv_data + HLEN, nlen);
+			name[nlen] = '\0';
+			if (!(alen && strcmp(name, after) == 0)) {
+				struct tfs_attr a;
+				uint64_t f;
+				decode(&v, &a, &f);
+				cb = fn(ctx, name, &a);
+				if (cb)
+					break;
+			}
+		}
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	if (cb)
+		return cb;
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : mdb_errno(m, rc, "readdir");
+}
+
+void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
+{
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return;
+	json_object_object_add(o, "hits", json_object_new_uint64(atomic_load(&m->hits)));
+	json_object_object_add(o, "negative_hits", json_object_new_uint64(atomic_load(&m->neg_hits)));
+	json_object_object_add(o, "backend_lookups", json_object_new_uint64(atomic_load(&m->backend_lookups)));
+	json_object_object_add(o, "listings", json_object_new_uint64(atomic_load(&m->listings)));
+	json_object_object_add(o, "list_pages", json_object_new_uint64(atomic_load(&m->list_pages)));
+	json_object_object_add(o, "stale_served", json_object_new_uint64(atomic_load(&m->stale_served)));
+	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
+	json_object_object_add(o, "ttl_ms", json_object_new_uint64(m->ttl_ms));
+	json_object_object_add(out, "metadata", o);
+}
+
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, const struct tfs_log *log,
+		  struct tfs_meta **out)
+{
+	struct tfs_meta *m = calloc(1, sizeof(*m));
+	MDB_txn *txn = NULL;
+	if (m == NULL)
+		return ENOMEM;
+	m->env = env;
+	m->be = be;
+	m->ttl_ms = ttl_ms;
+	m->log = log;
+	int rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "meta_entries", MDB_CREATE, &m->entries);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "meta_dirs", MDB_CREATE, &m->dirs);
+	if (rc == 0) {
+		rc = mdb_txn_commit(txn);
+	} else if (txn) {
+		mdb_txn_abort(txn);
+	}
+	if (rc) {
+		tfs_err(log, "meta: cannot open the metadata DBs: %s", mdb_strerror(rc));
+		free(m);
+		return EIO;
+	}
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&m->stripes[i], NULL);
+	*out = m;
+	return 0;
+}
+
+void tfs_meta_close(struct tfs_meta *m)
+{
+	if (m == NULL)
+		return;
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_destroy(&m->stripes[i]);
+	free(m);
+}

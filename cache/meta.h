@@ -1,0 +1,85 @@
+/* meta.h - the metadata cache: directory listings and object attributes
+ * from the backend, persisted in LMDB so a remount starts warm.
+ *
+ * Paths: a directory is named by its path without a trailing '/' ("" is
+ * the root, "a/b" a subdirectory); the object key of a file is
+ * "<dir>/<name>" (or "<name>" at the root) and the listing prefix of a
+ * directory "<dir>/".  Directories exist when a key has their prefix,
+ * including "dir/" marker objects.  A name that is both a file and a
+ * prefix is shown as the file.
+ *
+ * Freshness: an entry or a listing fetched less than `ttl_ms` ago is
+ * trusted; UINT64_MAX trusts it forever (immutable datasets: no backend
+ * call once cached, even when the backend is down).  A stale entry is
+ * revalidated with HEAD; a stale listing is listed again.  A complete,
+ * fresh listing also answers "no such name" without a backend call.
+ *
+ * Thread safety: all functions may be called concurrently.  Listings of
+ * the same directory are single-flight (striped mutexes); LMDB write
+ * transactions are short and never span a backend call.
+ */
+#ifndef TFS_META_H
+#define TFS_META_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "log.h"
+
+#define TFS_META_UNSET UINT32_MAX
+
+enum tfs_ftype { TFS_FT_FILE = 1, TFS_FT_DIR = 2 };
+
+struct tfs_attr {
+	enum tfs_ftype type;
+	uint64_t size;
+	int64_t mtime;           /* x-amz-meta-mtime if set, else Last-Modified */
+	char etag[TFS_ETAG_MAX]; /* files only */
+	uint32_t mode;           /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
+	uint32_t uid, gid;       /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
+};
+
+struct tfs_meta;
+
+/* Open the cache's named DBs in `env` (shared, not owned).  `be` and `log`
+ * must outlive it.  Returns 0, ENOMEM or EIO (LMDB failure, logged). */
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, const struct tfs_log *log,
+		  struct tfs_meta **out);
+void tfs_meta_close(struct tfs_meta *m);
+
+/* Attributes of `name` in directory `dir`.  Returns 0, ENOENT, ENAMETOOLONG,
+ * or the backend's error (EIO, EACCES).  *changed (may be NULL) is set
+ * when a revalidation found a different ETag than the cached one. */
+int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
+		    bool *changed);
+
+/* Like lookup, but a cached file entry older than `max_age_ms` is
+ * revalidated with HEAD even if within the TTL (0: always). */
+int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, uint64_t max_age_ms,
+			struct tfs_attr *out, bool *changed);
+
+/* Callback for each entry; return non-zero to stop (that value is then
+ * returned by tfs_meta_readdir). */
+typedef int (*tfs_meta_entry_fn)(void *ctx, const char *name, const struct tfs_attr *a);
+
+/* Call `fn` for the entries of `dir` in name order, starting after `after`
+ * ("" = from the first), listing the backend first if the cached listing
+ * is missing or stale.  Returns 0, fn's non-zero value, ENOENT (the
+ * directory does not exist), or the backend's error. */
+int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
+		     void *ctx);
+
+/* Forget a cached entry (the object changed or is gone).  Cannot fail. */
+void tfs_meta_forget(struct tfs_meta *m, const char *dir, const char *name);
+
+/* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
+struct json_object;
+void tfs_meta_stats(struct tfs_meta *m, struct json_object *out);
+
+/* Build "<dir>/<name>" (or "<name>" at the root) into buf.  Returns 0 or
+ * ENAMETOOLONG. */
+int tfs_meta_join(const char *dir, const char *name, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,164 @@
+/* prefetch.c - a bounded job queue and worker threads that pull blocks
+ * into the RAM tier ahead of readers. */
+#include "config.h"
+
+#include "prefetch.h"
+
+#include "ram.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct job {
+	char *key;
+	char etag[TFS_ETAG_MAX];
+	uint64_t size;
+	uint64_t idx;
+};
+
+struct tfs_prefetch {
+	struct tfs_layer *ram;
+	const struct tfs_log *log;
+	pthread_t *threads;
+	unsigned nthreads;
+	pthread_mutex_t lock; /* protects the queue and stop */
+	pthread_cond_t work;
+	struct job *q;
+	size_t cap, head, len;
+	bool stop;
+	uint64_t queued, done, dropped, failed;
+};
+
+static void *worker(void *arg)
+{
+	struct tfs_prefetch *pf = arg;
+	for (;;) {
+		pthread_mutex_lock(&pf->lock);
+		while (!pf->stop && pf->len == 0)
+			pthread_cond_wait(&pf->work, &pf->lock);
+		if (pf->stop) {
+			pthread_mutex_unlock(&pf->lock);
+			return NULL;
+		}
+		struct job j = pf->q[pf->head];
+		pf->head = (pf->head + 1) % pf->cap;
+		pf->len--;
+		pthread_mutex_unlock(&pf->lock);
+
+		struct tfs_obj obj;
+		struct tfs_ram_block *b;
+		tfs_obj_init(&obj, j.key, j.etag, j.size);
+		int rc = tfs_ram_get(pf->ram, &obj, j.idx, TFS_RAM_NOWAIT, &b);
+		if (rc == 0)
+			tfs_ram_put(pf->ram, b);
+		free(j.key);
+		pthread_mutex_lock(&pf->lock);
+		if (rc == 0)
+			pf->done++;
+		else if (rc == EAGAIN)
+			pf->dropped++;
+		else
+			pf->failed++;
+		pthread_mutex_unlock(&pf->lock);
+	}
+}
+
+int tfs_prefetch_block(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx)
+{
+	if (pf == NULL || pf->nthreads == 0)
+		return EAGAIN;
+	if (tfs_ram_has(pf->ram, obj, idx))
+		return 0;
+	char *key = strdup(obj->key);
+	if (key == NULL)
+		return ENOMEM;
+	pthread_mutex_lock(&pf->lock);
+	if (pf->len == pf->cap || pf->stop) {
+		pf->dropped++;
+		pthread_mutex_unlock(&pf->lock);
+		free(key);
+		return EAGAIN;
+	}
+	struct job *j = &pf->q[(pf->head + pf->len) % pf->cap];
+	j->key = key;
+	memcpy(j->etag, obj->etag, sizeof(j->etag));
+	j->size = obj->size;
+	j->idx = idx;
+	pf->len++;
+	pf->queued++;
+	pthread_cond_signal(&pf->work);
+	pthread_mutex_unlock(&pf->lock);
+	return 0;
+}
+
+void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out)
+{
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	json_object_object_add(o, "workers", json_object_new_uint64(pf->nthreads));
+	json_object_object_add(o, "queued", json_object_new_uint64(pf->queued));
+	json_object_object_add(o, "done", json_object_new_uint64(pf->done));
+	json_object_object_add(o, "dropped", json_object_new_uint64(pf->dropped));
+	json_object_object_add(o, "failed", json_object_new_uint64(pf->failed));
+	json_object_object_add(o, "pending", json_object_new_uint64(pf->len));
+	pthread_mutex_unlock(&pf->lock);
+	json_object_object_add(out, "prefetch", o);
+}
+
+void tfs_prefetch_destroy(struct tfs_prefetch *pf)
+{
+	if (pf == NULL)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	pf->stop = true;
+	pthread_cond_broadcast(&pf->work);
+	pthread_mutex_unlock(&pf->lock);
+	for (unsigned i = 0; i < pf->nthreads; i++)
+		pthread_join(pf->threads[i], NULL);
+	while (pf->len) {
+		free(pf->q[pf->head].key);
+		pf->head = (pf->head + 1) % pf->cap;
+		pf->len--;
+	}
+	pthread_mutex_destroy(&pf->lock);
+	pthread_cond_destroy(&pf->work);
+	free(pf->threads);
+	free(pf->q);
+	free(pf);
+}
+
+int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer *ram,
+			const struct tfs_log *log, struct tfs_prefetch **out)
+{
+	struct tfs_prefetch *pf = calloc(1, sizeof(*pf));
+	if (pf == NULL)
+		return ENOMEM;
+	pf->ram = ram;
+	pf->log = log;
+	pf->cap = 64 + 32 * (size_t)cfg->workers;
+	pf->q = calloc(pf->cap, sizeof(*pf->q));
+	pf->threads = calloc(cfg->workers ? cfg->workers : 1, sizeof(*pf->threads));
+	pthread_mutex_init(&pf->lock, NULL);
+	pthread_cond_init(&pf->work, NULL);
+	if (pf->q == NULL || pf->threads == NULL) {
+		tfs_prefetch_destroy(pf);
+		return ENOMEM;
+	}
+	for (unsigned i = 0; i < cfg->workers; i++) {
+		int rc = pthread_create(&pf->threads[i], NULL, worker, pf);
+		if (rc) {
+			tfs_err(log, "prefetch: cannot start worker threads: %s", strerror(rc));
+			tfs_prefetch_destroy(pf);
+			return rc;
+		}
+		pf->nthreads++;
+	}
+	*out = pf;
+	return 0;
+}

@@ -1,0 +1,1961 @@
+/* ssd.c - the SSD tier: an on-disk block cache (one sparse file per
+ * object) indexed in LMDB, with checksums, access-order eviction and
+ * crash recovery.
+ *
+ * ON DISK
+ *
+ *   <dir>/data/XX/<hex>   the cached blocks of one object: <hex> is the 64
+ *                         hex digits of obj->id (SHA-256 of the key), XX its
+ *                         first two.  Block idx lives at offset
+ *                         idx * block_size; missing blocks are holes.  Names
+ *                         come only from the hash, so no object key can name
+ *                         a path outside the cache directory.  Files 0600,
+ *                         directories 0700, opened with O_NOFOLLOW.
+ *   <dir>/data/trash/     data files renamed here by the transaction that
+ *                         deletes their records, then unlinked after it
+ *                         commits (a rename is O(1); freeing a large file's
+ *                         extents is not, and must not happen inside a write
+ *                         transaction).  Emptied at start-up.
+ *
+ *   Named databases in the shared LMDB environment (integers big-endian in
+ *   keys, so they sort numerically; little-endian in values):
+ *
+ *   ssd_objects  id[32] -> u32 record version (1), u32 flags (bit 0:
+ *                PINNED, never evicted), u64 size, u64 last_tick,
+ *                u64 cached_bytes, u16 etag_len, u16 key_len, etag text,
+ *                key text (at most 1024 bytes; for logs and debugging).
+ *   ssd_blocks   id[32] + be64 idx -> u64 XXH3-64 of the block's bytes,
+ *                u32 len.
+ *   ssd_atime    be64 last_tick + id[32] -> empty.  Oldest first: the
+ *                eviction order.
+ *   ssd_state    "format" -> u32 (1); "clock" -> u64 logical clock;
+ *                "reuse" -> f64 mean + u64 samples (struct tfs_reuse), so
+ *                the epoch policy's learning survives a restart.
+ *
+ * STATES
+ *
+ *   A block is ABSENT (no block record), WRITTEN (bytes pwrite'n into the
+ *   data file, record not yet committed: invisible to readers), or CACHED
+ *   (record committed).  A CACHED block whose bytes no longer match (torn
+ *   write, lost page, truncated or deleted file, bit flip) is found by the
+ *   next reader, its record is deleted, and it is read again from the
+ *   inner layer.
+ *
+ *   An object is ABSENT, CACHED (object record, atime entry, data file), or
+ *   EVICTING: marked in the in-memory id table while a thread deletes its
+ *   records and file.  Readers of an EVICTING object wait for the mark to
+ *   go, then see it ABSENT.
+ *
+ * INVARIANTS
+ *
+ *   I1  Every object record has exactly one atime entry, keyed by its
+ *       last_tick, and every atime entry has an object record: both are
+ *       changed in the same write transaction.
+ *   I2  An object record's cached_bytes is the sum of the len of its block
+ *       records.  `used` (in memory) is the sum of cached_bytes: it is
+ *       computed by scanning ssd_objects at start-up and then moved by the
+ *       delta of each committed transaction, so it never drifts.
+ *   I3  A block record is only committed by a transaction that checked
+ *       that the file now at the data path is the inode the bytes were
+ *       written to, and that the object record (if any) has the same ETag.
+ *       A data file is only removed (renamed into trash/) inside the write
+ *       transaction that deletes all of its records.  LMDB serialises the
+ *       two, so a block record always describes bytes written to the
+ *       current file, barring crashes and tampering, which I4 catches.
+ *   I4  Bytes are returned only if the pread got exactly the recorded
+ *       length and their XXH3-64 equals the recorded checksum.  A copy
+ *       tagged with another ETag is never read: the object is dropped.
+ *   I5  An object is evicted, invalidated or swept only while it is marked
+ *       EVICTING, and the mark is only set when no reader pins the id.  A
+ *       reader pins the id for the whole read_block, fill included.  So a
+ *       block being read or filled is never evicted.
+ *
+ * CRASH BEHAVIOUR
+ *
+ *   kill -9 or a crash of the daemon: every committed transaction and
+ *   every pwrite is in the OS page cache (MDB_NOSYNC skips the fsync, not
+ *   the write), so a restart with the same directory is warm.  A fill
+ *   interrupted between pwrite and commit leaves bytes no record points
+ *   to; a drop interrupted between rename and commit leaves records whose
+ *   file is gone (found by I4).  Kernel crash or power loss: about the
+ *   last second of index commits may be lost (the background thread calls
+ *   mdb_env_sync() every second) and data pages may be torn or missing;
+ *   I4 finds the latter.  If LMDB itself is damaged, tfs_lmdb_open() moves
+ *   it aside; damage found later inside our databases disables the tier
+ *   (reads pass through) until a restart, which empties them.  A
+ *   background sweep after start removes trash/ and data files that have
+ *   no object record.  The data files are never fsync'ed: any loss is
+ *   detected and costs a refetch, never a wrong byte.
+ *
+ * ACCESS ORDER AND EPOCH LEARNING
+ *
+ *   Each read_block ticks a logical clock.  A fill writes the object's new
+ *   last_tick in its own transaction; a hit only notes the tick in the
+ *   in-memory id table ("touched"), and the background thread writes all
+ *   notes in one transaction about once per second (or a reader does, when
+ *   TOUCH_MAX objects are waiting), moving their atime entries.  So a hit
+ *   costs a read-only transaction, a pread and no write.
+ *
+ *   On a hit the gap since the object's previous access is a re-access
+ *   interval for the epoch estimator, but only when it exceeds the
+ *   object's visit gap, max(object blocks, capacity blocks / 16).  Reading
+ *   one object touches it once per block, R concurrent readers apart, and
+ *   a random reader inside a large object touches it every few ticks;
+ *   neither says how long an epoch is.  The epoch interval is at least the
+ *   number of blocks that pass through the tier per epoch, which exceeds
+ *   its capacity in blocks whenever eviction matters at all (a dataset that
+ *   fits never needs the policy), so gaps below capacity/16 are intra-visit
+ *   and are ignored, at a bias of at most ~3% of the intervals.
+ *
+ * ADMISSION AND EVICTION (policy.h)
+ *
+ *   Only the oldest candidate is ever considered: the first atime entry
+ *   whose object is not pinned by a reader, not touched since the last
+ *   flush, not being evicted and not PINNED.  A fill that would take usage
+ *   above the high watermark is admitted if the policy lets that candidate
+ *   go (LRU: always) and wakes the evictor; otherwise it is bypassed
+ *   (served, not cached).  Usage never exceeds the capacity: a fill
+ *   reserves its bytes in `charged` (usage + fills in flight) with a
+ *   compare-and-swap against the capacity before writing, and is bypassed
+ *   if they do not fit, until the evictor has made room.  The evictor runs
+ *   while usage > high watermark and deletes whole objects, oldest first,
+ *   until usage <= low watermark or the policy refuses the oldest.
+ *
+ * LOCKING
+ *
+ *   lock        (mutex) the id table (pins, EVICTING marks, deferred
+ *               invalidations, touches), the reuse estimator, `kick`.  It
+ *               is a leaf: never held across LMDB, file I/O or the inner
+ *               layer.  Condition `unmarked`: an EVICTING mark was
+ *               cleared.  Condition `wake`: the background thread.
+ *   flush_lock  (mutex) serialises touch flushes; protects flush_buf and
+ *               persisted_clock.  Held across the flush write transaction.
+ *   LMDB's writer lock is taken by every write transaction; transactions
+ *   are short and never wait for anything but the disk.
+ *   Order: flush_lock -> lock, and flush_lock -> LMDB writer.  Nothing
+ *   takes flush_lock or lock while in a write transaction, and no thread
+ *   waits on `unmarked` while it holds a transaction.
+ *   Atomics: clock, used, charged, objects, counters, broken, stop.
+ */
+#include "config.h"
+
+#include "ssd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "dbuf.h"
+#include "lmdb_env.h"
+#include "policy.h"
+#include "units.h"
+
+#define SSD_FORMAT 1
+#define REC_VERSION 1
+#define ID_LEN TFS_OBJ_ID_LEN
+
+/* object record layout */
+#define OFF_VERSION 0
+#define OFF_FLAGS 4
+#define OFF_SIZE 8
+#define OFF_TICK 16
+#define OFF_CACHED 24
+#define OFF_ETAG_LEN 32
+#define OFF_KEY_LEN 34
+#define OBJ_HDR 36
+#define KEY_TEXT_MAX 1024
+#define OBJ_VAL_MAX (OBJ_HDR + TFS_ETAG_MAX + KEY_TEXT_MAX)
+
+#define BLK_KEY_LEN (ID_LEN + 8)
+#define BLK_VAL_LEN 12
+#define ATIME_KEY_LEN (8 + ID_LEN)
+
+/* "XX/" + 64 hex + NUL */
+#define REL_LEN (3 + 2 * ID_LEN + 1)
+/* "trash/" + 64 hex + "." + 20 digits + NUL */
+#define TRASH_LEN (6 + 2 * ID_LEN + 1 + 20 + 1)
+
+/* id table: open addressing, linear probing, power of two */
+#define TAB_SLOTS 16384u
+#define TAB_MASK (TAB_SLOTS - 1)
+#define TOUCH_MAX 4096u
+
+#define FLUSH_MS 1000
+#define SCAN_LIMIT 4096     /* atime entries examined to find a candidate */
+#define EVICT_MISSES 1000   /* candidates lost to races before a pass gives up */
+#define SWEEP_BUDGET_MS 200 /* sweep work per background iteration */
+#define SWEEP_DONE 257      /* sweep_pos: 0 trash, 1..256 data/XX, then done */
+#define GAP_FLOOR_DIV 16    /* visit gap floor = capacity blocks / 16 */
+#define MIN_CAP_BLOCKS 4
+
+struct ent {
+	uint8_t id[ID_LEN];
+	uint64_t touch;  /* tick of the latest unflushed access, 0: none */
+	uint32_t pins;   /* readers inside read_block for this id */
+	bool used;
+	bool evicting;   /* records and file being deleted */
+	bool doomed;     /* invalidated while pinned: drop at the last unpin */
+};
+
+struct touch {
+	uint8_t id[ID_LEN];
+	uint64_t tick;
+};
+
+struct ratelimit {
+	pthread_mutex_t mu;
+	uint64_t interval_ms, window_start;
+	unsigned burst, used;
+	uint64_t suppressed;
+};
+
+struct obj_rec {
+	uint32_t flags;
+	uint64_t size;
+	uint64_t last_tick;
+	uint64_t cached;
+	char etag[TFS_ETAG_MAX];
+};
+
+struct blk_rec {
+	uint64_t sum;
+	uint32_t len;
+};
+
+struct ssd {
+	struct tfs_layer *inner;
+	const struct tfs_log *log;
+	MDB_env *env; /* borrowed */
+	MDB_dbi objs, blks, atime, state;
+	enum tfs_policy policy;
+	uint64_t bs;
+	char *dir;
+	int datafd; /* <dir>/data */
+	uint64_t capacity, high, low;
+	uint64_t gap_floor;
+
+	_Atomic uint64_t clock;
+	_Atomic uint64_t used;    /* sum of cached block lengths (I2) */
+	_Atomic uint64_t charged; /* used + bytes reserved by fills in flight */
+	_Atomic uint64_t objects;
+	_Atomic uint64_t trash_seq;
+	atomic_bool broken; /* index damaged at run time: pass through */
+	atomic_bool stop;
+
+	pthread_mutex_t lock;
+	pthread_cond_t unmarked;
+	pthread_cond_t wake;
+	struct ent *tab;   /* TAB_SLOTS entries */
+	size_t tab_count;  /* used slots */
+	size_t touched;    /* entries with touch != 0 */
+	struct tfs_reuse reuse;
+	bool kick;
+
+	pthread_mutex_t flush_lock;
+	struct touch *flush_buf; /* TOUCH_MAX */
+	uint64_t persisted_clock;
+
+	pthread_t thread;
+	unsigned sweep_pos; /* background thread only */
+	uint64_t swept;     /* background thread only */
+
+	struct ratelimit rl_full, rl_corrupt, rl_err;
+
+	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions,
+		evicted_bytes, corrupt, write_errors;
+};
+
+/* ---- small helpers ---- */
+
+static void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static uint16_t get_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static const char hexdig[] = "0123456789abcdef";
+
+static void hex_id(const uint8_t id[ID_LEN], char out[2 * ID_LEN + 1])
+{
+	for (int i = 0; i < ID_LEN; i++) {
+		out[2 * i] = hexdig[id[i] >> 4];
+		out[2 * i + 1] = hexdig[id[i] & 15];
+	}
+	out[2 * ID_LEN] = '\0';
+}
+
+static int unhex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* "XX/<hex>", relative to datafd */
+static void rel_path(const uint8_t id[ID_LEN], char out[REL_LEN])
+{
+	out[0] = hexdig[id[0] >> 4];
+	out[1] = hexdig[id[0] & 15];
+	out[2] = '/';
+	hex_id(id, out + 3);
+}
+
+static void rl_init(struct ratelimit *rl, uint64_t interval_ms, unsigned burst)
+{
+	pthread_mutex_init(&rl->mu, NULL);
+	rl->interval_ms = interval_ms;
+	rl->burst = burst;
+	rl->window_start = 0;
+	rl->used = 0;
+	rl->suppressed = 0;
+}
+
+/* May a line be logged now?  At most `burst` per interval; *suppressed is
+ * set to the number of lines dropped since the last allowed one. */
+static bool rl_allow(struct ratelimit *rl, uint64_t *suppressed)
+{
+	uint64_t now = mono_ms();
+	bool ok;
+
+	pthread_mutex_lock(&rl->mu);
+	if (rl->window_start == 0 || now - rl->window_start >= rl->interval_ms) {
+		rl->window_start = now;
+		rl->used = 0;
+	}
+	ok = rl->used < rl->burst;
+	if (ok) {
+		rl->used++;
+		*suppressed = rl->suppressed;
+		rl->suppressed = 0;
+	} else {
+		rl->suppressed++;
+	}
+	pthread_mutex_unlock(&rl->mu);
+	return ok;
+}
+
+static void add_u64(struct json_object *o, const char *k, uint64_t v)
+{
+	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Committed usage changed by `delta` (two's complement for negative). */
+static void usage_add(struct ssd *s, uint64_t delta)
+{
+	atomic_fetch_add(&s->used, delta);
+	atomic_fetch_add(&s->charged, delta);
+}
+
+/* An LMDB failure at run time: log (rate-limited) and, if the index is
+ * damaged, disable the tier until a restart.  Returns the errno. */
+static int lmdb_trouble(struct ssd *s, int rc, const char *what)
+{
+	uint64_t sup = 0;
+
+	if (tfs_lmdb_is_corruption(rc)) {
+		if (!atomic_exchange(&s->broken, true))
+			tfs_err(s->log, "ssd: %s: %s: the cache index is damaged; the SSD tier "
+				"passes reads through until tierfs restarts, which rebuilds it",
+				what, mdb_strerror(rc));
+	} else if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
+		count(&s->write_errors, 1);
+		if (rl_allow(&s->rl_full, &sup))
+			tfs_warn(s->log, "ssd: %s: %s: the LMDB map is full; not caching "
+				 "(raise the map size)", what, mdb_strerror(rc));
+	} else if (rl_allow(&s->rl_err, &sup)) {
+		tfs_err(s->log, "ssd: %s: %s (%" PRIu64 " similar errors suppressed)", what,
+			mdb_strerror(rc), sup);
+	}
+	return tfs_lmdb_errno(rc);
+}
+
+/* ---- records ---- */
+
+static int obj_decode(const MDB_val *v, struct obj_rec *r)
+{
+	const uint8_t *p = v->mv_data;
+	size_t el, kl;
+
+	if (v->mv_size < OBJ_HDR || v->mv_size > OBJ_VAL_MAX ||
+	    get_le32(p + OFF_VERSION) != REC_VERSION)
+		return EINVAL;
+	el = get_le16(p + OFF_ETAG_LEN);
+	kl = get_le16(p + OFF_KEY_LEN);
+	if (el >= TFS_ETAG_MAX || kl > KEY_TEXT_MAX || OBJ_HDR + el + kl != v->mv_size)
+		return EINVAL;
+	r->flags = get_le32(p + OFF_FLAGS);
+	r->size = get_le64(p + OFF_SIZE);
+	r->last_tick = get_le64(p + OFF_TICK);
+	r->cached = get_le64(p + OFF_CACHED);
+	memcpy(r->etag, p + OBJ_HDR, el);
+	r->etag[el] = '\0';
+	return 0;
+}
+
+/* A new record for obj in vb; returns its length. */
+static size_t obj_encode(uint8_t vb[OBJ_VAL_MAX], const struct tfs_obj *obj, uint64_t tick)
+{
+	size_t el = strlen(obj->etag);
+	size_t kl = strlen(obj->key);
+
+	if (kl > KEY_TEXT_MAX)
+		kl = KEY_TEXT_MAX;
+	put_le32(vb + OFF_VERSION, REC_VERSION);
+	put_le32(vb + OFF_FLAGS, 0);
+	put_le64(vb + OFF_SIZE, obj->size);
+	put_le64(vb + OFF_TICK, tick);
+	put_le64(vb + OFF_CACHED, 0);
+	put_le16(vb + OFF_ETAG_LEN, (uint16_t)el);
+	put_le16(vb + OFF_KEY_LEN, (uint16_t)kl);
+	memcpy(vb + OBJ_HDR, obj->etag, el);
+	memcpy(vb + OBJ_HDR + el, obj->key, kl);
+	return OBJ_HDR + el + kl;
+}
+
+static int blk_decode(const MDB_val *v, struct blk_rec *b)
+{
+	if (v->mv_size != BLK_VAL_LEN)
+		return EINVAL;
+	b->sum = get_le64(v->mv_data);
+	b->len = get_le32((const uint8_t *)v->mv_data + 8);
+	return 0;
+}
+
+static void blk_key(uint8_t k[BLK_KEY_LEN], const uint8_t id[ID_LEN], uint64_t idx)
+{
+	memcpy(k, id, ID_LEN);
+	put_be64(k + ID_LEN, idx);
+}
+
+static void atime_key(uint8_t k[ATIME_KEY_LEN], uint64_t tick, const uint8_t id[ID_LEN])
+{
+	put_be64(k, tick);
+	memcpy(k + 8, id, ID_LEN);
+}
+
+static MDB_val mval(const void *p, size_t n)
+{
+	MDB_val v = { .mv_size = n, .mv_data = (void *)p };
+	return v;
+}
+
+/* ---- the id table (caller holds s->lock) ---- */
+
+static size_t tab_home(const uint8_t id[ID_LEN])
+{
+	return (size_t)get_le64(id) & TAB_MASK;
+}
+
+static struct ent *tab_find(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	for (size_t i = tab_home(id);; i = (i + 1) & TAB_MASK) {
+		struct ent *e = &s->tab[i];
+		if (!e->used)
+			return NULL;
+		if (memcmp(e->id, id, ID_LEN) == 0)
+			return e;
+	}
+}
+
+/* NULL when the table is full (one slot always stays free, so probes end). */
+static struct ent *tab_insert(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	size_t i;
+
+	if (s->tab_count >= TAB_SLOTS - 1)
+		return NULL;
+	for (i = tab_home(id); s->tab[i].used; i = (i + 1) & TAB_MASK)
+		;
+	memset(&s->tab[i], 0, sizeof(s->tab[i]));
+	memcpy(s->tab[i].id, id, ID_LEN);
+	s->tab[i].used = true;
+	s->tab_count++;
+	return &s->tab[i];
+}
+
+/* Backward-shift deletion (Knuth 6.4 algorithm R): no tombstones.  Moves
+ * other entries, so pointers into the table are stale afterwards. */
+static void tab_delete(struct ssd *s, struct ent *e)
+{
+	size_t i = (size_t)(e - s->tab), j = i;
+
+	for (;;) {
+		j = (j + 1) & TAB_MASK;
+		if (!s->tab[j].used)
+			break;
+		size_t k = tab_home(s->tab[j].id);
+		bool move = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+		if (move) {
+			s->tab[i] = s->tab[j];
+			i = j;
+		}
+	}
+	s->tab[i].used = false;
+	s->tab_count--;
+}
+
+static void tab_release(struct ssd *s, struct ent *e)
+{
+	if (e->pins == 0 && e->touch == 0 && !e->evicting && !e->doomed)
+		tab_delete(s, e);
+}
+
+static bool ent_busy(const struct ent *e)
+{
+	return e != NULL && (e->pins > 0 || e->touch != 0 || e->evicting || e->doomed);
+}
+
+/* Pin `id` for a read_block, waiting while it is being evicted.
+ * Returns 0 or ENOMEM (table full: the caller passes through). */
+static int pin(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	struct ent *e;
+
+	pthread_mutex_lock(&s->lock);
+	while ((e = tab_find(s, id)) != NULL && e->evicting)
+		pthread_cond_wait(&s->unmarked, &s->lock);
+	if (e == NULL)
+		e = tab_insert(s, id);
+	if (e != NULL)
+		e->pins++;
+	pthread_mutex_unlock(&s->lock);
+	return e ? 0 : ENOMEM;
+}
+
+/* Mark `id` EVICTING if nobody reads or touched it.  Returns true if marked. */
+static bool mark(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	struct ent *e;
+	bool ok = false;
+
+	pthread_mutex_lock(&s->lock);
+	e = tab_find(s, id);
+	if (!ent_busy(e)) {
+		if (e == NULL)
+			e = tab_insert(s, id);
+		if (e != NULL) {
+			e->evicting = true;
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
+
+static void unmark(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	struct ent *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = tab_find(s, id);
+	if (e != NULL) {
+		e->evicting = false;
+		tab_release(s, e);
+	}
+	pthread_cond_broadcast(&s->unmarked);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static bool is_busy(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	bool busy;
+
+	pthread_mutex_lock(&s->lock);
+	busy = ent_busy(tab_find(s, id));
+	pthread_mutex_unlock(&s->lock);
+	return busy;
+}
+
+static void wake_bg(struct ssd *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->kick = true;
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- data files ---- */
+
+static int open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
+{
+	char rel[REL_LEN];
+
+	rel_path(id, rel);
+	return openat(s->datafd, rel, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* Read up to len bytes at off; returns the count (short at EOF) or -errno. */
+static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	return (ssize_t)done;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno;
+		if (n == 0)
+			return ENOSPC;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Inside a write txn: is the file at id's path the inode open as fd? */
+static bool same_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
+{
+	char rel[REL_LEN];
+	struct stat a, b;
+
+	rel_path(id, rel);
+	if (fstat(fd, &a) != 0 || fstatat(s->datafd, rel, &b, AT_SYMLINK_NOFOLLOW) != 0)
+		return false;
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+/* Inside a write txn: rename id's data file into trash/.  Returns true and
+ * sets `trash` if a file was moved (the caller unlinks it after commit). */
+static bool move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TRASH_LEN])
+{
+	char rel[REL_LEN], hex[2 * ID_LEN + 1];
+
+	rel_path(id, rel);
+	hex_id(id, hex);
+	snprintf(trash, TRASH_LEN, "trash/%s.%" PRIu64, hex, atomic_fetch_add(&s->trash_seq, 1));
+	if (renameat(s->datafd, rel, s->datafd, trash) == 0)
+		return true;
+	if (errno != ENOENT) {
+		uint64_t sup;
+		if (rl_allow(&s->rl_err, &sup))
+			tfs_err(s->log, "ssd: cannot move '%s/data/%s' to trash: %s", s->dir, rel,
+				strerror(errno));
+	}
+	return false;
+}
+
+static void unlink_trash(struct ssd *s, const char *trash)
+{
+	if (unlinkat(s->datafd, trash, 0) != 0 && errno != ENOENT)
+		tfs_warn(s->log, "ssd: cannot remove '%s/data/%s': %s", s->dir, trash,
+			 strerror(errno));
+}
+
+/* ---- dropping objects and blocks ---- */
+
+#define ANY_TICK UINT64_MAX
+
+/* Delete every record of `id` and move its file to trash, in one write
+ * txn.  With expect_tick != ANY_TICK (the evictor) the object must still
+ * have that last_tick and not be PINNED, else EAGAIN.  The caller holds
+ * the EVICTING mark or a pin.  Returns 0 (*freed = bytes), ENOENT (no
+ * record), EAGAIN, or an errno (logged). */
+static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
+		       uint64_t *freed)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k = mval(id, ID_LEN), v;
+	struct obj_rec r;
+	uint8_t bk[BLK_KEY_LEN], ak[ATIME_KEY_LEN];
+	char trash[TRASH_LEN];
+	bool moved, valid;
+	int rc;
+
+	*freed = 0;
+	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_trouble(s, rc, "drop: begin");
+	rc = mdb_get(txn, s->objs, &k, &v);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble(s, rc, "drop: get");
+	}
+	valid = obj_decode(&v, &r) == 0;
+	if (expect_tick != ANY_TICK &&
+	    (!valid || r.last_tick != expect_tick || (r.flags & TFS_SSD_OBJ_PINNED))) {
+		mdb_txn_abort(txn);
+		return EAGAIN;
+	}
+	/* blocks: every key with the id prefix */
+	rc = mdb_cursor_open(txn, s->blks, &cur);
+	blk_key(bk, id, 0);
+	while (rc == 0) {
+		MDB_val ck = mval(bk, BLK_KEY_LEN), cv;
+		rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc == 0 && (ck.mv_size < ID_LEN || memcmp(ck.mv_data, id, ID_LEN) != 0))
+			break;
+		if (rc == 0)
+			rc = mdb_cursor_del(cur, 0);
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	if (rc == 0 && valid) {
+		atime_key(ak, r.last_tick, id);
+		MDB_val akv = mval(ak, ATIME_KEY_LEN);
+		rc = mdb_del(txn, s->atime, &akv, NULL);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = mdb_del(txn, s->objs, &k, NULL);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return lmdb_trouble(s, rc, "drop");
+	}
+	moved = move_to_trash(s, id, trash);
+	rc = mdb_txn_commit(txn);
+	if (moved)
+		unlink_trash(s, trash);
+	if (rc)
+		return lmdb_trouble(s, rc, "drop: commit");
+	if (valid) {
+		usage_add(s, -r.cached);
+		*freed = r.cached;
+	}
+	atomic_fetch_sub(&s->objects, 1);
+	return 0;
+}
+
+/* Drop an object that is not pinned by the caller (invalidate). */
+static void drop_marked(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	uint64_t freed;
+
+	(void)drop_object(s, id, ANY_TICK, &freed);
+	unmark(s, id);
+}
+
+/* A cached block failed verification: delete its record if it is still
+ * the one we read (same ETag, same checksum and length).  Returns true if
+ * this call dropped it (so it counts as corruption once). */
+static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
+		       const struct blk_rec *seen)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(obj->id, ID_LEN), v;
+	uint8_t bk[BLK_KEY_LEN], vb[OBJ_VAL_MAX];
+	struct obj_rec r;
+	struct blk_rec b;
+	bool dropped = false;
+	int rc;
+
+	blk_key(bk, obj->id, idx);
+	MDB_val bkv = mval(bk, BLK_KEY_LEN), bv;
+	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc) {
+		lmdb_trouble(s, rc, "drop block: begin");
+		return true;
+	}
+	rc = mdb_get(txn, s->objs, &k, &v);
+	if (rc == 0 && obj_decode(&v, &r) == 0 && strcmp(r.etag, obj->etag) == 0) {
+		size_t vlen = v.mv_size;
+		memcpy(vb, v.mv_data, vlen);
+		rc = mdb_get(txn, s->blks, &bkv, &bv);
+		if (rc == 0 && blk_decode(&bv, &b) == 0 && b.sum == seen->sum &&
+		    b.len == seen->len) {
+			put_le64(vb + OFF_CACHED, r.cached >= b.len ? r.cached - b.len : 0);
+			v = mval(vb, vlen);
+			rc = mdb_del(txn, s->blks, &bkv, NULL);
+			if (rc == 0)
+				rc = mdb_put(txn, s->objs, &k, &v, 0);
+			if (rc == 0)
+				rc = mdb_txn_commit(txn);
+			else
+				mdb_txn_abort(txn);
+			txn = NULL;
+			if (rc == 0)
+				usage_add(s, -(uint64_t)(r.cached >= b.len ? b.len : r.cached));
+			dropped = true;
+		}
+	}
+	if (txn)
+		mdb_txn_abort(txn);
+	if (rc && rc != MDB_NOTFOUND)
+		lmdb_trouble(s, rc, "drop block");
+	return dropped;
+}
+
+/* ---- lookup ---- */
+
+struct lookup {
+	bool have_obj, bad_obj, have_blk;
+	struct obj_rec rec;
+	struct blk_rec blk;
+};
+
+static int lookup(struct ssd *s, const uint8_t id[ID_LEN], uint64_t idx, struct lookup *lk)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(id, ID_LEN), v;
+	uint8_t bk[BLK_KEY_LEN];
+	int rc;
+
+	memset(lk, 0, sizeof(*lk));
+	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_trouble(s, rc, "lookup: begin");
+	rc = mdb_get(txn, s->objs, &k, &v);
+	if (rc == 0) {
+		lk->have_obj = true;
+		lk->bad_obj = obj_decode(&v, &lk->rec) != 0;
+		blk_key(bk, id, idx);
+		k = mval(bk, BLK_KEY_LEN);
+		rc = mdb_get(txn, s->blks, &k, &v);
+		if (rc == 0)
+			lk->have_blk = blk_decode(&v, &lk->blk) == 0;
+	}
+	mdb_txn_abort(txn);
+	if (rc && rc != MDB_NOTFOUND)
+		return lmdb_trouble(s, rc, "lookup");
+	return 0;
+}
+
+/* ---- admission ---- */
+
+struct victim {
+	uint8_t id[ID_LEN];
+	uint64_t tick;
+};
+
+/* The oldest object that could be evicted now (see ADMISSION).  Returns
+ * 0, ENOENT (none within SCAN_LIMIT entries) or an errno. */
+static int oldest_candidate(struct ssd *s, struct victim *out)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	MDB_cursor_op op = MDB_FIRST;
+	int rc, scanned = 0;
+
+	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_trouble(s, rc, "scan: begin");
+	rc = mdb_cursor_open(txn, s->atime, &cur);
+	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
+		const uint8_t *p = k.mv_data;
+		struct obj_rec r;
+		MDB_val ok, ov;
+
+		op = MDB_NEXT;
+		if (++scanned > SCAN_LIMIT) {
+			rc = MDB_NOTFOUND;
+			break;
+		}
+		if (k.mv_size != ATIME_KEY_LEN || is_busy(s, p + 8))
+			continue;
+		ok = mval(p + 8, ID_LEN);
+		if (mdb_get(txn, s->objs, &ok, &ov) != 0 || obj_decode(&ov, &r) != 0 ||
+		    (r.flags & TFS_SSD_OBJ_PINNED))
+			continue;
+		memcpy(out->id, p + 8, ID_LEN);
+		out->tick = get_be64(p);
+		break;
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	return rc ? lmdb_trouble(s, rc, "scan") : 0;
+}
+
+static bool may_go(struct ssd *s, const struct victim *v)
+{
+	struct tfs_reuse r;
+	uint64_t now = atomic_load(&s->clock);
+
+	pthread_mutex_lock(&s->lock);
+	r = s->reuse;
+	pthread_mutex_unlock(&s->lock);
+	return tfs_policy_may_evict(s->policy, &r, now > v->tick ? now - v->tick : 0,
+				    atomic_load(&s->objects));
+}
+
+/* Decide whether to cache a block of `len` bytes and, if so, reserve them
+ * in `charged` (the caller releases them with the fill's outcome).  The
+ * reservation is a compare-and-swap against the capacity, so concurrent
+ * fills never take usage above it. */
+static bool admit(struct ssd *s, size_t len)
+{
+	uint64_t c = atomic_load(&s->charged);
+	struct victim v;
+
+	if (c + len > s->high) {
+		if (s->policy != TFS_POLICY_LRU && (oldest_candidate(s, &v) != 0 || !may_go(s, &v)))
+			return false;
+		wake_bg(s);
+	}
+	do {
+		if (c + len > s->capacity)
+			return false;
+	} while (!atomic_compare_exchange_weak(&s->charged, &c, c + len));
+	return true;
+}
+
+/* ---- fill ---- */
+
+static void write_failed(struct ssd *s, const struct tfs_obj *obj, int err, const char *what)
+{
+	uint64_t sup = 0;
+
+	count(&s->write_errors, 1);
+	if (err == ENOSPC || err == EDQUOT) {
+		if (rl_allow(&s->rl_full, &sup))
+			tfs_warn(s->log, "ssd: SSD tier full: %s '%s/data': %s; serving reads "
+				 "without caching them (%" PRIu64 " bytes cached, capacity %" PRIu64
+				 "; %" PRIu64 " similar errors suppressed)",
+				 what, s->dir, strerror(err), atomic_load(&s->used), s->capacity,
+				 sup);
+	} else if (rl_allow(&s->rl_err, &sup)) {
+		tfs_err(s->log, "ssd: %s for '%s': %s; serving it without caching (%" PRIu64
+			" similar errors suppressed)", what, obj->key, strerror(err), sup);
+	}
+}
+
+/* A write into a file with no record failed: unlink the file (if it is
+ * still ours and still has no record) so it does not hold space. */
+static void discard_new_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(id, ID_LEN), v;
+	char rel[REL_LEN];
+
+	if (mdb_txn_begin(s->env, NULL, 0, &txn) != 0)
+		return;
+	if (mdb_get(txn, s->objs, &k, &v) == MDB_NOTFOUND && same_file(s, id, fd)) {
+		rel_path(id, rel);
+		(void)unlinkat(s->datafd, rel, 0);
+	}
+	mdb_txn_abort(txn);
+}
+
+/* Index a block written to fd (see I1-I3).  Returns 0, EBUSY (lost a race:
+ * another version owns the file, or it was replaced), or an errno. */
+static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, size_t len,
+			uint64_t sum, uint64_t tick, int fd)
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(obj->id, ID_LEN), v;
+	uint8_t vb[OBJ_VAL_MAX], bk[BLK_KEY_LEN], bvb[BLK_VAL_LEN], ak[ATIME_KEY_LEN];
+	size_t vlen;
+	uint64_t old_tick = 0, new_tick, cached = 0;
+	int64_t delta = (int64_t)len;
+	bool existed;
+	struct obj_rec r;
+	struct blk_rec b;
+	int rc;
+
+	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc)
+		return lmdb_trouble(s, rc, "fill: begin");
+	rc = mdb_get(txn, s->objs, &k, &v);
+	existed = rc == 0;
+	if (rc && rc != MDB_NOTFOUND)
+		goto fail;
+	if (existed) {
+		if (obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0) {
+			mdb_txn_abort(txn);
+			return EBUSY;
+		}
+		vlen = v.mv_size;
+		memcpy(vb, v.mv_data, vlen);
+		old_tick = r.last_tick;
+		cached = r.cached;
+	} else {
+		vlen = obj_encode(vb, obj, tick);
+	}
+	if (!same_file(s, obj->id, fd)) {
+		mdb_txn_abort(txn);
+		return EBUSY;
+	}
+
+	blk_key(bk, obj->id, idx);
+	MDB_val bkv = mval(bk, BLK_KEY_LEN), bv;
+	rc = mdb_get(txn, s->blks, &bkv, &bv);
+	if (rc == 0 && blk_decode(&bv, &b) == 0)
+		delta -= (int64_t)b.len; /* a concurrent fill of the same block won */
+	else if (rc && rc != MDB_NOTFOUND)
+		goto fail;
+	put_le64(bvb, sum);
+	put_le32(bvb + 8, (uint32_t)len);
+	bv = mval(bvb, BLK_VAL_LEN);
+	rc = mdb_put(txn, s->blks, &bkv, &bv, 0);
+	if (rc)
+		goto fail;
+
+	new_tick = existed && old_tick > tick ? old_tick : tick;
+	if (!existed || new_tick != old_tick) {
+		MDB_val akv;
+		if (existed) {
+			atime_key(ak, old_tick, obj->id);
+			akv = mval(ak, ATIME_KEY_LEN);
+			rc = mdb_del(txn, s->atime, &akv, NULL);
+			if (rc && rc != MDB_NOTFOUND)
+				goto fail;
+		}
+		atime_key(ak, new_tick, obj->id);
+		akv = mval(ak, ATIME_KEY_LEN);
+		v = mval(NULL, 0);
+		rc = mdb_put(txn, s->atime, &akv, &v, 0);
+		if (rc)
+			goto fail;
+	}
+	put_le64(vb + OFF_TICK, new_tick);
+	put_le64(vb + OFF_CACHED, (uint64_t)((int64_t)cached + delta));
+	v = mval(vb, vlen);
+	rc = mdb_put(txn, s->objs, &k, &v, 0);
+	if (rc)
+		goto fail;
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		return lmdb_trouble(s, rc, "fill: commit");
+	usage_add(s, (uint64_t)delta); /* wraps correctly if negative */
+	if (!existed)
+		atomic_fetch_add(&s->objects, 1);
+	return 0;
+fail:
+	mdb_txn_abort(txn);
+	return lmdb_trouble(s, rc, "fill");
+}
+
+/* Cache a block the inner layer just returned.  Never fails the read.
+ * Returns true if the block is now indexed. */
+static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
+		 size_t len, uint64_t tick, bool have_obj)
+{
+	int fd, rc;
+
+	if (!admit(s, len)) {
+		count(&s->bypassed, 1);
+		return false;
+	}
+	fd = open_data(s, obj->id, O_RDWR | O_CREAT);
+	if (fd < 0) {
+		write_failed(s, obj, errno, "cannot create a data file in");
+		atomic_fetch_sub(&s->charged, len);
+		return false;
+	}
+	rc = pwrite_full(fd, buf, len, (off_t)(idx * s->bs));
+	if (rc) {
+		write_failed(s, obj, rc, "cannot write to");
+		if (!have_obj)
+			discard_new_file(s, obj->id, fd);
+		close(fd);
+		atomic_fetch_sub(&s->charged, len);
+		return false;
+	}
+	rc = record_block(s, obj, idx, len, XXH3_64bits(buf, len), tick, fd);
+	close(fd);
+	atomic_fetch_sub(&s->charged, len); /* record_block charged the real delta */
+	if (rc == 0)
+		count(&s->fill_bytes, len);
+	else if (rc != EBUSY)
+		count(&s->write_errors, 1);
+	return rc == 0;
+}
+
+/* ---- touches ---- */
+
+static void flush_touches(struct ssd *s);
+
+/* Note an access at `tick` (caller holds s->lock).  Returns false when the
+ * table of pending touches is full (the caller flushes and retries). */
+static bool touch_locked(struct ssd *s, struct ent *e, uint64_t tick)
+{
+	if (e->touch == 0) {
+		if (s->touched >= TOUCH_MAX)
+			return false;
+		s->touched++;
+	}
+	if (tick > e->touch)
+		e->touch = tick;
+	return true;
+}
+
+static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
+{
+	uint64_t n = tfs_obj_blocks(obj, s->bs);
+	return n > s->gap_floor ? n : s->gap_floor;
+}
+
+/* End of a read_block: learn, touch, unpin, run a deferred invalidation. */
+static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick,
+		   const struct lookup *lk, bool hit, bool touch)
+{
+	struct ent *e;
+	bool doomed = false;
+
+	pthread_mutex_lock(&s->lock);
+	e = tab_find(s, obj->id);
+	if (hit) {
+		uint64_t prev = e->touch ? e->touch : lk->rec.last_tick;
+		if (tick > prev && tick - prev > visit_gap(s, obj))
+			tfs_reuse_observe(&s->reuse, tick - prev);
+	}
+	if (touch && !touch_locked(s, e, tick)) {
+		pthread_mutex_unlock(&s->lock);
+		flush_touches(s);
+		pthread_mutex_lock(&s->lock);
+		e = tab_find(s, obj->id);
+		(void)touch_locked(s, e, tick); /* still full: the touch is lost */
+	}
+	if (--e->pins == 0 && e->doomed) {
+		e->doomed = false;
+		e->evicting = true;
+		doomed = true;
+	} else {
+		tab_release(s, e);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (doomed)
+		drop_marked(s, obj->id);
+}
+
+/* Write pending touches: last_tick and atime entries, plus the clock and
+ * the estimator, in one transaction. */
+static void flush_touches(struct ssd *s)
+{
+	struct tfs_reuse reuse;
+	uint64_t clock, sb[2];
+	uint8_t vb[OBJ_VAL_MAX], ak[ATIME_KEY_LEN], state[16];
+	MDB_txn *txn = NULL;
+	size_t n = 0;
+	int rc;
+
+	pthread_mutex_lock(&s->flush_lock);
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < TAB_SLOTS && n < TOUCH_MAX && s->touched > 0; i++) {
+		if (s->tab[i].used && s->tab[i].touch) {
+			memcpy(s->flush_buf[n].id, s->tab[i].id, ID_LEN);
+			s->flush_buf[n].tick = s->tab[i].touch;
+			n++;
+		}
+	}
+	reuse = s->reuse;
+	pthread_mutex_unlock(&s->lock);
+	clock = atomic_load(&s->clock);
+	if (n == 0 && clock == s->persisted_clock) {
+		pthread_mutex_unlock(&s->flush_lock);
+		return;
+	}
+
+	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct touch *t = &s->flush_buf[i];
+		MDB_val k = mval(t->id, ID_LEN), v, akv;
+		struct obj_rec r;
+
+		rc = mdb_get(txn, s->objs, &k, &v);
+		if (rc == MDB_NOTFOUND) { /* dropped meanwhile */
+			rc = 0;
+			continue;
+		}
+		if (rc || obj_decode(&v, &r) != 0 || r.last_tick >= t->tick)
+			continue;
+		size_t vlen = v.mv_size;
+		memcpy(vb, v.mv_data, vlen);
+		put_le64(vb + OFF_TICK, t->tick);
+		atime_key(ak, r.last_tick, t->id);
+		akv = mval(ak, ATIME_KEY_LEN);
+		rc = mdb_del(txn, s->atime, &akv, NULL);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		atime_key(ak, t->tick, t->id);
+		akv = mval(ak, ATIME_KEY_LEN);
+		v = mval(NULL, 0);
+		if (rc == 0)
+			rc = mdb_put(txn, s->atime, &akv, &v, 0);
+		v = mval(vb, vlen);
+		if (rc == 0)
+			rc = mdb_put(txn, s->objs, &k, &v, 0);
+	}
+	if (rc == 0) {
+		MDB_val k = mval("clock", 5), v;
+		put_le64(state, clock);
+		v = mval(state, 8);
+		rc = mdb_put(txn, s->state, &k, &v, 0);
+	}
+	if (rc == 0) {
+		MDB_val k = mval("reuse", 5), v;
+		memcpy(&sb[0], &reuse.mean, sizeof(double));
+		sb[1] = reuse.samples;
+		put_le64(state, sb[0]);
+		put_le64(state + 8, sb[1]);
+		v = mval(state, 16);
+		rc = mdb_put(txn, s->state, &k, &v, 0);
+	}
+	if (rc == 0) {
+		rc = mdb_txn_commit(txn);
+		if (rc == 0)
+			s->persisted_clock = clock;
+	} else if (txn) {
+		mdb_txn_abort(txn);
+	}
+	if (rc)
+		lmdb_trouble(s, rc, "flushing access times");
+
+	/* Clear the notes we wrote (or lost), unless a newer access came in;
+	 * until now they kept the objects out of the evictor's reach. */
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct ent *e = tab_find(s, s->flush_buf[i].id);
+		if (e == NULL || e->touch != s->flush_buf[i].tick)
+			continue;
+		e->touch = 0;
+		s->touched--;
+		tab_release(s, e);
+	}
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->flush_lock);
+}
+
+/* ---- read_block ---- */
+
+static int pass_through(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void *buf)
+{
+	count(&s->misses, 1);
+	count(&s->bypassed, 1);
+	return tfs_layer_read_block(s->inner, obj, idx, buf);
+}
+
+/* Verify and serve a cached block.  Returns true on a hit; on a mismatch
+ * the record is dropped (and counted) and buf holds garbage. */
+static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void *buf,
+			size_t len, const struct blk_rec *b)
+{
+	const char *why = NULL;
+	ssize_t got = -ENOENT;
+	int fd;
+
+	if (b->len != len) {
+		why = "wrong length in the index";
+	} else {
+		fd = open_data(s, obj->id, O_RDONLY);
+		if (fd >= 0) {
+			got = pread_full(fd, buf, len, (off_t)(idx * s->bs));
+			close(fd);
+		} else {
+			got = -errno;
+		}
+		if (got < 0)
+			why = got == -ENOENT ? "data file missing" : "read error";
+		else if ((size_t)got != len)
+			why = "short data file";
+		else if (XXH3_64bits(buf, len) != b->sum)
+			why = "checksum mismatch";
+	}
+	if (why == NULL)
+		return true;
+	if (drop_block(s, obj, idx, b)) {
+		uint64_t sup = 0;
+		count(&s->corrupt, 1);
+		if (rl_allow(&s->rl_corrupt, &sup))
+			tfs_warn(s->log, "ssd: '%s' block %" PRIu64 ": %s%s%s: dropped the cached "
+				 "copy, reading it again (%" PRIu64 " similar suppressed)",
+				 obj->key, idx, why, got < 0 && got != -ENOENT ? ": " : "",
+				 got < 0 && got != -ENOENT ? strerror((int)-got) : "", sup);
+	}
+	return false;
+}
+
+static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
+{
+	struct ssd *s = l->priv;
+	size_t len = tfs_obj_block_len(obj, idx, s->bs);
+	struct lookup lk;
+	uint64_t tick, freed;
+	bool filled = false;
+	int rc;
+
+	/* No ETag: no way to tell versions apart, so nothing is cached. */
+	if (obj->etag[0] == '\0' || atomic_load(&s->broken))
+		return pass_through(s, obj, idx, buf);
+	tick = atomic_fetch_add(&s->clock, 1) + 1;
+	if (pin(s, obj->id) != 0)
+		return pass_through(s, obj, idx, buf);
+
+	if (lookup(s, obj->id, idx, &lk) != 0)
+		memset(&lk, 0, sizeof(lk)); /* logged; treat as a miss */
+	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
+		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
+			  lk.bad_obj ? "(unreadable)" : lk.rec.etag, obj->etag);
+		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		memset(&lk, 0, sizeof(lk));
+	}
+	if (lk.have_blk && read_cached(s, obj, idx, buf, len, &lk.blk)) {
+		count(&s->hits, 1);
+		count(&s->hit_bytes, len);
+		finish(s, obj, tick, &lk, true, true);
+		return 0;
+	}
+
+	count(&s->misses, 1);
+	rc = tfs_layer_read_block(s->inner, obj, idx, buf);
+	if (rc == 0)
+		filled = fill(s, obj, idx, buf, len, tick, lk.have_obj);
+	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
+	return rc;
+}
+
+/* ---- invalidate, stats ---- */
+
+static void ssd_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
+{
+	struct ssd *s = l->priv;
+	struct ent *e;
+	bool now = false;
+
+	pthread_mutex_lock(&s->lock);
+	while ((e = tab_find(s, id)) != NULL && e->evicting)
+		pthread_cond_wait(&s->unmarked, &s->lock);
+	if (e != NULL && e->pins > 0) {
+		e->doomed = true; /* the last reader drops it */
+	} else {
+		if (e == NULL)
+			e = tab_insert(s, id);
+		if (e != NULL) {
+			e->evicting = true;
+			now = true;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (now)
+		drop_marked(s, id);
+	tfs_layer_invalidate(s->inner, id);
+}
+
+static void ssd_stats(struct tfs_layer *l, struct json_object *out)
+{
+	struct ssd *s = l->priv;
+	struct json_object *o = json_object_new_object();
+	struct tfs_reuse r;
+
+	if (o != NULL) {
+		pthread_mutex_lock(&s->lock);
+		r = s->reuse;
+		pthread_mutex_unlock(&s->lock);
+		add_u64(o, "hits", atomic_load(&s->hits));
+		add_u64(o, "misses", atomic_load(&s->misses));
+		add_u64(o, "hit_bytes", atomic_load(&s->hit_bytes));
+		add_u64(o, "fill_bytes", atomic_load(&s->fill_bytes));
+		add_u64(o, "bypassed", atomic_load(&s->bypassed));
+		add_u64(o, "evictions", atomic_load(&s->evictions));
+		add_u64(o, "evicted_bytes", atomic_load(&s->evicted_bytes));
+		add_u64(o, "corrupt", atomic_load(&s->corrupt));
+		add_u64(o, "write_errors", atomic_load(&s->write_errors));
+		add_u64(o, "used_bytes", atomic_load(&s->used));
+		add_u64(o, "capacity_bytes", s->capacity);
+		add_u64(o, "high_watermark_bytes", s->high);
+		add_u64(o, "low_watermark_bytes", s->low);
+		add_u64(o, "objects", atomic_load(&s->objects));
+		add_u64(o, "clock", atomic_load(&s->clock));
+		add_u64(o, "reuse_samples", r.samples);
+		json_object_object_add(o, "reuse_interval", json_object_new_double(r.mean));
+		json_object_object_add(o, "policy", json_object_new_string(tfs_policy_name(s->policy)));
+		json_object_object_add(o, "disabled", json_object_new_boolean(atomic_load(&s->broken)));
+		json_object_object_add(out, "ssd", o);
+	}
+	tfs_layer_stats(s->inner, out);
+}
+
+/* ---- background: eviction, sweep ---- */
+
+static void evict(struct ssd *s)
+{
+	uint64_t n = 0, bytes = 0, start_used = atomic_load(&s->used);
+	int misses = 0;
+	bool flushed = false;
+
+	while (atomic_load(&s->used) > s->low && !atomic_load(&s->stop) &&
+	       !atomic_load(&s->broken) && misses < EVICT_MISSES) {
+		struct victim v;
+		uint64_t freed;
+		int rc = oldest_candidate(s, &v);
+
+		if (rc == ENOENT && !flushed) {
+			/* Every object was read since the last flush: write the
+			 * touches so the atime order covers them, and look again. */
+			flush_touches(s);
+			flushed = true;
+			continue;
+		}
+		if (rc != 0 || !may_go(s, &v))
+			break;
+		if (!mark(s, v.id)) {
+			misses++;
+			continue;
+		}
+		rc = drop_object(s, v.id, v.tick, &freed);
+		unmark(s, v.id);
+		if (rc == 0) {
+			n++;
+			bytes += freed;
+			count(&s->evictions, 1);
+			count(&s->evicted_bytes, freed);
+		} else if (rc == EAGAIN || rc == ENOENT) {
+			misses++;
+		} else {
+			break;
+		}
+	}
+	if (n > 0)
+		tfs_debug(s->log, "ssd: evicted %" PRIu64 " objects (%" PRIu64 " bytes): %" PRIu64
+			  " -> %" PRIu64 " bytes cached (high %" PRIu64 ", low %" PRIu64 ")",
+			  n, bytes, start_used, atomic_load(&s->used), s->high, s->low);
+}
+
+static bool has_record(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(id, ID_LEN), v;
+	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return true; /* unsure: keep it */
+	rc = mdb_get(txn, s->objs, &k, &v);
+	mdb_txn_abort(txn);
+	return rc != MDB_NOTFOUND;
+}
+
+/* Remove a data file that has no object record (left by a crash between
+ * pwrite and commit, or by a wiped index). */
+static void remove_orphan(struct ssd *s, const uint8_t id[ID_LEN])
+{
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(id, ID_LEN), v;
+	char trash[TRASH_LEN];
+	bool moved = false;
+
+	if (!mark(s, id))
+		return;
+	if (mdb_txn_begin(s->env, NULL, 0, &txn) == 0) {
+		if (mdb_get(txn, s->objs, &k, &v) == MDB_NOTFOUND)
+			moved = move_to_trash(s, id, trash);
+		mdb_txn_abort(txn);
+	}
+	unmark(s, id);
+	if (moved) {
+		unlink_trash(s, trash);
+		s->swept++;
+	}
+}
+
+static void sweep_dir(struct ssd *s, const char *name, bool trash)
+{
+	struct dirent *d;
+	DIR *dir;
+	int fd = openat(s->datafd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return;
+	dir = fdopendir(fd);
+	if (dir == NULL) {
+		close(fd);
+		return;
+	}
+	while ((d = readdir(dir)) != NULL) {
+		uint8_t id[ID_LEN];
+		bool ok = true;
+
+		if (d->d_name[0] == '.')
+			continue;
+		if (trash) {
+			(void)unlinkat(fd, d->d_name, 0);
+			continue;
+		}
+		if (strlen(d->d_name) != 2 * ID_LEN || memcmp(d->d_name, name, 2) != 0)
+			continue; /* not ours */
+		for (int i = 0; i < ID_LEN && ok; i++) {
+			int hi = unhex(d->d_name[2 * i]), lo = unhex(d->d_name[2 * i + 1]);
+			ok = hi >= 0 && lo >= 0;
+			id[i] = (uint8_t)(hi << 4 | lo);
+		}
+		if (ok && !has_record(s, id))
+			remove_orphan(s, id);
+	}
+	closedir(dir);
+}
+
+/* Some of the start-up sweep: trash/, then data/00 .. data/ff. */
+static void sweep_step(struct ssd *s)
+{
+	uint64_t start = mono_ms();
+
+	while (s->sweep_pos < SWEEP_DONE && mono_ms() - start < SWEEP_BUDGET_MS &&
+	       !atomic_load(&s->stop)) {
+		char name[3];
+		if (s->sweep_pos == 0) {
+			sweep_dir(s, "trash", true);
+		} else {
+			name[0] = hexdig[(s->sweep_pos - 1) >> 4];
+			name[1] = hexdig[(s->sweep_pos - 1) & 15];
+			name[2] = '\0';
+			sweep_dir(s, name, false);
+		}
+		s->sweep_pos++;
+	}
+	if (s->sweep_pos == SWEEP_DONE && s->swept > 0)
+		tfs_info(s->log, "ssd: removed %" PRIu64 " data files that had no index record",
+			 s->swept);
+}
+
+static void *bg_main(void *arg)
+{
+	struct ssd *s = arg;
+	uint64_t next_flush = mono_ms() + FLUSH_MS;
+
+	pthread_mutex_lock(&s->lock);
+	while (!atomic_load(&s->stop)) {
+		if (!s->kick && s->sweep_pos >= SWEEP_DONE) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t now = mono_ms(), wait = next_flush > now ? next_flush - now : 0;
+			ts.tv_sec += (time_t)(wait / 1000);
+			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+		}
+		s->kick = false;
+		if (atomic_load(&s->stop))
+			break;
+		pthread_mutex_unlock(&s->lock);
+
+		uint64_t now = mono_ms();
+		if (now >= next_flush) {
+			flush_touches(s);
+			int rc = mdb_env_sync(s->env, 1);
+			if (rc)
+				lmdb_trouble(s, rc, "sync");
+			next_flush = now + FLUSH_MS;
+		}
+		if (atomic_load(&s->used) > s->high)
+			evict(s);
+		if (s->sweep_pos < SWEEP_DONE)
+			sweep_step(s);
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* ---- create / destroy ---- */
+
+static void ssd_free(struct ssd *s)
+{
+	if (s->datafd >= 0)
+		close(s->datafd);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->flush_lock);
+	pthread_cond_destroy(&s->unmarked);
+	pthread_cond_destroy(&s->wake);
+	pthread_mutex_destroy(&s->rl_full.mu);
+	pthread_mutex_destroy(&s->rl_corrupt.mu);
+	pthread_mutex_destroy(&s->rl_err.mu);
+	free(s->tab);
+	free(s->flush_buf);
+	free(s->dir);
+	free(s);
+}
+
+static void ssd_destroy(struct tfs_layer *l)
+{
+	struct ssd *s = l->priv;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	atomic_store(&s->stop, true);
+	pthread_cond_signal(&s->wake);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->thread, NULL);
+	if (!atomic_load(&s->broken)) {
+		flush_touches(s);
+		rc = mdb_env_sync(s->env, 1);
+		if (rc)
+			lmdb_trouble(s, rc, "sync");
+	}
+	tfs_layer_destroy(s->inner);
+	ssd_free(s);
+	free(l);
+}
+
+static const struct tfs_layer_ops ssd_ops = {
+	.name = "ssd",
+	.read_block = ssd_read_block,
+	.invalidate = ssd_invalidate,
+	.stats = ssd_stats,
+	.destroy = ssd_destroy,
+};
+
+/* mkdir if missing; an existing directory is fine. */
+static int ensure_dir(int dirfd, const char *name, const char *shown, const struct tfs_log *log)
+{
+	struct stat st;
+
+	if (mkdirat(dirfd, name, 0700) == 0)
+		return 0;
+	if (errno != EEXIST) {
+		int e = errno;
+		tfs_err(log, "ssd: cannot create directory '%s': %s", shown, strerror(e));
+		return e;
+	}
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
+		tfs_err(log, "ssd: '%s' exists and is not a directory", shown);
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int make_layout(struct ssd *s)
+{
+	struct tfs_dbuf p;
+	int rc;
+
+	tfs_dbuf_init(&p, 4096);
+	rc = ensure_dir(AT_FDCWD, s->dir, s->dir, s->log);
+	if (rc == 0)
+		rc = tfs_dbuf_addf(&p, "%s/data", s->dir);
+	if (rc == 0)
+		rc = ensure_dir(AT_FDCWD, tfs_dbuf_str(&p), tfs_dbuf_str(&p), s->log);
+	if (rc == 0) {
+		s->datafd = open(tfs_dbuf_str(&p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (s->datafd < 0) {
+			rc = errno;
+			tfs_err(s->log, "ssd: cannot open '%s': %s", tfs_dbuf_str(&p), strerror(rc));
+		}
+	}
+	for (int i = 0; i < 256 && rc == 0; i++) {
+		char name[3] = { hexdig[i >> 4], hexdig[i & 15], '\0' };
+		rc = ensure_dir(s->datafd, name, name, s->log);
+	}
+	if (rc == 0)
+		rc = ensure_dir(s->datafd, "trash", "data/trash", s->log);
+	tfs_dbuf_free(&p);
+	return rc;
+}
+
+static int resolve_capacity(struct ssd *s, const struct tfs_ssd_config *cfg)
+{
+	char a[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+
+	if (cfg->size > 0) {
+		s->capacity = cfg->size;
+	} else {
+		struct statvfs sv;
+		if (statvfs(s->dir, &sv) != 0) {
+			int e = errno;
+			tfs_err(s->log, "ssd: statvfs '%s': %s", s->dir, strerror(e));
+			return e;
+		}
+		s->capacity = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize *
+					 cfg->size_pct / 100.0);
+	}
+	s->high = (uint64_t)((double)s->capacity * cfg->high_watermark / 100.0);
+	s->low = (uint64_t)((double)s->capacity * cfg->low_watermark / 100.0);
+	if (s->capacity / s->bs < MIN_CAP_BLOCKS || s->low >= s->high) {
+		tfs_format_size(s->capacity, a, sizeof(a));
+		tfs_format_size(s->bs, b, sizeof(b));
+		tfs_err(s->log, "ssd: capacity %s is too small for %d blocks of %s, or the "
+			"watermarks (%.15g%%, %.15g%%) are not low < high",
+			a, MIN_CAP_BLOCKS, b, cfg->low_watermark, cfg->high_watermark);
+		return EINVAL;
+	}
+	s->gap_floor = s->capacity / s->bs / GAP_FLOOR_DIV;
+	if (s->gap_floor == 0)
+		s->gap_floor = 1;
+	return 0;
+}
+
+/* Open the DBIs; check the format; empty them if `wipe` or the format is
+ * not ours. */
+static int open_dbs(struct ssd *s, bool wipe)
+{
+	static const char *const names[] = { "ssd_objects", "ssd_blocks", "ssd_atime",
+					     "ssd_state" };
+	MDB_dbi *dbis[] = { &s->objs, &s->blks, &s->atime, &s->state };
+	MDB_txn *txn = NULL;
+	MDB_val k = mval("format", 6), v;
+	uint8_t fb[4];
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+
+	for (int i = 0; i < 4 && rc == 0; i++)
+		rc = mdb_dbi_open(txn, names[i], MDB_CREATE, dbis[i]);
+	if (rc == 0) {
+		rc = mdb_get(txn, s->state, &k, &v);
+		if (rc == 0 && (v.mv_size != 4 || get_le32(v.mv_data) != SSD_FORMAT)) {
+			tfs_warn(s->log, "ssd: the index in LMDB has an unknown format: "
+				 "starting with an empty SSD cache");
+			wipe = true;
+		} else if (rc == MDB_NOTFOUND) {
+			MDB_stat st;
+			rc = mdb_stat(txn, s->objs, &st);
+			if (rc == 0 && st.ms_entries > 0)
+				wipe = true;
+		}
+	}
+	for (int i = 0; i < 4 && rc == 0 && wipe; i++)
+		rc = mdb_drop(txn, *dbis[i], 0);
+	if (rc == 0) {
+		put_le32(fb, SSD_FORMAT);
+		v = mval(fb, 4);
+		rc = mdb_put(txn, s->state, &k, &v, 0);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (rc)
+		return tfs_lmdb_fail(s->log, rc, "ssd: opening the index databases");
+	return 0;
+}
+
+/* Sum cached bytes, count objects, restore the clock and estimator.
+ * Returns 0, EINVAL (a malformed record), or an LMDB code. */
+static int load_state(struct ssd *s)
+{
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	uint64_t used = 0, n = 0, clock = 0;
+	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return rc;
+	rc = mdb_cursor_open(txn, s->objs, &cur);
+	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+		struct obj_rec r;
+		if (k.mv_size != ID_LEN || obj_decode(&v, &r) != 0) {
+			rc = EINVAL;
+			break;
+		}
+		used += r.cached;
+		n++;
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	if (rc == 0)
+		rc = mdb_cursor_open(txn, s->atime, &cur);
+	if (rc == 0) {
+		rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+		if (rc == 0 && k.mv_size == ATIME_KEY_LEN)
+			clock = get_be64(k.mv_data);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		mdb_cursor_close(cur);
+	}
+	if (rc == 0) {
+		k = mval("clock", 5);
+		if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 8 &&
+		    get_le64(v.mv_data) > clock)
+			clock = get_le64(v.mv_data);
+		k = mval("reuse", 5);
+		if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 16) {
+			uint64_t bits = get_le64(v.mv_data);
+			memcpy(&s->reuse.mean, &bits, sizeof(double));
+			s->reuse.samples = get_le64((const uint8_t *)v.mv_data + 8);
+			if (!(s->reuse.mean >= 0.0)) /* NaN or negative: forget it */
+				memset(&s->reuse, 0, sizeof(s->reuse));
+		}
+	}
+	mdb_txn_abort(txn);
+	if (rc == 0) {
+		atomic_store(&s->used, used);
+		atomic_store(&s->charged, used);
+		atomic_store(&s->objects, n);
+		atomic_store(&s->clock, clock);
+		s->persisted_clock = clock;
+	}
+	return rc;
+}
+
+int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_config *cc,
+		   MDB_env *env, struct tfs_layer *inner, const struct tfs_log *log,
+		   struct tfs_layer **out)
+{
+	struct tfs_layer *l = NULL;
+	struct ssd *s = NULL;
+	pthread_condattr_t ca;
+	char a[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+	int rc;
+
+	*out = NULL;
+	if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || cc == NULL || env == NULL ||
+	    inner == NULL || cc->block_size == 0 || inner->block_size != cc->block_size) {
+		tfs_err(log, "ssd: invalid arguments (directory, environment, inner layer, or a "
+			"block size that differs from the inner layer's)");
+		return EINVAL;
+	}
+	s = calloc(1, sizeof(*s));
+	l = calloc(1, sizeof(*l));
+	if (s == NULL || l == NULL) {
+		free(s);
+		free(l);
+		return ENOMEM;
+	}
+	s->datafd = -1;
+	s->inner = inner;
+	s->log = log;
+	s->env = env;
+	s->policy = cc->policy;
+	s->bs = cc->block_size;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->flush_lock, NULL);
+	pthread_cond_init(&s->unmarked, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	rl_init(&s->rl_full, 60000, 1);
+	rl_init(&s->rl_corrupt, 10000, 10);
+	rl_init(&s->rl_err, 10000, 5);
+	s->dir = strdup(cfg->dir);
+	s->tab = calloc(TAB_SLOTS, sizeof(*s->tab));
+	s->flush_buf = calloc(TOUCH_MAX, sizeof(*s->flush_buf));
+	if (s->dir == NULL || s->tab == NULL || s->flush_buf == NULL) {
+		rc = ENOMEM;
+		goto fail;
+	}
+	rc = make_layout(s);
+	if (rc == 0)
+		rc = resolve_capacity(s, cfg);
+	if (rc == 0)
+		rc = open_dbs(s, false);
+	if (rc)
+		goto fail;
+	rc = load_state(s);
+	if (rc) {
+		/* A damaged or foreign index is only a cache: empty it, and the
+		 * sweep removes the data files it described. */
+		tfs_warn(s->log, "ssd: the cache index is unreadable (%s): starting empty",
+			 rc == EINVAL ? "malformed record" : mdb_strerror(rc));
+		rc = open_dbs(s, true);
+		if (rc == 0)
+			rc = load_state(s);
+		if (rc) {
+			rc = tfs_lmdb_fail(s->log, rc, "ssd: cannot rebuild the cache index");
+			goto fail;
+		}
+	}
+	rc = pthread_create(&s->thread, NULL, bg_main, s);
+	if (rc) {
+		tfs_err(log, "ssd: cannot start the background thread: %s", strerror(rc));
+		goto fail;
+	}
+
+	l->ops = &ssd_ops;
+	l->priv = s;
+	l->inner = inner;
+	l->block_size = s->bs;
+	tfs_format_size(s->capacity, a, sizeof(a));
+	tfs_format_size(atomic_load(&s->used), b, sizeof(b));
+	tfs_info(log, "ssd: '%s': capacity %s (evict above %.15g%%, down to %.15g%%), "
+		 "policy %s, %" PRIu64 " objects / %s cached",
+		 s->dir, a, cfg->high_watermark, cfg->low_watermark, tfs_policy_name(s->policy),
+		 atomic_load(&s->objects), b);
+	*out = l;
+	return 0;
+fail:
+	ssd_free(s);
+	free(l);
+	return rc;
+}

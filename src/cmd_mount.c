@@ -1,0 +1,571 @@
+/* cmd_mount.c - `tierfs mount` and `tierfs umount`: option parsing with
+ * fuse_opt, daemonizing only once the mount is live, the FUSE session
+ * loop, and a clean teardown.
+ *
+ * Start-up order (nothing before the fork creates threads, curl handles
+ * or LMDB environments):
+ *   parent: parse options, load and validate the config, check the
+ *           mountpoint, fork; then wait on a pipe for the child's verdict
+ *           and exit 0 ("mounted") or 1 (the child's error message).
+ *   child:  setsid, stdio to /dev/null, logger to syslog or log.file,
+ *           build the stack, probe the bucket, start the control socket,
+ *           mount, report "ok", run the multithreaded loop.
+ * With -f everything runs in the foreground process, logging to stderr.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "ctl.h"
+#include "dbuf.h"
+#include "fs.h"
+#include "stack.h"
+
+struct mount_opts {
+	char *conf;
+	int foreground;
+	int debug;
+	int help;
+	int allow_other;
+	int ro;
+	char *uid, *gid, *file_mode, *dir_mode;
+	char **overrides; /* "section.key=value" from -o */
+	size_t n_overrides;
+	char *source, *mountpoint;
+	int bad;
+};
+
+enum { KEY_HELP, KEY_FG, KEY_DEBUG };
+
+#define FUSE_THREADS 16
+
+#define MOPT(t, f, v) { t, offsetof(struct mount_opts, f), v }
+static const struct fuse_opt mount_opt_spec[] = {
+	MOPT("-c %s", conf, 0),
+	MOPT("--config=%s", conf, 0),
+	MOPT("uid=%s", uid, 0),
+	MOPT("gid=%s", gid, 0),
+	MOPT("file_mode=%s", file_mode, 0),
+	MOPT("dir_mode=%s", dir_mode, 0),
+	MOPT("allow_other", allow_other, 1),
+	MOPT("ro", ro, 1),
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	FUSE_OPT_KEY("-f", KEY_FG),
+	FUSE_OPT_KEY("--foreground", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	/* Options mount(8) and fstab pass along that mean nothing here. */
+	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_END
+};
+
+static void mount_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tierfs mount [-c CONF] [-o OPTION[,OPTION...]] [-f] [-d] SOURCE MOUNTPOINT\n"
+		"\n"
+		"SOURCE is s3://bucket[/prefix] or a local directory.\n"
+		"options:\n"
+		"  -c CONF                configuration file (default %s)\n"
+		"  -f                     stay in the foreground, log to stderr\n"
+		"  -d                     debug: foreground, debug logging\n"
+		"  -o allow_other         let other users read the mount (adds default_permissions)\n"
+		"  -o uid=N,gid=N         owner of objects without x-amz-meta-uid/gid (default: you)\n"
+		"  -o file_mode=0644,dir_mode=0755   modes of objects without x-amz-meta-mode\n"
+		"  -o ro                  read-only mount\n"
+		"  -o SECTION.KEY=VALUE   override a configuration key (see tierfs.conf(5))\n",
+		tfs_config_default_path());
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	(void)outargs;
+	struct mount_opts *o = data;
+	switch (key) {
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_FG:
+		o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = 1;
+		o->foreground = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->source == NULL) {
+			o->source = strdup(arg);
+			return 0;
+		}
+		if (o->mountpoint == NULL) {
+			o->mountpoint = strdup(arg);
+			return 0;
+		}
+		fprintf(stderr, "tierfs mount: unexpected argument '%s'\n", arg);
+		o->bad = 1;
+		return -1;
+	case FUSE_OPT_KEY_OPT: {
+		const char *eq = strchr(arg, '=');
+		const char *dot = strchr(arg, '.');
+		if (eq && dot && dot < eq) {
+			char **n = realloc(o->overrides, (o->n_overrides + 1) * sizeof(*n));
+			if (n == NULL)
+				return -1;
+			o->overrides = n;
+			o->overrides[o->n_overrides] = strdup(arg);
+			if (o->overrides[o->n_overrides] == NULL)
+				return -1;
+			o->n_overrides++;
+			return 0;
+		}
+		if (arg[0] == '-') {
+			fprintf(stderr, "tierfs mount: unknown option '%s'\n", arg);
+			o->bad = 1;
+			return -1;
+		}
+		return 1; /* a FUSE mount option: pass it on */
+	}
+	default:
+		return 1;
+	}
+}
+
+static int parse_mode(const char *s, const char *what, mode_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 8);
+	if (errno || *end != '\0' || end == s || v > 07777) {
+		fprintf(stderr, "tierfs mount: %s=%s: expected an octal mode such as 0644\n", what, s);
+		return EINVAL;
+	}
+	*out = (mode_t)v;
+	return 0;
+}
+
+static int parse_id(const char *s, const char *what, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end != '\0' || end == s || v >= UINT32_MAX) {
+		fprintf(stderr, "tierfs mount: %s=%s: expected a number\n", what, s);
+		return EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* ---- the daemon ---- */
+
+struct daemon_ctx {
+	struct tfs_stack *stack;
+	struct tfs_fs *fs;
+	const char *mountpoint;
+	const char *source;
+	time_t started;
+};
+
+static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
+			 struct json_object **resp)
+{
+	(void)conn;
+	(void)req;
+	struct daemon_ctx *d = vctx;
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return ENOMEM;
+	json_object_object_add(o, "mountpoint", json_object_new_string(d->mountpoint));
+	json_object_object_add(o, "source", json_object_new_string(d->source));
+	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)(time(NULL) - d->started)));
+	tfs_fs_stats(d->fs, o);
+	tfs_stack_stats(d->stack, o);
+	*resp = o;
+	return 0;
+}
+
+/* Tell the waiting parent how it went: "ok" or the error text. */
+static void report(int fd, const char *msg)
+{
+	if (fd < 0)
+		return;
+	size_t n = strlen(msg);
+	while (n) {
+		ssize_t w = write(fd, msg, n);
+		if (w <= 0)
+			break;
+		msg += w;
+		n -= (size_t)w;
+	}
+	close(fd);
+}
+
+/* A logger sink that also remembers the last error line, so a failed
+ * start can report the real cause to the parent. */
+struct tee {
+	struct tfs_log inner;
+	char last_error[512];
+};
+
+static void tee_sink(void *ctx, enum tfs_log_level level, const char *line)
+{
+	struct tee *t = ctx;
+	if (level == TFS_LOG_ERROR)
+		snprintf(t->last_error, sizeof(t->last_error), "%s", line);
+	if ((int)level <= atomic_load(&t->inner.level))
+		t->inner.sink(t->inner.ctx, level, line);
+}
+
+static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, struct mount_opts *o,
+		      struct fuse_args *fargs, const struct tfs_fs_config *fsc, int status_fd)
+{
+	struct tee tee = { 0 };
+	struct tfs_log log;
+
+	/* Block buffers are 64 KiB..64 MiB: keep them out of the heap arenas
+	 * (a fixed mmap threshold returns them to the kernel on free), and
+	 * bound the per-thread arenas, so RssAnon tracks ram.size. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_ARENA_MAX, 4);
+	enum tfs_log_level level = o->debug ? TFS_LOG_DEBUG : cfg->log.level;
+	int rc;
+
+	if (cfg->log.file && *cfg->log.file) {
+		rc = tfs_log_init_file(&tee.inner, cfg->log.file, level);
+		if (rc) {
+			char msg[600];
+			snprintf(msg, sizeof(msg), "log.file '%s': %s", cfg->log.file, strerror(rc));
+			report(status_fd, msg);
+			if (o->foreground)
+				fprintf(stderr, "tierfs: %s\n", msg);
+			return TFS_EXIT_FAIL;
+		}
+	} else if (o->foreground) {
+		tfs_log_init_stderr(&tee.inner, level);
+	} else {
+		tfs_log_init_syslog(&tee.inner, level);
+	}
+	tfs_log_init(&log, tee_sink, &tee, TFS_LOG_DEBUG);
+	atomic_store(&log.level, (int)level > TFS_LOG_ERROR ? (int)level : TFS_LOG_ERROR);
+
+	struct daemon_ctx d = { .mountpoint = o->mountpoint, .source = o->source, .started = time(NULL) };
+	struct tfs_ctl *ctl = NULL;
+	struct fuse_session *se = NULL;
+	char sock[PATH_MAX];
+	const char *fail = NULL;
+
+	rc = tfs_stack_open(cfg, src, &log, &d.stack);
+	if (rc) {
+		fail = "cannot set up the cache stack";
+		goto out;
+	}
+	/* Probe the bucket now, so that a wrong name or key fails the mount
+	 * with a clear message.  An unreachable backend is not fatal: a warm
+	 * cache can serve without it. */
+	struct tfs_list_page p = { 0 };
+	rc = tfs_backend_list(d.stack->be, "", "/", NULL, 1, &p);
+	tfs_list_page_clear(&p);
+	if (rc == EIO) {
+		tfs_warn(&log, "%s is unreachable: serving from the cache until it answers", o->source);
+		rc = 0;
+	} else if (rc) {
+		fail = rc == ENOENT ? "the bucket does not exist" : "the bucket cannot be listed";
+		goto out;
+	}
+	rc = tfs_fs_create(fsc, d.stack->meta, d.stack->top, d.stack->pf, &log, &d.fs);
+	if (rc) {
+		fail = "out of memory";
+		goto out;
+	}
+	rc = tfs_ctl_socket_path(o->mountpoint, sock, sizeof(sock));
+	if (rc == 0)
+		rc = tfs_ctl_start(sock, &log, &ctl);
+	if (rc == 0)
+		rc = tfs_ctl_register(ctl, "stats", stats_handler, &d);
+	if (rc) {
+		fail = "cannot start the control socket";
+		goto out;
+	}
+	se = fuse_session_new(fargs, tfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), d.fs);
+	if (se == NULL) {
+		rc = EINVAL;
+		fail = "invalid FUSE options";
+		goto out;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = EIO;
+		fail = "cannot install signal handlers";
+		goto out;
+	}
+	if (fuse_session_mount(se, o->mountpoint) != 0) {
+		rc = EIO;
+		fail = "the kernel refused the mount (see above; is the mountpoint busy?)";
+		goto out_signals;
+	}
+	tfs_info(&log, "mounted %s on %s", o->source, o->mountpoint);
+	report(status_fd, "ok");
+	status_fd = -1;
+
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (lc) {
+		fuse_loop_cfg_set_clone_fd(lc, 1);
+		/* Each FUSE thread holds a max_read-sized receive buffer: 16
+		 * threads are 16 MiB, inside the 64 MiB beyond ram.size. */
+		fuse_loop_cfg_set_max_threads(lc, FUSE_THREADS);
+		fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS / 2);
+	}
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	fuse_session_unmount(se);
+	tfs_info(&log, "unmounted %s", o->mountpoint);
+	rc = 0;
+out_signals:
+	fuse_remove_signal_handlers(se);
+out:
+	if (fail) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s: %s%s%s", fail, strerror(rc), tee.last_error[0] ? "; " : "",
+			 tee.last_error);
+		tfs_err(&log, "mount of %s on %s failed: %s", o->source, o->mountpoint, msg);
+		report(status_fd, msg);
+	}
+	tfs_ctl_stop(ctl);
+	if (se)
+		fuse_session_destroy(se);
+	tfs_fs_destroy(d.fs);
+	tfs_stack_close(d.stack);
+	tfs_log_close(&tee.inner);
+	return fail ? TFS_EXIT_FAIL : TFS_EXIT_OK;
+}
+
+static int wait_for_child(int fd, pid_t pid)
+{
+	char msg[1100];
+	size_t len = 0;
+	for (;;) {
+		ssize_t n = read(fd, msg + len, sizeof(msg) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (len == sizeof(msg) - 1)
+			break;
+	}
+	msg[len] = '\0';
+	close(fd);
+	if (strcmp(msg, "ok") == 0)
+		return TFS_EXIT_OK;
+	int status = 0;
+	waitpid(pid, &status, 0);
+	if (len)
+		fprintf(stderr, "tierfs: mount failed: %s\n", msg);
+	else if (WIFSIGNALED(status))
+		fprintf(stderr, "tierfs: mount failed: the daemon died of signal %d\n", WTERMSIG(status));
+	else
+		fprintf(stderr, "tierfs: mount failed: the daemon exited with status %d\n",
+			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return TFS_EXIT_FAIL;
+}
+
+static void free_opts(struct mount_opts *o)
+{
+	free(o->conf);
+	free(o->uid);
+	free(o->gid);
+	free(o->file_mode);
+	free(o->dir_mode);
+	for (size_t i = 0; i < o->n_overrides; i++)
+		free(o->overrides[i]);
+	free(o->overrides);
+	free(o->source);
+	free(o->mountpoint);
+}
+
+int tfs_cmd_mount(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct mount_opts o = { 0 };
+	struct tfs_config cfg;
+	struct tfs_source src;
+	int rc = TFS_EXIT_CONFIG;
+	char err[512];
+
+	if (fuse_opt_parse(&args, &o, mount_opt_spec, opt_proc) != 0 || o.bad) {
+		mount_usage(stderr);
+		goto out_args;
+	}
+	if (o.help) {
+		mount_usage(stdout);
+		rc = TFS_EXIT_OK;
+		goto out_args;
+	}
+	if (o.source == NULL || o.mountpoint == NULL) {
+		mount_usage(stderr);
+		goto out_args;
+	}
+	struct tfs_fs_config fsc = {
+		.uid = getuid(), .gid = getgid(), .file_mode = 0644, .dir_mode = 0755,
+	};
+	unsigned id;
+	if (o.uid && parse_id(o.uid, "uid", &id) == 0)
+		fsc.uid = id;
+	else if (o.uid)
+		goto out_args;
+	if (o.gid && parse_id(o.gid, "gid", &id) == 0)
+		fsc.gid = id;
+	else if (o.gid)
+		goto out_args;
+	if ((o.file_mode && parse_mode(o.file_mode, "file_mode", &fsc.file_mode)) ||
+	    (o.dir_mode && parse_mode(o.dir_mode, "dir_mode", &fsc.dir_mode)))
+		goto out_args;
+
+	rc = tfs_cli_load_config(&cfg, o.conf, o.overrides, o.n_overrides);
+	if (rc)
+		goto out_args;
+	rc = tfs_source_parse(o.source, &src, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "tierfs: %s\n", rc == EINVAL ? err : strerror(rc));
+		rc = TFS_EXIT_CONFIG;
+		goto out_cfg;
+	}
+	struct stat st;
+	char *mp = realpath(o.mountpoint, NULL);
+	if (mp == NULL || stat(mp, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tierfs: mountpoint '%s': %s\n", o.mountpoint,
+			mp == NULL ? strerror(errno) : "not a directory");
+		free(mp);
+		rc = TFS_EXIT_FAIL;
+		goto out_src;
+	}
+	free(o.mountpoint);
+	o.mountpoint = mp;
+	fsc.ttl_ms = cfg.cache.metadata_ttl_ms;
+	fsc.readahead = cfg.prefetch.readahead;
+	fsc.statfs_dir = cfg.ssd.dir;
+
+	/* What the kernel sees: fuse.tierfs in /proc/mounts, large reads. */
+	char fsname[PATH_MAX + 16];
+	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=tierfs,max_read=%u", o.source, TFS_MAX_READ);
+	if (fuse_opt_add_arg(&args, fsname) != 0 ||
+	    (o.allow_other && fuse_opt_add_arg(&args, "-oallow_other,default_permissions") != 0)) {
+		rc = TFS_EXIT_FAIL;
+		goto out_src;
+	}
+
+	if (o.foreground) {
+		rc = run_daemon(&cfg, &src, &o, &args, &fsc, -1);
+		goto out_src;
+	}
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) != 0) {
+		perror("tierfs: pipe");
+		rc = TFS_EXIT_FAIL;
+		goto out_src;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("tierfs: fork");
+		rc = TFS_EXIT_FAIL;
+		goto out_src;
+	}
+	if (pid > 0) {
+		close(pfd[1]);
+		rc = wait_for_child(pfd[0], pid);
+		goto out_src;
+	}
+	/* The daemon. */
+	close(pfd[0]);
+	setsid();
+	if (chdir("/") != 0)
+		_exit(TFS_EXIT_FAIL);
+	int nul = open("/dev/null", O_RDWR);
+	if (nul >= 0) {
+		dup2(nul, STDIN_FILENO);
+		dup2(nul, STDOUT_FILENO);
+		dup2(nul, STDERR_FILENO);
+		if (nul > STDERR_FILENO)
+			close(nul);
+	}
+	rc = run_daemon(&cfg, &src, &o, &args, &fsc, pfd[1]);
+out_src:
+	tfs_source_clear(&src);
+out_cfg:
+	tfs_config_clear(&cfg);
+out_args:
+	fuse_opt_free_args(&args);
+	free_opts(&o);
+	return rc;
+}
+
+/* ---- umount ---- */
+
+static bool socket_alive(const char *sock)
+{
+	struct json_object *req = json_object_new_object(), *res = NULL;
+	json_object_object_add(req, "cmd", json_object_new_string("stats"));
+	int rc = tfs_ctl_call_ex(sock, req, 2000, NULL, NULL, &res, NULL);
+	json_object_put(req);
+	json_object_put(res);
+	return rc == 0;
+}
+
+int tfs_cmd_umount(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: tierfs umount MOUNTPOINT\n");
+		return TFS_EXIT_CONFIG;
+	}
+	const char *mp = argv[1];
+	char sock[PATH_MAX];
+	bool have_sock = tfs_ctl_socket_path(mp, sock, sizeof(sock)) == 0;
+	int rc;
+	if (geteuid() == 0) {
+		rc = umount2(mp, 0) == 0 ? 0 : errno;
+	} else {
+		pid_t pid = fork();
+		if (pid == 0) {
+			execlp("fusermount3", "fusermount3", "-u", mp, (char *)NULL);
+			_exit(127);
+		}
+		int st = 0;
+		waitpid(pid, &st, 0);
+		rc = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : EIO;
+	}
+	if (rc) {
+		fprintf(stderr, "tierfs: umount '%s': %s\n", mp, strerror(rc));
+		return TFS_EXIT_FAIL;
+	}
+	/* Wait (bounded) for the daemon to finish its teardown. */
+	for (int i = 0; have_sock && i < 300 && socket_alive(sock); i++) {
+		struct timespec ts = { 0, 100 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return TFS_EXIT_OK;
+}

@@ -1,0 +1,738 @@
+/* fs.c - FUSE low-level operations for a read path through the cache.
+ *
+ * lookup/getattr/readdir come from the metadata cache (cache/meta.c);
+ * open pins the object's version (key, ETag, size) in a file handle, and
+ * read assembles the reply from RAM-tier blocks, which fill from the SSD
+ * tier and then the backend.  A version change found on revalidation
+ * drops the cached data of the object and the kernel's page cache.
+ *
+ * Reply discipline: each handler replies exactly once, on every path.
+ * Lock order: no lock is held across a reply, a backend call or a cache
+ * fill; the inode table lock is taken only inside inode.c.
+ */
+#include "config.h"
+
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ram.h"
+
+#define FOREVER_S (365.0 * 86400.0)
+
+enum fs_op { OP_LOOKUP, OP_GETATTR, OP_READDIR, OP_OPEN, OP_READ, OP_STATFS, OP__COUNT };
+static const char *const op_names[OP__COUNT] = { "lookup", "getattr", "readdir", "open", "read", "statfs" };
+
+struct tfs_fs {
+	struct tfs_fs_config cfg;
+	struct tfs_itable *itable;
+	struct tfs_meta *meta;
+	struct tfs_layer *top;
+	struct tfs_prefetch *pf;
+	const struct tfs_log *log;
+	uint64_t block_size;
+	uint64_t ra_blocks;
+	double timeout; /* kernel entry/attr timeout, seconds */
+	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes;
+};
+
+struct fh {
+	struct tfs_obj obj;
+	char *key;
+	pthread_mutex_t lock; /* protects next_off and ra_next */
+	uint64_t next_off;    /* where a sequential reader continues */
+	uint64_t ra_next;     /* first block not yet handed to prefetch */
+};
+
+struct dirh {
+	pthread_mutex_t lock; /* protects last and last_off */
+	char last[NAME_MAX + 1];
+	off_t last_off;
+};
+
+static struct tfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void count(struct tfs_fs *fs, enum fs_op op, int err)
+{
+	atomic_fetch_add_explicit(&fs->ops[op], 1, memory_order_relaxed);
+	if (err)
+		atomic_fetch_add_explicit(&fs->errs[op], 1, memory_order_relaxed);
+}
+
+static void reply_err(fuse_req_t req, enum fs_op op, int err)
+{
+	count(fs_of(req), op, err);
+	fuse_reply_err(req, err);
+}
+
+static void fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	if (a->type == TFS_FT_DIR) {
+		st->st_mode = S_IFDIR | (a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | (a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
+		st->st_nlink = 1;
+		st->st_size = (off_t)a->size;
+		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	}
+	st->st_uid = a->uid != TFS_META_UNSET ? a->uid : fs->cfg.uid;
+	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
+	st->st_blksize = (blksize_t)fs->block_size;
+	st->st_mtim.tv_sec = (time_t)a->mtime;
+	st->st_ctim = st->st_mtim;
+	st->st_atim = st->st_mtim;
+}
+
+/* Split an inode's path into its directory and last component. */
+static void split(const char *path, char *dir, size_t dlen, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL) {
+		dir[0] = '\0';
+		*name = path;
+		return;
+	}
+	size_t n = (size_t)(slash - path);
+	if (n >= dlen)
+		n = dlen - 1;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	*name = slash + 1;
+}
+
+/* Revalidate `in` if its attributes are older than the TTL.  Drops cached
+ * data when the version changed.  Returns 0 or an errno. */
+static int refresh_attr(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_attr *a)
+{
+	uint64_t at;
+	tfs_itable_get_attr(fs->itable, in, a, &at);
+	if (in->ino == FUSE_ROOT_ID || fs->cfg.ttl_ms == UINT64_MAX || now_ms() - at < fs->cfg.ttl_ms)
+		return 0;
+	char dir[PATH_MAX];
+	const char *name;
+	bool changed = false;
+	split(in->path, dir, sizeof(dir), &name);
+	int rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
+	if (rc)
+		return rc;
+	if (a->type != in->type)
+		return ESTALE;
+	tfs_itable_set_attr(fs->itable, in, a);
+	if (changed) {
+		struct tfs_obj obj;
+		tfs_obj_init(&obj, in->path, "", 0);
+		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", in->path, a->etag);
+		tfs_layer_invalidate(fs->top, obj.id);
+	}
+	return 0;
+}
+
+static void fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->generation = 1;
+	e->attr_timeout = fs->timeout;
+	e->entry_timeout = fs->timeout;
+	fill_stat(fs, in->ino, a, &e->attr);
+}
+
+/* ---- namespace ---- */
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *p = tfs_itable_find(fs->itable, parent);
+	struct tfs_attr a;
+	bool changed = false;
+	char path[PATH_MAX];
+
+	if (p == NULL || p->type != TFS_FT_DIR) {
+		reply_err(req, OP_LOOKUP, p ? ENOTDIR : ESTALE);
+		return;
+	}
+	int rc = tfs_meta_lookup(fs->meta, p->path, name, &a, &changed);
+	if (rc == 0)
+		rc = tfs_meta_join(p->path, name, path, sizeof(path));
+	if (rc == ENOENT) {
+		/* A negative entry: the kernel remembers the miss too. */
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = fs->timeout };
+		count(fs, OP_LOOKUP, 0);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc) {
+		reply_err(req, OP_LOOKUP, rc);
+		return;
+	}
+	struct tfs_inode *in;
+	rc = tfs_itable_lookup(fs->itable, path, &a, &in);
+	if (rc) {
+		reply_err(req, OP_LOOKUP, rc);
+		return;
+	}
+	if (changed) {
+		struct tfs_obj obj;
+		tfs_obj_init(&obj, path, "", 0);
+		tfs_layer_invalidate(fs->top, obj.id);
+	}
+	struct fuse_entry_param e;
+	fill_entry(fs, in, &a, &e);
+	count(fs, OP_LOOKUP, 0);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	tfs_itable_forget(fs_of(req)->itable, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
+{
+	struct tfs_fs *fs = fs_of(req);
+	for (size_t i = 0; i < count_; i++)
+		tfs_itable_forget(fs->itable, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_attr a;
+	struct stat st;
+	if (in == NULL) {
+		reply_err(req, OP_GETATTR, ESTALE);
+		return;
+	}
+	int rc = refresh_attr(fs, in, &a);
+	if (rc) {
+		reply_err(req, OP_GETATTR, rc);
+		return;
+	}
+	fill_stat(fs, ino, &a, &st);
+	count(fs, OP_GETATTR, 0);
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	if (in == NULL || in->type != TFS_FT_DIR) {
+		fuse_reply_err(req, in ? ENOTDIR : ESTALE);
+		return;
+	}
+	struct dirh *h = calloc(1, sizeof(*h));
+	if (h == NULL) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	fi->fh = (uintptr_t)h;
+	fi->cache_readdir = fs->cfg.ttl_ms == UINT64_MAX;
+	fi->keep_cache = fs->cfg.ttl_ms == UINT64_MAX;
+	fuse_reply_open(req, fi);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dirh *h = (struct dirh *)(uintptr_t)fi->fh;
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+struct rd {
+	fuse_req_t req;
+	struct tfs_fs *fs;
+	struct tfs_inode *dir;
+	bool plus;
+	char *buf;
+	size_t size, used;
+	off_t off;      /* offset of the next entry */
+	uint64_t skip;  /* entries still to skip (seek to an unknown offset) */
+	char last[NAME_MAX + 1];
+	int err;
+};
+
+/* Add one entry; returns 1 when the buffer is full. */
+static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
+{
+	size_t left = r->size - r->used;
+	size_t need;
+	if (r->plus)
+		need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
+	else
+		need = fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
+	if (need > left)
+		return 1;
+	struct stat st;
+	fill_stat(r->fs, in ? in->ino : 0, a, &st);
+	if (r->plus) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		e.attr = st;
+		if (in) {
+			fill_entry(r->fs, in, a, &e);
+		}
+		fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e, r->off + 1);
+	} else {
+		fuse_add_direntry(r->req, r->buf + r->used, left, name, &st, r->off + 1);
+	}
+	r->used += need;
+	r->off++;
+	return 0;
+}
+
+static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
+{
+	struct rd *r = ctx;
+	if (r->skip) {
+		r->skip--;
+		r->off++;
+		snprintf(r->last, sizeof(r->last), "%s", name);
+		return 0;
+	}
+	struct tfs_inode *in = NULL;
+	if (r->plus) {
+		/* Only entries that fit take a lookup count. */
+		size_t need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
+		if (need > r->size - r->used)
+			return 1;
+		char path[PATH_MAX];
+		int rc = tfs_meta_join(r->dir->path, name, path, sizeof(path));
+		if (rc == 0)
+			rc = tfs_itable_lookup(r->fs->itable, path, a, &in);
+		if (rc) {
+			r->err = rc;
+			return 1;
+		}
+	}
+	if (rd_add(r, name, a, in))
+		return 1;
+	snprintf(r->last, sizeof(r->last), "%s", name);
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct dirh *h = (struct dirh *)(uintptr_t)fi->fh;
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	if (in == NULL) {
+		reply_err(req, OP_READDIR, ESTALE);
+		return;
+	}
+	struct rd r = { .req = req, .fs = fs, .dir = in, .plus = plus, .size = size, .off = off };
+	r.buf = malloc(size);
+	if (r.buf == NULL) {
+		reply_err(req, OP_READDIR, ENOMEM);
+		return;
+	}
+	struct tfs_attr dot;
+	tfs_itable_get_attr(fs->itable, in, &dot, NULL);
+	dot.type = TFS_FT_DIR;
+	/* Offsets: 1 ".", 2 "..", then 3.. for the entries in name order. */
+	if (r.off == 0)
+		rd_add(&r, ".", &dot, NULL);
+	if (r.off == 1)
+		rd_add(&r, "..", &dot, NULL);
+	const char *after = "";
+	pthread_mutex_lock(&h->lock);
+	if (r.off >= 2) {
+		if (r.off == 2) {
+			after = "";
+		} else if (r.off == h->last_off) {
+			snprintf(r.last, sizeof(r.last), "%s", h->last);
+			after = r.last;
+		} else {
+			r.skip = (uint64_t)(r.off - 2);
+			r.off = 2;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	int rc = 0;
+	if (r.off >= 2 && r.used < size) {
+		char start[NAME_MAX + 1];
+		snprintf(start, sizeof(start), "%s", after);
+		rc = tfs_meta_readdir(fs->meta, in->path, start, rd_entry, &r);
+		if (rc == 1)
+			rc = 0;
+		if (rc == 0 && r.err)
+			rc = r.err;
+	}
+	if (rc && r.used == 0) {
+		free(r.buf);
+		reply_err(req, OP_READDIR, rc);
+		return;
+	}
+	pthread_mutex_lock(&h->lock);
+	snprintf(h->last, sizeof(h->last), "%s", r.last);
+	h->last_off = r.off;
+	pthread_mutex_unlock(&h->lock);
+	count(fs, OP_READDIR, 0);
+	fuse_reply_buf(req, r.buf, r.used);
+	free(r.buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+/* ---- data ---- */
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_attr a;
+	if (in == NULL) {
+		reply_err(req, OP_OPEN, ESTALE);
+		return;
+	}
+	if (in->type == TFS_FT_DIR) {
+		reply_err(req, OP_OPEN, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		reply_err(req, OP_OPEN, EROFS);
+		return;
+	}
+	int rc = refresh_attr(fs, in, &a);
+	if (rc) {
+		reply_err(req, OP_OPEN, rc);
+		return;
+	}
+	struct fh *h = calloc(1, sizeof(*h));
+	if (h == NULL || (h->key = strdup(in->path)) == NULL) {
+		free(h);
+		reply_err(req, OP_OPEN, ENOMEM);
+		return;
+	}
+	tfs_obj_init(&h->obj, h->key, a.etag, a.size);
+	pthread_mutex_init(&h->lock, NULL);
+	fi->fh = (uintptr_t)h;
+	/* The kernel may keep its pages only if they are of this version. */
+	fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
+	fi->noflush = 1;
+	count(fs, OP_OPEN, 0);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The open was interrupted: release will not come. */
+		pthread_mutex_destroy(&h->lock);
+		free(h->key);
+		free(h);
+	}
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	pthread_mutex_destroy(&h->lock);
+	free(h->key);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t end)
+{
+	if (fs->pf == NULL || fs->ra_blocks == 0)
+		return;
+	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(&h->obj, bs);
+	uint64_t from = 0, to = 0;
+	pthread_mutex_lock(&h->lock);
+	bool sequential = off == h->next_off || off == 0;
+	h->next_off = end;
+	if (sequential) {
+		uint64_t cur = (end + bs - 1) / bs;
+		from = h->ra_next > cur ? h->ra_next : cur;
+		to = cur + fs->ra_blocks;
+		if (to > nblocks)
+			to = nblocks;
+		if (from < to)
+			h->ra_next = to;
+	}
+	pthread_mutex_unlock(&h->lock);
+	for (uint64_t i = from; i < to; i++)
+		if (tfs_prefetch_block(fs->pf, &h->obj, i) == EAGAIN)
+			break;
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct tfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	uint64_t bs = fs->block_size;
+	uint64_t start = (uint64_t)off;
+	if (start >= h->obj.size || size == 0) {
+		count(fs, OP_READ, 0);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	uint64_t end = start + size < h->obj.size ? start + size : h->obj.size;
+	uint64_t first = start / bs, last = (end - 1) / bs;
+	read_ahead(fs, h, start, end);
+
+	struct tfs_ram_block *b;
+	int rc;
+	if (first == last) {
+		/* The common case: one block, replied from its buffer. */
+		rc = tfs_ram_get(fs->top, &h->obj, first, TFS_RAM_WAIT, &b);
+		if (rc == 0) {
+			const char *data = tfs_ram_block_data(b);
+			count(fs, OP_READ, 0);
+			atomic_fetch_add(&fs->read_bytes, end - start);
+			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
+			tfs_ram_put(fs->top, b);
+			return;
+		}
+	} else {
+		/* Spanning blocks: copy, holding one block at a time. */
+		char *buf = malloc((size_t)(end - start));
+		rc = buf ? 0 : ENOMEM;
+		for (uint64_t i = first; rc == 0 && i <= last; i++) {
+			rc = tfs_ram_get(fs->top, &h->obj, i, TFS_RAM_WAIT, &b);
+			if (rc)
+				break;
+			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
+			uint64_t from = start > bstart ? start : bstart, to = end < bend ? end : bend;
+			memcpy(buf + (from - start), (const char *)tfs_ram_block_data(b) + (from - bstart),
+			       (size_t)(to - from));
+			tfs_ram_put(fs->top, b);
+		}
+		if (rc == 0) {
+			count(fs, OP_READ, 0);
+			atomic_fetch_add(&fs->read_bytes, end - start);
+			fuse_reply_buf(req, buf, (size_t)(end - start));
+			free(buf);
+			return;
+		}
+		free(buf);
+	}
+	if (rc == ESTALE)
+		tfs_warn(fs->log, "read '%s': the object changed while open (was ETag %s); reopen it",
+			 h->key, h->obj.etag);
+	else
+		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", h->key, start, strerror(rc));
+	reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
+}
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct tfs_fs *fs = fs_of(req);
+	struct statvfs sv;
+	memset(&sv, 0, sizeof(sv));
+	if (fs->cfg.statfs_dir == NULL || statvfs(fs->cfg.statfs_dir, &sv) != 0) {
+		sv.f_bsize = sv.f_frsize = 4096;
+		sv.f_blocks = sv.f_bfree = sv.f_bavail = 1u << 30;
+	}
+	sv.f_files = 1u << 30;
+	sv.f_ffree = sv.f_favail = 1u << 30;
+	sv.f_namemax = NAME_MAX;
+	count(fs, OP_STATFS, 0);
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- modifications (the write path is a later milestone) ---- */
+
+static void fs_erofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			     struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)attr;
+	(void)to_set;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_erofs_name(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_erofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)mode;
+	fs_erofs_name(req, parent, name);
+}
+
+static void fs_erofs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)mode;
+	(void)rdev;
+	fs_erofs_name(req, parent, name);
+}
+
+static void fs_erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			    struct fuse_file_info *fi)
+{
+	(void)mode;
+	(void)fi;
+	fs_erofs_name(req, parent, name);
+}
+
+static void fs_erofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+			    const char *newname, unsigned int flags)
+{
+	(void)newparent;
+	(void)newname;
+	(void)flags;
+	fs_erofs_name(req, parent, name);
+}
+
+static void fs_erofs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	fs_erofs_name(req, parent, name);
+}
+
+static void fs_erofs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino;
+	fs_erofs_name(req, newparent, newname);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct tfs_fs *fs = userdata;
+	/* Readahead parallelism: the kernel keeps up to max_background reads
+	 * in flight; our own prefetch covers the rest. */
+	conn->max_read = TFS_MAX_READ; /* must match the max_read mount option */
+	conn->max_readahead = TFS_MAX_READ;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
+		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO; /* always plus: one round trip per entry saved */
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	tfs_info(fs->log, "fuse: protocol %u.%u, max_read %u, max_readahead %u", conn->proto_major,
+		 conn->proto_minor, conn->max_read, conn->max_readahead);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.open = fs_open,
+	.read = fs_read,
+	.release = fs_release,
+	.statfs = fs_statfs,
+	.setattr = fs_erofs_setattr,
+	.mkdir = fs_erofs_mkdir,
+	.mknod = fs_erofs_mknod,
+	.create = fs_erofs_create,
+	.unlink = fs_erofs_name,
+	.rmdir = fs_erofs_name,
+	.rename = fs_erofs_rename,
+	.symlink = fs_erofs_symlink,
+	.link = fs_erofs_link,
+};
+
+const struct fuse_lowlevel_ops *tfs_fs_ops(void)
+{
+	return &ops;
+}
+
+void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
+{
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return;
+	for (int i = 0; i < OP__COUNT; i++) {
+		struct json_object *x = json_object_new_object();
+		if (x == NULL)
+			continue;
+		json_object_object_add(x, "count", json_object_new_uint64(atomic_load(&fs->ops[i])));
+		json_object_object_add(x, "errors", json_object_new_uint64(atomic_load(&fs->errs[i])));
+		json_object_object_add(o, op_names[i], x);
+	}
+	json_object_object_add(o, "read_bytes", json_object_new_uint64(atomic_load(&fs->read_bytes)));
+	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
+	json_object_object_add(out, "fuse", o);
+}
+
+int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct tfs_layer *top,
+		  struct tfs_prefetch *pf, const struct tfs_log *log, struct tfs_fs **out)
+{
+	struct tfs_fs *fs = calloc(1, sizeof(*fs));
+	if (fs == NULL)
+		return ENOMEM;
+	int rc = tfs_itable_create(&fs->itable);
+	if (rc) {
+		free(fs);
+		return rc;
+	}
+	fs->cfg = *cfg;
+	fs->meta = meta;
+	fs->top = top;
+	fs->pf = pf;
+	fs->log = log;
+	fs->block_size = top->block_size;
+	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
+	fs->timeout = cfg->ttl_ms == UINT64_MAX ? FOREVER_S : (double)cfg->ttl_ms / 1000.0;
+	*out = fs;
+	return 0;
+}
+
+void tfs_fs_destroy(struct tfs_fs *fs)
+{
+	if (fs == NULL)
+		return;
+	tfs_itable_destroy(fs->itable);
+	free(fs);
+}

@@ -1,0 +1,49 @@
+/* fs.h - the FUSE low-level operations: namespace from the metadata cache,
+ * data from the top cache layer.
+ *
+ * Every operation replies exactly once.  Functions below this layer return
+ * 0 or a positive errno; the handlers turn that into fuse_reply_err().
+ * This milestone serves reads; modifying operations reply EROFS.
+ */
+#ifndef TFS_FS_H
+#define TFS_FS_H
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inode.h"
+#include "layer.h"
+#include "meta.h"
+#include "prefetch.h"
+
+/* Largest read the kernel sends (max_read and max_pages): 1 MiB. */
+#define TFS_MAX_READ (1u << 20)
+
+struct tfs_fs_config {
+	uid_t uid;        /* owner of files without x-amz-meta-uid */
+	gid_t gid;
+	mode_t file_mode; /* permission bits of files without x-amz-meta-mode */
+	mode_t dir_mode;
+	uint64_t ttl_ms;  /* cache.metadata_ttl; UINT64_MAX: forever */
+	uint64_t readahead; /* bytes read ahead of a sequential reader */
+	const char *statfs_dir; /* statfs reports this directory's filesystem */
+};
+
+struct tfs_fs;
+struct json_object;
+
+/* Create the filesystem state over the given parts (none owned).  Returns
+ * 0 or ENOMEM. */
+int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct tfs_layer *top,
+		  struct tfs_prefetch *pf, const struct tfs_log *log, struct tfs_fs **out);
+void tfs_fs_destroy(struct tfs_fs *fs);
+
+/* The operations table; pass the fs as userdata to fuse_session_new(). */
+const struct fuse_lowlevel_ops *tfs_fs_ops(void);
+
+/* Add "fuse" counters (operations, errors, inodes) to `out`. */
+void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out);
+
+#endif

@@ -1,0 +1,244 @@
+/* inode.c - the inode table: two chained hash tables (by number, by path)
+ * under one mutex. */
+#include "config.h"
+
+#include "inode.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FUSE_ROOT 1
+
+struct tfs_itable {
+	pthread_mutex_t lock;
+	struct tfs_inode **by_ino, **by_path;
+	size_t nbuckets; /* power of two; grows with count */
+	uint64_t count;
+	uint64_t next_ino;
+	struct tfs_inode *root;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static size_t ino_bucket(const struct tfs_itable *t, uint64_t ino)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 17) & (t->nbuckets - 1);
+}
+
+static size_t path_bucket(const struct tfs_itable *t, const char *path)
+{
+	return (size_t)hash_str(path) & (t->nbuckets - 1);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void link_in(struct tfs_itable *t, struct tfs_inode *in)
+{
+	size_t bi = ino_bucket(t, in->ino), bp = path_bucket(t, in->path);
+	in->next_ino = t->by_ino[bi];
+	t->by_ino[bi] = in;
+	in->next_path = t->by_path[bp];
+	t->by_path[bp] = in;
+}
+
+static void grow(struct tfs_itable *t)
+{
+	size_t n = t->nbuckets * 2;
+	struct tfs_inode **bi = calloc(n, sizeof(*bi)), **bp = calloc(n, sizeof(*bp));
+	if (bi == NULL || bp == NULL) {
+		free(bi);
+		free(bp);
+		return; /* keep the old, longer chains */
+	}
+	struct tfs_inode **old = t->by_ino;
+	size_t oldn = t->nbuckets;
+	free(t->by_path);
+	t->by_ino = bi;
+	t->by_path = bp;
+	t->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		struct tfs_inode *in = old[i];
+		while (in) {
+			struct tfs_inode *next = in->next_ino;
+			link_in(t, in);
+			in = next;
+		}
+	}
+	free(old);
+}
+
+static void unlink_out(struct tfs_itable *t, struct tfs_inode *in)
+{
+	struct tfs_inode **pp = &t->by_ino[ino_bucket(t, in->ino)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->next_ino;
+	if (*pp)
+		*pp = in->next_ino;
+	pp = &t->by_path[path_bucket(t, in->path)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->next_path;
+	if (*pp)
+		*pp = in->next_path;
+}
+
+int tfs_itable_create(struct tfs_itable **out)
+{
+	struct tfs_itable *t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return ENOMEM;
+	t->nbuckets = 1024;
+	t->by_ino = calloc(t->nbuckets, sizeof(*t->by_ino));
+	t->by_path = calloc(t->nbuckets, sizeof(*t->by_path));
+	t->root = calloc(1, sizeof(*t->root));
+	if (t->by_ino == NULL || t->by_path == NULL || t->root == NULL ||
+	    (t->root->path = strdup("")) == NULL) {
+		tfs_itable_destroy(t);
+		return ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	t->root->ino = FUSE_ROOT;
+	t->root->type = TFS_FT_DIR;
+	t->root->nlookup = 1;
+	t->root->attr.type = TFS_FT_DIR;
+	t->root->attr.mtime = (int64_t)time(NULL);
+	t->root->attr.mode = t->root->attr.uid = t->root->attr.gid = TFS_META_UNSET;
+	t->root->attr_ms = UINT64_MAX;
+	link_in(t, t->root);
+	t->count = 1;
+	t->next_ino = FUSE_ROOT + 1;
+	*out = t;
+	return 0;
+}
+
+void tfs_itable_destroy(struct tfs_itable *t)
+{
+	if (t == NULL)
+		return;
+	for (size_t i = 0; t->by_ino && i < t->nbuckets; i++) {
+		struct tfs_inode *in = t->by_ino[i];
+		while (in) {
+			struct tfs_inode *n = in->next_ino;
+			free(in->path);
+			free(in);
+			in = n;
+		}
+	}
+	if (t->by_ino == NULL && t->root) {
+		free(t->root->path);
+		free(t->root);
+	}
+	free(t->by_ino);
+	free(t->by_path);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, const struct tfs_attr *a,
+		      struct tfs_inode **out)
+{
+	pthread_mutex_lock(&t->lock);
+	struct tfs_inode *in = t->by_path[path_bucket(t, path)];
+	while (in && !(strcmp(in->path, path) == 0 && in->type == a->type && in->nlookup > 0))
+		in = in->next_path;
+	if (in == NULL) {
+		in = calloc(1, sizeof(*in));
+		if (in == NULL || (in->path = strdup(path)) == NULL) {
+			free(in);
+			pthread_mutex_unlock(&t->lock);
+			return ENOMEM;
+		}
+		in->ino = t->next_ino++;
+		in->type = a->type;
+		link_in(t, in);
+		if (++t->count > 2 * t->nbuckets)
+			grow(t);
+	}
+	in->nlookup++;
+	if (in->ino != FUSE_ROOT) {
+		in->attr = *a;
+		in->attr_ms = now_ms();
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = in;
+	return 0;
+}
+
+struct tfs_inode *tfs_itable_find(struct tfs_itable *t, uint64_t ino)
+{
+	pthread_mutex_lock(&t->lock);
+	struct tfs_inode *in = t->by_ino[ino_bucket(t, ino)];
+	while (in && in->ino != ino)
+		in = in->next_ino;
+	pthread_mutex_unlock(&t->lock);
+	return in;
+}
+
+void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
+{
+	if (ino == FUSE_ROOT)
+		return;
+	pthread_mutex_lock(&t->lock);
+	struct tfs_inode *in = t->by_ino[ino_bucket(t, ino)];
+	while (in && in->ino != ino)
+		in = in->next_ino;
+	if (in) {
+		in->nlookup = n >= in->nlookup ? 0 : in->nlookup - n;
+		if (in->nlookup == 0) {
+			unlink_out(t, in);
+			t->count--;
+			free(in->path);
+			free(in);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void tfs_itable_get_attr(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
+			 uint64_t *attr_ms)
+{
+	pthread_mutex_lock(&t->lock);
+	*a = in->attr;
+	if (attr_ms)
+		*attr_ms = in->attr_ms;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void tfs_itable_set_attr(struct tfs_itable *t, struct tfs_inode *in, const struct tfs_attr *a)
+{
+	pthread_mutex_lock(&t->lock);
+	in->attr = *a;
+	in->attr_ms = now_ms();
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag)
+{
+	pthread_mutex_lock(&t->lock);
+	bool same = in->kernel_etag[0] && strcmp(in->kernel_etag, etag) == 0;
+	snprintf(in->kernel_etag, sizeof(in->kernel_etag), "%s", etag);
+	pthread_mutex_unlock(&t->lock);
+	return same;
+}
+
+uint64_t tfs_itable_count(struct tfs_itable *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t n = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""test_mount.py - the read path through a real FUSE mount.
+
+    test_mount.py TIERFS --backend local|moto [--only NAME]
+
+Each test mounts a bucket (a local directory, or a bucket on a moto_server
+started by tests/harness/moto.sh on 127.0.0.1), checks what a training job
+sees, and unmounts.  Counters come from `tierfs stats --json`.  Prints one
+line per test and ends with "mount: N passed, N failed".
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARNESS = os.path.join(HERE, "..", "harness")
+BUCKET = os.environ.get("TFS_TEST_BUCKET", "tierfs-test")
+
+
+def poll(cond, timeout=20.0, what="condition"):
+    """Wait until cond() is truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.05)
+
+
+def data_for(name, size):
+    """Deterministic bytes for an object."""
+    out = bytearray()
+    seed = hashlib.sha256(name.encode()).digest()
+    i = 0
+    while len(out) < size:
+        out += hashlib.sha256(seed + i.to_bytes(8, "little")).digest()
+        i += 1
+    return bytes(out[:size])
+
+
+class Bucket:
+    """The ground truth: write objects behind tierfs's back."""
+
+    def __init__(self, kind, work):
+        self.kind = kind
+        self.work = work
+        self.server_dir = None
+        if kind == "local":
+            self.root = os.path.join(work, "bucket")
+            os.makedirs(self.root)
+            self.source = self.root
+            self.env = {}
+        else:
+            self.server_dir = os.path.join(work, "moto")
+            os.makedirs(self.server_dir)
+            self.start_server()
+            self.prefix = "ds%d/" % random.randrange(1 << 30)
+            self.source = "s3://%s/%s" % (BUCKET, self.prefix.rstrip("/"))
+
+    def start_server(self):
+        subprocess.run([os.path.join(HARNESS, "moto.sh"), "start", self.server_dir], check=True,
+                       stdout=subprocess.DEVNULL)
+        env = {}
+        with open(os.path.join(self.server_dir, "env")) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("export "):
+                    k, v = line[7:].split("=", 1)
+                    env[k] = v.strip("'\"")
+        self.env = env
+        import boto3
+        os.environ.pop("AWS_CA_BUNDLE", None)
+        self.s3 = boto3.client("s3", endpoint_url=env["TFS_S3_ENDPOINT"], region_name="us-east-1",
+                               aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                               aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+
+    def stop_server(self):
+        if self.server_dir:
+            subprocess.run([os.path.join(HARNESS, "moto.sh"), "stop", self.server_dir],
+                           stdout=subprocess.DEVNULL)
+
+    def put(self, key, data):
+        if self.kind == "local":
+            path = os.path.join(self.root, key)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + ".tmp-test"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.rename(tmp, path)
+        else:
+            self.s3.put_object(Bucket=BUCKET, Key=self.prefix + key, Body=data)
+
+    def delete(self, key):
+        if self.kind == "local":
+            os.unlink(os.path.join(self.root, key))
+        else:
+            self.s3.delete_object(Bucket=BUCKET, Key=self.prefix + key)
+
+    def close(self):
+        self.stop_server()
+
+
+class Mount:
+    def __init__(self, tierfs, bucket, work, name, conf_extra=None, opts=None):
+        self.tierfs = tierfs
+        self.bucket = bucket
+        self.mnt = os.path.join(work, "mnt-" + name)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.cache = os.path.join(work, "cache-" + name)
+        self.conf = os.path.join(work, name + ".conf")
+        conf = {
+            "ram": {"size": "64M"},
+            "ssd": {"dir": self.cache, "size": "1G"},
+            "cache": {"block_size": "1M", "metadata_ttl": "forever"},
+            "prefetch": {"workers": "4", "readahead": "4M"},
+            "log": {"level": "info", "file": os.path.join(work, name + ".log")},
+            "backend": {"retries": "2", "retry_base": "10ms", "retry_max": "50ms",
+                        "connect_timeout": "1s"},
+        }
+        if bucket.kind != "local":
+            conf["backend"]["endpoint"] = bucket.env["TFS_S3_ENDPOINT"]
+        for sec, kv in (conf_extra or {}).items():
+            conf.setdefault(sec, {}).update(kv)
+        with open(self.conf, "w") as f:
+            for sec, kv in conf.items():
+                f.write("[%s]\n" % sec)
+                for k, v in kv.items():
+                    f.write("%s = %s\n" % (k, v))
+        self.opts = opts or []
+        self.logfile = conf["log"]["file"]
+
+    def env(self):
+        e = dict(os.environ)
+        e.update(self.bucket.env)
+        e.pop("AWS_CA_BUNDLE", None)
+        return e
+
+    def mount(self):
+        cmd = [self.tierfs, "mount", "-c", self.conf] + self.opts + [self.bucket.source, self.mnt]
+        r = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("mount failed (%d): %s %s\n%s" % (r.returncode, r.stdout, r.stderr,
+                                                                  self.log_tail()))
+        poll(lambda: os.path.ismount(self.mnt), 10, "the mount to appear")
+        return self
+
+    def pid(self):
+        return self.stats()["pid"]
+
+    def umount(self):
+        if os.path.ismount(self.mnt):
+            r = subprocess.run([self.tierfs, "umount", self.mnt], capture_output=True, text=True,
+                               timeout=60)
+            if r.returncode != 0:
+                subprocess.run(["fusermount3", "-uz", self.mnt], capture_output=True)
+                raise AssertionError("umount failed: " + r.stderr)
+
+    def stats(self):
+        r = subprocess.run([self.tierfs, "stats", "--json", self.mnt], capture_output=True, text=True,
+                           timeout=30)
+        if r.returncode != 0:
+            raise AssertionError("stats failed: " + r.stderr)
+        return json.loads(r.stdout)
+
+    def gets(self):
+        return self.stats()["backend"]["get"]["requests"]
+
+    def log_tail(self):
+        try:
+            with open(self.logfile) as f:
+                return "".join(f.readlines()[-20:])
+        except OSError:
+            return "(no log)"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------- tests
+
+def populate(bucket, n=120, big=None):
+    """Objects of awkward sizes across a few directories."""
+    sizes = [0, 1, 4095, 4096, 65537, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 7]
+    files = {}
+    for i in range(n):
+        size = sizes[i] if i < len(sizes) else random.randrange(1, 300_000)
+        key = "train/c%02d/img_%05d.jpg" % (i % 7, i)
+        files[key] = data_for(key, size)
+    files["README.txt"] = b"dataset\n"
+    files["deep/a/b/c/d.bin"] = data_for("deep", 5000)
+    if big:
+        files["shards/big.tar"] = data_for("big", big)
+    for k, v in files.items():
+        bucket.put(k, v)
+    return files
+
+
+def t_byte_exact_and_walk(ctx):
+    files = populate(ctx.bucket)
+    m = ctx.mount("walk").mount()
+    try:
+        seen = {}
+        for root, dirs, names in os.walk(m.mnt):
+            for nm in names:
+                p = os.path.join(root, nm)
+                rel = os.path.relpath(p, m.mnt)
+                st = os.stat(p)
+                seen[rel] = st.st_size
+        assert set(seen) == set(files), "walk differs: missing %s extra %s" % (
+            sorted(set(files) - set(seen))[:5], sorted(set(seen) - set(files))[:5])
+        for k, v in files.items():
+            assert seen[k] == len(v), "%s: size %d, expected %d" % (k, seen[k], len(v))
+            got = read(os.path.join(m.mnt, k))
+            assert got == v, "%s: content differs" % k
+        assert sorted(os.listdir(os.path.join(m.mnt, "train"))) == ["c%02d" % i for i in range(7)]
+    finally:
+        m.umount()
+
+
+def t_random_offsets_concurrent(ctx):
+    size = 24 * (1 << 20) + 12345
+    data = data_for("big", size)
+    ctx.bucket.put("shards/big.tar", data)
+    m = ctx.mount("random").mount()
+    errors = []
+
+    def worker(seed):
+        rnd = random.Random(seed)
+        try:
+            with open(os.path.join(m.mnt, "shards/big.tar"), "rb", buffering=0) as f:
+                for _ in range(60):
+                    off = rnd.randrange(0, size)
+                    ln = rnd.choice([1, 100, 4096, 131072, 1 << 20, 3 << 20])
+                    got = os.pread(f.fileno(), ln, off)
+                    if got != data[off:off + ln]:
+                        errors.append("seed %d: mismatch at %d+%d" % (seed, off, ln))
+                        return
+        except Exception as e:  # noqa: BLE001
+            errors.append("seed %d: %r" % (seed, e))
+
+    try:
+        ts = [threading.Thread(target=worker, args=(s,)) for s in range(12)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors[:3]
+        assert read(os.path.join(m.mnt, "shards/big.tar")) == data
+    finally:
+        m.umount()
+
+
+def t_warm_restart_zero_gets(ctx):
+    files = populate(ctx.bucket, n=60)
+    m = ctx.mount("warm")
+    m.mount()
+    try:
+        for k, v in files.items():
+            assert read(os.path.join(m.mnt, k)) == v
+    finally:
+        m.umount()
+    m.mount()
+    try:
+        for k, v in files.items():
+            assert read(os.path.join(m.mnt, k)) == v
+        st = m.stats()
+        assert st["backend"]["get"]["requests"] == 0, "warm remount made %d GETs" % st["backend"]["get"]["requests"]
+        assert st["backend"]["list"]["requests"] <= 1, "warm remount listed %d times" % st["backend"]["list"]["requests"]
+        assert st["ssd"]["hits"] > 0
+    finally:
+        m.umount()
+
+
+def t_change_detected_after_ttl(ctx):
+    ctx.bucket.put("mut/obj.txt", b"version one\n")
+    m = ctx.mount("ttl", {"cache": {"metadata_ttl": "1s"}}).mount()
+    p = os.path.join(m.mnt, "mut/obj.txt")
+    try:
+        assert read(p) == b"version one\n"
+        ctx.bucket.put("mut/obj.txt", b"version two, longer\n")
+        # Within the TTL the old version may be served, but never a mix;
+        # after it, the new one must be.
+        def current():
+            got = read(p)
+            assert got in (b"version one\n", b"version two, longer\n"), "mixed content %r" % got
+            return got == b"version two, longer\n"
+        poll(current, 15, "the new version after the TTL")
+        ctx.bucket.delete("mut/obj.txt")
+        poll(lambda: not os.path.exists(p), 15, "the deleted object to vanish")
+    finally:
+        m.umount()
+
+
+def t_missing_is_enoent(ctx):
+    ctx.bucket.put("here.txt", b"x")
+    m = ctx.mount("enoent").mount()
+    try:
+        for path in ["nothere.txt", "no/such/dir/file", "here.txt/child"]:
+            try:
+                os.stat(os.path.join(m.mnt, path))
+                raise AssertionError("%s exists" % path)
+            except FileNotFoundError:
+                pass
+            except NotADirectoryError:
+                pass
+        try:
+            open(os.path.join(m.mnt, "here.txt"), "w")
+            raise AssertionError("opened for writing")
+        except OSError as e:
+            assert e.errno == 30, "write open gave %s, expected EROFS" % e  # EROFS
+    finally:
+        m.umount()
+
+
+def t_kill9_recovery(ctx):
+    files = populate(ctx.bucket, n=40)
+    m = ctx.mount("kill").mount()
+    for k, v in list(files.items())[:20]:
+        assert read(os.path.join(m.mnt, k)) == v
+    pid = m.pid()
+    os.kill(pid, signal.SIGKILL)
+    poll(lambda: not os.path.exists("/proc/%d" % pid) or
+         open("/proc/%d/stat" % pid).read().split()[2] == "Z", 10, "the daemon to die")
+    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+    poll(lambda: not os.path.ismount(m.mnt), 10, "the dead mount to go")
+    m.mount()
+    try:
+        for k, v in files.items():
+            assert read(os.path.join(m.mnt, k)) == v, "%s differs after kill -9" % k
+        st = m.stats()
+        # The first 20 were cached before the kill: at most the other 20 are fetched.
+        assert st["backend"]["get"]["requests"] <= 20 + 8, st["backend"]["get"]
+    finally:
+        m.umount()
+
+
+def rss_anon(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def t_rss_bound_64_readers(ctx):
+    n = 64
+    size = 6 * (1 << 20)
+    for i in range(n):
+        ctx.bucket.put("rss/f%02d.bin" % i, data_for("rss%d" % i, size))
+    m = ctx.mount("rss", {"ram": {"size": "32M"}, "prefetch": {"workers": "8", "readahead": "8M"}}).mount()
+    pid = m.pid()
+    peak = [0]
+    stop = threading.Event()
+    errors = []
+
+    def sampler():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_anon(pid))
+            time.sleep(0.01)
+
+    def reader(i):
+        try:
+            got = read(os.path.join(m.mnt, "rss/f%02d.bin" % i))
+            if got != data_for("rss%d" % i, size):
+                errors.append(i)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    try:
+        s = threading.Thread(target=sampler)
+        s.start()
+        ts = [threading.Thread(target=reader, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        stop.set()
+        s.join()
+        assert not errors, errors[:3]
+        limit = 32 * (1 << 20) + 64 * (1 << 20)
+        print("    RssAnon peak %.1f MiB (limit %.1f MiB)" % (peak[0] / 2**20, limit / 2**20))
+        assert 0 < peak[0] <= limit, "RssAnon peak %d > %d" % (peak[0], limit)
+    finally:
+        m.umount()
+
+
+def t_watermark_eviction(ctx):
+    for i in range(40):
+        ctx.bucket.put("wm/f%02d.bin" % i, data_for("wm%d" % i, 1 << 20))
+    m = ctx.mount("wm", {"ssd": {"size": "16M", "high_watermark": "90", "low_watermark": "50"},
+                         "cache": {"policy": "lru"}}).mount()
+    try:
+        for i in range(40):
+            assert read(os.path.join(m.mnt, "wm/f%02d.bin" % i)) == data_for("wm%d" % i, 1 << 20)
+        cap = 16 * (1 << 20)
+
+        def settled():
+            s = m.stats()["ssd"]
+            return s["evictions"] > 0 and s["used_bytes"] <= 0.9 * cap and s
+        s = poll(settled, 20, "eviction below the high watermark")
+        print("    ssd used %.1f MiB of %.0f MiB after %d evictions" % (
+            s["used_bytes"] / 2**20, cap / 2**20, s["evictions"]))
+    finally:
+        m.umount()
+
+
+def t_offline_with_ttl_forever(ctx):
+    if ctx.bucket.kind == "local":
+        return "skip"
+    files = populate(ctx.bucket, n=30)
+    m = ctx.mount("offline").mount()
+    try:
+        for k, v in files.items():
+            assert read(os.path.join(m.mnt, k)) == v
+        ctx.bucket.stop_server()
+        for k, v in files.items():
+            assert read(os.path.join(m.mnt, k)) == v, "%s unreadable with the server down" % k
+        # Data never fetched cannot be served: EIO, not garbage.
+        ctx.bucket.start_server()
+        ctx.bucket.put("late.bin", b"late")
+        ctx.bucket.stop_server()
+    finally:
+        m.umount()
+        ctx.bucket.start_server()
+
+
+def t_backend_down_gives_eio(ctx):
+    if ctx.bucket.kind == "local":
+        return "skip"
+    ctx.bucket.put("cold/x.bin", data_for("x", 10000))
+    m = ctx.mount("eio").mount()
+    try:
+        os.stat(os.path.join(m.mnt, "cold/x.bin"))  # metadata cached, data not
+        ctx.bucket.stop_server()
+        try:
+            read(os.path.join(m.mnt, "cold/x.bin"))
+            raise AssertionError("read succeeded with the server down")
+        except OSError as e:
+            assert e.errno == 5, "expected EIO, got %r" % e
+    finally:
+        m.umount()
+        ctx.bucket.start_server()
+
+
+TESTS = [
+    ("byte_exact_and_walk", t_byte_exact_and_walk),
+    ("random_offsets_concurrent", t_random_offsets_concurrent),
+    ("warm_restart_zero_gets", t_warm_restart_zero_gets),
+    ("change_detected_after_ttl", t_change_detected_after_ttl),
+    ("missing_is_enoent", t_missing_is_enoent),
+    ("kill9_recovery", t_kill9_recovery),
+    ("rss_bound_64_readers", t_rss_bound_64_readers),
+    ("watermark_eviction", t_watermark_eviction),
+    ("offline_with_ttl_forever", t_offline_with_ttl_forever),
+    ("backend_down_gives_eio", t_backend_down_gives_eio),
+]
+
+
+class Ctx:
+    def __init__(self, tierfs, bucket, work):
+        self.tierfs = tierfs
+        self.bucket = bucket
+        self.work = work
+        self.mounts = []
+
+    def mount(self, name, conf_extra=None, opts=None):
+        m = Mount(self.tierfs, self.bucket, self.work, name, conf_extra, opts)
+        self.mounts.append(m)
+        return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tierfs")
+    ap.add_argument("--backend", default="local", choices=["local", "moto"])
+    ap.add_argument("--only")
+    args = ap.parse_args()
+    tierfs = os.path.abspath(args.tierfs)
+    passed = failed = 0
+    for name, fn in TESTS:
+        if args.only and args.only != name:
+            continue
+        work = tempfile.mkdtemp(prefix="tierfs-mnt-")
+        bucket = None
+        ctx = None
+        t0 = time.monotonic()
+        try:
+            bucket = Bucket(args.backend, work)
+            ctx = Ctx(tierfs, bucket, work)
+            res = fn(ctx)
+            if res == "skip":
+                print("skip %s (%s)" % (name, args.backend))
+            else:
+                passed += 1
+                print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            failed += 1
+            print("FAIL %s (%s)" % (name, args.backend))
+            traceback.print_exc()
+            for m in (ctx.mounts if ctx else []):
+                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
+        finally:
+            for m in (ctx.mounts if ctx else []):
+                if os.path.ismount(m.mnt):
+                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+            if bucket:
+                bucket.close()
+            shutil.rmtree(work, ignore_errors=True)
+    print("mount: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

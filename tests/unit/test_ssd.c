@@ -1,0 +1,946 @@
+/* test_ssd.c - the SSD tier and the LMDB environment: hits and misses,
+ * versions, corruption, restart and crash recovery, watermark eviction
+ * under lru and epoch, pinning during reads, file layout and modes, a
+ * full disk, the network-filesystem check and the statistics. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "layer.h"
+#include "lmdb_env.h"
+#include "log.h"
+#include "ssd.h"
+
+#define BS (64 * 1024)
+#define MAP_SIZE (64ull << 20)
+
+/* ---- a fake inner layer ---- */
+
+struct fake {
+	atomic_int calls;
+	atomic_int invalidations;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char block_key[64]; /* fills of this key wait for `release` */
+	bool inside, release;
+};
+
+static void fake_bytes(const char *key, const char *etag, uint64_t idx, unsigned char *p,
+		       size_t len)
+{
+	uint64_t x = XXH64(key, strlen(key), 0) ^ XXH64(etag, strlen(etag), 1) ^
+		     (idx + 1) * 0x9E3779B97F4A7C15ull;
+	uint64_t z = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0) {
+			x += 0x9E3779B97F4A7C15ull;
+			z = x;
+			z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+			z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+			z ^= z >> 31;
+		}
+		p[i] = (unsigned char)(z >> (8 * (i % 8)));
+	}
+}
+
+static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
+{
+	struct fake *f = l->priv;
+	atomic_fetch_add(&f->calls, 1);
+	pthread_mutex_lock(&f->mu);
+	if (f->block_key[0] && strcmp(f->block_key, obj->key) == 0) {
+		f->inside = true;
+		pthread_cond_broadcast(&f->cv);
+		while (!f->release)
+			pthread_cond_wait(&f->cv, &f->mu);
+	}
+	pthread_mutex_unlock(&f->mu);
+	fake_bytes(obj->key, obj->etag, idx, buf, tfs_obj_block_len(obj, idx, l->block_size));
+	return 0;
+}
+
+static void fake_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
+{
+	struct fake *f = l->priv;
+	(void)id;
+	atomic_fetch_add(&f->invalidations, 1);
+}
+
+static void fake_stats(struct tfs_layer *l, struct json_object *out)
+{
+	struct fake *f = l->priv;
+	json_object_object_add(out, "fake", json_object_new_int(atomic_load(&f->calls)));
+}
+
+static void fake_destroy(struct tfs_layer *l)
+{
+	free(l);
+}
+
+static const struct tfs_layer_ops fake_ops = {
+	.name = "fake",
+	.read_block = fake_read,
+	.invalidate = fake_invalidate,
+	.stats = fake_stats,
+	.destroy = fake_destroy,
+};
+
+static struct tfs_layer *fake_layer(struct fake *f)
+{
+	struct tfs_layer *l = calloc(1, sizeof(*l));
+	cr_assert_not_null(l);
+	l->ops = &fake_ops;
+	l->priv = f;
+	l->block_size = BS;
+	return l;
+}
+
+/* ---- log capture ---- */
+
+struct logcap {
+	pthread_mutex_t mu;
+	int warns, full_lines, corrupt_lines;
+	char last[1024];
+};
+
+static void cap_sink(void *ctx, enum tfs_log_level level, const char *line)
+{
+	struct logcap *c = ctx;
+	pthread_mutex_lock(&c->mu);
+	if (level <= TFS_LOG_WARN) {
+		c->warns++;
+		snprintf(c->last, sizeof(c->last), "%s", line);
+		fprintf(stderr, "[log] %s\n", line);
+	}
+	if (strstr(line, "SSD tier full"))
+		c->full_lines++;
+	if (strstr(line, "dropped the cached copy"))
+		c->corrupt_lines++;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- a tier in a temporary directory ---- */
+
+struct t {
+	char root[64];   /* the temporary directory */
+	char dir[128];   /* cfg.dir = root/ssd */
+	char index[128]; /* LMDB = root/index */
+	struct tfs_ssd_config cfg;
+	struct tfs_cache_config cc;
+	struct tfs_log log;
+	struct logcap cap;
+	struct fake fk;
+	MDB_env *env;
+	struct tfs_layer *ssd;
+};
+
+static void t_init(struct t *t, enum tfs_policy policy, uint64_t size)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->root, sizeof(t->root), "/tmp/tfs-ssd-XXXXXX");
+	cr_assert_not_null(mkdtemp(t->root));
+	snprintf(t->dir, sizeof(t->dir), "%s/ssd", t->root);
+	snprintf(t->index, sizeof(t->index), "%s/index", t->root);
+	t->cfg.dir = t->dir;
+	t->cfg.size = size;
+	t->cfg.high_watermark = 90;
+	t->cfg.low_watermark = 50;
+	t->cc.block_size = BS;
+	t->cc.policy = policy;
+	pthread_mutex_init(&t->cap.mu, NULL);
+	tfs_log_init(&t->log, cap_sink, &t->cap, TFS_LOG_INFO);
+	pthread_mutex_init(&t->fk.mu, NULL);
+	pthread_cond_init(&t->fk.cv, NULL);
+}
+
+static void t_open(struct t *t)
+{
+	struct tfs_layer *inner = fake_layer(&t->fk);
+	cr_assert_eq(tfs_lmdb_open(t->index, MAP_SIZE, &t->log, &t->env), 0);
+	cr_assert_eq(tfs_ssd_create(&t->cfg, &t->cc, t->env, inner, &t->log, &t->ssd), 0);
+}
+
+static void t_close(struct t *t)
+{
+	tfs_layer_destroy(t->ssd);
+	t->ssd = NULL;
+	tfs_lmdb_close(t->env);
+	t->env = NULL;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static void t_fini(struct t *t)
+{
+	if (t->ssd)
+		t_close(t);
+	nftw(t->root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static uint64_t obj_size(int blocks)
+{
+	return (uint64_t)blocks * BS;
+}
+
+/* Read block idx of (key, etag, size) and check every byte. */
+static void rd(struct t *t, const char *key, const char *etag, uint64_t size, uint64_t idx)
+{
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, key, etag, size);
+	size_t len = tfs_obj_block_len(&obj, idx, BS);
+	unsigned char *buf = malloc(BS), *want = malloc(BS);
+	fake_bytes(key, etag, idx, want, len);
+	memset(buf, 0xEE, BS);
+	cr_assert_eq(tfs_layer_read_block(t->ssd, &obj, idx, buf), 0, "%s block %lu", key,
+		     (unsigned long)idx);
+	cr_assert(memcmp(buf, want, len) == 0, "%s block %lu: wrong bytes", key,
+		  (unsigned long)idx);
+	free(buf);
+	free(want);
+}
+
+static void rd_all(struct t *t, const char *key, const char *etag, uint64_t size)
+{
+	for (uint64_t i = 0; i * BS < size; i++)
+		rd(t, key, etag, size, i);
+}
+
+static uint64_t st_get(struct t *t, const char *name)
+{
+	struct json_object *o = json_object_new_object(), *ssd, *v;
+	tfs_layer_stats(t->ssd, o);
+	cr_assert(json_object_object_get_ex(o, "ssd", &ssd));
+	cr_assert(json_object_object_get_ex(ssd, name, &v), "no stat %s", name);
+	uint64_t r = json_object_get_uint64(v);
+	json_object_put(o);
+	return r;
+}
+
+static void data_path(struct t *t, const char *key, char *out, size_t n)
+{
+	struct tfs_obj obj;
+	char hex[65];
+	tfs_obj_init(&obj, key, "x", 1);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", obj.id[i]);
+	snprintf(out, n, "%s/data/%.2s/%s", t->dir, hex, hex);
+}
+
+static bool exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+static bool file_of(struct t *t, const char *key)
+{
+	char p[256];
+	data_path(t, key, p, sizeof(p));
+	return exists(p);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Poll until stat `name` <= `max` (deadline 10 s). */
+static bool wait_le(struct t *t, const char *name, uint64_t max)
+{
+	uint64_t end = now_ms() + 10000;
+	while (now_ms() < end) {
+		if (st_get(t, name) <= max)
+			return true;
+		usleep(2000);
+	}
+	return false;
+}
+
+static void key_of(char *buf, size_t n, const char *pfx, int i)
+{
+	snprintf(buf, n, "%s%02d", pfx, i);
+}
+
+/* ---- tests ---- */
+
+Test(ssd, miss_then_hit, .timeout = 30)
+{
+	struct t t;
+	uint64_t size = 3 * BS + 1000; /* last block short */
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "train/a.jpg", "\"e1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4);
+	rd_all(&t, "train/a.jpg", "\"e1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4, "second read must hit");
+	cr_assert_eq(st_get(&t, "hits"), 4);
+	cr_assert_eq(st_get(&t, "misses"), 4);
+	cr_assert_eq(st_get(&t, "hit_bytes"), size);
+	cr_assert_eq(st_get(&t, "fill_bytes"), size);
+	cr_assert_eq(st_get(&t, "used_bytes"), size);
+	cr_assert_eq(st_get(&t, "objects"), 1);
+	t_fini(&t);
+}
+
+Test(ssd, new_etag_is_a_miss_and_replaces, .timeout = 30)
+{
+	struct t t;
+	uint64_t size = 2 * BS;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "k", "\"v1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 2);
+	rd_all(&t, "k", "\"v2\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4, "another ETag must not hit");
+	rd_all(&t, "k", "\"v2\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4);
+	cr_assert_eq(st_get(&t, "used_bytes"), size, "the old version is gone");
+	cr_assert_eq(st_get(&t, "objects"), 1);
+	rd(&t, "k", "\"v1\"", size, 0);
+	cr_assert_eq(atomic_load(&t.fk.calls), 5);
+	t_fini(&t);
+}
+
+static void mangle(struct t *t, const char *key, int how)
+{
+	char p[256];
+	data_path(t, key, p, sizeof(p));
+	if (how == 0) { /* flip a byte in block 1 */
+		int fd = open(p, O_RDWR);
+		unsigned char c;
+		cr_assert(fd >= 0);
+		cr_assert_eq(pread(fd, &c, 1, BS + 100), 1);
+		c ^= 0x40;
+		cr_assert_eq(pwrite(fd, &c, 1, BS + 100), 1);
+		close(fd);
+	} else if (how == 1) { /* cut in the middle of block 1 */
+		cr_assert_eq(truncate(p, BS + BS / 2), 0);
+	} else {
+		cr_assert_eq(unlink(p), 0);
+	}
+}
+
+Test(ssd, corruption_is_detected_and_refetched, .timeout = 30)
+{
+	struct t t;
+	uint64_t size = 3 * BS;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "flip", "e", size);
+	rd_all(&t, "cut", "e", size);
+	rd_all(&t, "gone", "e", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 9);
+
+	mangle(&t, "flip", 0);
+	rd_all(&t, "flip", "e", size); /* block 1 refetched */
+	cr_assert_eq(atomic_load(&t.fk.calls), 10);
+	cr_assert_eq(st_get(&t, "corrupt"), 1);
+
+	mangle(&t, "cut", 1);
+	rd_all(&t, "cut", "e", size); /* blocks 1 (short) and 2 (absent) */
+	cr_assert_eq(atomic_load(&t.fk.calls), 12);
+	cr_assert_eq(st_get(&t, "corrupt"), 3);
+
+	mangle(&t, "gone", 2);
+	rd_all(&t, "gone", "e", size); /* every block */
+	cr_assert_eq(atomic_load(&t.fk.calls), 15);
+	cr_assert_eq(st_get(&t, "corrupt"), 6);
+
+	/* refetched copies are cached again and verified */
+	rd_all(&t, "flip", "e", size);
+	rd_all(&t, "cut", "e", size);
+	rd_all(&t, "gone", "e", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 15);
+	cr_assert_eq(st_get(&t, "used_bytes"), 3 * size);
+	cr_assert_eq(t.cap.corrupt_lines, 6);
+	cr_assert(strstr(t.cap.last, "'gone'") != NULL, "the key is logged: %s", t.cap.last);
+	t_fini(&t);
+}
+
+Test(ssd, restart_is_warm, .timeout = 30)
+{
+	struct t t;
+	uint64_t size = 5 * BS + 7;
+	t_init(&t, TFS_POLICY_EPOCH, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "r1", "e", size);
+	rd_all(&t, "r2", "e", BS);
+	rd(&t, "r1", "e", size, 0); /* a hit: exercises the touch flush */
+	uint64_t used = st_get(&t, "used_bytes"), clock = st_get(&t, "clock");
+	t_close(&t);
+
+	atomic_store(&t.fk.calls, 0);
+	t_open(&t);
+	cr_assert_eq(st_get(&t, "used_bytes"), used, "usage recomputed from the index");
+	cr_assert_eq(st_get(&t, "objects"), 2);
+	cr_assert_geq(st_get(&t, "clock"), clock, "the clock survives");
+	rd_all(&t, "r1", "e", size);
+	rd_all(&t, "r2", "e", BS);
+	cr_assert_eq(atomic_load(&t.fk.calls), 0, "served without the inner layer");
+	t_fini(&t);
+}
+
+Test(ssd, kill_9_is_warm, .timeout = 30)
+{
+	struct t t;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* the child: fill, then die without destroy or sync */
+		struct tfs_layer *inner = fake_layer(&t.fk);
+		if (tfs_lmdb_open(t.index, MAP_SIZE, &t.log, &t.env) != 0 ||
+		    tfs_ssd_create(&t.cfg, &t.cc, t.env, inner, &t.log, &t.ssd) != 0)
+			_exit(1);
+		for (int o = 0; o < 3; o++) {
+			char key[16];
+			key_of(key, sizeof(key), "crash", o);
+			struct tfs_obj obj;
+			tfs_obj_init(&obj, key, "e", obj_size(4));
+			unsigned char *buf = malloc(BS);
+			for (int i = 0; i < 4; i++)
+				if (tfs_layer_read_block(t.ssd, &obj, i, buf) != 0)
+					_exit(2);
+			free(buf);
+		}
+		kill(getpid(), SIGKILL);
+		_exit(3);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d", status);
+	t_open(&t);
+	for (int o = 0; o < 3; o++) {
+		char key[16];
+		key_of(key, sizeof(key), "crash", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), 0, "served from the SSD after kill -9");
+	cr_assert_eq(st_get(&t, "used_bytes"), 3 * obj_size(4));
+	t_fini(&t);
+}
+
+Test(ssd, lru_evicts_oldest_to_low_watermark, .timeout = 30)
+{
+	struct t t;
+	char key[16];
+	t_init(&t, TFS_POLICY_LRU, 40 * BS); /* high 36 blocks, low 20 */
+	t_open(&t);
+	for (int o = 0; o < 10; o++) {
+		key_of(key, sizeof(key), "obj", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert(wait_le(&t, "used_bytes", st_get(&t, "low_watermark_bytes")),
+		  "usage %lu never reached the low watermark", (unsigned long)st_get(&t, "used_bytes"));
+	cr_assert_eq(st_get(&t, "evictions"), 5);
+	cr_assert_eq(st_get(&t, "evicted_bytes"), 5 * obj_size(4));
+	for (int o = 0; o < 10; o++) {
+		key_of(key, sizeof(key), "obj", o);
+		cr_assert_eq(file_of(&t, key), o >= 5, "%s", key);
+	}
+	int calls = atomic_load(&t.fk.calls);
+	for (int o = 5; o < 10; o++) {
+		key_of(key, sizeof(key), "obj", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), calls, "the newest objects stayed");
+	t_fini(&t);
+}
+
+Test(ssd, epoch_bypasses_when_nothing_is_idle, .timeout = 30)
+{
+	struct t t;
+	char key[16];
+	t_init(&t, TFS_POLICY_EPOCH, 40 * BS);
+	t_open(&t);
+	for (int o = 0; o < 9; o++) { /* 36 blocks: at the high watermark */
+		key_of(key, sizeof(key), "old", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(st_get(&t, "bypassed"), 0);
+	for (int round = 0; round < 2; round++) {
+		for (int o = 0; o < 3; o++) {
+			key_of(key, sizeof(key), "new", o);
+			rd_all(&t, key, "e", obj_size(4));
+		}
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), 36 + 24, "new data served every time");
+	cr_assert_eq(st_get(&t, "bypassed"), 24);
+	cr_assert_eq(st_get(&t, "used_bytes"), 36 * BS);
+	for (int o = 0; o < 3; o++) {
+		key_of(key, sizeof(key), "new", o);
+		cr_assert(!file_of(&t, key));
+	}
+	for (int o = 0; o < 9; o++) {
+		key_of(key, sizeof(key), "old", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), 60, "old data kept");
+	cr_assert_eq(st_get(&t, "evictions"), 0);
+	t_fini(&t);
+}
+
+struct reader_arg {
+	struct t *t;
+	int rc;
+	unsigned char buf[BS];
+};
+
+static void *read_a4(void *p)
+{
+	struct reader_arg *a = p;
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "A", "e", obj_size(5));
+	a->rc = tfs_layer_read_block(a->t->ssd, &obj, 4, a->buf);
+	return NULL;
+}
+
+Test(ssd, block_being_read_is_not_evicted, .timeout = 30)
+{
+	struct t t;
+	char key[16], pa[256];
+	pthread_t th;
+	struct reader_arg *arg = calloc(1, sizeof(*arg));
+	t_init(&t, TFS_POLICY_LRU, 40 * BS);
+	t_open(&t);
+	for (int i = 0; i < 4; i++) /* A: 4 of 5 blocks cached, the oldest object */
+		rd(&t, "A", "e", obj_size(5), i);
+	for (int o = 0; o < 7; o++) {
+		key_of(key, sizeof(key), "B", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(st_get(&t, "used_bytes"), 32 * BS);
+
+	snprintf(t.fk.block_key, sizeof(t.fk.block_key), "A");
+	arg->t = &t;
+	cr_assert_eq(pthread_create(&th, NULL, read_a4, arg), 0);
+	pthread_mutex_lock(&t.fk.mu);
+	while (!t.fk.inside)
+		pthread_cond_wait(&t.fk.cv, &t.fk.mu);
+	pthread_mutex_unlock(&t.fk.mu);
+
+	/* pressure: fill until above the high watermark, then let it evict */
+	uint64_t high = st_get(&t, "high_watermark_bytes");
+	for (int o = 0; st_get(&t, "used_bytes") <= high; o++) {
+		cr_assert_lt(o, 40);
+		key_of(key, sizeof(key), "P", o / 4);
+		rd(&t, key, "e", obj_size(4), (uint64_t)(o % 4));
+	}
+	cr_assert(wait_le(&t, "used_bytes", st_get(&t, "low_watermark_bytes")));
+	cr_assert_geq(st_get(&t, "evictions"), 4);
+	data_path(&t, "A", pa, sizeof(pa));
+	cr_assert(exists(pa), "A is being read: its file must survive");
+	cr_assert(!file_of(&t, "B00"), "the next oldest went instead");
+	int calls = atomic_load(&t.fk.calls);
+	for (int i = 0; i < 4; i++) /* A's records survived too */
+		rd(&t, "A", "e", obj_size(5), i);
+	cr_assert_eq(atomic_load(&t.fk.calls), calls);
+
+	pthread_mutex_lock(&t.fk.mu);
+	t.fk.release = true;
+	t.fk.block_key[0] = '\0';
+	pthread_cond_broadcast(&t.fk.cv);
+	pthread_mutex_unlock(&t.fk.mu);
+	pthread_join(th, NULL);
+	cr_assert_eq(arg->rc, 0);
+	unsigned char *want = malloc(BS);
+	fake_bytes("A", "e", 4, want, BS);
+	cr_assert(memcmp(arg->buf, want, BS) == 0);
+	rd(&t, "A", "e", obj_size(5), 4);
+	cr_assert_eq(atomic_load(&t.fk.calls), calls, "the fill of A was cached");
+	free(want);
+	free(arg);
+	t_fini(&t);
+}
+
+static int check_modes(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag == FTW_D || flag == FTW_DP)
+		cr_expect_eq(st->st_mode & 07777, 0700, "%s: %o", p, st->st_mode & 07777);
+	else if (flag == FTW_F)
+		cr_expect_eq(st->st_mode & 07777, 0600, "%s: %o", p, st->st_mode & 07777);
+	if (flag == FTW_F && strstr(p, "/data/") != NULL) {
+		const char *name = p + ftw->base;
+		cr_expect_eq(strlen(name), 64, "%s", p);
+		cr_expect_eq(strspn(name, "0123456789abcdef"), 64, "%s", p);
+		cr_expect(strncmp(name, p + ftw->base - 3, 2) == 0, "%s: wrong subdirectory", p);
+	}
+	return 0;
+}
+
+Test(ssd, modes_and_names, .timeout = 30)
+{
+	struct t t;
+	char p[256];
+	const char *evil = "../../../../tmp/escaped-by-ssd-test";
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, evil, "e", 2 * BS);
+	rd_all(&t, "a/../../b", "e", BS);
+	data_path(&t, evil, p, sizeof(p));
+	cr_assert(exists(p), "the file is named by the hash of the key");
+	cr_assert(!exists("/tmp/escaped-by-ssd-test"));
+	nftw(t.root, check_modes, 16, FTW_PHYS);
+	t_fini(&t);
+}
+
+Test(ssd, full_disk_passes_through, .timeout = 60)
+{
+	struct t t;
+	char data[160], key[16];
+	t_init(&t, TFS_POLICY_LRU, 256ull << 20);
+	cr_assert_eq(mkdir(t.dir, 0700), 0);
+	snprintf(data, sizeof(data), "%s/data", t.dir);
+	cr_assert_eq(mkdir(data, 0700), 0);
+	if (mount("tmpfs", data, "tmpfs", 0, "size=1m,mode=0700") != 0) {
+		int e = errno;
+		t_fini(&t);
+		cr_skip_test("cannot mount a tmpfs (%s): needs root", strerror(e));
+	}
+	t_open(&t);
+	for (int o = 0; o < 4; o++) { /* 40 blocks into 16 blocks of room */
+		key_of(key, sizeof(key), "full", o);
+		rd_all(&t, key, "e", obj_size(10));
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), 40);
+	uint64_t errs = st_get(&t, "write_errors");
+	cr_assert_gt(errs, 0);
+	cr_assert_leq(st_get(&t, "used_bytes"), 1u << 20);
+	cr_assert_eq(t.cap.full_lines, 1, "one log line, not %d", t.cap.full_lines);
+	/* what was cached is still served, and correct */
+	int calls = atomic_load(&t.fk.calls);
+	key_of(key, sizeof(key), "full", 0);
+	rd_all(&t, key, "e", obj_size(10));
+	cr_assert_lt(atomic_load(&t.fk.calls), calls + 10);
+	t_close(&t);
+	cr_assert_eq(umount2(data, MNT_DETACH), 0);
+	t_fini(&t);
+}
+
+Test(ssd, network_fs_refused)
+{
+	static const unsigned long net[] = { 0x6969, 0x517B, 0xFF534D42, 0xFE534D42,
+					     0x65735546, 0x00C36400, 0x01021997, 0x5346414F,
+					     0x01161970, 0x7461636f, 0x0BD00BD0 };
+	for (size_t i = 0; i < sizeof(net) / sizeof(net[0]); i++)
+		cr_assert_not_null(tfs_lmdb_network_fs(net[i]), "0x%lx", net[i]);
+	/* a sign-extended CIFS magic (32-bit f_type) */
+	cr_assert_str_eq(tfs_lmdb_network_fs((unsigned long)(long)(int32_t)0xFF534D42u), "cifs");
+	cr_assert_str_eq(tfs_lmdb_network_fs(0x65735546), "fuse");
+	/* ext4, tmpfs, xfs, btrfs, overlayfs */
+	static const unsigned long local[] = { 0xEF53, 0x01021994, 0x58465342, 0x9123683E,
+					       0x794c7630 };
+	for (size_t i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		cr_assert_null(tfs_lmdb_network_fs(local[i]), "0x%lx", local[i]);
+}
+
+Test(ssd, errno_mapping)
+{
+	cr_assert_eq(tfs_lmdb_errno(0), 0);
+	cr_assert_eq(tfs_lmdb_errno(MDB_MAP_FULL), ENOSPC);
+	cr_assert_eq(tfs_lmdb_errno(MDB_NOTFOUND), ENOENT);
+	cr_assert_eq(tfs_lmdb_errno(MDB_CORRUPTED), EIO);
+	cr_assert_eq(tfs_lmdb_errno(MDB_PAGE_NOTFOUND), EIO);
+	cr_assert_eq(tfs_lmdb_errno(MDB_READERS_FULL), EIO);
+	cr_assert_eq(tfs_lmdb_errno(EACCES), EACCES);
+	cr_assert(tfs_lmdb_is_corruption(MDB_CORRUPTED));
+	cr_assert(!tfs_lmdb_is_corruption(MDB_MAP_FULL));
+}
+
+Test(ssd, damaged_index_moved_aside, .timeout = 30)
+{
+	struct t t;
+	char p[256];
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "x", "e", BS);
+	t_close(&t);
+	snprintf(p, sizeof(p), "%s/data.mdb", t.index);
+	int fd = open(p, O_WRONLY);
+	cr_assert(fd >= 0);
+	char junk[8192];
+	memset(junk, 0x5A, sizeof(junk));
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	close(fd);
+
+	atomic_store(&t.fk.calls, 0);
+	t_open(&t);
+	cr_assert_geq(t.cap.warns, 1);
+	cr_assert(strstr(t.cap.last, "damaged") != NULL || t.cap.warns > 1, "%s", t.cap.last);
+	DIR *d = opendir(t.index);
+	struct dirent *e;
+	bool found = false;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "corrupt-", 8) == 0) {
+			char q[512];
+			snprintf(q, sizeof(q), "%s/%s/data.mdb", t.index, e->d_name);
+			found = exists(q);
+		}
+	closedir(d);
+	cr_assert(found, "the damaged file is kept in corrupt-*/");
+	rd_all(&t, "x", "e", BS); /* empty cache: a miss, correct bytes */
+	cr_assert_eq(atomic_load(&t.fk.calls), 1);
+	t_fini(&t);
+}
+
+Test(ssd, lmdb_refuses_a_file_as_dir)
+{
+	MDB_env *env = NULL;
+	char root[] = "/tmp/tfs-ssd-XXXXXX", p[64];
+	cr_assert_not_null(mkdtemp(root));
+	snprintf(p, sizeof(p), "%s/f", root);
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	cr_assert_eq(tfs_lmdb_open(p, MAP_SIZE, NULL, &env), EINVAL);
+	cr_assert_null(env);
+	unlink(p);
+	rmdir(root);
+}
+
+Test(ssd, invalidate_drops, .timeout = 30)
+{
+	struct t t;
+	struct tfs_obj obj;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "inv", "e", 3 * BS);
+	cr_assert(file_of(&t, "inv"));
+	tfs_obj_init(&obj, "inv", "e", 3 * BS);
+	tfs_layer_invalidate(t.ssd, obj.id);
+	cr_assert(!file_of(&t, "inv"));
+	cr_assert_eq(st_get(&t, "used_bytes"), 0);
+	cr_assert_eq(st_get(&t, "objects"), 0);
+	cr_assert_eq(atomic_load(&t.fk.invalidations), 1, "passed to the inner layer");
+	rd(&t, "inv", "e", 3 * BS, 0);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4);
+	t_fini(&t);
+}
+
+Test(ssd, orphans_and_trash_swept, .timeout = 30)
+{
+	struct t t;
+	char p[256], q[256];
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "kept", "e", BS);
+	t_close(&t);
+	/* a data file with no record (crash between pwrite and commit) */
+	data_path(&t, "orphan", p, sizeof(p));
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "x", 1), 1);
+	close(fd);
+	snprintf(q, sizeof(q), "%s/data/trash/leftover.1", t.dir);
+	fd = open(q, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	atomic_store(&t.fk.calls, 0);
+	t_open(&t);
+	uint64_t end = now_ms() + 10000;
+	while ((exists(p) || exists(q)) && now_ms() < end)
+		usleep(5000);
+	cr_assert(!exists(p), "orphan removed");
+	cr_assert(!exists(q), "trash emptied");
+	cr_assert(file_of(&t, "kept"));
+	rd_all(&t, "kept", "e", BS);
+	cr_assert_eq(atomic_load(&t.fk.calls), 0);
+	t_fini(&t);
+}
+
+Test(ssd, stats_fields, .timeout = 30)
+{
+	static const char *const fields[] = {
+		"hits", "misses", "hit_bytes", "fill_bytes", "bypassed", "evictions",
+		"evicted_bytes", "corrupt", "write_errors", "used_bytes", "capacity_bytes",
+		"high_watermark_bytes", "low_watermark_bytes", "objects",
+	};
+	struct t t;
+	t_init(&t, TFS_POLICY_LRU, 100 * BS);
+	t_open(&t);
+	rd(&t, "s", "e", BS, 0);
+	rd(&t, "s", "e", BS, 0);
+	struct json_object *o = json_object_new_object(), *ssd, *v;
+	tfs_layer_stats(t.ssd, o);
+	cr_assert(json_object_object_get_ex(o, "ssd", &ssd));
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		cr_assert(json_object_object_get_ex(ssd, fields[i], &v), "%s", fields[i]);
+		cr_assert(json_object_is_type(v, json_type_int), "%s", fields[i]);
+	}
+	cr_assert(json_object_object_get_ex(o, "fake", &v), "the inner layer's stats follow");
+	json_object_put(o);
+	cr_assert_eq(st_get(&t, "hits"), 1);
+	cr_assert_eq(st_get(&t, "misses"), 1);
+	cr_assert_eq(st_get(&t, "capacity_bytes"), 100 * BS);
+	cr_assert_eq(st_get(&t, "high_watermark_bytes"), 90 * BS);
+	cr_assert_eq(st_get(&t, "low_watermark_bytes"), 50 * BS);
+	t_fini(&t);
+}
+
+/* Walk the raw index (the tier must be closed) and check I1 and I2 of
+ * ssd.c: this pins down the on-disk format too. */
+struct index_sums {
+	uint64_t block_bytes, cached_bytes, objects, atime_entries, atime_mismatch,
+		orphan_blocks;
+};
+
+static uint64_t le64(const void *p)
+{
+	const unsigned char *b = p;
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | b[i];
+	return v;
+}
+
+static void index_scan(struct t *t, struct index_sums *out)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi objs, blks, atime;
+	MDB_cursor *c;
+	MDB_val k, v;
+	memset(out, 0, sizeof(*out));
+	cr_assert_eq(tfs_lmdb_open(t->index, MAP_SIZE, &t->log, &env), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, "ssd_objects", 0, &objs), 0);
+	cr_assert_eq(mdb_dbi_open(txn, "ssd_blocks", 0, &blks), 0);
+	cr_assert_eq(mdb_dbi_open(txn, "ssd_atime", 0, &atime), 0);
+	cr_assert_eq(mdb_cursor_open(txn, objs, &c), 0);
+	while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+		cr_assert_eq(k.mv_size, 32);
+		cr_assert_geq(v.mv_size, 36);
+		out->objects++;
+		out->cached_bytes += le64((char *)v.mv_data + 24);
+	}
+	mdb_cursor_close(c);
+	cr_assert_eq(mdb_cursor_open(txn, blks, &c), 0);
+	while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+		MDB_val ok = { 32, k.mv_data }, ov;
+		const unsigned char *b = v.mv_data;
+		cr_assert_eq(k.mv_size, 40);
+		cr_assert_eq(v.mv_size, 12);
+		out->block_bytes += (uint64_t)b[8] | (uint64_t)b[9] << 8 |
+				    (uint64_t)b[10] << 16 | (uint64_t)b[11] << 24;
+		if (mdb_get(txn, objs, &ok, &ov) != 0)
+			out->orphan_blocks++;
+	}
+	mdb_cursor_close(c);
+	cr_assert_eq(mdb_cursor_open(txn, atime, &c), 0);
+	while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+		const unsigned char *p = k.mv_data;
+		MDB_val ok = { 32, (char *)k.mv_data + 8 }, ov;
+		uint64_t tick = 0;
+		cr_assert_eq(k.mv_size, 40);
+		for (int i = 0; i < 8; i++)
+			tick = tick << 8 | p[i];
+		out->atime_entries++;
+		if (mdb_get(txn, objs, &ok, &ov) != 0 || le64((char *)ov.mv_data + 16) != tick)
+			out->atime_mismatch++;
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	tfs_lmdb_close(env);
+}
+
+/* Many threads, a tier far smaller than the data, constant eviction:
+ * every byte must be right and the usage must match the index. */
+struct stress_arg {
+	struct t *t;
+	unsigned seed;
+	int errors;
+};
+
+static void *stress(void *p)
+{
+	struct stress_arg *a = p;
+	unsigned char *buf = malloc(BS), *want = malloc(BS);
+	for (int n = 0; n < 400; n++) {
+		char key[16];
+		int o = (int)(rand_r(&a->seed) % 24);
+		uint64_t idx = rand_r(&a->seed) % 6;
+		const char *etag = rand_r(&a->seed) % 50 == 0 ? "e2" : "e1";
+		struct tfs_obj obj;
+		key_of(key, sizeof(key), "st", o);
+		tfs_obj_init(&obj, key, etag, obj_size(6) - 100);
+		size_t len = tfs_obj_block_len(&obj, idx, BS);
+		if (tfs_layer_read_block(a->t->ssd, &obj, idx, buf) != 0)
+			a->errors++;
+		fake_bytes(key, etag, idx, want, len);
+		if (memcmp(buf, want, len) != 0)
+			a->errors++;
+		if (n % 97 == 0)
+			tfs_layer_invalidate(a->t->ssd, obj.id);
+	}
+	free(buf);
+	free(want);
+	return NULL;
+}
+
+Test(ssd, concurrent_readers_under_eviction, .timeout = 60)
+{
+	struct t t;
+	pthread_t th[6];
+	struct stress_arg arg[6];
+	t_init(&t, TFS_POLICY_LRU, 40 * BS);
+	t_open(&t);
+	for (int i = 0; i < 6; i++) {
+		arg[i] = (struct stress_arg){ .t = &t, .seed = 1234u + (unsigned)i };
+		cr_assert_eq(pthread_create(&th[i], NULL, stress, &arg[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(arg[i].errors, 0);
+	}
+	cr_assert_leq(st_get(&t, "used_bytes"), st_get(&t, "capacity_bytes"));
+	cr_assert_gt(st_get(&t, "hits"), 0);
+	cr_assert_gt(st_get(&t, "evictions"), 0);
+	/* quiescent: no eviction pass running (usage <= high and stable) */
+	uint64_t used = st_get(&t, "used_bytes"), end = now_ms() + 10000, since = now_ms();
+	while (now_ms() < end && (used > st_get(&t, "high_watermark_bytes") ||
+				  now_ms() - since < 300)) {
+		usleep(10000);
+		uint64_t u = st_get(&t, "used_bytes");
+		if (u != used) {
+			used = u;
+			since = now_ms();
+		}
+	}
+	uint64_t objects = st_get(&t, "objects");
+	t_close(&t);
+	struct index_sums sums;
+	index_scan(&t, &sums);
+	cr_assert_eq(sums.block_bytes, sums.cached_bytes, "I2: records agree");
+	cr_assert_eq(sums.cached_bytes, used, "I2: in-memory usage matches the index");
+	cr_assert_eq(sums.objects, objects);
+	cr_assert_eq(sums.atime_entries, sums.objects, "I1");
+	cr_assert_eq(sums.atime_mismatch, 0, "I1: atime keys match last_tick");
+	cr_assert_eq(sums.orphan_blocks, 0, "every block has an object");
+	t_open(&t);
+	cr_assert_eq(st_get(&t, "used_bytes"), used);
+	t_fini(&t);
+}

@@ -95,8 +95,9 @@ step "FUSE mount: local backend and moto"
 run "mount local" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local
 run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend moto
 
-step "command line"
+step "command line, TLS"
 run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
+run "tls" tests/integration/test_tls.sh "$top/build/tierfs"
 
 step "make distcheck (tarball builds, installs and passes its unit tests)"
 run "distcheck" make -C build -s distcheck

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #define ERROR_BODY_MAX (64u * 1024u)
+#define RECV_BUFFER (128u * 1024u)
+#define SEND_BUFFER (256u * 1024u)
 
 struct tfs_http_pool {
 	struct tfs_http_config cfg;
@@ -335,6 +337,10 @@ static void setup(struct tfs_http_pool *p, CURL *h, const struct tfs_http_req *r
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)p->cfg.low_speed_limit);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	/* curl's 16 KiB default costs a recv() and a callback per 16 KiB;
+	 * blocks are 64 KiB..64 MiB.  Each pooled handle keeps its buffer. */
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
+	curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, (long)SEND_BUFFER);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");

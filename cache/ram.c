@@ -13,6 +13,9 @@
  *   cached == sum of len over admitted blocks <= cap - reserve
  *   a block is in the table iff it is FILLING or READY and not stale
  *   a block on the LRU list is admitted, READY and in the table
+ *   pooled == bytes of free full-size buffers kept for reuse; used + pooled <= cap
+ * Reusing buffers avoids a fresh mmap, page faults and zeroing for every
+ * block; the pool gives its memory back before anyone waits for budget.
  * A reader never holds more than one reference while waiting for budget
  * (see the FUSE read path), so waiting cannot deadlock: budget held by
  * references is always released by readers that are not waiting.
@@ -60,6 +63,9 @@ struct ram {
 	size_t nbuckets; /* power of two */
 	struct tfs_ram_block lru; /* sentinel */
 	uint64_t used, cached, nblocks_cached, clock;
+	char **pool; /* free buffers of block_size bytes */
+	size_t npool, pool_cap;
+	uint64_t pooled, block_size;
 	struct tfs_reuse reuse;
 	/* counters */
 	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, waits, fill_errors;
@@ -131,10 +137,30 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 		table_unlink(r, b);
 	if (b->refs == 0) {
 		r->used -= b->len;
-		free(b->data);
+		if (b->len == r->block_size && r->npool < r->pool_cap) {
+			r->pool[r->npool++] = b->data;
+			r->pooled += b->len;
+		} else {
+			free(b->data);
+		}
 		free(b);
 		pthread_cond_broadcast(&r->budget);
 	}
+}
+
+/* A buffer of `len` bytes: from the pool when it fits, else malloc.
+ * Frees pooled buffers first if the budget needs their room. */
+static char *buffer(struct ram *r, size_t len)
+{
+	if (len == r->block_size && r->npool) {
+		r->pooled -= len;
+		return r->pool[--r->npool];
+	}
+	while (r->npool && r->used + r->pooled + len > r->cap) {
+		free(r->pool[--r->npool]);
+		r->pooled -= r->block_size;
+	}
+	return malloc(len);
 }
 
 /* The oldest admitted, unreferenced block, or NULL. */
@@ -220,7 +246,7 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 		}
 	}
 	b = calloc(1, sizeof(*b));
-	char *data = b ? malloc(len) : NULL;
+	char *data = b ? buffer(r, len) : NULL;
 	if (data == NULL) {
 		free(b);
 		pthread_mutex_unlock(&r->lock);
@@ -331,11 +357,11 @@ static void ram_stats(struct tfs_layer *l, struct json_object *out)
 		static const char *const names[] = {
 			"hits", "misses", "hit_bytes", "fill_bytes", "evictions", "not_admitted",
 			"budget_waits", "fill_errors", "used_bytes", "cached_bytes", "capacity_bytes",
-			"blocks",
+			"blocks", "pooled_bytes",
 		};
 		uint64_t vals[] = {
 			r->hits, r->misses, r->hit_bytes, r->fill_bytes, r->evictions, r->not_admitted,
-			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached,
+			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached, r->pooled,
 		};
 		pthread_mutex_unlock(&r->lock);
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
@@ -358,6 +384,9 @@ static void ram_destroy(struct tfs_layer *l)
 			b = n;
 		}
 	}
+	while (r->npool)
+		free(r->pool[--r->npool]);
+	free(r->pool);
 	tfs_layer_destroy(r->inner);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->filled);
@@ -403,6 +432,15 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
 		r->nbuckets *= 2;
 	r->table = calloc(r->nbuckets, sizeof(*r->table));
 	if (r->table == NULL) {
+		free(r);
+		free(l);
+		return ENOMEM;
+	}
+	r->block_size = bs;
+	r->pool_cap = (size_t)(r->reserve / bs);
+	r->pool = calloc(r->pool_cap ? r->pool_cap : 1, sizeof(*r->pool));
+	if (r->pool == NULL) {
+		free(r->table);
 		free(r);
 		free(l);
 		return ENOMEM;

@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -209,6 +211,38 @@ static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 	return 0;
 }
 
+/* The kernel caps a FUSE mount's readahead at 128 KiB (the bdi default,
+ * fixed when INIT is answered), so sequential reads arrive as 128 KiB
+ * requests one or two at a time.  Raising the bdi's read_ahead_kb after
+ * INIT lets it send several 1 MiB reads in parallel.  The stat() below
+ * blocks until INIT has been answered, so this runs on its own thread
+ * while the session loop starts. */
+struct bdi_tune {
+	const char *mountpoint;
+	uint64_t readahead;
+	const struct tfs_log *log;
+};
+
+static void *tune_bdi(void *arg)
+{
+	struct bdi_tune *t = arg;
+	struct stat st;
+	char path[128], val[32];
+	if (stat(t->mountpoint, &st) != 0)
+		return NULL;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+		 minor(st.st_dev));
+	int n = snprintf(val, sizeof(val), "%llu", (unsigned long long)(t->readahead / 1024));
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n)
+		tfs_debug(t->log, "cannot raise the kernel readahead (%s): %s", path, strerror(errno));
+	else
+		tfs_debug(t->log, "kernel readahead of %s set to %s KiB", t->mountpoint, val);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
 /* Tell the waiting parent how it went: "ok" or the error text. */
 static void report(int fd, const char *msg)
 {
@@ -331,6 +365,11 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	report(status_fd, "ok");
 	status_fd = -1;
 
+	struct bdi_tune bt = { .mountpoint = o->mountpoint, .readahead = cfg->prefetch.readahead, .log = &log };
+	pthread_t bt_thread;
+	bool bt_started = bt.readahead >= TFS_MAX_READ &&
+			  pthread_create(&bt_thread, NULL, tune_bdi, &bt) == 0;
+
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (lc) {
 		fuse_loop_cfg_set_clone_fd(lc, 1);
@@ -341,6 +380,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	}
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
+	if (bt_started)
+		pthread_join(bt_thread, NULL);
 	fuse_session_unmount(se);
 	tfs_info(&log, "unmounted %s", o->mountpoint);
 	rc = 0;

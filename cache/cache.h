@@ -9,6 +9,7 @@
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Which cached blocks make room for new ones.  See tierfs.conf(5). */
@@ -29,6 +30,8 @@ struct tfs_cache_config {
 	enum tfs_policy policy;
 	uint64_t metadata_ttl_ms; /* how long HEAD/LIST results are trusted;
 				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */
+	bool fetch_headers;       /* HEAD each listed object once for its
+				   * x-amz-meta-mode/uid/gid/mtime (s3fs buckets) */
 };
 
 #endif

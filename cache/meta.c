@@ -31,12 +31,16 @@
 
 #define HLEN 16
 #define STRIPES 64
-#define REC_VERSION 1
+#define REC_VERSION 2
+#define REC_HEADERS 0x1 /* flags: attributes from a HEAD */
 
 struct rec {
 	uint8_t version;
 	uint8_t type;
+	uint8_t flags;
+	uint8_t pad;
 	uint16_t etag_len;
+	uint16_t pad2;
 	uint32_t mode, uid, gid;
 	uint64_t size;
 	int64_t mtime;
@@ -52,6 +56,7 @@ struct tfs_meta {
 	MDB_dbi entries, dirs;
 	struct tfs_backend *be;
 	uint64_t ttl_ms;
+	bool fetch_headers;
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
 	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
@@ -111,6 +116,7 @@ static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
 	a->mode = r.mode;
 	a->uid = r.uid;
 	a->gid = r.gid;
+	a->headers = (r.flags & REC_HEADERS) != 0;
 	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
 	memcpy(a->etag, (const char *)v->mv_data + sizeof(r), el);
 	a->etag[el] = '\0';
@@ -134,7 +140,7 @@ static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], co
 	size_t nlen = strlen(name);
 	struct rec r = {
 		.version = REC_VERSION, .type = (uint8_t)a->type,
-		.etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
+		.flags = a->headers ? REC_HEADERS : 0, .etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
 		.size = a->size, .mtime = a->mtime, .fetched_ms = fetched,
 	};
 	memcpy(kbuf, h, HLEN);
@@ -237,6 +243,7 @@ static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
 	a->size = om->size;
 	a->mtime = om->mtime;
 	snprintf(a->etag, sizeof(a->etag), "%s", om->etag);
+	a->headers = true;
 	/* s3fs writes st_mode in decimal, with the file type bits. */
 	a->mode = meta_u32(om, "mode", 07777);
 	a->uid = meta_u32(om, "uid", UINT32_MAX);
@@ -426,6 +433,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 				a.uid = old.uid;
 				a.gid = old.gid;
 				a.mtime = old.mtime;
+				a.headers = old.headers;
 			}
 		}
 		rc = put_entry(txn, m, h, name, &a, start);
@@ -464,6 +472,29 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 	return mdb_txn_commit(txn);
 }
 
+/* HEAD the files of a listed page whose x-amz-meta-* are not known yet. */
+static void fetch_headers(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], size_t plen,
+			  const struct tfs_list_page *p, uint64_t start)
+{
+	for (size_t i = 0; i < p->n_entries; i++) {
+		const char *name = p->entries[i].key + plen;
+		struct tfs_attr a;
+		uint64_t f;
+		if (!name_ok(name) || get_entry(m, h, name, &a, &f) != 0 || a.type != TFS_FT_FILE)
+			continue;
+		if (a.headers)
+			continue; /* kept from an earlier HEAD of this ETag */
+		struct tfs_obj_meta om = { 0 };
+		atomic_fetch_add(&m->backend_lookups, 1);
+		if (tfs_backend_head(m->be, p->entries[i].key, &om) != 0)
+			continue; /* the listing's attributes stay */
+		attr_from_head(&om, &a);
+		tfs_obj_meta_clear(&om);
+		store_entry(m, h, name, &a, start);
+	}
+	(void)dir;
+}
+
 static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 {
 	char prefix[4096];
@@ -492,6 +523,8 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 		int mrc = store_page(m, h, plen, &p, start, &any);
 		if (mrc)
 			rc = mdb_errno(m, mrc, "store listing");
+		if (rc == 0 && m->fetch_headers)
+			fetch_headers(m, dir, h, plen, &p, start);
 		if (rc == 0 && p.next_token) {
 			token = strdup(p.next_token);
 			if (token == NULL)
@@ -609,8 +642,8 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 	json_object_object_add(out, "metadata", o);
 }
 
-int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, const struct tfs_log *log,
-		  struct tfs_meta **out)
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fetch_headers,
+		  const struct tfs_log *log, struct tfs_meta **out)
 {
 	struct tfs_meta *m = calloc(1, sizeof(*m));
 	MDB_txn *txn = NULL;
@@ -619,6 +652,7 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, const s
 	m->env = env;
 	m->be = be;
 	m->ttl_ms = ttl_ms;
+	m->fetch_headers = fetch_headers;
 	m->log = log;
 	int rc = mdb_txn_begin(env, NULL, 0, &txn);
 	if (rc == 0)

@@ -39,14 +39,18 @@ struct tfs_attr {
 	char etag[TFS_ETAG_MAX]; /* files only */
 	uint32_t mode;           /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
 	uint32_t uid, gid;       /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
+	bool headers;            /* a HEAD of this ETag was seen: mode/uid/gid/mtime final */
 };
 
 struct tfs_meta;
 
 /* Open the cache's named DBs in `env` (shared, not owned).  `be` and `log`
- * must outlive it.  Returns 0, ENOMEM or EIO (LMDB failure, logged). */
-int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, const struct tfs_log *log,
-		  struct tfs_meta **out);
+ * must outlive it.  With `fetch_headers`, a listing also HEADs each object
+ * it finds (once per ETag) for its x-amz-meta-* attributes; otherwise they
+ * are known only for objects some lookup HEADed.  Returns 0, ENOMEM or EIO
+ * (LMDB failure, logged). */
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fetch_headers,
+		  const struct tfs_log *log, struct tfs_meta **out);
 void tfs_meta_close(struct tfs_meta *m);
 
 /* Attributes of `name` in directory `dir`.  Returns 0, ENOENT, ENAMETOOLONG,

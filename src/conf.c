@@ -149,6 +149,7 @@ static const struct opt options[] = {
 	  .def = "epoch" },
 	{ KEY("cache", "metadata_ttl", OPT_DURATION), FIELD(cache.metadata_ttl_ms),
 	  .flags = OPTF_FOREVER, RANGE(0, TFS_DURATION_FOREVER), .scale = 1, .def = "5m" },
+	{ KEY("cache", "fetch_headers", OPT_BOOL), FIELD(cache.fetch_headers), .def = "false" },
 
 	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
 	  .def = "async" },

@@ -102,6 +102,10 @@ class Bucket:
         else:
             self.s3.put_object(Bucket=BUCKET, Key=self.prefix + key, Body=data)
 
+    def put_meta(self, key, data, meta):
+        """An object with x-amz-meta-* headers, as s3fs writes them."""
+        self.s3.put_object(Bucket=BUCKET, Key=self.prefix + key, Body=data, Metadata=meta)
+
     def delete(self, key):
         if self.kind == "local":
             os.unlink(os.path.join(self.root, key))
@@ -456,6 +460,84 @@ def t_backend_down_gives_eio(ctx):
         ctx.bucket.start_server()
 
 
+def t_s3fs_headers(ctx):
+    if ctx.bucket.kind == "local":
+        return "skip"
+    b = ctx.bucket
+    b.put_meta("s3fs/tool.sh", b"#!/bin/sh\n", {"mode": "33261", "uid": "1234", "gid": "4321",
+                                               "mtime": "1600000000"})
+    b.put("s3fs/plain.txt", b"plain")
+    b.put("s3fs/emptydir/", b"")  # an s3fs directory marker
+    # Listings fetch the headers (fetch_headers = true) ...
+    m = ctx.mount("hdr", {"cache": {"fetch_headers": "true"}}).mount()
+    try:
+        names = sorted(os.listdir(os.path.join(m.mnt, "s3fs")))
+        assert names == ["emptydir", "plain.txt", "tool.sh"], names
+        st = os.stat(os.path.join(m.mnt, "s3fs/tool.sh"))
+        assert (st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime)) == (0o755, 1234, 4321, 1600000000), \
+            (oct(st.st_mode), st.st_uid, st.st_gid, st.st_mtime)
+        st = os.stat(os.path.join(m.mnt, "s3fs/plain.txt"))
+        assert st.st_mode & 0o7777 == 0o644 and st.st_uid == os.getuid(), (oct(st.st_mode), st.st_uid)
+        assert os.path.isdir(os.path.join(m.mnt, "s3fs/emptydir"))
+        assert os.listdir(os.path.join(m.mnt, "s3fs/emptydir")) == []
+    finally:
+        m.umount()
+    # ... and without it, a lookup that HEADs honours them too.
+    m = ctx.mount("hdr2").mount()
+    try:
+        st = os.stat(os.path.join(m.mnt, "s3fs/tool.sh"))
+        assert st.st_mode & 0o7777 == 0o755 and st.st_uid == 1234, (oct(st.st_mode), st.st_uid)
+    finally:
+        m.umount()
+
+
+def t_mount_options(ctx):
+    ctx.bucket.put("opts/f.txt", b"x")
+    m = ctx.mount("opts", opts=["-o", "uid=4242,gid=4343,file_mode=0600,dir_mode=0711,ro"]).mount()
+    try:
+        st = os.stat(os.path.join(m.mnt, "opts/f.txt"))
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4242, 4343, 0o600), (st.st_uid, st.st_gid, oct(st.st_mode))
+        st = os.stat(os.path.join(m.mnt, "opts"))
+        assert st.st_mode & 0o7777 == 0o711, oct(st.st_mode)
+        with open("/proc/mounts") as f:
+            line = [l for l in f if (" " + m.mnt + " ") in l]
+        assert line and " fuse.tierfs " in line[0], line
+        assert line[0].split()[3].startswith("ro"), line
+    finally:
+        m.umount()
+    # Bad option values are refused before anything is mounted.
+    r = subprocess.run([ctx.tierfs, "mount", "-c", m.conf, "-o", "file_mode=999", ctx.bucket.source, m.mnt],
+                       env=m.env(), capture_output=True, text=True)
+    assert r.returncode == 2 and "octal" in r.stderr, (r.returncode, r.stderr)
+    assert not os.path.ismount(m.mnt)
+
+
+def t_mount_helper(ctx):
+    """mount(8) runs mount.tierfs SOURCE DIR -o OPTS with fstab options."""
+    ctx.bucket.put("helper.txt", b"via mount(8)")
+    src = os.path.join(HERE, "..", "..", "src", "mount.tierfs.in")
+    helper = os.path.join(ctx.work, "mount.tierfs")
+    with open(src) as f:
+        text = f.read().replace("@bindir@/tierfs", ctx.tierfs)
+    with open(helper, "w") as f:
+        f.write(text)
+    os.chmod(helper, 0o755)
+    m = ctx.mount("helper")
+    # fstab has no -c: everything but the defaults comes as -o section.key=value.
+    opts = "defaults,_netdev,nofail,allow_other,cache.metadata_ttl=forever,ssd.dir=%s,log.file=%s" % (
+        m.cache, m.logfile)
+    if ctx.bucket.kind != "local":
+        opts += ",backend.endpoint=" + ctx.bucket.env["TFS_S3_ENDPOINT"]
+    r = subprocess.run([helper, ctx.bucket.source, m.mnt, "-s", "-o", opts],
+                       env=m.env(), capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        poll(lambda: os.path.ismount(m.mnt), 10, "the mount")
+        assert read(os.path.join(m.mnt, "helper.txt")) == b"via mount(8)"
+    finally:
+        m.umount()
+
+
 TESTS = [
     ("byte_exact_and_walk", t_byte_exact_and_walk),
     ("random_offsets_concurrent", t_random_offsets_concurrent),
@@ -467,6 +549,9 @@ TESTS = [
     ("watermark_eviction", t_watermark_eviction),
     ("offline_with_ttl_forever", t_offline_with_ttl_forever),
     ("backend_down_gives_eio", t_backend_down_gives_eio),
+    ("s3fs_headers", t_s3fs_headers),
+    ("mount_options", t_mount_options),
+    ("mount_helper", t_mount_helper),
 ]
 
 

@@ -17,6 +17,7 @@
 
 #include "backend_impl.h"
 #include "dbuf.h"
+#include "fdio.h"
 #include "local.h"
 
 #include <dirent.h>
@@ -426,21 +427,6 @@ static int local_list(void *priv, const char *prefix, const char *delimiter, con
 
 /* ---- get ---- */
 
-static int write_all(int fd, const char *buf, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, buf, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
 
 /* Copy up to len bytes at `off` of `fd` into dst; *got is what was copied. */
 static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size_t *got)
@@ -474,7 +460,7 @@ static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size
 		if (n == 0)
 			break;
 		if (dst.kind == TFS_IO_FD) {
-			rc = write_all(dst.fd, bounce, (size_t)n, dst.off + (off_t)done);
+			rc = tfs_pwrite_all(dst.fd, bounce, (size_t)n, dst.off + (off_t)done);
 			if (rc)
 				break;
 		}
@@ -618,7 +604,7 @@ static int fill_from_io(void *vctx, int fd)
 {
 	struct put_ctx *c = vctx;
 	if (c->src.kind == TFS_IO_BUF)
-		return write_all(fd, c->src.cbuf, c->len, 0);
+		return tfs_pwrite_all(fd, c->src.cbuf, c->len, 0);
 	/* From a file descriptor: copy_file_range, then a bounce buffer. */
 	uint64_t done = 0;
 	while (done < c->len) {

@@ -3,6 +3,8 @@
 
 #include "s3_http.h"
 
+#include "fdio.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -193,21 +195,6 @@ static int on_seek(void *userp, curl_off_t offset, int origin)
 	return CURL_SEEKFUNC_OK;
 }
 
-static int write_fd(int fd, const char *buf, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, buf, len, off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
 {
@@ -244,7 +231,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
 		if (d->kind == TFS_IO_BUF) {
 			memcpy((char *)d->buf + x->resp->got, data, len);
 		} else {
-			int rc = write_fd(d->fd, data, len, d->off + (off_t)x->resp->got);
+			int rc = tfs_pwrite_all(d->fd, data, len, d->off + (off_t)x->resp->got);
 			if (rc) {
 				x->sink_error = rc;
 				return 0;

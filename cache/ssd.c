@@ -141,6 +141,8 @@
 
 #include "ssd.h"
 
+#include "fdio.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -658,40 +660,7 @@ static int open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
 	return openat(s->datafd, rel, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
-/* Read up to len bytes at off; returns the count (short at EOF) or -errno. */
-static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
 
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	return (ssize_t)done;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, off + (off_t)done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno;
-		if (n == 0)
-			return ENOSPC;
-		done += (size_t)n;
-	}
-	return 0;
-}
 
 /* Inside a write txn: is the file at id's path the inode open as fd? */
 static bool same_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
@@ -1131,7 +1100,7 @@ static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const v
 		atomic_fetch_sub(&s->charged, len);
 		return false;
 	}
-	rc = pwrite_full(fd, buf, len, (off_t)(idx * s->bs));
+	rc = tfs_pwrite_all(fd, buf, len, (off_t)(idx * s->bs));
 	if (rc) {
 		write_failed(s, obj, rc, "cannot write to");
 		if (!have_obj)
@@ -1328,7 +1297,7 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	} else {
 		fd = open_data(s, obj->id, O_RDONLY);
 		if (fd >= 0) {
-			got = pread_full(fd, buf, len, (off_t)(idx * s->bs));
+			got = tfs_pread_full(fd, buf, len, (off_t)(idx * s->bs));
 			close(fd);
 		} else {
 			got = -errno;

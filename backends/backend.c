@@ -104,6 +104,23 @@ void tfs_list_page_clear(struct tfs_list_page *p)
 	memset(p, 0, sizeof(*p));
 }
 
+void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, size_t len)
+{
+	const char *src = data;
+	for (int i = 0; i < io->iovcnt && len; i++) {
+		size_t seg = io->iov[i].iov_len;
+		if (pos >= seg) {
+			pos -= seg;
+			continue;
+		}
+		size_t n = seg - (size_t)pos < len ? seg - (size_t)pos : len;
+		memcpy((char *)io->iov[i].iov_base + pos, src, n);
+		src += n;
+		len -= n;
+		pos = 0;
+	}
+}
+
 /* ---- instance ---- */
 
 int tfs_backend_new(const struct tfs_backend_ops *ops, void *priv, const char *describe,
@@ -201,7 +218,7 @@ int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, 
 {
 	char etag[TFS_ETAG_MAX] = "";
 
-	if (!key_ok(key))
+	if (!key_ok(key) || src.kind == TFS_IO_IOV)
 		return EINVAL;
 	int rc = be->ops->put(be->priv, key, src, len, meta, etag);
 	if (etag_out)

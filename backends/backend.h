@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #define TFS_ETAG_MAX 128 /* ETag buffers, including quotes and NUL */
 
@@ -79,8 +80,10 @@ struct tfs_list_page {
 
 void tfs_list_page_clear(struct tfs_list_page *p);
 
-/* Where get_range puts bytes, and where put takes them from. */
-enum tfs_io_kind { TFS_IO_BUF, TFS_IO_FD };
+/* Where get_range puts bytes, and where put takes them from.  TFS_IO_IOV
+ * (scattered buffers) is for get_range only: one GET filling several
+ * cache blocks. */
+enum tfs_io_kind { TFS_IO_BUF, TFS_IO_FD, TFS_IO_IOV };
 
 struct tfs_io {
 	enum tfs_io_kind kind;
@@ -90,6 +93,8 @@ struct tfs_io {
 	};
 	int fd;    /* TFS_IO_FD: read/written with pread/pwrite */
 	off_t off; /* TFS_IO_FD: file offset of the first byte */
+	const struct iovec *iov; /* TFS_IO_IOV: the buffers, in order */
+	int iovcnt;
 };
 
 static inline struct tfs_io tfs_io_buf(void *buf)
@@ -112,6 +117,17 @@ static inline struct tfs_io tfs_io_fd(int fd, off_t off)
 	io.buf = NULL;
 	return io;
 }
+
+static inline struct tfs_io tfs_io_iov(const struct iovec *iov, int iovcnt)
+{
+	struct tfs_io io = { .kind = TFS_IO_IOV, .fd = -1, .iov = iov, .iovcnt = iovcnt };
+	io.buf = NULL;
+	return io;
+}
+
+/* Copy `len` bytes to byte position `pos` of a TFS_IO_IOV destination;
+ * bytes beyond the buffers are dropped.  Cannot fail. */
+void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, size_t len);
 
 /* Per-operation counters, updated by the dispatch wrappers. */
 enum tfs_backend_op {

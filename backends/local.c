@@ -435,7 +435,7 @@ static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size
 	size_t done = 0;
 	int rc = 0;
 
-	if (dst.kind == TFS_IO_FD) {
+	if (dst.kind != TFS_IO_BUF) {
 		bounce = malloc(COPY_CHUNK);
 		if (bounce == NULL)
 			return ENOMEM;
@@ -463,6 +463,8 @@ static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size
 			rc = tfs_pwrite_all(dst.fd, bounce, (size_t)n, dst.off + (off_t)done);
 			if (rc)
 				break;
+		} else if (dst.kind == TFS_IO_IOV) {
+			tfs_io_iov_copy(&dst, done, bounce, (size_t)n);
 		}
 		done += (size_t)n;
 	}

@@ -42,6 +42,21 @@ int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 	return l->ops->read_block(l, obj, idx, buf);
 }
 
+int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+			  void *const bufs[])
+{
+	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
+		return EINVAL;
+	if (n > 1 && l->ops->read_blocks)
+		return l->ops->read_blocks(l, obj, first, n, bufs);
+	for (unsigned i = 0; i < n; i++) {
+		int rc = l->ops->read_block(l, obj, first + i, bufs[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 {
 	if (l)
@@ -80,6 +95,30 @@ static int be_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 		 * If-Match support).  Never hand out a short block. */
 		tfs_warn(b->log, "cache: '%s' block %" PRIu64 ": %zu of %zu bytes: object changed",
 			 obj->key, idx, got, want);
+		rc = ESTALE;
+	}
+	return rc;
+}
+
+static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+			  void *const bufs[])
+{
+	struct be_layer *b = l->priv;
+	struct iovec iov[TFS_MAX_RUN];
+	size_t want = 0, got = 0;
+
+	if (n > TFS_MAX_RUN)
+		return EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = tfs_obj_block_len(obj, first + i, l->block_size);
+		want += iov[i].iov_len;
+	}
+	int rc = tfs_backend_get_range(b->be, obj->key, first * l->block_size, want,
+				       obj->etag[0] ? obj->etag : NULL, tfs_io_iov(iov, (int)n), &got, NULL);
+	if (rc == 0 && got != want) {
+		tfs_warn(b->log, "cache: '%s' blocks %" PRIu64 "+%u: %zu of %zu bytes: object changed",
+			 obj->key, first, n, got, want);
 		rc = ESTALE;
 	}
 	return rc;
@@ -125,6 +164,7 @@ static void be_destroy(struct tfs_layer *l)
 static const struct tfs_layer_ops be_layer_ops = {
 	.name = "backend",
 	.read_block = be_read_block,
+	.read_blocks = be_read_blocks,
 	.invalidate = be_invalidate,
 	.stats = be_stats,
 	.destroy = be_destroy,

@@ -28,6 +28,7 @@
 #include "log.h"
 
 #define TFS_OBJ_ID_LEN 32 /* SHA-256 of the key */
+#define TFS_MAX_RUN 64    /* most blocks in one read_blocks() */
 
 struct json_object;
 
@@ -52,6 +53,12 @@ struct tfs_layer_ops {
 	const char *name;
 	/* Fill buf with block `idx` of obj (tfs_obj_block_len() bytes). */
 	int (*read_block)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
+	/* Optional: fill bufs[0..n) with blocks first..first+n-1 of obj (all
+	 * within the object), as read_block would, but in one request where
+	 * the layer can (one ranged GET instead of n).  NULL: the dispatcher
+	 * calls read_block n times.  On error no buffer is meaningful. */
+	int (*read_blocks)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			   unsigned n, void *const bufs[]);
 	/* Drop everything cached for the object with this id, any version.
 	 * Cannot fail; data being read right now is dropped after the read. */
 	void (*invalidate)(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
@@ -71,6 +78,8 @@ struct tfs_layer {
 
 /* Dispatch helpers; `l` NULL is a no-op for invalidate/stats/destroy. */
 int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
+int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+			  void *const bufs[]);
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
 void tfs_layer_stats(struct tfs_layer *l, struct json_object *out);
 void tfs_layer_destroy(struct tfs_layer *l);

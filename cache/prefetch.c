@@ -18,6 +18,7 @@ struct job {
 	char etag[TFS_ETAG_MAX];
 	uint64_t size;
 	uint64_t idx;
+	unsigned n; /* blocks in the run */
 };
 
 struct tfs_prefetch {
@@ -50,11 +51,8 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&pf->lock);
 
 		struct tfs_obj obj;
-		struct tfs_ram_block *b;
 		tfs_obj_init(&obj, j.key, j.etag, j.size);
-		int rc = tfs_ram_get(pf->ram, &obj, j.idx, TFS_RAM_NOWAIT, &b);
-		if (rc == 0)
-			tfs_ram_put(pf->ram, b);
+		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n);
 		free(j.key);
 		pthread_mutex_lock(&pf->lock);
 		if (rc == 0)
@@ -67,11 +65,11 @@ static void *worker(void *arg)
 	}
 }
 
-int tfs_prefetch_block(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx)
+int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n)
 {
 	if (pf == NULL || pf->nthreads == 0)
 		return EAGAIN;
-	if (tfs_ram_has(pf->ram, obj, idx))
+	if (n == 0 || tfs_ram_has(pf->ram, obj, idx))
 		return 0;
 	char *key = strdup(obj->key);
 	if (key == NULL)
@@ -88,6 +86,7 @@ int tfs_prefetch_block(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint6
 	memcpy(j->etag, obj->etag, sizeof(j->etag));
 	j->size = obj->size;
 	j->idx = idx;
+	j->n = n;
 	pf->len++;
 	pf->queued++;
 	pthread_cond_signal(&pf->work);

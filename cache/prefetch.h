@@ -29,10 +29,11 @@ struct json_object;
 int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer *ram,
 			const struct tfs_log *log, struct tfs_prefetch **out);
 
-/* Queue block `idx` of `obj` (the key is copied).  Returns 0; EAGAIN when
- * the queue is full or prefetching is off; ENOMEM.  Blocks already in RAM
- * are skipped (0). */
-int tfs_prefetch_block(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx);
+/* Queue blocks idx..idx+n-1 of `obj` (the key is copied), to be filled
+ * with one request to the tiers below (tfs_ram_fill_run()).  Returns 0;
+ * EAGAIN when the queue is full or prefetching is off; ENOMEM.  A run whose
+ * first block is already in RAM is skipped (0). */
+int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n);
 
 void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out);
 

@@ -186,6 +186,62 @@ static bool make_cache_room(struct ram *r, uint64_t need)
 	return true;
 }
 
+/* Allocate block `idx` in state FILLING with one reference, linked in the
+ * table; the budget has been checked.  Called with the lock held.
+ * Returns NULL on ENOMEM. */
+static struct tfs_ram_block *start_fill(struct ram *r, const struct tfs_obj *obj, uint64_t idx,
+					size_t len)
+{
+	struct tfs_ram_block *b = calloc(1, sizeof(*b));
+	char *data = b ? buffer(r, len) : NULL;
+	if (data == NULL) {
+		free(b);
+		return NULL;
+	}
+	memcpy(b->id, obj->id, TFS_OBJ_ID_LEN);
+	b->idx = idx;
+	snprintf(b->etag, sizeof(b->etag), "%s", obj->etag);
+	b->data = data;
+	b->len = len;
+	b->refs = 1;
+	b->state = FILLING;
+	b->tick = r->clock;
+	size_t bk = bucket_of(r, obj->id, idx);
+	b->hnext = r->table[bk];
+	r->table[bk] = b;
+	b->linked = true;
+	r->used += len;
+	r->misses++;
+	return b;
+}
+
+/* A fill finished with `rc`: wake the waiters, then admit the block to
+ * the cache or make it transient.  The filler's reference stays.  Called
+ * with the lock held. */
+static void end_fill(struct ram *r, struct tfs_ram_block *b, int rc)
+{
+	b->state = READY;
+	b->err = rc;
+	pthread_cond_broadcast(&r->filled);
+	if (rc) {
+		r->fill_errors++;
+		if (b->linked)
+			table_unlink(r, b);
+		return;
+	}
+	r->fill_bytes += b->len;
+	if (b->linked && make_cache_room(r, b->len)) {
+		b->admitted = true;
+		r->cached += b->len;
+		r->nblocks_cached++;
+		lru_push(r, b);
+	} else {
+		r->not_admitted++;
+		if (b->linked)
+			table_unlink(r, b); /* transient: freed at the last put */
+	}
+}
+
 int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, int flags,
 		struct tfs_ram_block **out)
 {
@@ -245,59 +301,71 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 			return tfs_ram_get(l, obj, idx, flags, out);
 		}
 	}
-	b = calloc(1, sizeof(*b));
-	char *data = b ? buffer(r, len) : NULL;
-	if (data == NULL) {
-		free(b);
-		pthread_mutex_unlock(&r->lock);
-		return ENOMEM;
-	}
-	memcpy(b->id, obj->id, TFS_OBJ_ID_LEN);
-	b->idx = idx;
-	snprintf(b->etag, sizeof(b->etag), "%s", obj->etag);
-	b->data = data;
-	b->len = len;
-	b->refs = 1;
-	b->state = FILLING;
-	b->tick = r->clock;
-	size_t bk = bucket_of(r, obj->id, idx);
-	b->hnext = r->table[bk];
-	r->table[bk] = b;
-	b->linked = true;
-	r->used += len;
-	r->misses++;
+	b = start_fill(r, obj, idx, len);
 	pthread_mutex_unlock(&r->lock);
+	if (b == NULL)
+		return ENOMEM;
 
 	rc = tfs_layer_read_block(r->inner, obj, idx, b->data);
 
 	pthread_mutex_lock(&r->lock);
-	b->state = READY;
-	b->err = rc;
-	pthread_cond_broadcast(&r->filled);
+	end_fill(r, b, rc);
 	if (rc) {
-		r->fill_errors++;
-		if (b->linked)
-			table_unlink(r, b);
 		b->refs--;
 		if (b->refs == 0)
 			drop(r, b);
 		pthread_mutex_unlock(&r->lock);
 		return rc;
 	}
-	r->fill_bytes += len;
-	if (b->linked && make_cache_room(r, len)) {
-		b->admitted = true;
-		r->cached += len;
-		r->nblocks_cached++;
-		lru_push(r, b);
-	} else {
-		r->not_admitted++;
-		if (b->linked)
-			table_unlink(r, b); /* transient: freed at the last put */
-	}
 	pthread_mutex_unlock(&r->lock);
 	*out = b;
 	return 0;
+}
+
+int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n)
+{
+	struct ram *r = l->priv;
+	struct tfs_ram_block *run[TFS_MAX_RUN];
+	void *bufs[TFS_MAX_RUN];
+	unsigned k = 0;
+
+	if (n > TFS_MAX_RUN)
+		n = TFS_MAX_RUN;
+	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
+		return EINVAL;
+	/* Claim the leading blocks that are neither cached nor being filled,
+	 * as far as the budget allows without waiting. */
+	pthread_mutex_lock(&r->lock);
+	for (; k < n; k++) {
+		uint64_t idx = first + k;
+		size_t len = tfs_obj_block_len(obj, idx, l->block_size);
+		struct tfs_ram_block *b = find(r, obj->id, idx);
+		if (b && strcmp(b->etag, obj->etag) == 0)
+			break;
+		if (b)
+			drop(r, b);
+		if (r->used + len > r->cap)
+			break;
+		r->clock++;
+		run[k] = start_fill(r, obj, idx, len);
+		if (run[k] == NULL)
+			break;
+		bufs[k] = run[k]->data;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (k == 0)
+		return EAGAIN;
+
+	int rc = tfs_layer_read_blocks(r->inner, obj, first, k, bufs);
+
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < k; i++) {
+		end_fill(r, run[i], rc);
+		if (--run[i]->refs == 0 && (rc || !run[i]->admitted))
+			drop(r, run[i]);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 void tfs_ram_put(struct tfs_layer *l, struct tfs_ram_block *b)

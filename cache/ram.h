@@ -46,6 +46,14 @@ enum tfs_ram_get_flags {
  * nothing is cached. */
 int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, int flags,
 		struct tfs_ram_block **out);
+/* Prefetch: fill the blocks first.. of obj that are neither cached nor
+ * being filled, up to n (at most TFS_MAX_RUN) and as far as the budget
+ * allows without waiting, with one read_blocks() on the inner layer (one
+ * GET for a cold run).  Stops at the first block already present.
+ * Returns 0, EAGAIN (nothing to do: the first block is present or no
+ * budget), or the inner layer's error.  Takes no reference. */
+int tfs_ram_fill_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n);
+
 /* Drop a reference.  Cannot fail. */
 void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);
 /* True when the block is cached or being filled (no reference taken). */

@@ -1362,6 +1362,51 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	return rc;
 }
 
+/* A run of blocks: if none of them is cached, one request to the inner
+ * layer fills them all (one GET instead of n), then each is written;
+ * otherwise block by block, so cached blocks are still served locally. */
+static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+			   void *const bufs[])
+{
+	struct ssd *s = l->priv;
+	struct lookup lk, lk0;
+	uint64_t tick, freed;
+	bool any_cached = false, filled = false;
+	int rc;
+
+	if (obj->etag[0] == '\0' || atomic_load(&s->broken) || pin(s, obj->id) != 0)
+		goto one_by_one;
+	tick = atomic_fetch_add(&s->clock, 1) + 1;
+	if (lookup(s, obj->id, first, &lk0) != 0)
+		memset(&lk0, 0, sizeof(lk0));
+	if (lk0.have_obj && (lk0.bad_obj || strcmp(lk0.rec.etag, obj->etag) != 0)) {
+		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		memset(&lk0, 0, sizeof(lk0));
+	}
+	any_cached = lk0.have_blk;
+	for (unsigned i = 1; !any_cached && lk0.have_obj && i < n; i++)
+		any_cached = lookup(s, obj->id, first + i, &lk) == 0 && lk.have_blk;
+	if (any_cached) {
+		finish(s, obj, tick, &lk0, false, false);
+		goto one_by_one;
+	}
+	count(&s->misses, n);
+	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs);
+	for (unsigned i = 0; rc == 0 && i < n; i++)
+		filled |= fill(s, obj, first + i, bufs[i], tfs_obj_block_len(obj, first + i, s->bs), tick,
+			       lk0.have_obj || filled);
+	finish(s, obj, tick, &lk0, false, lk0.have_obj && !filled);
+	return rc;
+
+one_by_one:
+	for (unsigned i = 0; i < n; i++) {
+		rc = ssd_read_block(l, obj, first + i, bufs[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /* ---- invalidate, stats ---- */
 
 static void ssd_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
@@ -1649,6 +1694,7 @@ static void ssd_destroy(struct tfs_layer *l)
 static const struct tfs_layer_ops ssd_ops = {
 	.name = "ssd",
 	.read_block = ssd_read_block,
+	.read_blocks = ssd_read_blocks,
 	.invalidate = ssd_invalidate,
 	.stats = ssd_stats,
 	.destroy = ssd_destroy,

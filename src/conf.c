@@ -160,7 +160,7 @@ static const struct opt options[] = {
 
 	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers), RANGE(0, 256), .def = "8" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
-	  .def = "8M" },
+	  .def = "16M" },
 
 	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .def = "info" },
 	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },

@@ -472,28 +472,43 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* Read-ahead for sequential readers.  The kernel sends its own readahead
+ * as parallel requests that may arrive slightly out of order, so a read
+ * counts as sequential when it starts near where the last one ended.  The
+ * window (prefetch.readahead) is refilled in runs of half its size, each
+ * run fetched with one request to the tiers below (one GET when cold). */
 static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t end)
 {
 	if (fs->pf == NULL || fs->ra_blocks == 0)
 		return;
 	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(&h->obj, bs);
+	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
+	uint64_t slack = fs->ra_blocks * bs;
 	uint64_t from = 0, to = 0;
+	if (run > TFS_MAX_RUN)
+		run = TFS_MAX_RUN;
 	pthread_mutex_lock(&h->lock);
-	bool sequential = off == h->next_off || off == 0;
-	h->next_off = end;
+	bool sequential = off == 0 || (off + slack >= h->next_off && off <= h->next_off + bs);
+	if (end > h->next_off || !sequential)
+		h->next_off = end;
 	if (sequential) {
 		uint64_t cur = (end + bs - 1) / bs;
 		from = h->ra_next > cur ? h->ra_next : cur;
 		to = cur + fs->ra_blocks;
 		if (to > nblocks)
 			to = nblocks;
-		if (from < to)
+		/* Wait until a whole run is free, except at the end. */
+		if (from < to && (to - from >= run || to == nblocks))
 			h->ra_next = to;
+		else
+			from = to;
 	}
 	pthread_mutex_unlock(&h->lock);
-	for (uint64_t i = from; i < to; i++)
-		if (tfs_prefetch_block(fs->pf, &h->obj, i) == EAGAIN)
+	for (uint64_t i = from; i < to; i += run) {
+		unsigned n = (unsigned)(to - i < run ? to - i : run);
+		if (tfs_prefetch_run(fs->pf, &h->obj, i, n) == EAGAIN)
 			break;
+	}
 }
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)

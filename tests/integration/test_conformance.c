@@ -262,6 +262,23 @@ Test(conformance, get_into_fd_and_put_from_fd)
 	close(out);
 }
 
+Test(conformance, get_into_scattered_buffers)
+{
+	unsigned char data[100000];
+	fill_pattern(data, sizeof(data), 13);
+	cr_assert_eq(tfs_backend_put(be, "iov/obj", tfs_io_cbuf(data), sizeof(data), NULL, NULL), 0);
+	unsigned char a[10000], b[30000], c[10000];
+	struct iovec iov[3] = { { a, sizeof(a) }, { b, sizeof(b) }, { c, sizeof(c) } };
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "iov/obj", 1000, 50000, NULL, tfs_io_iov(iov, 3), &got, NULL), 0);
+	cr_assert_eq(got, 50000);
+	cr_assert_eq(memcmp(a, data + 1000, sizeof(a)), 0);
+	cr_assert_eq(memcmp(b, data + 11000, sizeof(b)), 0);
+	cr_assert_eq(memcmp(c, data + 41000, sizeof(c)), 0);
+	/* Objects are uploaded from buffers or files, never from iovecs. */
+	cr_assert_eq(tfs_backend_put(be, "iov/x", tfs_io_iov(iov, 3), 10, NULL, NULL), EINVAL);
+}
+
 Test(conformance, if_match)
 {
 	char etag[TFS_ETAG_MAX], buf[64];

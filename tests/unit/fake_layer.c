@@ -44,6 +44,20 @@ static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t id
 	return rc;
 }
 
+static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			    unsigned n, void *const bufs[])
+{
+	struct fake_layer *f = l->priv;
+	atomic_fetch_add(&f->multi_calls, 1);
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = tfs_obj_block_len(obj, first + i, l->block_size);
+		unsigned char *p = bufs[i];
+		for (size_t j = 0; j < len; j++)
+			p[j] = fake_byte(obj->key, obj->etag, (first + i) * l->block_size + j);
+	}
+	return atomic_load(&f->fail_with);
+}
+
 static void fake_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 {
 	(void)id;
@@ -65,6 +79,7 @@ static void fake_destroy(struct tfs_layer *l)
 static const struct tfs_layer_ops fake_ops = {
 	.name = "fake",
 	.read_block = fake_read,
+	.read_blocks = fake_read_blocks,
 	.invalidate = fake_invalidate,
 	.stats = fake_stats,
 	.destroy = fake_destroy,

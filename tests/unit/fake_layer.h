@@ -13,6 +13,7 @@ struct fake_layer {
 	atomic_int fail_with; /* non-zero: read_block returns this */
 	atomic_int delay_ms;
 	atomic_int invalidations;
+	atomic_int multi_calls; /* read_blocks calls */
 };
 
 /* The byte at `off` of object (key, etag). */

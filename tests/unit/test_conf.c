@@ -178,7 +178,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.writeback.delay_ms, 1000);
 	cr_assert_eq(cfg.writeback.uploaders, 4);
 	cr_assert_eq(cfg.prefetch.workers, 8);
-	cr_assert_eq(cfg.prefetch.readahead, 8 * MIB);
+	cr_assert_eq(cfg.prefetch.readahead, 16 * MIB);
 	cr_assert_eq(cfg.log.level, TFS_LOG_INFO);
 	cr_assert_null(cfg.log.file);
 

@@ -166,6 +166,46 @@ Test(ram, nowait_gives_eagain_when_the_budget_is_held)
 	tfs_ram_put(ram, b);
 }
 
+Test(ram, prefetch_run_is_one_inner_request)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "shard", "\"e\"", 10 * BS + 5);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 2, 4), 0);
+	cr_assert_eq(atomic_load(&fake.multi_calls), 1);
+	struct tfs_ram_block *b;
+	for (uint64_t i = 2; i < 6; i++) {
+		cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+		check_block(&obj, i, b);
+		tfs_ram_put(ram, b);
+	}
+	cr_assert_eq(atomic_load(&fake.calls), 0, "the run's blocks must hit");
+	/* A run whose first block is present does nothing. */
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 3, 4), EAGAIN);
+	/* A run stops at the first present block: 0..1 only. */
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 8), 0);
+	cr_assert(tfs_ram_has(ram, &obj, 0) && tfs_ram_has(ram, &obj, 1));
+	cr_assert_eq(atomic_load(&fake.multi_calls), 2);
+	/* Errors cache nothing. */
+	atomic_store(&fake.fail_with, EIO);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 7, 3), EIO);
+	cr_assert(!tfs_ram_has(ram, &obj, 7));
+	atomic_store(&fake.fail_with, 0);
+}
+
+Test(ram, prefetch_run_never_waits_for_budget)
+{
+	make_ram(8, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "big", "\"e\"", 16 * BS);
+	struct tfs_ram_block *held[8];
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(tfs_ram_get(ram, &obj, (uint64_t)i, TFS_RAM_WAIT, &held[i]), 0);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 8, 4), EAGAIN);
+	for (int i = 0; i < 8; i++)
+		tfs_ram_put(ram, held[i]);
+}
+
 Test(ram, another_etag_is_never_served)
 {
 	make_ram(16, TFS_POLICY_LRU);

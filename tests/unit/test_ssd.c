@@ -35,6 +35,7 @@
 
 struct fake {
 	atomic_int calls;
+	atomic_int multi_calls; /* read_blocks calls (one GET for a run) */
 	atomic_int invalidations;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -76,6 +77,17 @@ static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t id
 	return 0;
 }
 
+static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			    unsigned n, void *const bufs[])
+{
+	struct fake *f = l->priv;
+	atomic_fetch_add(&f->multi_calls, 1);
+	for (unsigned i = 0; i < n; i++)
+		fake_bytes(obj->key, obj->etag, first + i, bufs[i],
+			   tfs_obj_block_len(obj, first + i, l->block_size));
+	return 0;
+}
+
 static void fake_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 {
 	struct fake *f = l->priv;
@@ -97,6 +109,7 @@ static void fake_destroy(struct tfs_layer *l)
 static const struct tfs_layer_ops fake_ops = {
 	.name = "fake",
 	.read_block = fake_read,
+	.read_blocks = fake_read_blocks,
 	.invalidate = fake_invalidate,
 	.stats = fake_stats,
 	.destroy = fake_destroy,
@@ -308,6 +321,41 @@ Test(ssd, miss_then_hit)
 	cr_assert_eq(st_get(&t, "fill_bytes"), size);
 	cr_assert_eq(st_get(&t, "used_bytes"), size);
 	cr_assert_eq(st_get(&t, "objects"), 1);
+	t_fini(&t);
+}
+
+Test(ssd, cold_run_is_one_inner_request)
+{
+	struct t t;
+	uint64_t size = 5 * BS + 77;
+	unsigned char *bufs[4];
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "shard.tar", "\"r1\"", size);
+	for (int i = 0; i < 4; i++)
+		bufs[i] = malloc(BS);
+	/* Blocks 2..5, nothing cached: one read_blocks below, all cached. */
+	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 2, 4, (void *const *)bufs), 0);
+	cr_assert_eq(atomic_load(&t.fk.multi_calls), 1);
+	cr_assert_eq(atomic_load(&t.fk.calls), 0);
+	unsigned char *want = malloc(BS);
+	for (int i = 0; i < 4; i++) {
+		size_t len = tfs_obj_block_len(&obj, 2 + (uint64_t)i, BS);
+		fake_bytes("shard.tar", "\"r1\"", 2 + (uint64_t)i, want, len);
+		cr_assert_eq(memcmp(bufs[i], want, len), 0, "block %d", 2 + i);
+	}
+	cr_assert_eq(st_get(&t, "fill_bytes"), 3 * BS + 77);
+	rd(&t, "shard.tar", "\"r1\"", size, 3);
+	cr_assert_eq(atomic_load(&t.fk.calls), 0, "a block of the run must hit");
+	/* A run that overlaps cached blocks goes block by block: 0 and 1 are
+	 * fetched singly, 2 is served from the tier. */
+	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 0, 3, (void *const *)bufs), 0);
+	cr_assert_eq(atomic_load(&t.fk.multi_calls), 1);
+	cr_assert_eq(atomic_load(&t.fk.calls), 2);
+	for (int i = 0; i < 4; i++)
+		free(bufs[i]);
+	free(want);
 	t_fini(&t);
 }
 

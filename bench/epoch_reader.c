@@ -250,14 +250,27 @@ static int cmd_order(const char *list, uint64_t seed)
     return 0;
 }
 
+/* A non-negative decimal argument, or exit with a message. */
+static unsigned long long arg_num(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0') {
+        fprintf(stderr, "epoch_reader: %s '%s' is not a number\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "walk") == 0)
         return cmd_walk(argv[2]);
     if (argc == 6 && strcmp(argv[1], "read") == 0)
-        return cmd_read(argv[2], argv[3], atoi(argv[4]), strtoull(argv[5], NULL, 10));
+        return cmd_read(argv[2], argv[3], (int)arg_num(argv[4], "threads"), arg_num(argv[5], "seed"));
     if (argc == 4 && strcmp(argv[1], "order") == 0)
-        return cmd_order(argv[2], strtoull(argv[3], NULL, 10));
+        return cmd_order(argv[2], arg_num(argv[3], "seed"));
     fprintf(stderr, "usage: epoch_reader walk DIR\n"
                     "       epoch_reader read ROOT LIST THREADS SEED\n"
                     "       epoch_reader order LIST SEED\n");

@@ -241,7 +241,28 @@ static int emit(struct walk *w, const char *key, bool is_prefix, const struct st
 	return 0;
 }
 
-static int read_dir(struct walk *w, const char *rel, struct dent **out, size_t *n_out)
+/* File or directory?  d_type when the file system gives it, else stat. */
+static int entry_kind(DIR *d, const struct dirent *de, bool *isdir)
+{
+	if (de->d_type == DT_DIR || de->d_type == DT_REG) {
+		*isdir = de->d_type == DT_DIR;
+		return 0;
+	}
+	struct stat st;
+	if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return -1;
+	*isdir = S_ISDIR(st.st_mode);
+	return 0;
+}
+
+/* The sorted entries of directory `rel` whose sort key (the name, with '/'
+ * after directories) is not below `lower` ("" for all): entries below it
+ * hold only keys that sort before the continuation token, so a page deep
+ * into a large directory sorts only what is left. */
+static int read_dir(struct walk *w, const char *rel, const char *lower, struct dent **out,
+		    size_t *n_out)
 {
 	int fd = openat(w->lb->root_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -258,24 +279,10 @@ static int read_dir(struct walk *w, const char *rel, struct dent **out, size_t *
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
 		const char *nm = de->d_name;
-		if (!segment_ok(nm, strlen(nm)))
-			continue;
-		struct stat st;
-		if (fstatat(dirfd(d), nm, &st, 0) < 0)
-			continue;
-		bool isdir = S_ISDIR(st.st_mode);
-		if (!isdir && !S_ISREG(st.st_mode))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct dent *nv = realloc(v, cap * sizeof(*nv));
-			if (nv == NULL) {
-				rc = ENOMEM;
-				break;
-			}
-			v = nv;
-		}
 		size_t len = strlen(nm);
+		bool isdir;
+		if (!segment_ok(nm, len) || entry_kind(d, de, &isdir) != 0)
+			continue;
 		char *s = malloc(len + 2);
 		if (s == NULL) {
 			rc = ENOMEM;
@@ -284,6 +291,20 @@ static int read_dir(struct walk *w, const char *rel, struct dent **out, size_t *
 		memcpy(s, nm, len);
 		s[len] = isdir ? '/' : '\0';
 		s[len + 1] = '\0';
+		if (lower[0] && strcmp(s, lower) < 0) {
+			free(s);
+			continue;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct dent *nv = realloc(v, cap * sizeof(*nv));
+			if (nv == NULL) {
+				free(s);
+				rc = ENOMEM;
+				break;
+			}
+			v = nv;
+		}
 		v[n].name = s;
 		v[n].dir = isdir;
 		n++;
@@ -301,6 +322,28 @@ static int read_dir(struct walk *w, const char *rel, struct dent **out, size_t *
 	return 0;
 }
 
+/* Does directory `rel` hold no file or directory? */
+static bool dir_empty(struct walk *w, const char *rel)
+{
+	int fd = openat(w->lb->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return false;
+	}
+	bool empty = true;
+	struct dirent *de;
+	while (empty && (de = readdir(d)) != NULL) {
+		bool isdir;
+		if (segment_ok(de->d_name, strlen(de->d_name)) && entry_kind(d, de, &isdir) == 0)
+			empty = false;
+	}
+	closedir(d);
+	return empty;
+}
+
 static bool starts_with(const char *s, const char *p)
 {
 	return strncmp(s, p, strlen(p)) == 0;
@@ -312,7 +355,17 @@ static int walk_dir(struct walk *w, const char *rel)
 {
 	struct dent *v = NULL;
 	size_t n = 0;
-	int rc = read_dir(w, rel, &v, &n);
+	char lower[NAME_MAX + 2] = "";
+	if (w->token && starts_with(w->token, rel)) {
+		const char *rest = w->token + strlen(rel);
+		const char *sl = strchr(rest, '/');
+		size_t ln = sl ? (size_t)(sl - rest) + 1 : strlen(rest);
+		if (ln < sizeof(lower)) {
+			memcpy(lower, rest, ln);
+			lower[ln] = '\0';
+		}
+	}
+	int rc = read_dir(w, rel, lower, &v, &n);
 	if (rc == ENOENT || rc == ENOTDIR)
 		return 0;
 	if (rc)
@@ -366,13 +419,7 @@ static int walk_dir(struct walk *w, const char *rel)
 				continue;
 			}
 			/* An empty directory stands for its marker object. */
-			struct dent *sub = NULL;
-			size_t nsub = 0;
-			int r2 = read_dir(w, key, &sub, &nsub);
-			for (size_t j = 0; j < nsub; j++)
-				free(sub[j].name);
-			free(sub);
-			if (r2 == 0 && nsub == 0) {
+			if (dir_empty(w, key)) {
 				if (!(w->token && strcmp(key, w->token) <= 0)) {
 					struct stat st;
 					if (fstatat(w->lb->root_fd, key, &st, 0) == 0)

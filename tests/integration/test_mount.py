@@ -538,6 +538,35 @@ def t_mount_helper(ctx):
         m.umount()
 
 
+def t_big_directory(ctx):
+    """100k entries in one directory: complete, sorted, bounded memory."""
+    if ctx.bucket.kind != "local":
+        return "skip"  # uploading 100k objects to moto takes minutes
+    n = 100_000
+    d = os.path.join(ctx.bucket.root, "huge")
+    os.makedirs(d)
+    for i in range(n):
+        open(os.path.join(d, "f%06d" % i), "wb").close()
+    m = ctx.mount("huge", {"ram": {"size": "32M"}}).mount()
+    try:
+        pid = m.pid()
+        names = os.listdir(os.path.join(m.mnt, "huge"))
+        assert len(names) == n, len(names)
+        assert set(names) == {"f%06d" % i for i in range(n)}
+        rss = rss_anon(pid)
+        print("    %d entries; daemon RssAnon %.1f MiB" % (n, rss / 2**20))
+        assert rss <= 32 * 2**20 + 64 * 2**20, rss
+        st = m.stats()
+        pages = st["metadata"]["list_pages"]
+        assert pages >= n // 1000, pages
+        # A second walk comes from the metadata cache: no more listing.
+        assert len(os.listdir(os.path.join(m.mnt, "huge"))) == n
+        assert m.stats()["metadata"]["list_pages"] == pages
+        assert os.stat(os.path.join(m.mnt, "huge/f099999")).st_size == 0
+    finally:
+        m.umount()
+
+
 TESTS = [
     ("byte_exact_and_walk", t_byte_exact_and_walk),
     ("random_offsets_concurrent", t_random_offsets_concurrent),
@@ -552,6 +581,7 @@ TESTS = [
     ("s3fs_headers", t_s3fs_headers),
     ("mount_options", t_mount_options),
     ("mount_helper", t_mount_helper),
+    ("big_directory", t_big_directory),
 ]
 
 

@@ -104,7 +104,8 @@ run "distcheck" make -C build -s distcheck
 
 if [ $extended = 1 ]; then
 	step "extended suites"
-	echo "(none yet beyond the default run)"
+	run "mount scale" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local \
+		--extended --only million_objects
 fi
 
 printf '\n'

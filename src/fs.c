@@ -31,6 +31,7 @@
 #include "ram.h"
 
 #define FOREVER_S (365.0 * 86400.0)
+#define READDIR_MAX (64u * 1024u)
 
 enum fs_op { OP_LOOKUP, OP_GETATTR, OP_READDIR, OP_OPEN, OP_READ, OP_STATFS, OP__COUNT };
 static const char *const op_names[OP__COUNT] = { "lookup", "getattr", "readdir", "open", "read", "statfs" };
@@ -45,6 +46,7 @@ struct tfs_fs {
 	uint64_t block_size;
 	uint64_t ra_blocks;
 	double timeout; /* kernel entry/attr timeout, seconds */
+	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes;
 };
 
@@ -65,13 +67,6 @@ struct dirh {
 static struct tfs_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void count(struct tfs_fs *fs, enum fs_op op, int err)
@@ -103,7 +98,8 @@ static void fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
 	st->st_uid = a->uid != TFS_META_UNSET ? a->uid : fs->cfg.uid;
 	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
 	st->st_blksize = (blksize_t)fs->block_size;
-	st->st_mtim.tv_sec = (time_t)a->mtime;
+	/* Directories have no time in S3: show the mount's. */
+	st->st_mtim.tv_sec = (time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
 }
@@ -125,14 +121,15 @@ static void split(const char *path, char *dir, size_t dlen, const char **name)
 	*name = slash + 1;
 }
 
-/* Revalidate `in` if its attributes are older than the TTL.  Drops cached
- * data when the version changed.  Returns 0 or an errno. */
+/* The attributes of `in` from the metadata cache, which revalidates them
+ * with the backend once they are older than the TTL.  Drops cached data
+ * when the version changed.  Returns 0 or an errno. */
 static int refresh_attr(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_attr *a)
 {
-	uint64_t at;
-	tfs_itable_get_attr(fs->itable, in, a, &at);
-	if (in->ino == FUSE_ROOT_ID || fs->cfg.ttl_ms == UINT64_MAX || now_ms() - at < fs->cfg.ttl_ms)
+	if (in->ino == FUSE_ROOT_ID) {
+		*a = fs->root_attr;
 		return 0;
+	}
 	char dir[PATH_MAX];
 	const char *name;
 	bool changed = false;
@@ -142,7 +139,6 @@ static int refresh_attr(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_attr
 		return rc;
 	if (a->type != in->type)
 		return ESTALE;
-	tfs_itable_set_attr(fs->itable, in, a);
 	if (changed) {
 		struct tfs_obj obj;
 		tfs_obj_init(&obj, in->path, "", 0);
@@ -192,7 +188,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct tfs_inode *in;
-	rc = tfs_itable_lookup(fs->itable, path, &a, &in);
+	rc = tfs_itable_lookup(fs->itable, path, a.type, &in);
 	if (rc) {
 		reply_err(req, OP_LOOKUP, rc);
 		return;
@@ -258,7 +254,7 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	pthread_mutex_init(&h->lock, NULL);
 	fi->fh = (uintptr_t)h;
-	fi->cache_readdir = fs->cfg.ttl_ms == UINT64_MAX;
+	fi->cache_readdir = 0;
 	fi->keep_cache = fs->cfg.ttl_ms == UINT64_MAX;
 	fuse_reply_open(req, fi);
 }
@@ -285,6 +281,21 @@ struct rd {
 	int err;
 };
 
+/* A non-zero inode number for a directory entry the kernel does not look
+ * up ("." and "..", or entries of a plain readdir). */
+static uint64_t name_ino(const struct tfs_inode *dir, const char *name)
+{
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return dir->ino;
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = dir->path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ '/') * 1099511628211ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h | (1ull << 63); /* apart from the counter's numbers */
+}
+
 /* Add one entry; returns 1 when the buffer is full. */
 static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
 {
@@ -296,8 +307,10 @@ static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, stru
 		need = fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
 	if (need > left)
 		return 1;
+	/* d_ino must not be 0 (readdir(3) skips such entries): entries that
+	 * take no lookup get a stable number derived from the name. */
 	struct stat st;
-	fill_stat(r->fs, in ? in->ino : 0, a, &st);
+	fill_stat(r->fs, in ? in->ino : name_ino(r->dir, name), a, &st);
 	if (r->plus) {
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
@@ -332,7 +345,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dir->path, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup(r->fs->itable, path, a, &in);
+			rc = tfs_itable_lookup(r->fs->itable, path, a->type, &in);
 		if (rc) {
 			r->err = rc;
 			return 1;
@@ -354,15 +367,17 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_err(req, OP_READDIR, ESTALE);
 		return;
 	}
+	/* The kernel asks for up to max_pages (1 MiB); a readdirplus reply that
+	 * large would make ~6,500 inodes at once.  64 KiB is plenty per call. */
+	if (size > READDIR_MAX)
+		size = READDIR_MAX;
 	struct rd r = { .req = req, .fs = fs, .dir = in, .plus = plus, .size = size, .off = off };
 	r.buf = malloc(size);
 	if (r.buf == NULL) {
 		reply_err(req, OP_READDIR, ENOMEM);
 		return;
 	}
-	struct tfs_attr dot;
-	tfs_itable_get_attr(fs->itable, in, &dot, NULL);
-	dot.type = TFS_FT_DIR;
+	struct tfs_attr dot = fs->root_attr;
 	/* Offsets: 1 ".", 2 "..", then 3.. for the entries in name order. */
 	if (r.off == 0)
 		rd_add(&r, ".", &dot, NULL);
@@ -402,6 +417,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	h->last_off = r.off;
 	pthread_mutex_unlock(&h->lock);
 	count(fs, OP_READDIR, 0);
+	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
+		  plus ? "plus" : "", in->path, (long long)off, size, r.used, (long long)r.off, r.last);
 	fuse_reply_buf(req, r.buf, r.used);
 	free(r.buf);
 }
@@ -663,8 +680,10 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->congestion_threshold = 48;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* Plus only when the kernel sees the listing followed by lookups (ls
+	 * -l, a stat walk): find and os.walk then create no inodes. */
 	if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
-		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO; /* always plus: one round trip per entry saved */
+		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
@@ -743,6 +762,9 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
 	fs->timeout = cfg->ttl_ms == UINT64_MAX ? FOREVER_S : (double)cfg->ttl_ms / 1000.0;
+	fs->root_attr.type = TFS_FT_DIR;
+	fs->root_attr.mtime = (int64_t)time(NULL);
+	fs->root_attr.mode = fs->root_attr.uid = fs->root_attr.gid = TFS_META_UNSET;
 	*out = fs;
 	return 0;
 }

@@ -40,13 +40,6 @@ static size_t path_bucket(const struct tfs_itable *t, const char *path)
 	return (size_t)hash_str(path) & (t->nbuckets - 1);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void link_in(struct tfs_itable *t, struct tfs_inode *in)
 {
 	size_t bi = ino_bucket(t, in->ino), bp = path_bucket(t, in->path);
@@ -104,9 +97,10 @@ int tfs_itable_create(struct tfs_itable **out)
 	t->nbuckets = 1024;
 	t->by_ino = calloc(t->nbuckets, sizeof(*t->by_ino));
 	t->by_path = calloc(t->nbuckets, sizeof(*t->by_path));
-	t->root = calloc(1, sizeof(*t->root));
-	if (t->by_ino == NULL || t->by_path == NULL || t->root == NULL ||
-	    (t->root->path = strdup("")) == NULL) {
+	t->root = calloc(1, sizeof(*t->root) + 1);
+	if (t->by_ino == NULL || t->by_path == NULL || t->root == NULL) {
+		free(t->root);
+		t->root = NULL;
 		tfs_itable_destroy(t);
 		return ENOMEM;
 	}
@@ -114,10 +108,6 @@ int tfs_itable_create(struct tfs_itable **out)
 	t->root->ino = FUSE_ROOT;
 	t->root->type = TFS_FT_DIR;
 	t->root->nlookup = 1;
-	t->root->attr.type = TFS_FT_DIR;
-	t->root->attr.mtime = (int64_t)time(NULL);
-	t->root->attr.mode = t->root->attr.uid = t->root->attr.gid = TFS_META_UNSET;
-	t->root->attr_ms = UINT64_MAX;
 	link_in(t, t->root);
 	t->count = 1;
 	t->next_ino = FUSE_ROOT + 1;
@@ -133,46 +123,41 @@ void tfs_itable_destroy(struct tfs_itable *t)
 		struct tfs_inode *in = t->by_ino[i];
 		while (in) {
 			struct tfs_inode *n = in->next_ino;
-			free(in->path);
 			free(in);
 			in = n;
 		}
 	}
-	if (t->by_ino == NULL && t->root) {
-		free(t->root->path);
+	if (t->by_ino == NULL)
 		free(t->root);
-	}
 	free(t->by_ino);
 	free(t->by_path);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
-int tfs_itable_lookup(struct tfs_itable *t, const char *path, const struct tfs_attr *a,
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type,
 		      struct tfs_inode **out)
 {
 	pthread_mutex_lock(&t->lock);
 	struct tfs_inode *in = t->by_path[path_bucket(t, path)];
-	while (in && !(strcmp(in->path, path) == 0 && in->type == a->type && in->nlookup > 0))
+	while (in && !(in->type == type && strcmp(in->path, path) == 0))
 		in = in->next_path;
 	if (in == NULL) {
-		in = calloc(1, sizeof(*in));
-		if (in == NULL || (in->path = strdup(path)) == NULL) {
-			free(in);
+		size_t len = strlen(path);
+		in = malloc(sizeof(*in) + len + 1);
+		if (in == NULL) {
 			pthread_mutex_unlock(&t->lock);
 			return ENOMEM;
 		}
+		memset(in, 0, sizeof(*in));
+		memcpy(in->path, path, len + 1);
 		in->ino = t->next_ino++;
-		in->type = a->type;
+		in->type = type;
 		link_in(t, in);
 		if (++t->count > 2 * t->nbuckets)
 			grow(t);
 	}
 	in->nlookup++;
-	if (in->ino != FUSE_ROOT) {
-		in->attr = *a;
-		in->attr_ms = now_ms();
-	}
 	pthread_mutex_unlock(&t->lock);
 	*out = in;
 	return 0;
@@ -201,36 +186,18 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
 		if (in->nlookup == 0) {
 			unlink_out(t, in);
 			t->count--;
-			free(in->path);
 			free(in);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
 }
 
-void tfs_itable_get_attr(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
-			 uint64_t *attr_ms)
-{
-	pthread_mutex_lock(&t->lock);
-	*a = in->attr;
-	if (attr_ms)
-		*attr_ms = in->attr_ms;
-	pthread_mutex_unlock(&t->lock);
-}
-
-void tfs_itable_set_attr(struct tfs_itable *t, struct tfs_inode *in, const struct tfs_attr *a)
-{
-	pthread_mutex_lock(&t->lock);
-	in->attr = *a;
-	in->attr_ms = now_ms();
-	pthread_mutex_unlock(&t->lock);
-}
-
 bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag)
 {
+	uint64_t h = hash_str(etag) | 1; /* never 0, which means "none" */
 	pthread_mutex_lock(&t->lock);
-	bool same = in->kernel_etag[0] && strcmp(in->kernel_etag, etag) == 0;
-	snprintf(in->kernel_etag, sizeof(in->kernel_etag), "%s", etag);
+	bool same = in->kernel_etag == h;
+	in->kernel_etag = h;
 	pthread_mutex_unlock(&t->lock);
 	return same;
 }

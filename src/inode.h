@@ -1,17 +1,18 @@
 /* inode.h - the inode table: FUSE inode numbers for the paths the kernel
- * knows about, with their lookup counts and cached attributes.
+ * knows about, with their lookup counts.
  *
  * An inode lives while the kernel holds a lookup on it (lookup and
  * readdirplus add one, forget removes n); the root (FUSE_ROOT_ID) lives
  * forever.  Inode numbers are assigned from a counter and not reused
- * during a mount.  Memory is proportional to what the kernel caches, not
- * to the size of the bucket.
+ * during a mount.  Attributes are not kept here: they live in the metadata
+ * cache (LMDB), so an inode costs about 80 bytes plus its path, and a walk
+ * of a million objects stays small.
  *
  * Locking: one mutex protects the tables and every inode's mutable fields
- * (nlookup, attr, attr_ms, kernel_etag); use the accessors.  An inode
- * pointer obtained from tfs_itable_find() stays valid for the duration of
- * a FUSE request on that inode (the kernel sends no final forget while a
- * request is in flight).
+ * (nlookup, kernel_etag); use the accessors.  An inode pointer obtained
+ * from tfs_itable_find() stays valid for the duration of a FUSE request on
+ * that inode (the kernel sends no final forget while a request is in
+ * flight).
  */
 #ifndef TFS_INODE_H
 #define TFS_INODE_H
@@ -23,14 +24,12 @@
 
 struct tfs_inode {
 	uint64_t ino;
-	char *path;          /* "" for the root, else "a/b" (immutable) */
-	enum tfs_ftype type; /* immutable */
+	struct tfs_inode *next_ino, *next_path;
 	/* Under the table lock: */
 	uint64_t nlookup;
-	struct tfs_attr attr;
-	uint64_t attr_ms;               /* CLOCK_REALTIME ms when attr was fetched */
-	char kernel_etag[TFS_ETAG_MAX]; /* version whose pages the kernel may hold */
-	struct tfs_inode *next_ino, *next_path;
+	uint64_t kernel_etag; /* hash of the version whose pages the kernel may hold; 0: none */
+	enum tfs_ftype type;  /* immutable */
+	char path[];          /* "" for the root, else "a/b" (immutable) */
 };
 
 struct tfs_itable;
@@ -39,10 +38,10 @@ struct tfs_itable;
 int tfs_itable_create(struct tfs_itable **out);
 void tfs_itable_destroy(struct tfs_itable *t);
 
-/* Find or create the inode of `path` with attributes `a` (which replace the
- * cached ones), and add one lookup.  A path whose type changed (a file
- * became a directory) gets a new inode.  Returns 0 or ENOMEM. */
-int tfs_itable_lookup(struct tfs_itable *t, const char *path, const struct tfs_attr *a,
+/* Find or create the inode of `path` with type `type`, and add one lookup.
+ * A path whose type changed (a file became a directory) gets a new inode.
+ * Returns 0 or ENOMEM. */
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type,
 		      struct tfs_inode **out);
 
 /* The inode numbered `ino`, or NULL. */
@@ -50,11 +49,6 @@ struct tfs_inode *tfs_itable_find(struct tfs_itable *t, uint64_t ino);
 
 /* Drop `n` lookups; the inode is freed at zero (never the root). */
 void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n);
-
-/* Copy out / replace the cached attributes, under the lock. */
-void tfs_itable_get_attr(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
-			 uint64_t *attr_ms);
-void tfs_itable_set_attr(struct tfs_itable *t, struct tfs_inode *in, const struct tfs_attr *a);
 
 /* Record that the kernel will cache pages of version `etag`; returns true
  * when it already held that version (the page cache may be kept). */

@@ -499,6 +499,9 @@ def t_mount_options(ctx):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (4242, 4343, 0o600), (st.st_uid, st.st_gid, oct(st.st_mode))
         st = os.stat(os.path.join(m.mnt, "opts"))
         assert st.st_mode & 0o7777 == 0o711, oct(st.st_mode)
+        # readdir(3) drops entries whose d_ino is 0: the dots must have one.
+        ls = subprocess.run(["ls", "-a", os.path.join(m.mnt, "opts")], capture_output=True, text=True)
+        assert ls.stdout.split() == [".", "..", "f.txt"], ls.stdout
         with open("/proc/mounts") as f:
             line = [l for l in f if (" " + m.mnt + " ") in l]
         assert line and " fuse.tierfs " in line[0], line
@@ -567,6 +570,34 @@ def t_big_directory(ctx):
         m.umount()
 
 
+def t_million_objects(ctx):
+    """1M objects in 1,000 directories: a full walk in bounded memory.
+    Extended run only (about two minutes)."""
+    if ctx.bucket.kind != "local" or not ctx.extended:
+        return "skip"
+    dirs, per = 1000, 1000
+    for d in range(dirs):
+        p = os.path.join(ctx.bucket.root, "m/d%04d" % d)
+        os.makedirs(p)
+        for i in range(per):
+            open(os.path.join(p, "o%04d" % i), "wb").close()
+    m = ctx.mount("million", {"ram": {"size": "32M"}}).mount()
+    pid = m.pid()
+    peak = 0
+    try:
+        count = 0
+        for i, (root, _, names) in enumerate(os.walk(os.path.join(m.mnt, "m"))):
+            count += len(names)
+            if i % 50 == 0:
+                peak = max(peak, rss_anon(pid))
+        peak = max(peak, rss_anon(pid))
+        print("    %d objects walked; daemon RssAnon peak %.1f MiB" % (count, peak / 2**20))
+        assert count == dirs * per, count
+        assert peak <= 32 * 2**20 + 64 * 2**20, peak
+    finally:
+        m.umount()
+
+
 TESTS = [
     ("byte_exact_and_walk", t_byte_exact_and_walk),
     ("random_offsets_concurrent", t_random_offsets_concurrent),
@@ -582,11 +613,13 @@ TESTS = [
     ("mount_options", t_mount_options),
     ("mount_helper", t_mount_helper),
     ("big_directory", t_big_directory),
+    ("million_objects", t_million_objects),
 ]
 
 
 class Ctx:
-    def __init__(self, tierfs, bucket, work):
+    def __init__(self, tierfs, bucket, work, extended=False):
+        self.extended = extended
         self.tierfs = tierfs
         self.bucket = bucket
         self.work = work
@@ -603,6 +636,7 @@ def main():
     ap.add_argument("tierfs")
     ap.add_argument("--backend", default="local", choices=["local", "moto"])
     ap.add_argument("--only")
+    ap.add_argument("--extended", action="store_true", help="also the long scale tests")
     args = ap.parse_args()
     tierfs = os.path.abspath(args.tierfs)
     passed = failed = 0
@@ -615,7 +649,7 @@ def main():
         t0 = time.monotonic()
         try:
             bucket = Bucket(args.backend, work)
-            ctx = Ctx(tierfs, bucket, work)
+            ctx = Ctx(tierfs, bucket, work, args.extended)
             res = fn(ctx)
             if res == "skip":
                 print("skip %s (%s)" % (name, args.backend))

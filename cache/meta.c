@@ -204,7 +204,8 @@ static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *na
 	return mdb_errno(m, rc, "store entry");
 }
 
-void tfs_meta_forget(struct tfs_meta *m, const char *dir, const char *name)
+/* Forget a cached entry (the object is gone).  Cannot fail. */
+static void forget(struct tfs_meta *m, const char *dir, const char *name)
 {
 	uint8_t kbuf[HLEN + NAME_MAX + 1];
 	size_t nlen = strlen(name);
@@ -297,8 +298,8 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	return 0;
 }
 
-int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, uint64_t max_age,
-			struct tfs_attr *out, bool *changed)
+int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
+		    bool *changed)
 {
 	uint8_t h[HLEN];
 	struct tfs_attr cached;
@@ -313,7 +314,7 @@ int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, u
 	int have = get_entry(m, h, name, &cached, &fetched);
 	if (have == EIO)
 		return EIO;
-	if (have == 0 && fresh(fetched, now, max_age)) {
+	if (have == 0 && fresh(fetched, now, m->ttl_ms)) {
 		atomic_fetch_add(&m->hits, 1);
 		*out = cached;
 		return 0;
@@ -335,7 +336,7 @@ int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, u
 	}
 	if (rc == ENOENT) {
 		if (have == 0) {
-			tfs_meta_forget(m, dir, name);
+			forget(m, dir, name);
 			if (changed)
 				*changed = true;
 		}
@@ -349,12 +350,6 @@ int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, u
 	}
 	atomic_fetch_add(&m->errors, 1);
 	return rc;
-}
-
-int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
-		    bool *changed)
-{
-	return tfs_meta_revalidate(m, dir, name, m->ttl_ms, out, changed);
 }
 
 /* ---- listings ---- */
@@ -473,7 +468,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 }
 
 /* HEAD the files of a listed page whose x-amz-meta-* are not known yet. */
-static void fetch_headers(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], size_t plen,
+static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			  const struct tfs_list_page *p, uint64_t start)
 {
 	for (size_t i = 0; i < p->n_entries; i++) {
@@ -492,7 +487,6 @@ static void fetch_headers(struct tfs_meta *m, const char *dir, const uint8_t h[H
 		tfs_obj_meta_clear(&om);
 		store_entry(m, h, name, &a, start);
 	}
-	(void)dir;
 }
 
 static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
@@ -524,7 +518,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 		if (mrc)
 			rc = mdb_errno(m, mrc, "store listing");
 		if (rc == 0 && m->fetch_headers)
-			fetch_headers(m, dir, h, plen, &p, start);
+			fetch_headers(m, h, plen, &p, start);
 		if (rc == 0 && p.next_token) {
 			token = strdup(p.next_token);
 			if (token == NULL)

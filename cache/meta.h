@@ -59,11 +59,6 @@ void tfs_meta_close(struct tfs_meta *m);
 int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
 		    bool *changed);
 
-/* Like lookup, but a cached file entry older than `max_age_ms` is
- * revalidated with HEAD even if within the TTL (0: always). */
-int tfs_meta_revalidate(struct tfs_meta *m, const char *dir, const char *name, uint64_t max_age_ms,
-			struct tfs_attr *out, bool *changed);
-
 /* Callback for each entry; return non-zero to stop (that value is then
  * returned by tfs_meta_readdir). */
 typedef int (*tfs_meta_entry_fn)(void *ctx, const char *name, const struct tfs_attr *a);
@@ -74,9 +69,6 @@ typedef int (*tfs_meta_entry_fn)(void *ctx, const char *name, const struct tfs_a
  * directory does not exist), or the backend's error. */
 int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
 		     void *ctx);
-
-/* Forget a cached entry (the object changed or is gone).  Cannot fail. */
-void tfs_meta_forget(struct tfs_meta *m, const char *dir, const char *name);
 
 /* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 struct json_object;

@@ -19,6 +19,7 @@ struct job {
 	uint64_t size;
 	uint64_t idx;
 	unsigned n; /* blocks in the run */
+	int flags;  /* for tfs_ram_fill_run() */
 };
 
 struct tfs_prefetch {
@@ -52,7 +53,7 @@ static void *worker(void *arg)
 
 		struct tfs_obj obj;
 		tfs_obj_init(&obj, j.key, j.etag, j.size);
-		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n);
+		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n, j.flags);
 		free(j.key);
 		pthread_mutex_lock(&pf->lock);
 		if (rc == 0)
@@ -65,7 +66,8 @@ static void *worker(void *arg)
 	}
 }
 
-int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n)
+int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
+		     int flags)
 {
 	if (pf == NULL || pf->nthreads == 0)
 		return EAGAIN;
@@ -87,6 +89,7 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 	j->size = obj->size;
 	j->idx = idx;
 	j->n = n;
+	j->flags = flags;
 	pf->len++;
 	pf->queued++;
 	pthread_cond_signal(&pf->work);

@@ -30,10 +30,12 @@ int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer 
 			const struct tfs_log *log, struct tfs_prefetch **out);
 
 /* Queue blocks idx..idx+n-1 of `obj` (the key is copied), to be filled
- * with one request to the tiers below (tfs_ram_fill_run()).  Returns 0;
+ * with one request to the tiers below (tfs_ram_fill_run() with `flags`,
+ * 0 or TFS_RAM_ONCE for streamed read-ahead).  Returns 0;
  * EAGAIN when the queue is full or prefetching is off; ENOMEM.  A run whose
  * first block is already in RAM is skipped (0). */
-int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n);
+int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
+		     int flags);
 
 void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out);
 

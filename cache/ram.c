@@ -45,6 +45,7 @@ struct tfs_ram_block {
 	enum state state;
 	int err;       /* fill result, read by waiters */
 	bool admitted; /* part of the cache (LRU list) */
+	bool once;     /* streamed read-ahead: dropped once a reader consumed it */
 	bool linked;   /* in the hash table */
 	uint64_t tick; /* last access */
 	struct tfs_ram_block *hnext;
@@ -69,6 +70,7 @@ struct ram {
 	struct tfs_reuse reuse;
 	/* counters */
 	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, waits, fill_errors;
+	uint64_t consumed; /* streamed blocks dropped after their read */
 };
 
 const void *tfs_ram_block_data(const struct tfs_ram_block *b)
@@ -322,7 +324,8 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	return 0;
 }
 
-int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n)
+int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+		     int flags)
 {
 	struct ram *r = l->priv;
 	struct tfs_ram_block *run[TFS_MAX_RUN];
@@ -350,6 +353,7 @@ int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t fi
 		run[k] = start_fill(r, obj, idx, len);
 		if (run[k] == NULL)
 			break;
+		run[k]->once = (flags & TFS_RAM_ONCE) != 0;
 		bufs[k] = run[k]->data;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -368,14 +372,23 @@ int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t fi
 	return rc;
 }
 
-void tfs_ram_put(struct tfs_layer *l, struct tfs_ram_block *b)
+void tfs_ram_release(struct tfs_layer *l, struct tfs_ram_block *b, bool consumed)
 {
 	struct ram *r = l->priv;
 	pthread_mutex_lock(&r->lock);
 	b->refs--;
-	if (b->refs == 0 && !b->admitted)
+	if (consumed && b->once) {
+		r->consumed++;
+		drop(r, b); /* freed now, or by the last reference */
+	} else if (b->refs == 0 && !b->admitted) {
 		drop(r, b);
+	}
 	pthread_mutex_unlock(&r->lock);
+}
+
+void tfs_ram_put(struct tfs_layer *l, struct tfs_ram_block *b)
+{
+	tfs_ram_release(l, b, false);
 }
 
 bool tfs_ram_has(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx)
@@ -425,11 +438,12 @@ static void ram_stats(struct tfs_layer *l, struct json_object *out)
 		static const char *const names[] = {
 			"hits", "misses", "hit_bytes", "fill_bytes", "evictions", "not_admitted",
 			"budget_waits", "fill_errors", "used_bytes", "cached_bytes", "capacity_bytes",
-			"blocks", "pooled_bytes",
+			"blocks", "pooled_bytes", "stream_consumed",
 		};
 		uint64_t vals[] = {
 			r->hits, r->misses, r->hit_bytes, r->fill_bytes, r->evictions, r->not_admitted,
 			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached, r->pooled,
+			r->consumed,
 		};
 		pthread_mutex_unlock(&r->lock);
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)

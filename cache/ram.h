@@ -38,6 +38,10 @@ size_t tfs_ram_block_len(const struct tfs_ram_block *b);
 enum tfs_ram_get_flags {
 	TFS_RAM_WAIT = 0,   /* wait for budget when every buffer is in use */
 	TFS_RAM_NOWAIT = 1, /* prefetch: fail with EAGAIN instead of waiting */
+	TFS_RAM_ONCE = 2,   /* fill_run: streamed read-ahead, kept only until a
+			     * reader consumes it (tfs_ram_release(.., true)),
+			     * so one big file streamed through does not flush
+			     * the tier and its buffers are recycled at once */
 };
 
 /* Get block `idx` of `obj`, filling it from the inner layer on a miss.
@@ -50,12 +54,18 @@ int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, 
  * being filled, up to n (at most TFS_MAX_RUN) and as far as the budget
  * allows without waiting, with one read_blocks() on the inner layer (one
  * GET for a cold run).  Stops at the first block already present.
- * Returns 0, EAGAIN (nothing to do: the first block is present or no
- * budget), or the inner layer's error.  Takes no reference. */
-int tfs_ram_fill_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n);
+ * `flags` is 0 or TFS_RAM_ONCE.  Returns 0, EAGAIN (nothing to do: the
+ * first block is present or no budget), or the inner layer's error.
+ * Takes no reference. */
+int tfs_ram_fill_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n,
+		     int flags);
 
 /* Drop a reference.  Cannot fail. */
 void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);
+/* Drop a reference; `consumed` says the caller read the block to its end,
+ * which frees a TFS_RAM_ONCE block (other holders keep their references
+ * valid).  Cannot fail. */
+void tfs_ram_release(struct tfs_layer *ram, struct tfs_ram_block *b, bool consumed);
 /* True when the block is cached or being filled (no reference taken). */
 bool tfs_ram_has(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx);
 

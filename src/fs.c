@@ -523,7 +523,7 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t e
 	pthread_mutex_unlock(&h->lock);
 	for (uint64_t i = from; i < to; i += run) {
 		unsigned n = (unsigned)(to - i < run ? to - i : run);
-		if (tfs_prefetch_run(fs->pf, &h->obj, i, n) == EAGAIN)
+		if (tfs_prefetch_run(fs->pf, &h->obj, i, n, TFS_RAM_ONCE) == EAGAIN)
 			break;
 	}
 }
@@ -554,7 +554,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			count(fs, OP_READ, 0);
 			atomic_fetch_add(&fs->read_bytes, end - start);
 			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
-			tfs_ram_put(fs->top, b);
+			tfs_ram_release(fs->top, b, end == first * bs + tfs_ram_block_len(b));
 			return;
 		}
 	} else {
@@ -569,7 +569,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			uint64_t from = start > bstart ? start : bstart, to = end < bend ? end : bend;
 			memcpy(buf + (from - start), (const char *)tfs_ram_block_data(b) + (from - bstart),
 			       (size_t)(to - from));
-			tfs_ram_put(fs->top, b);
+			tfs_ram_release(fs->top, b, to == bend);
 		}
 		if (rc == 0) {
 			count(fs, OP_READ, 0);

@@ -121,6 +121,25 @@ void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, si
 	}
 }
 
+int tfs_mpu_alloc(struct tfs_mpu *st, unsigned nparts)
+{
+	char(*etags)[TFS_ETAG_MAX] = nparts ? calloc(nparts, sizeof(*etags)) : NULL;
+	if (etags == NULL)
+		return ENOMEM;
+	free(st->etags);
+	st->etags = etags;
+	st->nparts = nparts;
+	return 0;
+}
+
+void tfs_mpu_clear(struct tfs_mpu *st)
+{
+	if (st == NULL)
+		return;
+	free(st->etags);
+	memset(st, 0, sizeof(*st));
+}
+
 /* ---- instance ---- */
 
 int tfs_backend_new(const struct tfs_backend_ops *ops, void *priv, const char *describe,
@@ -224,6 +243,66 @@ int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, 
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
 	return account(be, TFS_OP_PUT, rc, len);
+}
+
+/* Counts each part a resumable put uploads, then calls the caller's fn. */
+struct part_counter {
+	struct tfs_backend *be;
+	uint64_t len;
+	tfs_mpu_fn fn;
+	void *ctx;
+};
+
+static int count_part(void *arg, const struct tfs_mpu *st, unsigned part)
+{
+	struct part_counter *pc = arg;
+	if (part != UINT_MAX) {
+		uint64_t off = (uint64_t)part * st->part_size;
+		uint64_t n = pc->len - off < st->part_size ? pc->len - off : st->part_size;
+		account(pc->be, TFS_OP_PUT, 0, n);
+	}
+	return pc->fn ? pc->fn(pc->ctx, st, part) : 0;
+}
+
+int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+			      const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
+			      void *ctx, char etag_out[TFS_ETAG_MAX])
+{
+	char etag[TFS_ETAG_MAX] = "";
+
+	if (st == NULL)
+		return EINVAL;
+	if (be->ops->put_resumable == NULL || !be->ops->wants_multipart(be->priv, len))
+		return tfs_backend_put(be, key, src, len, meta, etag_out);
+	if (!key_ok(key) || src.kind == TFS_IO_IOV)
+		return EINVAL;
+	struct part_counter pc = { .be = be, .len = len, .fn = fn, .ctx = ctx };
+	int rc = be->ops->put_resumable(be->priv, key, src, len, meta, st, count_part, &pc, etag);
+	if (etag_out)
+		memcpy(etag_out, etag, TFS_ETAG_MAX);
+	if (rc)
+		account(be, TFS_OP_PUT, rc, 0);
+	return rc;
+}
+
+int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char *upload_id)
+{
+	if (!key_ok(key))
+		return EINVAL;
+	if (be->ops->abort_upload == NULL || upload_id == NULL || upload_id[0] == '\0')
+		return 0;
+	return account(be, TFS_OP_DELETE, be->ops->abort_upload(be->priv, key, upload_id), 0);
+}
+
+int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t *out)
+{
+	*out = 0;
+	if (be->ops->count_uploads == NULL)
+		return 0;
+	int rc = be->ops->count_uploads(be->priv, prefix ? prefix : "", out);
+	if (rc)
+		*out = 0;
+	return account(be, TFS_OP_LIST, rc, 0);
 }
 
 int tfs_backend_delete(struct tfs_backend *be, const char *key)

@@ -28,6 +28,7 @@
 #ifndef TFS_BACKEND_H
 #define TFS_BACKEND_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -129,7 +130,18 @@ static inline struct tfs_io tfs_io_iov(const struct iovec *iov, int iovcnt)
  * bytes beyond the buffers are dropped.  Cannot fail. */
 void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, size_t len);
 
-/* Per-operation counters, updated by the dispatch wrappers. */
+/* Per-operation counters, updated by the dispatch wrappers.  Each call
+ * counts one request (and one error if it fails), except:
+ *   tfs_backend_put_resumable()  as a plain put: like tfs_backend_put().
+ *       As a multipart upload: one PUT request, with its bytes, per part it
+ *       uploads (parts skipped on a resume are not counted), plus one more
+ *       request, as an error, when the call fails.  The requests around
+ *       the parts (create, ListParts, complete, the abort of a state that
+ *       does not fit) are not counted on their own.
+ *   tfs_backend_abort_upload()   one DELETE request (none for "" or on a
+ *       backend without multipart).
+ *   tfs_backend_count_uploads()  one LIST request (none on a backend
+ *       without multipart). */
 enum tfs_backend_op {
 	TFS_OP_HEAD,
 	TFS_OP_LIST,
@@ -181,6 +193,89 @@ int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off,
  * aborted.  `etag_out` (may be NULL) receives the new object's ETag. */
 int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
 		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* ---- resumable multipart uploads ----
+ *
+ * For a write-back journal that must survive a crash: the caller persists
+ * the state of an upload (its id and the ETags of the parts done) from the
+ * callback, and after a restart hands the same state back to resume the
+ * upload instead of starting over.  An upload the caller gives up on must
+ * be aborted with tfs_backend_abort_upload(), or it stays on the server
+ * (and is billed) until a bucket lifecycle rule removes it.  An upload
+ * created but not yet reported to the callback when the process dies
+ * cannot be known to the caller: only such a lifecycle rule, or a sweep
+ * with ListMultipartUploads, removes it. */
+
+#define TFS_UPLOAD_ID_MAX 512 /* upload id buffers, including the NUL */
+
+/* State of a resumable multipart upload, owned by the caller (who persists
+ * it).  etags has nparts entries; "" marks a part not yet uploaded.  Part i
+ * (0-based) is bytes [i * part_size, min((i + 1) * part_size, len)).  A
+ * state read back from disk is checked before use: one that is not
+ * NUL-terminated or does not fit the object's length is not resumed. */
+struct tfs_mpu {
+	char upload_id[TFS_UPLOAD_ID_MAX]; /* "" = no upload started */
+	uint64_t part_size;                /* all parts but the last */
+	unsigned nparts;
+	char (*etags)[TFS_ETAG_MAX];       /* malloc'd; tfs_mpu_clear() frees */
+};
+
+/* Allocate etags for nparts parts (all ""), freeing the old array and
+ * setting st->nparts, keeping upload_id/part_size.  0, or ENOMEM with *st
+ * unchanged (also for nparts 0). */
+int tfs_mpu_alloc(struct tfs_mpu *st, unsigned nparts);
+
+/* Free etags and zero *st.  NULL-safe. */
+void tfs_mpu_clear(struct tfs_mpu *st);
+
+/* Called after the upload is created (part == UINT_MAX) and after each
+ * part completes (part = its index, 0-based), serialized (never two at
+ * once) with *st up to date: st->etags[part] is set, and the state is
+ * exactly what a resume needs.  Return 0 to go on, or an errno to stop the
+ * put, which then returns that errno and leaves the upload open.  Parts
+ * still in flight when it stops are waited for but not recorded in *st,
+ * so *st stays what the callback last saw.  May run on any of the
+ * upload's threads (the caller's or a helper). */
+typedef int (*tfs_mpu_fn)(void *ctx, const struct tfs_mpu *st, unsigned part);
+
+/* PUT like tfs_backend_put(), resumably.  Below the backend's multipart
+ * threshold, or on a backend without multipart, this is a plain put and
+ * *st / fn are not touched.  Otherwise: when st->upload_id is set and
+ * st->part_size/nparts fit `len` (nparts == ceil(len / part_size), within
+ * S3's limits of 5 MiB .. 5 GiB per part and 10,000 parts; normally the
+ * geometry an earlier call chose), the server is asked whether the upload
+ * still exists (one ListParts request), then parts with an etag are
+ * skipped and the rest uploaded (in parallel) into that upload.  When the
+ * server no longer knows the upload (NoSuchUpload, also when a part upload
+ * or the completion says so) a new upload is started (st reset, fn
+ * called); when st does not fit `len` the old upload is aborted first
+ * (if that fails, its error is returned and *st is unchanged).  A new
+ * upload chooses its geometry from the backend's part_size, grown so that
+ * there are at most 10,000 parts.  On success the upload is completed and
+ * st->upload_id cleared (etags are kept).  On failure the upload is left
+ * open for a later resume: the caller aborts it with
+ * tfs_backend_abort_upload() once it gives up or the data changed.
+ * `src` must hold the same bytes on every call for one upload (EINVAL
+ * from a resumed upload can mean the server refused the saved ETags:
+ * abort, clear the state and start over).  fn may be NULL (the state is
+ * then only in memory).  EINVAL for st NULL or a TFS_IO_IOV source; other
+ * errors as tfs_backend_put(), or fn's (which wins over a part failing at
+ * the same time). */
+int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+			      const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
+			      void *ctx, char etag_out[TFS_ETAG_MAX]);
+
+/* Abort a multipart upload of `key`, freeing its parts.  An upload the
+ * server does not know counts as aborted (0), and so does upload_id NULL
+ * or "" (no request is made), and any upload on a backend without
+ * multipart. */
+int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char *upload_id);
+
+/* Test/ops helper: the number of multipart uploads in progress under
+ * `prefix` ("" or NULL = all under the backend root), from the first page
+ * of ListMultipartUploads, so at most 1000.  A backend without multipart
+ * (local) has none: 0. */
+int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t *out);
 
 /* DELETE `key`.  Deleting a missing key succeeds, as on S3. */
 int tfs_backend_delete(struct tfs_backend *be, const char *key);

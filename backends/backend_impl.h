@@ -24,6 +24,18 @@ struct tfs_backend_ops {
 	int (*del)(void *priv, const char *key);
 	int (*copy)(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
 		    char etag_out[TFS_ETAG_MAX]);
+	/* Multipart, optional: all NULL for a backend without it (the
+	 * wrappers then fall back to put and report no uploads).
+	 * wants_multipart: whether a put of `len` bytes is a multipart upload
+	 * (the backend's threshold); put_resumable is only called when it is,
+	 * and must call fn exactly as tfs_mpu_fn describes (the wrapper counts
+	 * uploaded parts from those calls). */
+	bool (*wants_multipart)(void *priv, uint64_t len);
+	int (*put_resumable)(void *priv, const char *key, struct tfs_io src, uint64_t len,
+			     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
+			     void *ctx, char etag_out[TFS_ETAG_MAX]);
+	int (*abort_upload)(void *priv, const char *key, const char *upload_id);
+	int (*count_uploads)(void *priv, const char *prefix, size_t *out);
 	void (*destroy)(void *priv);
 };
 

@@ -316,7 +316,8 @@ static int read_dir(struct walk *w, const char *rel, const char *lower, struct d
 		free(v);
 		return rc;
 	}
-	qsort(v, n, sizeof(*v), dent_cmp);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), dent_cmp);
 	*out = v;
 	*n_out = n;
 	return 0;

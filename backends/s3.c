@@ -4,7 +4,8 @@
  * or virtual-hosted), signs with SigV4 (the payload hash is always sent:
  * Ceph RGW requires x-amz-content-sha256), and retries what is worth
  * retrying.  Response bodies are parsed by s3_xml.c; HTTP transport and
- * pooling live in s3_http.c; multipart uploads in s3_multipart.c.
+ * pooling live in s3_http.c; multipart uploads (also the resumable ones,
+ * their abort and ListMultipartUploads) in s3_multipart.c.
  */
 #include "config.h"
 
@@ -510,18 +511,23 @@ int s3_put_single(struct s3 *s, const char *fk, struct tfs_io src, uint64_t len,
 	return rc;
 }
 
+/* Whether a PUT of `len` bytes goes up as a multipart upload. */
+static bool s3_wants_multipart(void *priv, uint64_t len)
+{
+	const struct s3 *s = priv;
+	return len >= s->cfg.multipart_threshold && len > s->cfg.part_size;
+}
+
 static int s3_put(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		  const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	struct s3 *s = priv;
+	if (s3_wants_multipart(s, len))
+		return s3_put_multipart(s, key, src, len, meta, etag_out);
 	char *fk = s3_full_key(s, key);
 	if (fk == NULL)
 		return ENOMEM;
-	int rc;
-	if (len >= s->cfg.multipart_threshold && len > s->cfg.part_size)
-		rc = s3_put_multipart(s, fk, src, len, meta, etag_out);
-	else
-		rc = s3_put_single(s, fk, src, len, meta, etag_out);
+	int rc = s3_put_single(s, fk, src, len, meta, etag_out);
 	free(fk);
 	return rc;
 }
@@ -626,6 +632,10 @@ static const struct tfs_backend_ops s3_ops = {
 	.put = s3_put,
 	.del = s3_delete,
 	.copy = s3_copy,
+	.wants_multipart = s3_wants_multipart,
+	.put_resumable = s3_put_resumable,
+	.abort_upload = s3_abort_upload,
+	.count_uploads = s3_count_uploads,
 	.destroy = s3_destroy,
 };
 

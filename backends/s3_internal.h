@@ -51,9 +51,19 @@ char *s3_full_key(const struct s3 *s, const char *key);
 /* HEAD of a full key (prefix applied): the s3 head operation. */
 int s3_head_full(struct s3 *s, const char *full_key, struct tfs_obj_meta *out);
 
-/* Multipart PUT of `len` bytes from `src` (s3_multipart.c). */
-int s3_put_multipart(struct s3 *s, const char *full_key, struct tfs_io src, uint64_t len,
+/* Multipart PUT of `len` bytes from `src` as backend-relative `key`
+ * (s3_multipart.c), aborting the upload on any failure. */
+int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+
+/* The multipart backend operations (s3_multipart.c), with the contracts of
+ * tfs_backend_put_resumable(), tfs_backend_abort_upload() and
+ * tfs_backend_count_uploads(); keys and prefix relative to cfg.prefix. */
+int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx,
+		     char etag_out[TFS_ETAG_MAX]);
+int s3_abort_upload(void *priv, const char *key, const char *upload_id);
+int s3_count_uploads(void *priv, const char *prefix, size_t *out);
 
 /* Single-request PUT. */
 int s3_put_single(struct s3 *s, const char *full_key, struct tfs_io src, uint64_t len,

@@ -1,5 +1,11 @@
-/* s3_multipart.c - multipart upload: create, parts in parallel, complete,
- * and abort on any failure so that no orphaned upload is left behind. */
+/* s3_multipart.c - multipart uploads: create, parts in parallel, complete;
+ * resumable (the caller keeps the upload id and the parts' ETags in a
+ * struct tfs_mpu and hands it back after a crash), abort, and counting the
+ * uploads in progress.
+ *
+ * tfs_backend_put() uploads through the same code with a throwaway state
+ * and aborts the upload on any failure, so that no orphan is left behind.
+ */
 #include "config.h"
 
 #include "s3_internal.h"
@@ -7,56 +13,160 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_PARTS 10000u
+#define MIN_PART_SIZE (5ull << 20) /* S3's minimum for all parts but the last */
+#define MAX_PART_SIZE (5ull << 30)
+#define MAX_THREADS 64u
 
+/* One run of part uploads into st->upload_id. */
 struct mpu {
 	struct s3 *s;
 	const char *key;
-	const char *upload_id;
 	struct tfs_io src;
 	uint64_t len;
-	uint64_t part_size;
-	unsigned n_parts;
-	char (*etags)[TFS_ETAG_MAX]; /* per part, filled by the workers */
-	pthread_mutex_t lock;        /* protects next and err */
-	unsigned next;               /* next part index to upload */
-	int err;                     /* first failure; stops the others */
+	struct tfs_mpu *st;   /* part_size, nparts; etags written under `report` */
+	tfs_mpu_fn fn;        /* may be NULL */
+	void *ctx;
+	pthread_mutex_t lock; /* protects next and err */
+	unsigned next;        /* next part index to look at */
+	int err;              /* first failure; stops taking new parts */
+	pthread_mutex_t report; /* serializes st->etags updates and fn */
+	int fn_err;             /* fn said stop: record nothing more */
 };
 
-static int upload_part(struct mpu *m, unsigned idx)
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* cfg.part_size, doubled until the object needs at most 10,000 parts. */
+static uint64_t choose_part_size(const struct s3 *s, uint64_t len)
+{
+	uint64_t ps = s->cfg.part_size;
+	while (div_up(len, ps) > MAX_PARTS)
+		ps *= 2;
+	return ps;
+}
+
+/* Whether a saved state can serve an upload of `len` bytes: NUL-terminated
+ * strings, ETags that are safe in the Complete XML, and a geometry S3
+ * accepts that covers exactly `len` bytes. */
+static bool state_fits(const struct tfs_mpu *st, uint64_t len)
+{
+	if (memchr(st->upload_id, '\0', sizeof(st->upload_id)) == NULL || st->etags == NULL)
+		return false;
+	if (st->part_size < MIN_PART_SIZE || st->part_size > MAX_PART_SIZE || st->nparts == 0 ||
+	    st->nparts > MAX_PARTS || div_up(len, st->part_size) != st->nparts)
+		return false;
+	for (unsigned i = 0; i < st->nparts; i++) {
+		const char *e = st->etags[i];
+		if (memchr(e, '\0', TFS_ETAG_MAX) == NULL || strpbrk(e, "<>&") != NULL)
+			return false;
+	}
+	return true;
+}
+
+/* Send a request without a body (key NULL: the bucket); 0 when the status
+ * is 200 or `ok2`, else s3_fail()'s errno (404: ENOENT, which for an
+ * upload is NoSuchUpload; RGW says NoSuchKey to ListParts).  The caller
+ * clears *r. */
+static int send_simple(struct s3 *s, const char *method, const char *key, const struct tfs_kv *q,
+		       size_t nq, const char *what, long ok2, struct tfs_http_resp *r)
+{
+	tfs_http_resp_init(r);
+	struct s3_call c = { .method = method, .key = key, .query = q, .n_query = nq };
+	int rc = s3_call(s, &c, what, r);
+	if (rc == 0 && r->status != 200 && r->status != ok2)
+		rc = s3_fail(s, what, r);
+	return rc;
+}
+
+/* A request about upload `upload_id` of `key` whose reply body is not
+ * needed; see send_simple(). */
+static int upload_request(struct s3 *s, const char *method, const char *key, const char *upload_id,
+			  const char *what_op, const struct tfs_kv *extra, long ok2)
+{
+	struct tfs_http_resp r;
+	char what[1200];
+	struct tfs_kv q[2] = { { "uploadId", upload_id } };
+	size_t nq = 1;
+	if (extra)
+		q[nq++] = *extra;
+	snprintf(what, sizeof(what), "%s s3://%s/%s upload %s", what_op, s->cfg.bucket, key, upload_id);
+	int rc = send_simple(s, method, key, q, nq, what, ok2, &r);
+	tfs_http_resp_clear(&r);
+	return rc;
+}
+
+/* Does the server still know the upload?  0 or ENOENT.  ListParts, because
+ * moto answers a part upload or completion for an unknown upload with 500
+ * (retried, then EIO) instead of 404 NoSuchUpload. */
+static int upload_exists(struct s3 *s, const char *key, const char *upload_id)
+{
+	const struct tfs_kv max_parts = { "max-parts", "1" };
+	return upload_request(s, "GET", key, upload_id, "ListParts", &max_parts, 200);
+}
+
+/* AbortMultipartUpload; an upload the server does not know is aborted. */
+static int abort_upload(struct s3 *s, const char *key, const char *upload_id)
+{
+	int rc = upload_request(s, "DELETE", key, upload_id, "AbortMultipartUpload", NULL, 204);
+	if (rc == 0)
+		tfs_info(s->log, "s3: aborted multipart upload of s3://%s/%s", s->cfg.bucket, key);
+	return rc == ENOENT ? 0 : rc;
+}
+
+static int upload_part(struct mpu *m, unsigned idx, char etag[TFS_ETAG_MAX])
 {
 	struct s3 *s = m->s;
 	struct tfs_http_resp r;
 	char num[16], what[600];
-	uint64_t off = (uint64_t)idx * m->part_size;
-	uint64_t len = m->len - off < m->part_size ? m->len - off : m->part_size;
+	uint64_t off = (uint64_t)idx * m->st->part_size;
+	uint64_t len = m->len - off < m->st->part_size ? m->len - off : m->st->part_size;
 
 	snprintf(num, sizeof(num), "%u", idx + 1);
-	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", m->upload_id } };
+	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", m->st->upload_id } };
 	struct tfs_http_body body = { .src = m->src, .len = len };
 	if (m->src.kind == TFS_IO_BUF)
 		body.src.cbuf = (const char *)m->src.cbuf + off;
 	else
 		body.src.off = m->src.off + (off_t)off;
 	snprintf(what, sizeof(what), "PUT s3://%s/%s part %u/%u", s->cfg.bucket, m->key, idx + 1,
-		 m->n_parts);
+		 m->st->nparts);
 	tfs_http_resp_init(&r);
 	struct s3_call c = { .method = "PUT", .key = m->key, .query = q, .n_query = 2, .body = &body };
 	int rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
-	if (rc == 0 && r.etag[0] == '\0') {
-		tfs_err(s->log, "s3: %s: reply has no ETag", what);
+	if (rc == 0 && (r.etag[0] == '\0' || strpbrk(r.etag, "<>&") != NULL)) {
+		tfs_err(s->log, "s3: %s: reply has no usable ETag", what);
 		rc = EIO;
 	}
 	if (rc == 0)
-		memcpy(m->etags[idx], r.etag, TFS_ETAG_MAX);
+		memcpy(etag, r.etag, TFS_ETAG_MAX);
 	tfs_http_resp_clear(&r);
+	return rc;
+}
+
+/* Record a finished part in the state and tell fn, unless fn already
+ * stopped the run. */
+static int record_part(struct mpu *m, unsigned idx, const char etag[TFS_ETAG_MAX])
+{
+	int rc = 0;
+	pthread_mutex_lock(&m->report);
+	if (m->fn_err == 0) {
+		memcpy(m->st->etags[idx], etag, TFS_ETAG_MAX);
+		if (m->fn)
+			rc = m->fn(m->ctx, m->st, idx);
+		m->fn_err = rc;
+	}
+	pthread_mutex_unlock(&m->report);
 	return rc;
 }
 
@@ -64,15 +174,22 @@ static void *worker(void *arg)
 {
 	struct mpu *m = arg;
 	for (;;) {
+		/* Only the worker that takes a part writes its ETag, so reading
+		 * the ETags of parts not yet taken is safe. */
 		pthread_mutex_lock(&m->lock);
+		while (m->next < m->st->nparts && m->st->etags[m->next][0] != '\0')
+			m->next++;
 		unsigned idx = m->next;
-		bool stop = m->err != 0 || idx >= m->n_parts;
+		bool stop = m->err != 0 || idx >= m->st->nparts;
 		if (!stop)
 			m->next++;
 		pthread_mutex_unlock(&m->lock);
 		if (stop)
 			return NULL;
-		int rc = upload_part(m, idx);
+		char etag[TFS_ETAG_MAX];
+		int rc = upload_part(m, idx, etag);
+		if (rc == 0)
+			rc = record_part(m, idx, etag);
 		if (rc) {
 			pthread_mutex_lock(&m->lock);
 			if (m->err == 0)
@@ -82,14 +199,58 @@ static void *worker(void *arg)
 	}
 }
 
-static int create_upload(struct s3 *s, const char *key, const struct tfs_obj_meta *meta,
-			 char **upload_id)
+/* Upload the parts of st that have no ETag yet, upload_parallel at once.
+ * Returns fn's error if it stopped the run (*by_fn set), else the first
+ * part's failure. */
+static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
+			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx, bool *by_fn)
+{
+	struct mpu m = { .s = s, .key = key, .src = src, .len = len, .st = st, .fn = fn, .ctx = ctx };
+	pthread_t tids[MAX_THREADS];
+	unsigned todo = 0, started = 0;
+
+	for (unsigned i = 0; i < st->nparts; i++)
+		todo += st->etags[i][0] == '\0';
+	unsigned nthreads = s->cfg.upload_parallel;
+	if (nthreads > todo)
+		nthreads = todo;
+	if (nthreads > MAX_THREADS)
+		nthreads = MAX_THREADS;
+	pthread_mutex_init(&m.lock, NULL);
+	pthread_mutex_init(&m.report, NULL);
+	/* The calling thread works too; helpers take the other parts. */
+	for (unsigned i = 1; i < nthreads; i++) {
+		if (pthread_create(&tids[started], NULL, worker, &m) != 0)
+			break;
+		started++;
+	}
+	worker(&m);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	pthread_mutex_destroy(&m.report);
+	pthread_mutex_destroy(&m.lock);
+	*by_fn = m.fn_err != 0;
+	return m.fn_err ? m.fn_err : m.err;
+}
+
+/* CreateMultipartUpload into a reset state (old upload id dropped: the
+ * caller made sure it is gone), then tell fn. */
+static int start_upload(struct s3 *s, const char *key, uint64_t len, const struct tfs_obj_meta *meta,
+			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx)
 {
 	struct tfs_http_resp r;
 	struct tfs_kv *h = NULL;
 	size_t nh = 0;
 	char what[512];
-	int rc = s3_meta_headers(meta, 0, &h, &nh);
+	char *upload_id = NULL;
+	uint64_t part_size = choose_part_size(s, len);
+
+	st->upload_id[0] = '\0';
+	int rc = tfs_mpu_alloc(st, (unsigned)div_up(len, part_size));
+	if (rc)
+		return rc;
+	st->part_size = part_size;
+	rc = s3_meta_headers(meta, 0, &h, &nh);
 	if (rc)
 		return rc;
 	snprintf(what, sizeof(what), "CreateMultipartUpload s3://%s/%s", s->cfg.bucket, key);
@@ -101,46 +262,41 @@ static int create_upload(struct s3 *s, const char *key, const struct tfs_obj_met
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
 	if (rc == 0) {
-		rc = tfs_s3_xml_parse_upload_id(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), upload_id);
+		rc = tfs_s3_xml_parse_upload_id(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), &upload_id);
 		if (rc)
 			tfs_err(s->log, "s3: %s: malformed reply", what);
 	}
 	tfs_http_resp_clear(&r);
 	s3_meta_headers_free(h, 0, nh);
+	if (rc == 0 && strlen(upload_id) >= sizeof(st->upload_id)) {
+		tfs_err(s->log, "s3: %s: upload id of %zu bytes is too long", what, strlen(upload_id));
+		abort_upload(s, key, upload_id);
+		rc = EIO;
+	}
+	if (rc == 0) {
+		memcpy(st->upload_id, upload_id, strlen(upload_id) + 1);
+		if (fn)
+			rc = fn(ctx, st, UINT_MAX);
+	}
+	free(upload_id);
 	return rc;
 }
 
-static void abort_upload(struct s3 *s, const char *key, const char *upload_id)
+static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *st,
+			   char etag_out[TFS_ETAG_MAX])
 {
-	struct tfs_http_resp r;
-	char what[600];
-	snprintf(what, sizeof(what), "AbortMultipartUpload s3://%s/%s", s->cfg.bucket, key);
-	struct tfs_kv q[1] = { { "uploadId", upload_id } };
-	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "DELETE", .key = key, .query = q, .n_query = 1 };
-	int rc = s3_call(s, &c, what, &r);
-	if (rc == 0 && r.status != 204 && r.status != 200 && r.status != 404)
-		s3_fail(s, what, &r);
-	else if (rc == 0)
-		tfs_info(s->log, "s3: aborted multipart upload of s3://%s/%s", s->cfg.bucket, key);
-	tfs_http_resp_clear(&r);
-}
-
-static int complete_upload(struct mpu *m, char etag_out[TFS_ETAG_MAX])
-{
-	struct s3 *s = m->s;
 	struct tfs_http_resp r;
 	struct tfs_dbuf xml;
-	char what[512];
+	char what[1200];
 	int rc = 0;
 
-	tfs_dbuf_init(&xml, (size_t)m->n_parts * 256 + 256);
+	tfs_dbuf_init(&xml, (size_t)st->nparts * 256 + 256);
 	rc = tfs_dbuf_adds(&xml, "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
-	for (unsigned i = 0; rc == 0 && i < m->n_parts; i++) {
-		/* ETags hold only quotes and hex: nothing to escape but '"',
-		 * which is legal in element content. */
+	for (unsigned i = 0; rc == 0 && i < st->nparts; i++) {
+		/* ETags are quotes and hex; '<', '>' and '&' are refused
+		 * (state_fits, upload_part) and '"' is legal content. */
 		rc = tfs_dbuf_addf(&xml, "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>", i + 1,
-				   m->etags[i]);
+				   st->etags[i]);
 	}
 	if (rc == 0)
 		rc = tfs_dbuf_adds(&xml, "</CompleteMultipartUpload>");
@@ -148,11 +304,12 @@ static int complete_upload(struct mpu *m, char etag_out[TFS_ETAG_MAX])
 		tfs_dbuf_free(&xml);
 		return ENOMEM;
 	}
-	snprintf(what, sizeof(what), "CompleteMultipartUpload s3://%s/%s", s->cfg.bucket, m->key);
-	struct tfs_kv q[1] = { { "uploadId", m->upload_id } };
+	snprintf(what, sizeof(what), "CompleteMultipartUpload s3://%s/%s upload %s", s->cfg.bucket, key,
+		 st->upload_id);
+	struct tfs_kv q[1] = { { "uploadId", st->upload_id } };
 	struct tfs_http_body body = { .src = tfs_io_cbuf(tfs_dbuf_str(&xml)), .len = tfs_dbuf_len(&xml) };
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "POST", .key = m->key, .query = q, .n_query = 1, .body = &body };
+	struct s3_call c = { .method = "POST", .key = key, .query = q, .n_query = 1, .body = &body };
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
@@ -167,51 +324,6 @@ static int complete_upload(struct mpu *m, char etag_out[TFS_ETAG_MAX])
 	}
 	tfs_http_resp_clear(&r);
 	tfs_dbuf_free(&xml);
-	return rc;
-}
-
-int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
-		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
-{
-	struct mpu m = { .s = s, .key = key, .src = src, .len = len, .part_size = s->cfg.part_size };
-	char *upload_id = NULL;
-	pthread_t tids[64];
-	unsigned nthreads;
-	int rc;
-
-	/* Grow the part size if the object would need more than 10,000 parts. */
-	while ((len + m.part_size - 1) / m.part_size > MAX_PARTS)
-		m.part_size *= 2;
-	m.n_parts = (unsigned)((len + m.part_size - 1) / m.part_size);
-	m.etags = calloc(m.n_parts, sizeof(*m.etags));
-	if (m.etags == NULL)
-		return ENOMEM;
-	rc = create_upload(s, key, meta, &upload_id);
-	if (rc) {
-		free(m.etags);
-		return rc;
-	}
-	m.upload_id = upload_id;
-	pthread_mutex_init(&m.lock, NULL);
-
-	nthreads = s->cfg.upload_parallel;
-	if (nthreads > m.n_parts)
-		nthreads = m.n_parts;
-	if (nthreads > 64)
-		nthreads = 64;
-	unsigned started = 0;
-	/* The calling thread works too; helpers take the other parts. */
-	for (unsigned i = 1; i < nthreads; i++) {
-		if (pthread_create(&tids[started], NULL, worker, &m) != 0)
-			break;
-		started++;
-	}
-	worker(&m);
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(tids[i], NULL);
-	rc = m.err;
-	if (rc == 0)
-		rc = complete_upload(&m, etag_out);
 	if (rc == 0 && etag_out[0] == '\0') {
 		/* Ceph RGW 16 completes with an empty ETag: HEAD has the real one. */
 		struct tfs_obj_meta hm = { 0 };
@@ -219,10 +331,93 @@ int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t 
 			memcpy(etag_out, hm.etag, TFS_ETAG_MAX);
 		tfs_obj_meta_clear(&hm);
 	}
-	if (rc)
-		abort_upload(s, key, upload_id);
-	pthread_mutex_destroy(&m.lock);
-	free(m.etags);
-	free(upload_id);
+	return rc;
+}
+
+/* ---- backend operations (keys relative to the prefix) ---- */
+
+int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx,
+		     char etag_out[TFS_ETAG_MAX])
+{
+	struct s3 *s = priv;
+	bool resume = st->upload_id[0] != '\0';
+	bool by_fn = false;
+	char *fk = s3_full_key(s, key);
+	int rc = fk ? 0 : ENOMEM;
+
+	if (rc == 0 && resume && !state_fits(st, len)) {
+		tfs_info(s->log, "s3: s3://%s/%s: the saved upload does not fit %" PRIu64
+				 " bytes; aborting it and starting over", s->cfg.bucket, fk, len);
+		st->upload_id[sizeof(st->upload_id) - 1] = '\0';
+		rc = abort_upload(s, fk, st->upload_id);
+		resume = false;
+	} else if (rc == 0 && resume) {
+		rc = upload_exists(s, fk, st->upload_id); /* ENOENT: restarted below */
+	}
+	while (rc == 0 || (rc == ENOENT && resume && !by_fn)) {
+		if (rc == ENOENT) {
+			/* NoSuchUpload: the saved upload is gone (aborted,
+			 * expired, or never existed): start a new one. */
+			tfs_info(s->log, "s3: s3://%s/%s: upload %s no longer exists; starting over",
+				 s->cfg.bucket, fk, st->upload_id);
+			resume = false;
+		}
+		if (!resume) {
+			rc = start_upload(s, fk, len, meta, st, fn, ctx);
+			if (rc)
+				break;
+		}
+		rc = upload_parts(s, fk, src, len, st, fn, ctx, &by_fn);
+		if (rc == 0)
+			rc = complete_upload(s, fk, st, etag_out);
+		if (rc == 0) {
+			st->upload_id[0] = '\0';
+			break;
+		}
+	}
+	free(fk);
+	return rc;
+}
+
+int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	struct tfs_mpu st = { .upload_id = "" };
+	int rc = s3_put_resumable(s, key, src, len, meta, &st, NULL, NULL, etag_out);
+	if (rc && st.upload_id[0])
+		s3_abort_upload(s, key, st.upload_id);
+	tfs_mpu_clear(&st);
+	return rc;
+}
+
+int s3_abort_upload(void *priv, const char *key, const char *upload_id)
+{
+	struct s3 *s = priv;
+	char *fk = s3_full_key(s, key);
+	int rc = fk ? abort_upload(s, fk, upload_id) : ENOMEM;
+	free(fk);
+	return rc;
+}
+
+int s3_count_uploads(void *priv, const char *prefix, size_t *out)
+{
+	struct s3 *s = priv;
+	char *fp = s3_full_key(s, prefix);
+	struct tfs_http_resp r;
+	char what[600];
+
+	if (fp == NULL)
+		return ENOMEM;
+	snprintf(what, sizeof(what), "ListMultipartUploads s3://%s/%s", s->cfg.bucket, fp);
+	struct tfs_kv q[3] = { { "uploads", NULL }, { "prefix", fp }, { "max-uploads", "1000" } };
+	int rc = send_simple(s, "GET", NULL, q, 3, what, 200, &r);
+	if (rc == 0) {
+		rc = tfs_s3_xml_parse_uploads(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), out);
+		if (rc)
+			tfs_err(s->log, "s3: %s: malformed reply", what);
+	}
+	tfs_http_resp_clear(&r);
+	free(fp);
 	return rc;
 }

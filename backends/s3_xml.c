@@ -1,5 +1,5 @@
 /* s3_xml.c - expat-based parsers for S3 XML replies (ListObjectsV2, Error,
- * multipart and copy results) and S3/HTTP time parsing. */
+ * multipart, multipart listing and copy results) and S3/HTTP time parsing. */
 #include "config.h"
 
 #include "s3_xml.h"
@@ -48,6 +48,8 @@ enum xp_name {
 	N_COMPLETE_MPU_RESULT,
 	N_COPY_OBJECT_RESULT,
 	N_COPY_PART_RESULT,
+	N_LIST_MPU_RESULT,
+	N_UPLOAD,
 };
 
 static const struct {
@@ -75,6 +77,8 @@ static const struct {
 	{ "CompleteMultipartUploadResponse", N_COMPLETE_MPU_RESULT },
 	{ "CopyObjectResult", N_COPY_OBJECT_RESULT },
 	{ "CopyPartResult", N_COPY_PART_RESULT },
+	{ "ListMultipartUploadsResult", N_LIST_MPU_RESULT },
+	{ "Upload", N_UPLOAD },
 };
 
 struct xp;
@@ -711,6 +715,36 @@ int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id)
 	}
 	*upload_id = uc.upload_id;
 	return 0;
+}
+
+/* ---- ListMultipartUploadsResult ---- */
+
+static int uploads_start(struct xp *xp, enum xp_name id)
+{
+	size_t *count = xp->ctx;
+	if (xp->depth == 1)
+		return id == N_LIST_MPU_RESULT ? 0 : EIO;
+	if (xp->depth == 2 && id == N_UPLOAD)
+		(*count)++;
+	return 0;
+}
+
+static int uploads_end(struct xp *xp, enum xp_name id, bool captured)
+{
+	(void)xp;
+	(void)id;
+	(void)captured;
+	return 0;
+}
+
+static const struct xp_kind uploads_kind = { uploads_start, uploads_end };
+
+int tfs_s3_xml_parse_uploads(const char *body, size_t len, size_t *count)
+{
+	size_t n = 0;
+	int rc = xp_run(&uploads_kind, &n, body, len);
+	*count = rc ? 0 : n;
+	return rc;
 }
 
 /* ---- CompleteMultipartUploadResult / CopyObjectResult ---- */

@@ -39,6 +39,11 @@ int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code
 /* <InitiateMultipartUploadResult><UploadId>.  *upload_id is malloc'd. */
 int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id);
 
+/* <ListMultipartUploadsResult>: *count is the number of <Upload> elements
+ * under the root (0 on error).  Truncation is not reported: callers want
+ * the first page only. */
+int tfs_s3_xml_parse_uploads(const char *body, size_t len, size_t *count);
+
 /* <CompleteMultipartUploadResult><ETag> or <CopyObjectResult><ETag> (the
  * same extractor serves both: the first ETag element under the root).  A
  * 200 reply to CompleteMultipartUpload may still carry an <Error> root: that

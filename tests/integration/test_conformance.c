@@ -584,3 +584,316 @@ Test(conformance, s3_connection_refused_is_eio)
 	cr_assert_eq(atomic_load(&tfs_backend_stats(b2)->op[TFS_OP_HEAD].errors), 1);
 	tfs_backend_destroy(b2);
 }
+
+/* ---- resumable multipart uploads ----
+ * The suite's S3 config uses 5 MiB parts above 6 MiB: 5 MiB is the least
+ * S3, moto and RGW accept for every part but the last.  On the local
+ * backend (no multipart) every resumable put must be a plain put. */
+
+/* What the tfs_mpu_fn saw.  Runs on upload threads: no cr_assert here. */
+struct mpu_log {
+	unsigned stop_after; /* return ECANCELED once this many parts are in (0: never) */
+	unsigned created;    /* calls with part == UINT_MAX */
+	unsigned parts;      /* calls for a part */
+	bool bad;            /* a call with an inconsistent state */
+	atomic_int inside;   /* calls running now */
+	bool overlap;        /* two calls ran at once */
+};
+
+static int mpu_fn(void *ctx, const struct tfs_mpu *st, unsigned part)
+{
+	struct mpu_log *l = ctx;
+	if (atomic_fetch_add(&l->inside, 1) != 0)
+		l->overlap = true;
+	if (st->upload_id[0] == '\0' || st->etags == NULL || st->nparts == 0)
+		l->bad = true;
+	if (part == UINT_MAX)
+		l->created++;
+	else if (part >= st->nparts || st->etags[part][0] == '\0')
+		l->bad = true;
+	else
+		l->parts++;
+	usleep(2000); /* widen the window for overlapping calls */
+	int rc = l->stop_after && part != UINT_MAX && l->parts >= l->stop_after ? ECANCELED : 0;
+	atomic_fetch_sub(&l->inside, 1);
+	return rc;
+}
+
+static unsigned char *pattern_buf(size_t len, unsigned seed)
+{
+	unsigned char *p = malloc(len);
+	cr_assert_not_null(p);
+	fill_pattern(p, len, seed);
+	return p;
+}
+
+static void expect_bytes(const char *key, const unsigned char *data, size_t len)
+{
+	unsigned char *back = malloc(len + 1);
+	size_t got;
+	cr_assert_not_null(back);
+	int rc = tfs_backend_get_range(be, key, 0, len + 1, NULL, tfs_io_buf(back), &got, NULL);
+	cr_assert_eq(rc, 0, "get '%s': %s", key, strerror(rc));
+	cr_assert_eq(got, len, "'%s' has %zu bytes, expected %zu", key, got, len);
+	cr_assert_eq(memcmp(back, data, len), 0, "'%s' differs", key);
+	free(back);
+}
+
+static size_t open_uploads(void)
+{
+	size_t n = 12345;
+	int rc = tfs_backend_count_uploads(be, "", &n);
+	cr_assert_eq(rc, 0, "count_uploads: %s", strerror(rc));
+	return n;
+}
+
+static uint64_t put_stat(bool bytes)
+{
+	const struct tfs_backend_op_stats *o = &tfs_backend_stats(be)->op[TFS_OP_PUT];
+	return atomic_load(bytes ? &o->bytes : &o->requests);
+}
+
+static unsigned etags_set(const struct tfs_mpu *st)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < st->nparts; i++)
+		n += st->etags[i][0] != '\0';
+	return n;
+}
+
+/* A resumable put that fn stops after `stop_after` parts: the upload is
+ * left open with that many parts recorded. */
+static void put_interrupted(const char *key, const unsigned char *data, size_t len,
+			    unsigned stop_after, struct tfs_mpu *st)
+{
+	struct mpu_log l = { .stop_after = stop_after };
+	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l, NULL);
+	cr_assert_eq(rc, ECANCELED, "interrupted put of '%s': %s", key, strerror(rc));
+	cr_assert_neq(st->upload_id[0], '\0', "no upload id after an interrupted put");
+	cr_assert_eq(l.created, 1);
+	cr_assert_eq(l.parts, stop_after);
+	cr_assert_eq(etags_set(st), stop_after, "%u parts recorded, expected %u", etags_set(st),
+		     stop_after);
+	cr_assert(!l.bad && !l.overlap);
+}
+
+/* A resumable put that must complete; returns what fn saw. */
+static struct mpu_log put_to_end(const char *key, const unsigned char *data, size_t len,
+				 struct tfs_mpu *st)
+{
+	struct mpu_log l = { 0 };
+	char etag[TFS_ETAG_MAX];
+	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l, etag);
+	cr_assert_eq(rc, 0, "resumable put of '%s': %s", key, strerror(rc));
+	cr_assert_neq(etag[0], '\0', "resumable put of '%s' returned no ETag", key);
+	cr_assert(!l.bad, "fn saw an inconsistent state");
+	cr_assert(!l.overlap, "fn calls overlapped");
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, key, &m), 0);
+	cr_assert_str_eq(m.etag, etag);
+	tfs_obj_meta_clear(&m);
+	expect_bytes(key, data, len);
+	return l;
+}
+
+Test(conformance, resumable_put_interrupted_then_resumed, .timeout = 300)
+{
+	size_t len = (15u << 20) + 12345; /* four parts, the last short */
+	unsigned char *data = pattern_buf(len, 21);
+	struct tfs_mpu st = { 0 };
+
+	if (!is_s3()) {
+		struct mpu_log l = put_to_end("rs/big", data, len, &st);
+		cr_assert_eq(l.created + l.parts, 0, "fn called on a backend without multipart");
+		cr_assert_eq(st.etags, NULL);
+		cr_assert_eq(st.nparts, 0);
+		cr_assert_eq(open_uploads(), 0);
+		free(data);
+		return;
+	}
+	put_interrupted("rs/big", data, len, 2, &st);
+	cr_assert_eq(st.part_size, 5u << 20);
+	cr_assert_eq(st.nparts, 4);
+	cr_assert_eq(atomic_load(&tfs_backend_stats(be)->op[TFS_OP_PUT].errors), 1);
+	cr_assert_eq(open_uploads(), 1);
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "rs/big", &m), ENOENT, "object exists before completion");
+
+	/* Resume: only the parts without an ETag go up, into the same upload. */
+	uint64_t want_bytes = 0;
+	for (unsigned i = 0; i < st.nparts; i++)
+		if (st.etags[i][0] == '\0')
+			want_bytes += i + 1 < st.nparts ? st.part_size : len - i * st.part_size;
+	uint64_t req0 = put_stat(false), bytes0 = put_stat(true);
+	struct mpu_log l = put_to_end("rs/big", data, len, &st);
+	cr_assert_str_eq(st.upload_id, "", "upload id kept after success");
+	cr_assert_eq(l.created, 0, "the resume started a new upload");
+	cr_assert_eq(l.parts, 2);
+	cr_assert_eq(put_stat(false) - req0, 2, "%llu PUT requests to resume, expected 2",
+		     (unsigned long long)(put_stat(false) - req0));
+	cr_assert_eq(put_stat(true) - bytes0, want_bytes);
+	cr_assert_eq(etags_set(&st), 4);
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+	cr_assert_eq(st.etags, NULL);
+	free(data);
+}
+
+Test(conformance, resumable_put_restarts_unknown_or_changed_upload, .timeout = 300)
+{
+	size_t len = (10u << 20) + 777; /* three parts */
+	unsigned char *data = pattern_buf(len, 22);
+	struct tfs_mpu st = { 0 };
+
+	/* An upload id the server never issued. */
+	snprintf(st.upload_id, sizeof(st.upload_id), "tierfs-bogus-upload-id");
+	st.part_size = 5u << 20;
+	cr_assert_eq(tfs_mpu_alloc(&st, 3), 0);
+	snprintf(st.etags[0], TFS_ETAG_MAX, "\"0123456789abcdef0123456789abcdef\"");
+	struct mpu_log l = put_to_end("rr/bogus", data, len, &st);
+	if (is_s3()) {
+		cr_assert_str_eq(st.upload_id, "", "upload id kept after success");
+		cr_assert_eq(l.created, 1, "a bogus upload id was not replaced");
+		cr_assert_eq(l.parts, 3);
+	} else {
+		cr_assert_eq(l.created + l.parts, 0);
+		cr_assert_str_eq(st.upload_id, "tierfs-bogus-upload-id", "st touched by a plain put");
+	}
+	tfs_mpu_clear(&st);
+	cr_assert_eq(open_uploads(), 0);
+	if (!is_s3()) {
+		free(data);
+		return;
+	}
+
+	/* An upload that was aborted. */
+	put_interrupted("rr/aborted", data, len, 1, &st);
+	cr_assert_eq(open_uploads(), 1);
+	cr_assert_eq(tfs_backend_abort_upload(be, "rr/aborted", st.upload_id), 0);
+	cr_assert_eq(open_uploads(), 0);
+	cr_assert_eq(tfs_backend_abort_upload(be, "rr/aborted", st.upload_id), 0,
+		     "aborting twice must succeed");
+	l = put_to_end("rr/aborted", data, len, &st);
+	cr_assert_eq(l.created, 1);
+	cr_assert_eq(l.parts, 3);
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+
+	/* The data changed size: the old upload is aborted, not orphaned. */
+	put_interrupted("rr/changed", data, len, 1, &st);
+	cr_assert_eq(open_uploads(), 1);
+	size_t len2 = len + (5u << 20);
+	unsigned char *data2 = pattern_buf(len2, 23);
+	l = put_to_end("rr/changed", data2, len2, &st);
+	cr_assert_eq(l.created, 1);
+	cr_assert_eq(l.parts, 4);
+	cr_assert_eq(open_uploads(), 0, "the upload for the old size was left behind");
+	tfs_mpu_clear(&st);
+	free(data2);
+	free(data);
+}
+
+Test(conformance, resumable_put_only_completion_left, .timeout = 300)
+{
+	if (!is_s3())
+		cr_skip_test("no multipart on this backend (see the other resumable tests)");
+	size_t len = (10u << 20) + 4321; /* three parts */
+	unsigned char *data = pattern_buf(len, 26);
+	struct tfs_mpu st = { 0 };
+	/* Stopped after the last part: a crash before CompleteMultipartUpload. */
+	put_interrupted("oc/obj", data, len, 3, &st);
+	uint64_t req0 = put_stat(false);
+	struct mpu_log l = put_to_end("oc/obj", data, len, &st);
+	cr_assert_eq(l.created + l.parts, 0, "parts uploaded again");
+	cr_assert_eq(put_stat(false) - req0, 0);
+	cr_assert_str_eq(st.upload_id, "");
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+	free(data);
+}
+
+/* fn that aborts the upload under the put after its first part. */
+struct vanish {
+	struct mpu_log log;
+	const char *key;
+	bool aborted;
+	int abort_rc;
+};
+
+static int vanish_fn(void *ctx, const struct tfs_mpu *st, unsigned part)
+{
+	struct vanish *v = ctx;
+	int rc = mpu_fn(&v->log, st, part);
+	if (rc == 0 && part != UINT_MAX && !v->aborted) {
+		v->aborted = true;
+		v->abort_rc = tfs_backend_abort_upload(be, v->key, st->upload_id);
+	}
+	return rc;
+}
+
+Test(conformance, s3_resumable_put_upload_vanishes_midway, .timeout = 300)
+{
+	if (!is_s3() || !is_kind("rgw"))
+		cr_skip_test("needs a server that answers NoSuchUpload to a part upload (moto: 500)");
+	/* One part at a time, so that the abort lands between two parts. */
+	struct tfs_s3_config c;
+	char prefix[128];
+	tfs_backend_destroy(be);
+	unique_prefix(prefix, sizeof(prefix));
+	s3_config(&c, prefix);
+	c.upload_parallel = 1;
+	cr_assert_eq(tfs_s3_create(&c, &tlog, &be), 0);
+
+	size_t len = (15u << 20) + 12345; /* four parts */
+	unsigned char *data = pattern_buf(len, 25);
+	struct tfs_mpu st = { 0 };
+	put_interrupted("vm/obj", data, len, 1, &st);
+	struct vanish v = { .key = "vm/obj" };
+	int rc = tfs_backend_put_resumable(be, "vm/obj", tfs_io_cbuf(data), len, NULL, &st, vanish_fn,
+					   &v, NULL);
+	cr_assert_eq(rc, 0, "resume after the upload vanished: %s", strerror(rc));
+	cr_assert_eq(v.abort_rc, 0);
+	cr_assert_eq(v.log.created, 1, "no new upload after NoSuchUpload");
+	cr_assert_eq(v.log.parts, 1 + 4, "%u parts reported", v.log.parts);
+	cr_assert(!v.log.bad && !v.log.overlap);
+	cr_assert_str_eq(st.upload_id, "");
+	expect_bytes("vm/obj", data, len);
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+	free(data);
+}
+
+Test(conformance, abort_unknown_upload)
+{
+	const struct tfs_backend_op_stats *del = &tfs_backend_stats(be)->op[TFS_OP_DELETE];
+	cr_assert_eq(tfs_backend_abort_upload(be, "ab/x", "tierfs-no-such-upload"), 0);
+	cr_assert_eq(atomic_load(&del->requests), is_s3() ? 1 : 0);
+	cr_assert_eq(atomic_load(&del->errors), 0);
+	cr_assert_eq(tfs_backend_abort_upload(be, "ab/x", ""), 0);
+	cr_assert_eq(tfs_backend_abort_upload(be, "ab/x", NULL), 0);
+	cr_assert_eq(atomic_load(&del->requests), is_s3() ? 1 : 0, "no request for an empty id");
+	cr_assert_eq(open_uploads(), 0);
+	size_t n = 99;
+	cr_assert_eq(tfs_backend_count_uploads(be, "ab/", &n), 0);
+	cr_assert_eq(n, 0);
+}
+
+Test(conformance, resumable_put_small_object_is_plain)
+{
+	unsigned char data[1000];
+	fill_pattern(data, sizeof(data), 24);
+	/* A stale state must not be touched (nor its upload resumed). */
+	struct tfs_mpu st = { .part_size = 123 };
+	snprintf(st.upload_id, sizeof(st.upload_id), "keep-me");
+	struct mpu_log l = put_to_end("sm/obj", data, sizeof(data), &st);
+	cr_assert_eq(l.created + l.parts, 0, "fn called for a plain put");
+	cr_assert_str_eq(st.upload_id, "keep-me");
+	cr_assert_eq(st.part_size, 123);
+	cr_assert_eq(st.nparts, 0);
+	cr_assert_eq(st.etags, NULL);
+	cr_assert_eq(put_stat(false), 1);
+	cr_assert_eq(put_stat(true), sizeof(data));
+	cr_assert_eq(tfs_backend_put_resumable(be, "sm/obj", tfs_io_cbuf(data), 10, NULL, NULL, mpu_fn,
+					       &l, NULL),
+		     EINVAL, "st NULL accepted");
+}

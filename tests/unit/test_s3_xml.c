@@ -876,6 +876,114 @@ Test(upload_id, errors)
 		     EIO);
 }
 
+/* ---- ListMultipartUploadsResult ---- */
+
+/* Captured from moto_server: ?uploads&prefix=pre/ */
+static const char moto_uploads[] =
+	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+	"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><KeyMarker/><UploadIdMarker/>"
+	"<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
+	"<Upload><UploadId>aV9GKIe4l2hF2uF3yrCFXjJMv4eJ3R6CPfQImyLY0JiZQaQ5BbfGnGg</UploadId>"
+	"<Key>pre/a&amp;b</Key><Initiated>2010-11-10T20:48:33.000Z</Initiated>"
+	"<StorageClass>STANDARD</StorageClass><Owner><DisplayName>webfile</DisplayName>"
+	"<ID>75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a</ID></Owner>"
+	"<Initiator><ID>arn:aws:iam::123456789012:user/user1</ID><DisplayName>user1</DisplayName>"
+	"</Initiator></Upload>"
+	"<Upload><UploadId>HTT1gS8m6c46lfq4GmLTh4S2Os025xhBKQTwZlpubz1gWA1WAo1EwgQ</UploadId>"
+	"<Key>pre/x y</Key><Initiated>2010-11-10T20:48:33.000Z</Initiated>"
+	"<StorageClass>STANDARD</StorageClass><Owner><DisplayName>webfile</DisplayName>"
+	"<ID>75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a</ID></Owner>"
+	"<Initiator><ID>arn:aws:iam::123456789012:user/user1</ID><DisplayName>user1</DisplayName>"
+	"</Initiator></Upload></ListMultipartUploadsResult>";
+
+/* Captured from Ceph RGW 16.2: ?uploads&prefix=pre/ */
+static const char rgw_uploads[] =
+	XMLDECL "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><Prefix>pre/</Prefix>"
+	"<NextKeyMarker>pre/x y</NextKeyMarker>"
+	"<NextUploadIdMarker>2~fssMRVYp9TmxfrTmfX6ne-BYXRFTVat</NextUploadIdMarker>"
+	"<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
+	"<Upload><Key>pre/a&amp;b</Key><UploadId>2~0FDd1y-XE_RYxg_1Z6g12wpu93LODUs</UploadId>"
+	"<Initiator><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Initiator>"
+	"<Owner><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Owner>"
+	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.228Z</Initiated></Upload>"
+	"<Upload><Key>pre/x y</Key><UploadId>2~fssMRVYp9TmxfrTmfX6ne-BYXRFTVat</UploadId>"
+	"<Initiator><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Initiator>"
+	"<Owner><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Owner>"
+	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.235Z</Initiated></Upload>"
+	"</ListMultipartUploadsResult>";
+
+static void expect_uploads(const char *body, size_t len, size_t want)
+{
+	size_t n = 99;
+	cr_assert_eq(tfs_s3_xml_parse_uploads(body, len, &n), 0, "%.60s", body);
+	cr_assert_eq(n, want, "%zu uploads, expected %zu: %.60s", n, want, body);
+}
+
+Test(uploads, moto_and_rgw)
+{
+	expect_uploads(BODY(moto_uploads), 2);
+	expect_uploads(BODY(rgw_uploads), 2);
+}
+
+Test(uploads, none)
+{
+	/* Captured from moto_server and Ceph RGW 16.2 with no upload. */
+	static const char moto[] =
+		"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+		"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><KeyMarker/>"
+		"<UploadIdMarker/><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
+		"</ListMultipartUploadsResult>";
+	static const char rgw[] =
+		XMLDECL "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket>"
+			"<Prefix>pre/</Prefix><MaxUploads>1000</MaxUploads>"
+			"<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>";
+	expect_uploads(BODY(moto), 0);
+	expect_uploads(BODY(rgw), 0);
+	expect_uploads(BODY("<ListMultipartUploadsResult/>"), 0);
+}
+
+Test(uploads, aws_pretty_truncated_and_nested)
+{
+	/* The AWS documentation's example, shortened; only <Upload> directly
+	 * under the root counts. */
+	static const char aws[] =
+		XMLDECL "\n<ListMultipartUploadsResult " NS ">\n"
+			"  <Bucket>bucket</Bucket>\n  <KeyMarker></KeyMarker>\n"
+			"  <NextKeyMarker>my-movie.m2ts</NextKeyMarker>\n  <MaxUploads>3</MaxUploads>\n"
+			"  <IsTruncated>true</IsTruncated>\n"
+			"  <Upload>\n    <Key>my-divisor</Key>\n"
+			"    <UploadId>XMgbGlrZSBlbHZpbmcncyBub3QgaGF2aW5nIG11Y2ggbHVjaw</UploadId>\n"
+			"  </Upload>\n"
+			"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
+			"    <UploadId>VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId>\n"
+			"  </Upload>\n"
+			"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
+			"    <UploadId>YW55IGlkZWEgd2h5IGVsdmluZydzIHVwbG9hZCBmYWlsZWQ</UploadId>\n"
+			"  </Upload>\n"
+			"  <CommonPrefixes><Upload>not one</Upload></CommonPrefixes>\n"
+			"</ListMultipartUploadsResult>\n";
+	expect_uploads(BODY(aws), 3);
+	expect_uploads(BODY("<s3:ListMultipartUploadsResult xmlns:s3=\"x\">"
+			    "<s3:Upload/><s3:Upload/></s3:ListMultipartUploadsResult>"),
+		       2);
+}
+
+Test(uploads, errors)
+{
+	size_t n = 99;
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<Error><Code>NoSuchBucket</Code></Error>"), &n), EIO);
+	cr_assert_eq(n, 0);
+	n = 99;
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListBucketResult><Upload/></ListBucketResult>"), &n),
+		     EIO);
+	cr_assert_eq(n, 0);
+	n = 99;
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListMultipartUploadsResult><Upload>"), &n), EIO);
+	cr_assert_eq(n, 0, "a truncated reply must not report a count");
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY(""), &n), EIO);
+	cr_assert_eq(tfs_s3_xml_parse_uploads(NULL, 0, &n), EIO);
+}
+
 /* ---- CompleteMultipartUploadResult / CopyObjectResult ---- */
 
 Test(etag, complete_aws)

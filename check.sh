@@ -95,6 +95,10 @@ step "FUSE mount: local backend and moto"
 run "mount local" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local
 run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend moto
 
+step "write path: local backend and moto"
+run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
+run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto
+
 step "command line, TLS"
 run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
 run "tls" tests/integration/test_tls.sh "$top/build/tierfs"

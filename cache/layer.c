@@ -63,6 +63,16 @@ void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 		l->ops->invalidate(l, id);
 }
 
+void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf)
+{
+	for (; l; l = l->inner) {
+		if (l->ops->put_block) {
+			l->ops->put_block(l, obj, idx, buf);
+			return;
+		}
+	}
+}
+
 void tfs_layer_stats(struct tfs_layer *l, struct json_object *out)
 {
 	if (l)

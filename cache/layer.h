@@ -59,6 +59,12 @@ struct tfs_layer_ops {
 	 * calls read_block n times.  On error no buffer is meaningful. */
 	int (*read_blocks)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
 			   unsigned n, void *const bufs[]);
+	/* Optional: store `buf` as block `idx` of obj, a version the caller
+	 * knows to be current (write-back: the bytes it just uploaded), so it
+	 * is not downloaded again.  Best effort: failures are logged, not
+	 * returned.  NULL: the layer keeps nothing and forwards nothing. */
+	void (*put_block)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx,
+			  const void *buf);
 	/* Drop everything cached for the object with this id, any version.
 	 * Cannot fail; data being read right now is dropped after the read. */
 	void (*invalidate)(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
@@ -81,6 +87,9 @@ int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
 			  void *const bufs[]);
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
+/* Offer a clean block to the first layer below `l` (inclusive) that keeps
+ * data written back (the SSD tier).  Cannot fail. */
+void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf);
 void tfs_layer_stats(struct tfs_layer *l, struct json_object *out);
 void tfs_layer_destroy(struct tfs_layer *l);
 

@@ -33,6 +33,8 @@
 #define STRIPES 64
 #define REC_VERSION 2
 #define REC_HEADERS 0x1 /* flags: attributes from a HEAD */
+#define REC_LOCAL 0x2   /* flags: written through the mount, not in the bucket yet */
+#define TYPE_WHITEOUT 0 /* a LOCAL entry hiding a name being deleted */
 
 struct rec {
 	uint8_t version;
@@ -117,6 +119,7 @@ static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
 	a->uid = r.uid;
 	a->gid = r.gid;
 	a->headers = (r.flags & REC_HEADERS) != 0;
+	a->local = (r.flags & REC_LOCAL) != 0;
 	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
 	memcpy(a->etag, (const char *)v->mv_data + sizeof(r), el);
 	a->etag[el] = '\0';
@@ -140,7 +143,7 @@ static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], co
 	size_t nlen = strlen(name);
 	struct rec r = {
 		.version = REC_VERSION, .type = (uint8_t)a->type,
-		.flags = a->headers ? REC_HEADERS : 0, .etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
+		.flags = (uint8_t)((a->headers ? REC_HEADERS : 0) | (a->local ? REC_LOCAL : 0)), .etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
 		.size = a->size, .mtime = a->mtime, .fetched_ms = fetched,
 	};
 	memcpy(kbuf, h, HLEN);
@@ -314,8 +317,10 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 	int have = get_entry(m, h, name, &cached, &fetched);
 	if (have == EIO)
 		return EIO;
-	if (have == 0 && fresh(fetched, now, m->ttl_ms)) {
+	if (have == 0 && (cached.local || fresh(fetched, now, m->ttl_ms))) {
 		atomic_fetch_add(&m->hits, 1);
+		if (cached.type == TYPE_WHITEOUT)
+			return ENOENT;
 		*out = cached;
 		return 0;
 	}
@@ -383,7 +388,7 @@ static int prune(struct tfs_meta *m, const uint8_t h[HLEN], uint64_t start)
 			rc = mdb_cursor_del(c, 0);
 		} else {
 			decode(&v, &a, &fetched);
-			if (fetched < start)
+			if (fetched < start && !a.local)
 				rc = mdb_cursor_del(c, 0);
 		}
 		if (rc == 0)
@@ -423,6 +428,8 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			struct tfs_attr old;
 			uint64_t f;
 			decode(&v, &old, &f);
+			if (old.local)
+				continue; /* the mount's own change wins until written back */
 			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0) {
 				a.mode = old.mode;
 				a.uid = old.uid;
@@ -453,7 +460,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			struct tfs_attr old;
 			uint64_t f;
 			decode(&v, &old, &f);
-			if (old.type == TFS_FT_FILE && f >= start)
+			if (old.local || (old.type == TFS_FT_FILE && f >= start))
 				continue;
 		}
 		struct tfs_attr a;
@@ -487,6 +494,54 @@ static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen
 		tfs_obj_meta_clear(&om);
 		store_entry(m, h, name, &a, start);
 	}
+}
+
+/* Split "a/b/c" into "a/b" and "c" (dir "" at the root). */
+static int split_path(const char *path, char *dir, size_t dlen, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (n >= dlen)
+		return ENAMETOOLONG;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	*name = slash ? slash + 1 : path;
+	return strlen(*name) > NAME_MAX ? ENAMETOOLONG : 0;
+}
+
+/* A directory with no key in the bucket still exists if this mount made
+ * it, or made something in it, and has not written that back yet. */
+static bool exists_locally(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
+{
+	char parent[4096];
+	const char *name;
+	struct tfs_attr a;
+	uint64_t f;
+	uint8_t ph[HLEN];
+	if (split_path(dir, parent, sizeof(parent), &name) == 0) {
+		dir_hash(parent, ph);
+		if (get_entry(m, ph, name, &a, &f) == 0 && a.local && a.type == TFS_FT_DIR)
+			return true;
+	}
+	MDB_txn *txn;
+	MDB_cursor *c;
+	bool found = false;
+	if (mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn) != 0)
+		return false;
+	if (mdb_cursor_open(txn, m->entries, &c) == 0) {
+		MDB_val k = { HLEN, (void *)h }, v;
+		int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		while (!found && rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
+			if (valid_rec(&v)) {
+				decode(&v, &a, &f);
+				found = a.local && a.type != TYPE_WHITEOUT;
+			}
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		}
+		mdb_cursor_close(c);
+	}
+	mdb_txn_abort(txn);
+	return found;
 }
 
 static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
@@ -529,7 +584,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 	free(token);
 	if (rc)
 		return rc;
-	if (!any && dir[0]) {
+	if (!any && dir[0] && !exists_locally(m, dir, h)) {
 		/* No key has this prefix: the directory is gone. */
 		int prc = prune(m, h, UINT64_MAX);
 		if (prc)
@@ -606,9 +661,11 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 				struct tfs_attr a;
 				uint64_t f;
 				decode(&v, &a, &f);
-				cb = fn(ctx, name, &a);
-				if (cb)
-					break;
+				if (a.type != TYPE_WHITEOUT) {
+					cb = fn(ctx, name, &a);
+					if (cb)
+						break;
+				}
 			}
 		}
 		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
@@ -618,6 +675,78 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 	if (cb)
 		return cb;
 	return rc == MDB_NOTFOUND || rc == 0 ? 0 : mdb_errno(m, rc, "readdir");
+}
+
+/* ---- local changes ---- */
+
+static int txn_put(struct tfs_meta *m, MDB_txn *txn, const char *path, const struct tfs_attr *a,
+		   uint64_t fetched)
+{
+	char dir[4096];
+	const char *name;
+	uint8_t h[HLEN];
+	int rc = split_path(path, dir, sizeof(dir), &name);
+	if (rc)
+		return rc;
+	dir_hash(dir, h);
+	return mdb_errno(m, put_entry(txn, m, h, name, a, fetched), "store local entry");
+}
+
+int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
+			   const struct tfs_attr *a)
+{
+	struct tfs_attr l = *a;
+	l.local = true;
+	int rc = txn_put(m, txn, path, &l, now_ms());
+	if (rc == 0 && a->type == TFS_FT_DIR) {
+		/* A new directory: its (empty) listing is complete. */
+		uint8_t h[HLEN];
+		struct dirrec d = { .listed_ms = now_ms() };
+		dir_hash(path, h);
+		MDB_val k = { HLEN, h }, v = { sizeof(d), &d };
+		MDB_val old;
+		if (mdb_get(txn, m->dirs, &k, &old) == MDB_NOTFOUND)
+			rc = mdb_errno(m, mdb_put(txn, m->dirs, &k, &v, 0), "store local dir");
+	}
+	return rc;
+}
+
+int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path)
+{
+	struct tfs_attr a;
+	memset(&a, 0, sizeof(a));
+	a.type = (enum tfs_ftype)TYPE_WHITEOUT;
+	a.local = true;
+	return txn_put(m, txn, path, &a, now_ms());
+}
+
+int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
+			   const struct tfs_attr *a)
+{
+	struct tfs_attr c = *a;
+	c.local = false;
+	return txn_put(m, txn, path, &c, now_ms());
+}
+
+int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
+{
+	char dir[4096];
+	const char *name;
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	int rc = split_path(path, dir, sizeof(dir), &name);
+	if (rc)
+		return rc;
+	size_t nlen = strlen(name);
+	dir_hash(dir, kbuf);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf };
+	rc = mdb_del(txn, m->entries, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : mdb_errno(m, rc, "forget entry");
+}
+
+MDB_env *tfs_meta_env(struct tfs_meta *m)
+{
+	return m->env;
 }
 
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)

@@ -40,6 +40,7 @@ struct tfs_attr {
 	uint32_t mode;           /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
 	uint32_t uid, gid;       /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
 	bool headers;            /* a HEAD of this ETag was seen: mode/uid/gid/mtime final */
+	bool local;              /* written through this mount and not yet in the bucket */
 };
 
 struct tfs_meta;
@@ -69,6 +70,30 @@ typedef int (*tfs_meta_entry_fn)(void *ctx, const char *name, const struct tfs_a
  * directory does not exist), or the backend's error. */
 int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
 		     void *ctx);
+
+/* ---- local changes (write-back) ----
+ * Entries written through the mount are LOCAL until write-back has put
+ * them in the bucket: listings keep them and never revalidate them, and a
+ * LOCAL whiteout hides a name the bucket still has until its DELETE is
+ * done.  These functions work inside the caller's write transaction on the
+ * shared environment, so a journal record and the namespace change commit
+ * together.  `path` is the object key ("dir/name").  All return 0, ENOENT
+ * (forget: nothing there is fine too, 0), ENAMETOOLONG, or an LMDB errno
+ * (EIO/ENOSPC, logged). */
+
+/* Make `path` a LOCAL entry with attributes `a` (a->type FILE or DIR).
+ * A new directory is also marked as completely listed (it is empty). */
+int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
+			   const struct tfs_attr *a);
+/* Hide `path` (a LOCAL whiteout) until tfs_meta_txn_forget(). */
+int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path);
+/* `path` is now in the bucket with attributes `a` (clean, fresh now). */
+int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
+			   const struct tfs_attr *a);
+/* Remove the entry of `path`, LOCAL or not. */
+int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path);
+/* The shared environment, for callers that open the transactions above. */
+MDB_env *tfs_meta_env(struct tfs_meta *m);
 
 /* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 struct json_object;

@@ -1362,6 +1362,27 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	return rc;
 }
 
+/* Write-back: cache a block of a version just uploaded. */
+static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf)
+{
+	struct ssd *s = l->priv;
+	size_t len = tfs_obj_block_len(obj, idx, s->bs);
+	struct lookup lk;
+	uint64_t tick, freed;
+
+	if (len == 0 || obj->etag[0] == '\0' || atomic_load(&s->broken) || pin(s, obj->id) != 0)
+		return;
+	tick = atomic_fetch_add(&s->clock, 1) + 1;
+	if (lookup(s, obj->id, idx, &lk) != 0)
+		memset(&lk, 0, sizeof(lk));
+	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
+		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		memset(&lk, 0, sizeof(lk));
+	}
+	bool filled = lk.have_blk || fill(s, obj, idx, buf, len, tick, lk.have_obj);
+	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
+}
+
 /* A run of blocks: if none of them is cached, one request to the inner
  * layer fills them all (one GET instead of n), then each is written;
  * otherwise block by block, so cached blocks are still served locally. */
@@ -1695,6 +1716,7 @@ static const struct tfs_layer_ops ssd_ops = {
 	.name = "ssd",
 	.read_block = ssd_read_block,
 	.read_blocks = ssd_read_blocks,
+	.put_block = ssd_put_block,
 	.invalidate = ssd_invalidate,
 	.stats = ssd_stats,
 	.destroy = ssd_destroy,

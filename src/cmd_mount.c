@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <fuse_lowlevel.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -187,6 +188,7 @@ static int parse_id(const char *s, const char *what, unsigned *out)
 struct daemon_ctx {
 	struct tfs_stack *stack;
 	struct tfs_fs *fs;
+	uint64_t drain_timeout_ms;
 	const char *mountpoint;
 	const char *source;
 	time_t started;
@@ -207,6 +209,32 @@ static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 	json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)(time(NULL) - d->started)));
 	tfs_fs_stats(d->fs, o);
 	tfs_stack_stats(d->stack, o);
+	*resp = o;
+	return 0;
+}
+
+/* {"cmd":"drain"}: upload everything pending now, waiting up to
+ * writeback.drain_timeout (or the request's "timeout_ms" if shorter);
+ * replies {"files":N,"bytes":N} with what is left. */
+static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
+			 struct json_object **resp)
+{
+	(void)conn;
+	struct daemon_ctx *d = vctx;
+	struct json_object *t;
+	uint64_t timeout = d->drain_timeout_ms, files = 0, bytes = 0;
+	if (json_object_object_get_ex(req, "timeout_ms", &t)) {
+		int64_t v = json_object_get_int64(t);
+		if (v >= 0 && (uint64_t)v < timeout)
+			timeout = (uint64_t)v;
+	}
+	if (tfs_wb_writable(d->stack->wb))
+		(void)tfs_wb_drain(d->stack->wb, timeout, &files, &bytes);
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return ENOMEM;
+	json_object_object_add(o, "files", json_object_new_uint64(files));
+	json_object_object_add(o, "bytes", json_object_new_uint64(bytes));
 	*resp = o;
 	return 0;
 }
@@ -313,7 +341,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	char sock[PATH_MAX];
 	const char *fail = NULL;
 
-	rc = tfs_stack_open(cfg, src, &log, &d.stack);
+	d.drain_timeout_ms = cfg->writeback.drain_timeout_ms;
+	rc = tfs_stack_open(cfg, src, o->ro != 0, &log, &d.stack);
 	if (rc) {
 		fail = "cannot set up the cache stack";
 		goto out;
@@ -331,7 +360,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		fail = rc == ENOENT ? "the bucket does not exist" : "the bucket cannot be listed";
 		goto out;
 	}
-	rc = tfs_fs_create(fsc, d.stack->meta, d.stack->top, d.stack->pf, &log, &d.fs);
+	rc = tfs_fs_create(fsc, d.stack->meta, d.stack->top, d.stack->pf,
+			   tfs_wb_writable(d.stack->wb) ? d.stack->wb : NULL, d.stack->be, &log, &d.fs);
 	if (rc) {
 		fail = "out of memory";
 		goto out;
@@ -341,6 +371,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		rc = tfs_ctl_start(sock, &log, &ctl);
 	if (rc == 0)
 		rc = tfs_ctl_register(ctl, "stats", stats_handler, &d);
+	if (rc == 0)
+		rc = tfs_ctl_register(ctl, "drain", drain_handler, &d);
 	if (rc) {
 		fail = "cannot start the control socket";
 		goto out;
@@ -384,6 +416,12 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		pthread_join(bt_thread, NULL);
 	fuse_session_unmount(se);
 	tfs_info(&log, "unmounted %s", o->mountpoint);
+	if (tfs_wb_writable(d.stack->wb)) {
+		uint64_t files = 0, bytes = 0;
+		if (tfs_wb_drain(d.stack->wb, d.drain_timeout_ms, &files, &bytes) != 0)
+			tfs_warn(&log, "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not uploaded yet "
+				 "stay in the journal for the next mount", files, bytes);
+	}
 	rc = 0;
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -577,6 +615,22 @@ static bool socket_alive(const char *sock)
 	return rc == 0;
 }
 
+/* Ask the daemon to upload what is pending before the unmount.  Returns
+ * true and what is left if it answered. */
+static bool drain(const char *sock, uint64_t *files, uint64_t *bytes)
+{
+	struct json_object *req = json_object_new_object(), *res = NULL, *v;
+	json_object_object_add(req, "cmd", json_object_new_string("drain"));
+	int rc = tfs_ctl_call_ex(sock, req, 24 * 3600 * 1000, NULL, NULL, &res, NULL);
+	json_object_put(req);
+	if (rc == 0 && json_object_object_get_ex(res, "files", &v))
+		*files = (uint64_t)json_object_get_int64(v);
+	if (rc == 0 && json_object_object_get_ex(res, "bytes", &v))
+		*bytes = (uint64_t)json_object_get_int64(v);
+	json_object_put(res);
+	return rc == 0;
+}
+
 int tfs_cmd_umount(int argc, char **argv)
 {
 	if (argc != 2 || argv[1][0] == '-') {
@@ -587,6 +641,8 @@ int tfs_cmd_umount(int argc, char **argv)
 	char sock[PATH_MAX];
 	bool have_sock = tfs_ctl_socket_path(mp, sock, sizeof(sock)) == 0;
 	int rc;
+	uint64_t left_files = 0, left_bytes = 0;
+	bool drained = have_sock && drain(sock, &left_files, &left_bytes);
 	if (geteuid() == 0) {
 		rc = umount2(mp, 0) == 0 ? 0 : errno;
 	} else {
@@ -608,5 +664,10 @@ int tfs_cmd_umount(int argc, char **argv)
 		struct timespec ts = { 0, 100 * 1000000L };
 		nanosleep(&ts, NULL);
 	}
+	if (drained && left_files)
+		fprintf(stderr,
+			"tierfs: %s: %" PRIu64 " file(s) (%" PRIu64 " bytes) not uploaded yet; they stay in "
+			"the journal and are uploaded at the next mount of this bucket with the same cache "
+			"directory\n", mp, left_files, left_bytes);
 	return TFS_EXIT_OK;
 }

@@ -157,6 +157,14 @@ static const struct opt options[] = {
 	  .scale = 1, .def = "1s" },
 	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders), RANGE(1, 256),
 	  .def = "4" },
+	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries), RANGE(0, 1000000),
+	  .def = "0" },
+	{ KEY("writeback", "retry_base", OPT_DURATION), FIELD(writeback.retry_base_ms),
+	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
+	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
+	  RANGE(1, HOUR), .scale = 1, .def = "5m" },
+	{ KEY("writeback", "drain_timeout", OPT_DURATION), FIELD(writeback.drain_timeout_ms),
+	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
 
 	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers), RANGE(0, 256), .def = "8" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
@@ -1306,6 +1314,13 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  "[ssd] low_watermark (%.15g%%) must be below high_watermark (%.15g%%)",
 				  cfg->ssd.low_watermark, cfg->ssd.high_watermark);
 
+	if (cfg->writeback.retry_base_ms > cfg->writeback.retry_max_ms) {
+		fmt_duration(cfg->writeback.retry_base_ms, x, sizeof(x));
+		fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
+		return cross_fail(cfg, err, OPT_OF(writeback.retry_base_ms),
+				  OPT_OF(writeback.retry_max_ms),
+				  "[writeback] retry_base (%s) must not exceed retry_max (%s)", x, y);
+	}
 	if (cfg->backend.retry_base_ms > cfg->backend.retry_max_ms) {
 		fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
 		fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));

@@ -28,34 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs_internal.h"
 #include "ram.h"
 
-#define FOREVER_S (365.0 * 86400.0)
 #define READDIR_MAX (64u * 1024u)
 
-enum fs_op { OP_LOOKUP, OP_GETATTR, OP_READDIR, OP_OPEN, OP_READ, OP_STATFS, OP__COUNT };
-static const char *const op_names[OP__COUNT] = { "lookup", "getattr", "readdir", "open", "read", "statfs" };
-
-struct tfs_fs {
-	struct tfs_fs_config cfg;
-	struct tfs_itable *itable;
-	struct tfs_meta *meta;
-	struct tfs_layer *top;
-	struct tfs_prefetch *pf;
-	const struct tfs_log *log;
-	uint64_t block_size;
-	uint64_t ra_blocks;
-	double timeout; /* kernel entry/attr timeout, seconds */
-	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
-	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes;
-};
-
-struct fh {
-	struct tfs_obj obj;
-	char *key;
-	pthread_mutex_t lock; /* protects next_off and ra_next */
-	uint64_t next_off;    /* where a sequential reader continues */
-	uint64_t ra_next;     /* first block not yet handed to prefetch */
+static const char *const op_names[OP__COUNT] = {
+	"lookup", "getattr", "readdir", "open", "read", "statfs", "create", "write", "setattr",
+	"mkdir", "unlink", "rmdir", "rename", "fsync", "flush",
 };
 
 struct dirh {
@@ -64,25 +44,20 @@ struct dirh {
 	off_t last_off;
 };
 
-static struct tfs_fs *fs_of(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
-static void count(struct tfs_fs *fs, enum fs_op op, int err)
+void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err)
 {
 	atomic_fetch_add_explicit(&fs->ops[op], 1, memory_order_relaxed);
 	if (err)
 		atomic_fetch_add_explicit(&fs->errs[op], 1, memory_order_relaxed);
 }
 
-static void reply_err(fuse_req_t req, enum fs_op op, int err)
+void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err)
 {
-	count(fs_of(req), op, err);
+	tfs_fs_count(fs_of(req), op, err);
 	fuse_reply_err(req, err);
 }
 
-static void fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -105,7 +80,7 @@ static void fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
 }
 
 /* Split an inode's path into its directory and last component. */
-static void split(const char *path, char *dir, size_t dlen, const char **name)
+void tfs_fs_split(const char *path, char *dir, size_t dlen, const char **name)
 {
 	const char *slash = strrchr(path, '/');
 	if (slash == NULL) {
@@ -121,34 +96,50 @@ static void split(const char *path, char *dir, size_t dlen, const char **name)
 	*name = slash + 1;
 }
 
-/* The attributes of `in` from the metadata cache, which revalidates them
- * with the backend once they are older than the TTL.  Drops cached data
- * when the version changed.  Returns 0 or an errno. */
-static int refresh_attr(struct tfs_fs *fs, struct tfs_inode *in, struct tfs_attr *a)
+int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 {
-	if (in->ino == FUSE_ROOT_ID) {
+	if (path[0] == '\0') {
 		*a = fs->root_attr;
 		return 0;
 	}
+	if (fs->wb && tfs_wb_attr(fs->wb, path, a))
+		return 0;
 	char dir[PATH_MAX];
 	const char *name;
 	bool changed = false;
-	split(in->path, dir, sizeof(dir), &name);
+	tfs_fs_split(path, dir, sizeof(dir), &name);
 	int rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
 	if (rc)
 		return rc;
-	if (a->type != in->type)
-		return ESTALE;
 	if (changed) {
 		struct tfs_obj obj;
-		tfs_obj_init(&obj, in->path, "", 0);
-		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", in->path, a->etag);
+		tfs_obj_init(&obj, path, "", 0);
+		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", path, a->etag);
 		tfs_layer_invalidate(fs->top, obj.id);
 	}
 	return 0;
 }
 
-static void fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
+int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **out)
+{
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	if (in == NULL)
+		return ESTALE;
+	if (out)
+		*out = in;
+	return tfs_itable_path(fs->itable, in, buf, PATH_MAX);
+}
+
+/* The attributes of inode `in` at `path`; ESTALE if its type changed. */
+static int inode_attr(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct tfs_attr *a)
+{
+	int rc = tfs_fs_attr(fs, path, a);
+	if (rc == 0 && a->type != in->type)
+		rc = ESTALE;
+	return rc;
+}
+
+void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
 		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
@@ -156,7 +147,7 @@ static void fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 	e->generation = 1;
 	e->attr_timeout = fs->timeout;
 	e->entry_timeout = fs->timeout;
-	fill_stat(fs, in->ino, a, &e->attr);
+	tfs_fs_fill_stat(fs, in->ino, a, &e->attr);
 }
 
 /* ---- namespace ---- */
@@ -164,33 +155,36 @@ static void fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *p = tfs_itable_find(fs->itable, parent);
+	struct tfs_inode *p;
 	struct tfs_attr a;
 	bool changed = false;
-	char path[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX];
 
-	if (p == NULL || p->type != TFS_FT_DIR) {
-		reply_err(req, OP_LOOKUP, p ? ENOTDIR : ESTALE);
+	int rc = tfs_fs_ino_path(fs, parent, dir, &p);
+	if (rc == 0 && p->type != TFS_FT_DIR)
+		rc = ENOTDIR;
+	if (rc) {
+		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
 	}
-	int rc = tfs_meta_lookup(fs->meta, p->path, name, &a, &changed);
-	if (rc == 0)
-		rc = tfs_meta_join(p->path, name, path, sizeof(path));
+	rc = tfs_meta_join(dir, name, path, sizeof(path));
+	if (rc == 0 && !(fs->wb && tfs_wb_attr(fs->wb, path, &a)))
+		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = fs->timeout };
-		count(fs, OP_LOOKUP, 0);
+		tfs_fs_count(fs, OP_LOOKUP, 0);
 		fuse_reply_entry(req, &e);
 		return;
 	}
 	if (rc) {
-		reply_err(req, OP_LOOKUP, rc);
+		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
 	}
 	struct tfs_inode *in;
 	rc = tfs_itable_lookup(fs->itable, path, a.type, &in);
 	if (rc) {
-		reply_err(req, OP_LOOKUP, rc);
+		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
 	}
 	if (changed) {
@@ -199,8 +193,8 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		tfs_layer_invalidate(fs->top, obj.id);
 	}
 	struct fuse_entry_param e;
-	fill_entry(fs, in, &a, &e);
-	count(fs, OP_LOOKUP, 0);
+	tfs_fs_fill_entry(fs, in, &a, &e);
+	tfs_fs_count(fs, OP_LOOKUP, 0);
 	fuse_reply_entry(req, &e);
 }
 
@@ -222,20 +216,19 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_inode *in;
 	struct tfs_attr a;
 	struct stat st;
-	if (in == NULL) {
-		reply_err(req, OP_GETATTR, ESTALE);
-		return;
-	}
-	int rc = refresh_attr(fs, in, &a);
+	char path[PATH_MAX];
+	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0)
+		rc = inode_attr(fs, in, path, &a);
 	if (rc) {
-		reply_err(req, OP_GETATTR, rc);
+		tfs_fs_reply_err(req, OP_GETATTR, rc);
 		return;
 	}
-	fill_stat(fs, ino, &a, &st);
-	count(fs, OP_GETATTR, 0);
+	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_fs_count(fs, OP_GETATTR, 0);
 	fuse_reply_attr(req, &st, fs->timeout);
 }
 
@@ -272,6 +265,7 @@ struct rd {
 	fuse_req_t req;
 	struct tfs_fs *fs;
 	struct tfs_inode *dir;
+	const char *dirpath; /* the directory's path, copied at the start */
 	bool plus;
 	char *buf;
 	size_t size, used;
@@ -283,12 +277,12 @@ struct rd {
 
 /* A non-zero inode number for a directory entry the kernel does not look
  * up ("." and "..", or entries of a plain readdir). */
-static uint64_t name_ino(const struct tfs_inode *dir, const char *name)
+static uint64_t name_ino(const struct tfs_inode *dir, const char *dirpath, const char *name)
 {
 	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return dir->ino;
 	uint64_t h = 1469598103934665603ull;
-	for (const char *p = dir->path; *p; p++)
+	for (const char *p = dirpath; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ull;
 	h = (h ^ '/') * 1099511628211ull;
 	for (const char *p = name; *p; p++)
@@ -310,13 +304,13 @@ static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, stru
 	/* d_ino must not be 0 (readdir(3) skips such entries): entries that
 	 * take no lookup get a stable number derived from the name. */
 	struct stat st;
-	fill_stat(r->fs, in ? in->ino : name_ino(r->dir, name), a, &st);
+	tfs_fs_fill_stat(r->fs, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
 	if (r->plus) {
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
 		e.attr = st;
 		if (in) {
-			fill_entry(r->fs, in, a, &e);
+			tfs_fs_fill_entry(r->fs, in, a, &e);
 		}
 		fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e, r->off + 1);
 	} else {
@@ -337,13 +331,19 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		return 0;
 	}
 	struct tfs_inode *in = NULL;
+	struct tfs_attr dirty;
+	char fpath[PATH_MAX];
+	if (a->type == TFS_FT_FILE && r->fs->wb &&
+	    tfs_meta_join(r->dirpath, name, fpath, sizeof(fpath)) == 0 &&
+	    tfs_wb_attr(r->fs->wb, fpath, &dirty))
+		a = &dirty; /* size as written so far */
 	if (r->plus) {
 		/* Only entries that fit take a lookup count. */
 		size_t need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
 		if (need > r->size - r->used)
 			return 1;
 		char path[PATH_MAX];
-		int rc = tfs_meta_join(r->dir->path, name, path, sizeof(path));
+		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
 			rc = tfs_itable_lookup(r->fs->itable, path, a->type, &in);
 		if (rc) {
@@ -362,19 +362,22 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct dirh *h = (struct dirh *)(uintptr_t)fi->fh;
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
-	if (in == NULL) {
-		reply_err(req, OP_READDIR, ESTALE);
+	struct tfs_inode *in;
+	char dirpath[PATH_MAX];
+	int prc = tfs_fs_ino_path(fs, ino, dirpath, &in);
+	if (prc) {
+		tfs_fs_reply_err(req, OP_READDIR, prc);
 		return;
 	}
 	/* The kernel asks for up to max_pages (1 MiB); a readdirplus reply that
 	 * large would make ~6,500 inodes at once.  64 KiB is plenty per call. */
 	if (size > READDIR_MAX)
 		size = READDIR_MAX;
-	struct rd r = { .req = req, .fs = fs, .dir = in, .plus = plus, .size = size, .off = off };
+	struct rd r = { .req = req, .fs = fs, .dir = in, .dirpath = dirpath, .plus = plus, .size = size,
+			 .off = off };
 	r.buf = malloc(size);
 	if (r.buf == NULL) {
-		reply_err(req, OP_READDIR, ENOMEM);
+		tfs_fs_reply_err(req, OP_READDIR, ENOMEM);
 		return;
 	}
 	struct tfs_attr dot = fs->root_attr;
@@ -401,7 +404,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (r.off >= 2 && r.used < size) {
 		char start[NAME_MAX + 1];
 		snprintf(start, sizeof(start), "%s", after);
-		rc = tfs_meta_readdir(fs->meta, in->path, start, rd_entry, &r);
+		rc = tfs_meta_readdir(fs->meta, dirpath, start, rd_entry, &r);
 		if (rc == 1)
 			rc = 0;
 		if (rc == 0 && r.err)
@@ -409,16 +412,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (rc && r.used == 0) {
 		free(r.buf);
-		reply_err(req, OP_READDIR, rc);
+		tfs_fs_reply_err(req, OP_READDIR, rc);
 		return;
 	}
 	pthread_mutex_lock(&h->lock);
 	snprintf(h->last, sizeof(h->last), "%s", r.last);
 	h->last_off = r.off;
 	pthread_mutex_unlock(&h->lock);
-	count(fs, OP_READDIR, 0);
+	tfs_fs_count(fs, OP_READDIR, 0);
 	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
-		  plus ? "plus" : "", in->path, (long long)off, size, r.used, (long long)r.off, r.last);
+		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off, r.last);
 	fuse_reply_buf(req, r.buf, r.used);
 	free(r.buf);
 }
@@ -436,56 +439,77 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 /* ---- data ---- */
 
+struct fh *tfs_fs_fh_new(const char *key)
+{
+	struct fh *h = calloc(1, sizeof(*h));
+	if (h == NULL || (h->key = strdup(key)) == NULL) {
+		free(h);
+		return NULL;
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	return h;
+}
+
+void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
+{
+	if (h->wf)
+		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
+	pthread_mutex_destroy(&h->lock);
+	free(h->key);
+	free(h);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_inode *in;
 	struct tfs_attr a;
-	if (in == NULL) {
-		reply_err(req, OP_OPEN, ESTALE);
-		return;
-	}
-	if (in->type == TFS_FT_DIR) {
-		reply_err(req, OP_OPEN, EISDIR);
+	char path[PATH_MAX];
+	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0 && in->type == TFS_FT_DIR)
+		rc = EISDIR;
+	if (rc) {
+		tfs_fs_reply_err(req, OP_OPEN, rc);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		reply_err(req, OP_OPEN, EROFS);
+		if (fs->wb == NULL)
+			tfs_fs_reply_err(req, OP_OPEN, EROFS);
+		else
+			tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
-	int rc = refresh_attr(fs, in, &a);
-	if (rc) {
-		reply_err(req, OP_OPEN, rc);
+	struct fh *h = tfs_fs_fh_new(path);
+	if (h == NULL) {
+		tfs_fs_reply_err(req, OP_OPEN, ENOMEM);
 		return;
 	}
-	struct fh *h = calloc(1, sizeof(*h));
-	if (h == NULL || (h->key = strdup(in->path)) == NULL) {
-		free(h);
-		reply_err(req, OP_OPEN, ENOMEM);
-		return;
+	h->wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+	if (h->wf == NULL) {
+		rc = inode_attr(fs, in, path, &a);
+		if (rc) {
+			tfs_fs_fh_free(fs, h);
+			tfs_fs_reply_err(req, OP_OPEN, rc);
+			return;
+		}
+		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
+		/* The kernel may keep its pages only if they are of this version. */
+		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
+	} else {
+		fi->keep_cache = 0;
+		(void)tfs_itable_swap_kernel_etag(fs->itable, in, ""); /* staged: not a version */
 	}
-	tfs_obj_init(&h->obj, h->key, a.etag, a.size);
-	pthread_mutex_init(&h->lock, NULL);
 	fi->fh = (uintptr_t)h;
-	/* The kernel may keep its pages only if they are of this version. */
-	fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
 	fi->noflush = 1;
-	count(fs, OP_OPEN, 0);
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The open was interrupted: release will not come. */
-		pthread_mutex_destroy(&h->lock);
-		free(h->key);
-		free(h);
-	}
+	tfs_fs_count(fs, OP_OPEN, 0);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		tfs_fs_fh_free(fs, h); /* the open was interrupted: release will not come */
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	pthread_mutex_destroy(&h->lock);
-	free(h->key);
-	free(h);
+	tfs_fs_fh_free(fs_of(req), (struct fh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -528,6 +552,24 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t e
 	}
 }
 
+/* A dirty file reads its staged copy: the writer's own bytes at once. */
+static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, size_t size, off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	size_t got = 0;
+	int rc = buf ? tfs_wb_read(h->wf, buf, size, (uint64_t)off, &got) : ENOMEM;
+	if (rc) {
+		free(buf);
+		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off, strerror(rc));
+		tfs_fs_reply_err(req, OP_READ, rc);
+		return;
+	}
+	tfs_fs_count(fs, OP_READ, 0);
+	atomic_fetch_add(&fs->read_bytes, got);
+	fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -535,8 +577,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	uint64_t bs = fs->block_size;
 	uint64_t start = (uint64_t)off;
+	if (h->wf) {
+		read_staged(req, fs, h, size, off);
+		return;
+	}
 	if (start >= h->obj.size || size == 0) {
-		count(fs, OP_READ, 0);
+		tfs_fs_count(fs, OP_READ, 0);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
@@ -551,7 +597,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		rc = tfs_ram_get(fs->top, &h->obj, first, TFS_RAM_WAIT, &b);
 		if (rc == 0) {
 			const char *data = tfs_ram_block_data(b);
-			count(fs, OP_READ, 0);
+			tfs_fs_count(fs, OP_READ, 0);
 			atomic_fetch_add(&fs->read_bytes, end - start);
 			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
 			tfs_ram_release(fs->top, b, end == first * bs + tfs_ram_block_len(b));
@@ -572,7 +618,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			tfs_ram_release(fs->top, b, to == bend);
 		}
 		if (rc == 0) {
-			count(fs, OP_READ, 0);
+			tfs_fs_count(fs, OP_READ, 0);
 			atomic_fetch_add(&fs->read_bytes, end - start);
 			fuse_reply_buf(req, buf, (size_t)(end - start));
 			free(buf);
@@ -585,7 +631,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 			 h->key, h->obj.etag);
 	else
 		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", h->key, start, strerror(rc));
-	reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
+	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
 }
 
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -601,69 +647,8 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_files = 1u << 30;
 	sv.f_ffree = sv.f_favail = 1u << 30;
 	sv.f_namemax = NAME_MAX;
-	count(fs, OP_STATFS, 0);
+	tfs_fs_count(fs, OP_STATFS, 0);
 	fuse_reply_statfs(req, &sv);
-}
-
-/* ---- modifications (the write path is a later milestone) ---- */
-
-static void fs_erofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-			     struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)attr;
-	(void)to_set;
-	(void)fi;
-	fuse_reply_err(req, EROFS);
-}
-
-static void fs_erofs_name(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent;
-	(void)name;
-	fuse_reply_err(req, EROFS);
-}
-
-static void fs_erofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
-{
-	(void)mode;
-	fs_erofs_name(req, parent, name);
-}
-
-static void fs_erofs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
-{
-	(void)mode;
-	(void)rdev;
-	fs_erofs_name(req, parent, name);
-}
-
-static void fs_erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-			    struct fuse_file_info *fi)
-{
-	(void)mode;
-	(void)fi;
-	fs_erofs_name(req, parent, name);
-}
-
-static void fs_erofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-			    const char *newname, unsigned int flags)
-{
-	(void)newparent;
-	(void)newname;
-	(void)flags;
-	fs_erofs_name(req, parent, name);
-}
-
-static void fs_erofs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
-{
-	(void)link;
-	fs_erofs_name(req, parent, name);
-}
-
-static void fs_erofs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
-{
-	(void)ino;
-	fs_erofs_name(req, newparent, newname);
 }
 
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
@@ -709,15 +694,22 @@ static const struct fuse_lowlevel_ops ops = {
 	.read = fs_read,
 	.release = fs_release,
 	.statfs = fs_statfs,
-	.setattr = fs_erofs_setattr,
-	.mkdir = fs_erofs_mkdir,
-	.mknod = fs_erofs_mknod,
-	.create = fs_erofs_create,
-	.unlink = fs_erofs_name,
-	.rmdir = fs_erofs_name,
-	.rename = fs_erofs_rename,
-	.symlink = fs_erofs_symlink,
-	.link = fs_erofs_link,
+	.setattr = tfs_fs_setattr,
+	.mkdir = tfs_fs_mkdir,
+	.mknod = tfs_fs_mknod,
+	.create = tfs_fs_create_file,
+	.write = tfs_fs_write,
+	.flush = tfs_fs_flush,
+	.fsync = tfs_fs_fsync,
+	.unlink = tfs_fs_unlink,
+	.rmdir = tfs_fs_rmdir,
+	.rename = tfs_fs_rename,
+	.symlink = tfs_fs_symlink,
+	.link = tfs_fs_link,
+	.setxattr = tfs_fs_setxattr,
+	.getxattr = tfs_fs_getxattr,
+	.listxattr = tfs_fs_listxattr,
+	.removexattr = tfs_fs_removexattr,
 };
 
 const struct fuse_lowlevel_ops *tfs_fs_ops(void)
@@ -739,12 +731,14 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 		json_object_object_add(o, op_names[i], x);
 	}
 	json_object_object_add(o, "read_bytes", json_object_new_uint64(atomic_load(&fs->read_bytes)));
+	json_object_object_add(o, "write_bytes", json_object_new_uint64(atomic_load(&fs->write_bytes)));
 	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
 	json_object_object_add(out, "fuse", o);
 }
 
 int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct tfs_layer *top,
-		  struct tfs_prefetch *pf, const struct tfs_log *log, struct tfs_fs **out)
+		  struct tfs_prefetch *pf, struct tfs_wb *wb, struct tfs_backend *be,
+		  const struct tfs_log *log, struct tfs_fs **out)
 {
 	struct tfs_fs *fs = calloc(1, sizeof(*fs));
 	if (fs == NULL)
@@ -758,7 +752,10 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->meta = meta;
 	fs->top = top;
 	fs->pf = pf;
+	fs->wb = wb;
+	fs->be = be;
 	fs->log = log;
+	pthread_mutex_init(&fs->ns_lock, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
 	fs->timeout = cfg->ttl_ms == UINT64_MAX ? FOREVER_S : (double)cfg->ttl_ms / 1000.0;
@@ -774,5 +771,6 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	if (fs == NULL)
 		return;
 	tfs_itable_destroy(fs->itable);
+	pthread_mutex_destroy(&fs->ns_lock);
 	free(fs);
 }

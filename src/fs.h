@@ -3,7 +3,8 @@
  *
  * Every operation replies exactly once.  Functions below this layer return
  * 0 or a positive errno; the handlers turn that into fuse_reply_err().
- * This milestone serves reads; modifying operations reply EROFS.
+ * Writes go to the write-back layer (cache/writeback.h); without one, or
+ * with writeback.mode = off, modifying operations reply EROFS.
  */
 #ifndef TFS_FS_H
 #define TFS_FS_H
@@ -34,10 +35,14 @@ struct tfs_fs_config {
 struct tfs_fs;
 struct json_object;
 
-/* Create the filesystem state over the given parts (none owned).  Returns
- * 0 or ENOMEM. */
+struct tfs_wb;
+
+/* Create the filesystem state over the given parts (none owned; `wb` NULL
+ * makes the mount read-only; `be` is used for renames in the bucket).
+ * Returns 0 or ENOMEM. */
 int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct tfs_layer *top,
-		  struct tfs_prefetch *pf, const struct tfs_log *log, struct tfs_fs **out);
+		  struct tfs_prefetch *pf, struct tfs_wb *wb, struct tfs_backend *be,
+		  const struct tfs_log *log, struct tfs_fs **out);
 void tfs_fs_destroy(struct tfs_fs *fs);
 
 /* The operations table; pass the fs as userdata to fuse_session_new(). */

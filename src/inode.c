@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,8 +96,12 @@ int tfs_itable_create(struct tfs_itable **out)
 	t->nbuckets = 1024;
 	t->by_ino = calloc(t->nbuckets, sizeof(*t->by_ino));
 	t->by_path = calloc(t->nbuckets, sizeof(*t->by_path));
-	t->root = calloc(1, sizeof(*t->root) + 1);
-	if (t->by_ino == NULL || t->by_path == NULL || t->root == NULL) {
+	t->root = calloc(1, sizeof(*t->root));
+	if (t->root)
+		t->root->path = strdup("");
+	if (t->by_ino == NULL || t->by_path == NULL || t->root == NULL || t->root->path == NULL) {
+		if (t->root)
+			free(t->root->path);
 		free(t->root);
 		t->root = NULL;
 		tfs_itable_destroy(t);
@@ -121,6 +126,7 @@ void tfs_itable_destroy(struct tfs_itable *t)
 		struct tfs_inode *in = t->by_ino[i];
 		while (in) {
 			struct tfs_inode *n = in->next_ino;
+			free(in->path);
 			free(in);
 			in = n;
 		}
@@ -141,14 +147,15 @@ int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype typ
 	while (in && !(in->type == type && strcmp(in->path, path) == 0))
 		in = in->next_path;
 	if (in == NULL) {
-		size_t len = strlen(path);
-		in = malloc(sizeof(*in) + len + 1);
-		if (in == NULL) {
+		in = calloc(1, sizeof(*in));
+		char *p = strdup(path);
+		if (in == NULL || p == NULL) {
+			free(in);
+			free(p);
 			pthread_mutex_unlock(&t->lock);
 			return ENOMEM;
 		}
-		memset(in, 0, sizeof(*in));
-		memcpy(in->path, path, len + 1);
+		in->path = p;
 		in->ino = t->next_ino++;
 		in->type = type;
 		link_in(t, in);
@@ -184,6 +191,7 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
 		if (in->nlookup == 0) {
 			unlink_out(t, in);
 			t->count--;
+			free(in->path);
 			free(in);
 		}
 	}
@@ -206,4 +214,115 @@ uint64_t tfs_itable_count(struct tfs_itable *t)
 	uint64_t n = t->count;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+int tfs_itable_path(struct tfs_itable *t, const struct tfs_inode *in, char *buf, size_t len)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = strlen(in->path);
+	int rc = n < len ? 0 : ENAMETOOLONG;
+	if (rc == 0)
+		memcpy(buf, in->path, n + 1);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* Does `path` equal `base` or lie below it?  Returns the suffix or NULL. */
+static const char *below(const char *path, const char *base)
+{
+	size_t n = strlen(base);
+	if (n == 0)
+		return path; /* everything lies below the root */
+	if (strncmp(path, base, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+		return NULL;
+	return path + n;
+}
+
+/* Give `in` a new path (owned string), re-hashed.  Lock held. */
+static void repath(struct tfs_itable *t, struct tfs_inode *in, char *p)
+{
+	unlink_out(t, in);
+	free(in->path);
+	in->path = p;
+	link_in(t, in);
+}
+
+/* Collect the inodes at or below `base` (lock held).  Returns a malloc'd
+ * array (NULL with *n 0 when there are none) or NULL with *n SIZE_MAX. */
+static struct tfs_inode **collect(struct tfs_itable *t, const char *base, size_t *n)
+{
+	struct tfs_inode **v = NULL;
+	size_t cnt = 0, cap = 0;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		for (struct tfs_inode *in = t->by_ino[i]; in; in = in->next_ino) {
+			if (in == t->root || below(in->path, base) == NULL)
+				continue;
+			if (cnt == cap) {
+				size_t nc = cap ? 2 * cap : 16;
+				struct tfs_inode **nv = realloc(v, nc * sizeof(*nv));
+				if (nv == NULL) {
+					free(v);
+					*n = SIZE_MAX;
+					return NULL;
+				}
+				v = nv;
+				cap = nc;
+			}
+			v[cnt++] = in;
+		}
+	}
+	*n = cnt;
+	return v;
+}
+
+static int detach_locked(struct tfs_itable *t, const char *path)
+{
+	size_t n;
+	struct tfs_inode **v = collect(t, path, &n);
+	if (n == SIZE_MAX)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char *p = malloc(48);
+		if (p == NULL) {
+			free(v);
+			return ENOMEM;
+		}
+		/* No lookup can produce a path with an empty segment. */
+		snprintf(p, 48, "//detached/%llu", (unsigned long long)v[i]->ino);
+		repath(t, v[i], p);
+	}
+	free(v);
+	return 0;
+}
+
+int tfs_itable_detach(struct tfs_itable *t, const char *path)
+{
+	pthread_mutex_lock(&t->lock);
+	int rc = detach_locked(t, path);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int tfs_itable_rename(struct tfs_itable *t, const char *from, const char *to)
+{
+	pthread_mutex_lock(&t->lock);
+	int rc = detach_locked(t, to);
+	size_t n = 0;
+	struct tfs_inode **v = rc ? NULL : collect(t, from, &n);
+	if (rc == 0 && n == SIZE_MAX)
+		rc = ENOMEM;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const char *rest = below(v[i]->path, from);
+		size_t len = strlen(to) + strlen(rest) + 1;
+		char *p = malloc(len);
+		if (p == NULL) {
+			rc = ENOMEM;
+			break;
+		}
+		snprintf(p, len, "%s%s", to, rest);
+		repath(t, v[i], p);
+	}
+	free(v);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
 }

@@ -9,7 +9,7 @@
  * of a million objects stays small.
  *
  * Locking: one mutex protects the tables and every inode's mutable fields
- * (nlookup, kernel_etag); use the accessors.  An inode pointer obtained
+ * (nlookup, kernel_etag, path); use the accessors.  An inode pointer obtained
  * from tfs_itable_find() stays valid for the duration of a FUSE request on
  * that inode (the kernel sends no final forget while a request is in
  * flight).
@@ -29,7 +29,8 @@ struct tfs_inode {
 	uint64_t nlookup;
 	uint64_t kernel_etag; /* hash of the version whose pages the kernel may hold; 0: none */
 	enum tfs_ftype type;  /* immutable */
-	char path[];          /* "" for the root, else "a/b" (immutable) */
+	char *path;           /* "" for the root, else "a/b"; changed by rename
+			       * under the table lock: read it with tfs_itable_path() */
 };
 
 struct tfs_itable;
@@ -53,6 +54,19 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n);
 /* Record that the kernel will cache pages of version `etag`; returns true
  * when it already held that version (the page cache may be kept). */
 bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag);
+
+/* Copy the inode's current path into buf.  Returns 0 or ENAMETOOLONG. */
+int tfs_itable_path(struct tfs_itable *t, const struct tfs_inode *in, char *buf, size_t len);
+
+/* After a rename: the inodes at `from` and below it now have the paths at
+ * `to` and below; inodes that were at `to` or below are detached (they keep
+ * their numbers for open files, but no path reaches them).  Returns 0 or
+ * ENOMEM (then some inodes may have moved). */
+int tfs_itable_rename(struct tfs_itable *t, const char *from, const char *to);
+
+/* After an unlink or rmdir: detach the inodes at `path` and below, so a
+ * new file of the same name gets a new inode.  Returns 0 or ENOMEM. */
+int tfs_itable_detach(struct tfs_itable *t, const char *path);
 
 /* Number of live inodes. */
 uint64_t tfs_itable_count(struct tfs_itable *t);

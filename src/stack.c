@@ -79,7 +79,7 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src,
+int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, bool read_only,
 		   const struct tfs_log *log, struct tfs_stack **out)
 {
 	struct tfs_stack *s = calloc(1, sizeof(*s));
@@ -123,6 +123,15 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src,
 	rc = tfs_prefetch_create(&cfg->prefetch, s->top, log, &s->pf);
 	if (rc)
 		goto fail;
+	/* The journal is always opened: a read-only mount still keeps (and
+	 * reports) what an earlier mount left to upload, it just starts no
+	 * uploaders. */
+	struct tfs_writeback_config wc = cfg->writeback;
+	if (read_only)
+		wc.mode = TFS_WB_OFF;
+	rc = tfs_wb_create(&wc, s->cache_dir, s->env, s->meta, s->be, s->top, log, &s->wb);
+	if (rc)
+		goto fail;
 	tfs_info(log, "cache for %s in %s", tfs_backend_describe(s->be), s->cache_dir);
 	*out = s;
 	return 0;
@@ -137,6 +146,7 @@ void tfs_stack_close(struct tfs_stack *s)
 {
 	if (s == NULL)
 		return;
+	tfs_wb_destroy(s->wb);
 	tfs_prefetch_destroy(s->pf);
 	tfs_meta_close(s->meta);
 	tfs_layer_destroy(s->top);
@@ -152,4 +162,5 @@ void tfs_stack_stats(struct tfs_stack *s, struct json_object *out)
 	tfs_layer_stats(s->top, out);
 	tfs_meta_stats(s->meta, out);
 	tfs_prefetch_stats(s->pf, out);
+	tfs_wb_stats(s->wb, out);
 }

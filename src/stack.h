@@ -3,6 +3,7 @@
  *     ram tier -> ssd tier -> backend adapter -> backend (s3 or local)
  *     metadata cache (LMDB) -> backend
  *     prefetch workers -> ram tier
+ *     write-back (staging + journal + uploaders) -> backend, meta, ram tier
  *
  * The SSD tier's index and the metadata cache share one LMDB environment
  * in <ssd.dir>/<source id>/index; the data files live beside it.  Each
@@ -21,6 +22,7 @@
 #include "meta.h"
 #include "prefetch.h"
 #include "source.h"
+#include "writeback.h"
 
 struct tfs_stack {
 	struct tfs_backend *be;
@@ -28,6 +30,7 @@ struct tfs_stack {
 	struct tfs_layer *top; /* the RAM tier; owns the tiers below */
 	struct tfs_meta *meta;
 	struct tfs_prefetch *pf;
+	struct tfs_wb *wb; /* NULL when writeback.mode = off or the mount is read-only */
 	char *cache_dir; /* <ssd.dir>/<source id> */
 };
 
@@ -41,7 +44,7 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 /* Build the whole stack.  Call after daemonizing: it opens LMDB, creates
  * curl handles and starts threads.  Returns 0 and *out, or an errno (the
  * cause is logged); on failure nothing is left open. */
-int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src,
+int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, bool read_only,
 		   const struct tfs_log *log, struct tfs_stack **out);
 
 /* Tear down in reverse order.  NULL is a no-op. */

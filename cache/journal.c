@@ -1,0 +1,226 @@
+/* journal.c - write-back journal records in LMDB.
+ *
+ * Value layout (little-endian host order; the journal never leaves the
+ * machine): struct hdr, then the path, the upload id, and for each part a
+ * u16 length and the ETag bytes.
+ */
+#include "config.h"
+
+#include "journal.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JREC_VERSION 1
+
+struct hdr {
+	uint8_t version;
+	uint8_t op;
+	uint16_t path_len;
+	uint32_t mode, uid, gid;
+	uint64_t gen, staging_id, size;
+	int64_t mtime;
+	uint64_t closed_ms;
+	uint32_t attempts, is_dir;
+	uint64_t mpu_gen, part_size;
+	uint32_t nparts;
+	uint16_t upload_id_len;
+	uint16_t pad;
+};
+
+void tfs_jrec_clear(struct tfs_jrec *r)
+{
+	if (r == NULL)
+		return;
+	free(r->path);
+	tfs_mpu_clear(&r->mpu);
+	memset(r, 0, sizeof(*r));
+}
+
+static int lmdb_err(int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	if (rc == MDB_MAP_FULL)
+		return ENOSPC;
+	return rc > 0 ? rc : EIO;
+}
+
+static void key_of(const char *path, uint8_t k[32])
+{
+	unsigned int n = 0;
+	EVP_Digest(path, strlen(path), k, &n, EVP_sha256(), NULL);
+}
+
+int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
+{
+	size_t pl = strlen(r->path), ul = strlen(r->mpu.upload_id);
+	unsigned np = r->mpu.etags ? r->mpu.nparts : 0;
+	if (pl > UINT16_MAX || ul > UINT16_MAX)
+		return EINVAL;
+	size_t n = sizeof(struct hdr) + pl + ul;
+	for (unsigned i = 0; i < np; i++)
+		n += 2 + strlen(r->mpu.etags[i]);
+	char *buf = malloc(n), *p = buf;
+	if (buf == NULL)
+		return ENOMEM;
+	struct hdr h = {
+		.version = JREC_VERSION, .op = (uint8_t)r->op, .path_len = (uint16_t)pl,
+		.mode = r->mode, .uid = r->uid, .gid = r->gid, .gen = r->gen,
+		.staging_id = r->staging_id, .size = r->size, .mtime = r->mtime,
+		.closed_ms = r->closed_ms, .attempts = r->attempts, .is_dir = r->is_dir,
+		.mpu_gen = r->mpu_gen, .part_size = r->mpu.part_size, .nparts = np,
+		.upload_id_len = (uint16_t)ul,
+	};
+	memcpy(p, &h, sizeof(h));
+	p += sizeof(h);
+	memcpy(p, r->path, pl);
+	p += pl;
+	memcpy(p, r->mpu.upload_id, ul);
+	p += ul;
+	for (unsigned i = 0; i < np; i++) {
+		uint16_t el = (uint16_t)strlen(r->mpu.etags[i]);
+		memcpy(p, &el, 2);
+		memcpy(p + 2, r->mpu.etags[i], el);
+		p += 2 + el;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
+{
+	struct hdr h;
+	const char *p = buf, *end = p + len;
+	memset(out, 0, sizeof(*out));
+	if (len < sizeof(h))
+		return EINVAL;
+	memcpy(&h, p, sizeof(h));
+	p += sizeof(h);
+	if (h.version != JREC_VERSION || h.op < TFS_J_PUT || h.op > TFS_J_META ||
+	    (size_t)(end - p) < (size_t)h.path_len + h.upload_id_len ||
+	    h.upload_id_len >= TFS_UPLOAD_ID_MAX || h.path_len == 0)
+		return EINVAL;
+	out->op = (enum tfs_jop)h.op;
+	out->gen = h.gen;
+	out->staging_id = h.staging_id;
+	out->size = h.size;
+	out->mode = h.mode;
+	out->uid = h.uid;
+	out->gid = h.gid;
+	out->mtime = h.mtime;
+	out->closed_ms = h.closed_ms;
+	out->attempts = h.attempts;
+	out->is_dir = h.is_dir;
+	out->mpu_gen = h.mpu_gen;
+	out->path = strndup(p, h.path_len);
+	if (out->path == NULL)
+		return ENOMEM;
+	p += h.path_len;
+	memcpy(out->mpu.upload_id, p, h.upload_id_len);
+	out->mpu.upload_id[h.upload_id_len] = '\0';
+	p += h.upload_id_len;
+	out->mpu.part_size = h.part_size;
+	if (h.nparts) {
+		if (tfs_mpu_alloc(&out->mpu, h.nparts) != 0) {
+			tfs_jrec_clear(out);
+			return ENOMEM;
+		}
+		for (unsigned i = 0; i < h.nparts; i++) {
+			uint16_t el;
+			if (end - p < 2) {
+				tfs_jrec_clear(out);
+				return EINVAL;
+			}
+			memcpy(&el, p, 2);
+			p += 2;
+			if (end - p < el || el >= TFS_ETAG_MAX) {
+				tfs_jrec_clear(out);
+				return EINVAL;
+			}
+			memcpy(out->mpu.etags[i], p, el);
+			out->mpu.etags[i][el] = '\0';
+			p += el;
+		}
+	}
+	if (p != end) {
+		tfs_jrec_clear(out);
+		return EINVAL;
+	}
+	return 0;
+}
+
+int tfs_journal_open(MDB_txn *txn, MDB_dbi *out)
+{
+	return lmdb_err(mdb_dbi_open(txn, "wb_journal", MDB_CREATE, out));
+}
+
+int tfs_journal_get(MDB_txn *txn, MDB_dbi dbi, const char *path, struct tfs_jrec *out)
+{
+	uint8_t kb[32];
+	key_of(path, kb);
+	MDB_val k = { sizeof(kb), kb }, v;
+	int rc = mdb_get(txn, dbi, &k, &v);
+	if (rc)
+		return lmdb_err(rc);
+	rc = tfs_jrec_decode(v.mv_data, v.mv_size, out);
+	if (rc == 0 && strcmp(out->path, path) != 0) {
+		tfs_jrec_clear(out); /* a SHA-256 collision: treat as absent */
+		return ENOENT;
+	}
+	return rc;
+}
+
+int tfs_journal_put(MDB_txn *txn, MDB_dbi dbi, const struct tfs_jrec *r)
+{
+	uint8_t kb[32];
+	void *buf;
+	size_t len;
+	int rc = tfs_jrec_encode(r, &buf, &len);
+	if (rc)
+		return rc;
+	key_of(r->path, kb);
+	MDB_val k = { sizeof(kb), kb }, v = { len, buf };
+	rc = mdb_put(txn, dbi, &k, &v, 0);
+	free(buf);
+	return lmdb_err(rc);
+}
+
+int tfs_journal_del(MDB_txn *txn, MDB_dbi dbi, const char *path)
+{
+	uint8_t kb[32];
+	key_of(path, kb);
+	MDB_val k = { sizeof(kb), kb };
+	int rc = mdb_del(txn, dbi, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}
+
+int tfs_journal_each(MDB_txn *txn, MDB_dbi dbi, tfs_journal_fn fn, void *ctx)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(txn, dbi, &c);
+	if (rc)
+		return lmdb_err(rc);
+	int ret = 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && ret == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct tfs_jrec r;
+		int d = tfs_jrec_decode(v.mv_data, v.mv_size, &r);
+		if (d == ENOMEM) {
+			ret = ENOMEM;
+			break;
+		}
+		ret = fn(ctx, &r); /* r.path NULL when undecodable */
+		tfs_jrec_clear(&r);
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}

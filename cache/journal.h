@@ -1,0 +1,74 @@
+/* journal.h - the write-back journal: one LMDB record per path with work
+ * for the bucket, in the environment the SSD index and metadata cache
+ * share, so a record and its namespace change commit in one transaction.
+ *
+ * A record says what the bucket must end up with for one key:
+ *   PUT     the staged file <staging>/<staging_id> as the object, with
+ *           mode/uid/gid/mtime as s3fs-style x-amz-meta-* headers
+ *   MKDIR   a "key/" directory marker object
+ *   DELETE  no object (DELETE key, and of "key/" for directories)
+ *   META    new x-amz-meta-* headers on the object as it is in the bucket
+ *           (a server-side copy onto itself)
+ * `gen` grows with every change to the record; an upload of generation g
+ * may retire the record only if it still has generation g, so an older
+ * version never overwrites a newer one and a file rewritten during its
+ * upload is uploaded again.  A multipart upload in flight is recorded
+ * (upload id, part size, the ETags of completed parts, the generation it
+ * belongs to) so that it resumes after a crash or is aborted.
+ *
+ * Keys in LMDB are SHA-256(path) (S3 keys may exceed LMDB's key limit);
+ * the path is stored in the value.  Functions take the caller's
+ * transaction and return 0, ENOENT (no record), ENOMEM, EINVAL (a value
+ * that does not decode: logged by the caller), or an LMDB error mapped to
+ * EIO/ENOSPC.
+ */
+#ifndef TFS_JOURNAL_H
+#define TFS_JOURNAL_H
+
+#include <lmdb.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+enum tfs_jop { TFS_J_PUT = 1, TFS_J_MKDIR = 2, TFS_J_DELETE = 3, TFS_J_META = 4 };
+
+struct tfs_jrec {
+	enum tfs_jop op;
+	uint64_t gen;
+	uint64_t staging_id; /* PUT: the staged file's number */
+	uint64_t size;       /* PUT: bytes to upload */
+	uint32_t mode, uid, gid; /* TFS_META_UNSET when unknown */
+	int64_t mtime;
+	uint64_t closed_ms;  /* wall time of the last close or commit */
+	uint32_t attempts;   /* failed upload attempts so far */
+	uint32_t is_dir;     /* DELETE: also the "key/" marker */
+	uint64_t mpu_gen;    /* generation the multipart state belongs to */
+	struct tfs_mpu mpu;  /* upload_id "" when none; etags owned */
+	char *path;          /* owned */
+};
+
+/* Free what *r owns and zero it.  NULL-safe. */
+void tfs_jrec_clear(struct tfs_jrec *r);
+
+/* Open (create) the journal DB.  Returns 0 or EIO. */
+int tfs_journal_open(MDB_txn *txn, MDB_dbi *out);
+
+/* Read the record of `path` into *out (which the caller clears).
+ * Returns 0, ENOENT, EINVAL (undecodable), ENOMEM or EIO. */
+int tfs_journal_get(MDB_txn *txn, MDB_dbi dbi, const char *path, struct tfs_jrec *out);
+/* Write *r under r->path.  Returns 0, ENOMEM, EIO or ENOSPC. */
+int tfs_journal_put(MDB_txn *txn, MDB_dbi dbi, const struct tfs_jrec *r);
+/* Delete the record of `path`; a missing one is fine.  Returns 0 or EIO. */
+int tfs_journal_del(MDB_txn *txn, MDB_dbi dbi, const char *path);
+
+/* Call fn for every record (in hash order), stopping at its first non-zero
+ * return, which is returned.  Undecodable records are passed with
+ * r->path NULL so the caller can report them.  Returns 0, fn's value or EIO. */
+typedef int (*tfs_journal_fn)(void *ctx, const struct tfs_jrec *r);
+int tfs_journal_each(MDB_txn *txn, MDB_dbi dbi, tfs_journal_fn fn, void *ctx);
+
+/* Encode/decode, exposed for unit tests.  encode: *out malloc'd. */
+int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len);
+int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out);
+
+#endif

@@ -1,0 +1,1576 @@
+/* writeback.c - staging, the journal's in-memory mirror, and uploaders.
+ *
+ * One `struct ent` per path with work or open files:
+ *   file  the dirty file of that path (NULL: none, e.g. a DELETE)
+ *   job   the journal record's op and generation, its due time and state
+ * A file detached by unlink or rename-over lives on only through its
+ * handles; its staged copy is deleted at the last release.
+ */
+#include "config.h"
+
+#include "writeback.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fdio.h"
+#include "journal.h"
+#include "ram.h"
+
+struct tfs_wb_file {
+	char *path;          /* NULL once detached */
+	uint64_t staging_id;
+	int fd;              /* staged file, O_RDWR; -1 until needed */
+	uint64_t size;
+	struct tfs_wb_attr attr;
+	uint64_t seq;        /* bumped by every change */
+	uint64_t committed_seq;
+	int refs, writers;
+	bool journaled;      /* a PUT record describes it */
+};
+
+struct ent {
+	char *path;
+	struct tfs_wb_file *file;
+	bool has_job, running, failed, force;
+	enum tfs_jop op;
+	uint64_t gen;        /* latest committed generation of the record */
+	uint64_t done_gen;   /* highest generation retired */
+	int last_err;        /* result of the last attempt */
+	uint64_t due_ms, next_try_ms, bytes;
+	unsigned attempts;
+	struct ent *next;
+};
+
+#define NBUCKETS 4096
+
+struct tfs_wb {
+	struct tfs_writeback_config cfg;
+	MDB_env *env;
+	MDB_dbi dbi;
+	struct tfs_meta *meta;
+	struct tfs_backend *be;
+	struct tfs_layer *top;
+	const struct tfs_log *log;
+	int stagefd;         /* the staging directory */
+	char *stagedir;
+	pthread_mutex_t lock; /* everything below, and every file's fields */
+	pthread_cond_t work;  /* a job became due, or stop */
+	pthread_cond_t done;  /* a job finished */
+	struct ent *tab[NBUCKETS];
+	uint64_t next_staging;
+	bool stop;
+	pthread_t *threads;
+	unsigned nthreads;
+	/* counters */
+	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static size_t bucket(const char *path)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return (size_t)(h % NBUCKETS);
+}
+
+static struct ent *ent_find(struct tfs_wb *wb, const char *path)
+{
+	for (struct ent *e = wb->tab[bucket(path)]; e; e = e->next)
+		if (strcmp(e->path, path) == 0)
+			return e;
+	return NULL;
+}
+
+static struct ent *ent_get(struct tfs_wb *wb, const char *path)
+{
+	struct ent *e = ent_find(wb, path);
+	if (e)
+		return e;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL || (e->path = strdup(path)) == NULL) {
+		free(e);
+		return NULL;
+	}
+	size_t b = bucket(path);
+	e->next = wb->tab[b];
+	wb->tab[b] = e;
+	return e;
+}
+
+/* Free `e` if nothing needs it any more. */
+static void ent_maybe_free(struct tfs_wb *wb, struct ent *e)
+{
+	if (e->has_job || e->running || e->file)
+		return;
+	struct ent **pp = &wb->tab[bucket(e->path)];
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	free(e->path);
+	free(e);
+}
+
+static void staging_name(uint64_t id, char buf[32])
+{
+	snprintf(buf, 32, "%016" PRIx64, id);
+}
+
+static int open_staged(struct tfs_wb *wb, uint64_t id, int flags)
+{
+	char name[32];
+	staging_name(id, name);
+	int fd = openat(wb->stagefd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+static void unlink_staged(struct tfs_wb *wb, uint64_t id)
+{
+	char name[32];
+	staging_name(id, name);
+	if (unlinkat(wb->stagefd, name, 0) < 0 && errno != ENOENT)
+		tfs_warn(wb->log, "writeback: cannot delete staged file %s/%s: %s", wb->stagedir, name,
+			 strerror(errno));
+}
+
+static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	if (delete_staged)
+		unlink_staged(wb, f->staging_id);
+	free(f->path);
+	free(f);
+}
+
+/* A new dirty file with a fresh, empty staged file.  Lock held. */
+static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **out)
+{
+	struct tfs_wb_file *f = calloc(1, sizeof(*f));
+	if (f == NULL || (f->path = strdup(path)) == NULL) {
+		free(f);
+		return ENOMEM;
+	}
+	f->staging_id = wb->next_staging++;
+	f->fd = open_staged(wb, f->staging_id, O_RDWR | O_CREAT | O_TRUNC);
+	if (f->fd < 0) {
+		int rc = -f->fd;
+		tfs_err(wb->log, "writeback: cannot create a staged file in %s for '%s': %s",
+			wb->stagedir, path, strerror(rc));
+		free(f->path);
+		free(f);
+		return rc;
+	}
+	f->attr.mode = f->attr.uid = f->attr.gid = TFS_META_UNSET;
+	f->attr.mtime = (int64_t)time(NULL);
+	*out = f;
+	return 0;
+}
+
+/* Make sure f->fd is open (files recovered from the journal open lazily). */
+static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	pthread_mutex_lock(&wb->lock);
+	if (f->fd < 0) {
+		int fd = open_staged(wb, f->staging_id, O_RDWR);
+		if (fd < 0) {
+			pthread_mutex_unlock(&wb->lock);
+			tfs_err(wb->log, "writeback: staged copy of '%s' missing: %s",
+				f->path ? f->path : "(deleted)", strerror(-fd));
+			return EIO;
+		}
+		f->fd = fd;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return 0;
+}
+
+static void file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = TFS_FT_FILE;
+	a->size = f->size;
+	a->mtime = f->attr.mtime;
+	a->mode = f->attr.mode;
+	a->uid = f->attr.uid;
+	a->gid = f->attr.gid;
+	a->local = true;
+	a->headers = true;
+}
+
+/* ---- journal transactions ---- */
+
+static int txn_begin(struct tfs_wb *wb, MDB_txn **txn)
+{
+	int rc = mdb_txn_begin(wb->env, NULL, 0, txn);
+	if (rc) {
+		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
+		return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+	}
+	return 0;
+}
+
+static int txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
+{
+	if (rc == 0) {
+		rc = mdb_txn_commit(txn);
+		if (rc) {
+			tfs_err(wb->log, "writeback: journal commit (%s '%s'): %s", what, path,
+				mdb_strerror(rc));
+			return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+		}
+		return 0;
+	}
+	mdb_txn_abort(txn);
+	tfs_err(wb->log, "writeback: journal (%s '%s'): %s", what, path, strerror(rc));
+	return rc;
+}
+
+/* Queue the job of `e` (generation gen, op) in memory.  Lock held. */
+static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
+{
+	e->has_job = true;
+	e->failed = false;
+	e->op = op;
+	e->gen = gen;
+	e->bytes = bytes;
+	e->attempts = 0;
+	e->next_try_ms = 0;
+	e->due_ms = now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
+	pthread_cond_broadcast(&wb->work);
+}
+
+/* Write a record for `path`, keeping the multipart state of the previous
+ * one so the uploader can resume or abort it.  Lock held. */
+static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
+{
+	struct tfs_jrec old;
+	int rc = tfs_journal_get(txn, wb->dbi, r->path, &old);
+	if (rc == 0) {
+		if (r->gen <= old.gen)
+			r->gen = old.gen + 1;
+		if (r->mpu.upload_id[0] == '\0' && old.mpu.upload_id[0]) {
+			r->mpu = old.mpu;
+			r->mpu_gen = old.mpu_gen;
+			memset(&old.mpu, 0, sizeof(old.mpu));
+		}
+		tfs_jrec_clear(&old);
+	} else if (rc != ENOENT && rc != EINVAL) {
+		return rc;
+	}
+	return tfs_journal_put(txn, wb->dbi, r);
+}
+
+/* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
+static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
+{
+	MDB_txn *txn;
+	struct tfs_jrec r = {
+		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
+		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
+		.closed_ms = now_ms(), .path = f->path,
+	};
+	struct tfs_attr a;
+	int rc = txn_begin(wb, &txn);
+	if (rc)
+		return rc;
+	rc = put_record(wb, txn, &r);
+	file_tfs_attr(f, &a);
+	if (rc == 0)
+		rc = tfs_meta_txn_set_local(wb->meta, txn, f->path, &a);
+	uint64_t gen = r.gen;
+	r.path = NULL;
+	tfs_jrec_clear(&r);
+	rc = txn_end(wb, txn, rc, "commit", f->path);
+	if (rc == 0) {
+		f->committed_seq = f->seq;
+		f->journaled = true;
+		schedule(wb, e, TFS_J_PUT, gen, f->size);
+	}
+	return rc;
+}
+
+/* ---- files ---- */
+
+int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a,
+		       struct tfs_wb_file **out)
+{
+	struct tfs_wb_file *f;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_get(wb, path);
+	int rc = e ? new_file(wb, path, &f) : ENOMEM;
+	if (rc == 0) {
+		f->attr = *a;
+		if (e->file) {
+			/* O_CREAT|O_TRUNC over a dirty file: replace it. */
+			struct tfs_wb_file *old = e->file;
+			free(old->path);
+			old->path = NULL;
+			if (old->refs == 0)
+				free_file(wb, old, true);
+		}
+		e->file = f;
+		f->refs = 1;
+		f->writers = 1;
+		f->seq = 1;
+		rc = journal_file(wb, e, f);
+		if (rc) {
+			e->file = NULL;
+			free_file(wb, f, true);
+		}
+	}
+	if (e)
+		ent_maybe_free(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	if (rc == 0)
+		*out = f;
+	return rc;
+}
+
+/* Copy the object (clean version `a`) into staged file `fd` through the
+ * cache stack. */
+static int copy_in(struct tfs_wb *wb, const char *path, const struct tfs_attr *a, int fd)
+{
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, path, a->etag, a->size);
+	uint64_t n = tfs_obj_blocks(&obj, wb->top->block_size);
+	for (uint64_t i = 0; i < n; i++) {
+		struct tfs_ram_block *b;
+		int rc = tfs_ram_get(wb->top, &obj, i, TFS_RAM_WAIT, &b);
+		if (rc) {
+			tfs_err(wb->log, "writeback: cannot copy '%s' into staging: %s", path, strerror(rc));
+			return rc;
+		}
+		rc = tfs_pwrite_all(fd, tfs_ram_block_data(b), tfs_ram_block_len(b),
+				    (off_t)(i * wb->top->block_size));
+		tfs_ram_put(wb->top, b);
+		if (rc) {
+			tfs_err(wb->log, "writeback: staging '%s': %s", path, strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, bool trunc,
+		      struct tfs_wb_file **out)
+{
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, path);
+	if (e && e->file) {
+		struct tfs_wb_file *f = e->file;
+		f->refs++;
+		f->writers++;
+		pthread_mutex_unlock(&wb->lock);
+		int rc = file_fd(wb, f);
+		if (rc == 0 && trunc)
+			rc = tfs_wb_truncate(wb, f, 0);
+		if (rc) {
+			tfs_wb_release(wb, f, true);
+			return rc;
+		}
+		*out = f;
+		return 0;
+	}
+	pthread_mutex_unlock(&wb->lock);
+
+	/* Copy-on-write: stage the object outside the lock, then publish. */
+	struct tfs_wb_file *f;
+	pthread_mutex_lock(&wb->lock);
+	int rc = new_file(wb, path, &f);
+	pthread_mutex_unlock(&wb->lock);
+	if (rc)
+		return rc;
+	if (clean && !trunc) {
+		rc = copy_in(wb, path, clean, f->fd);
+		if (rc) {
+			free_file(wb, f, true);
+			return rc;
+		}
+		f->size = clean->size;
+	}
+	if (clean) {
+		f->attr.mode = clean->mode;
+		f->attr.uid = clean->uid;
+		f->attr.gid = clean->gid;
+		f->attr.mtime = clean->mtime;
+	}
+	f->refs = 1;
+	f->writers = 1;
+	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */
+	pthread_mutex_lock(&wb->lock);
+	e = ent_get(wb, path);
+	if (e == NULL) {
+		rc = ENOMEM;
+	} else if (e->file) {
+		/* Someone staged it meanwhile: use theirs. */
+		struct tfs_wb_file *theirs = e->file;
+		theirs->refs++;
+		theirs->writers++;
+		pthread_mutex_unlock(&wb->lock);
+		free_file(wb, f, true);
+		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
+			tfs_wb_release(wb, theirs, true);
+			return rc;
+		}
+		*out = theirs;
+		return 0;
+	} else {
+		e->file = f;
+		if (f->seq)
+			rc = journal_file(wb, e, f);
+		if (rc)
+			e->file = NULL;
+	}
+	if (e)
+		ent_maybe_free(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	if (rc) {
+		free_file(wb, f, true);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path)
+{
+	struct tfs_wb_file *f = NULL;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, path);
+	if (e && e->file) {
+		f = e->file;
+		f->refs++;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	if (f && file_fd(wb, f) != 0) {
+		tfs_wb_release(wb, f, false);
+		return NULL;
+	}
+	return f;
+}
+
+bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
+{
+	bool found = false;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, path);
+	if (e && e->file) {
+		file_tfs_attr(e->file, a);
+		found = true;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return found;
+}
+
+int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
+{
+	int rc = 0;
+	if (writer) {
+		pthread_mutex_lock(&wb->lock);
+		bool last = --f->writers == 0;
+		pthread_mutex_unlock(&wb->lock);
+		if (last)
+			rc = tfs_wb_commit(wb, f, false);
+	}
+	pthread_mutex_lock(&wb->lock);
+	if (--f->refs == 0) {
+		if (f->path == NULL) {
+			free_file(wb, f, true); /* detached: never uploaded */
+		} else if (!f->journaled) {
+			/* Clean (uploaded) or never changed: staging goes. */
+			struct ent *e = ent_find(wb, f->path);
+			if (e && e->file == f) {
+				e->file = NULL;
+				ent_maybe_free(wb, e);
+			}
+			free_file(wb, f, true);
+		} else if (f->fd >= 0) {
+			close(f->fd); /* reopened on demand */
+			f->fd = -1;
+		}
+	} else if (writer && f->writers == 0) {
+		pthread_cond_broadcast(&wb->work); /* its job may be due now */
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size_t *got)
+{
+	ssize_t n = tfs_pread_full(f->fd, buf, len, (off_t)off);
+	if (n < 0)
+		return (int)-n;
+	*got = (size_t)n;
+	return 0;
+}
+
+int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off)
+{
+	int rc = tfs_pwrite_all(f->fd, buf, len, (off_t)off);
+	if (rc) {
+		tfs_err(wb->log, "writeback: writing the staged copy of '%s': %s",
+			f->path ? f->path : "(deleted)", strerror(rc));
+		return rc;
+	}
+	pthread_mutex_lock(&wb->lock);
+	if (off + len > f->size)
+		f->size = off + len;
+	f->attr.mtime = (int64_t)time(NULL);
+	f->seq++;
+	pthread_mutex_unlock(&wb->lock);
+	return 0;
+}
+
+int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
+{
+	if (ftruncate(f->fd, (off_t)size) < 0) {
+		int rc = errno;
+		tfs_err(wb->log, "writeback: truncating the staged copy of '%s': %s",
+			f->path ? f->path : "(deleted)", strerror(rc));
+		return rc;
+	}
+	pthread_mutex_lock(&wb->lock);
+	f->size = size;
+	f->attr.mtime = (int64_t)time(NULL);
+	f->seq++;
+	pthread_mutex_unlock(&wb->lock);
+	return 0;
+}
+
+/* Sync mode: make the job of `e` due now and wait for generation `gen`. */
+static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
+{
+	int rc = 0;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, path);
+	if (e && e->has_job) {
+		e->force = true;
+		e->due_ms = 0;
+		pthread_cond_broadcast(&wb->work);
+	}
+	for (;;) {
+		e = ent_find(wb, path);
+		if (e == NULL || e->done_gen >= gen || !e->has_job)
+			break;
+		if (!e->running && e->attempts > 0 && e->gen == gen) {
+			rc = e->last_err ? e->last_err : EIO;
+			break; /* the upload failed: report it, keep retrying */
+		}
+		if (wb->stop) {
+			rc = EIO;
+			break;
+		}
+		pthread_cond_wait(&wb->done, &wb->lock);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
+{
+	int rc = 0;
+	uint64_t gen = 0;
+	char *path = NULL;
+	pthread_mutex_lock(&wb->lock);
+	if (f->path && (f->seq != f->committed_seq || (durable && !f->journaled && f->seq))) {
+		struct ent *e = ent_get(wb, f->path);
+		rc = e ? journal_file(wb, e, f) : ENOMEM;
+		if (rc == 0)
+			gen = e->gen;
+	} else if (f->path && f->journaled) {
+		struct ent *e = ent_find(wb, f->path);
+		gen = e ? e->gen : 0;
+	}
+	if (f->path && gen)
+		path = strdup(f->path);
+	int fd = f->fd >= 0 ? dup(f->fd) : -1;
+	pthread_mutex_unlock(&wb->lock);
+	if (rc == 0 && durable && fd >= 0) {
+		if (fdatasync(fd) < 0) {
+			rc = errno;
+			tfs_err(wb->log, "writeback: fsync of the staged copy of '%s': %s",
+				path ? path : "(deleted)", strerror(rc));
+		} else if ((rc = mdb_env_sync(wb->env, 1)) != 0) {
+			tfs_err(wb->log, "writeback: journal sync: %s", mdb_strerror(rc));
+			rc = EIO;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0 && path && wb->cfg.mode == TFS_WB_SYNC)
+		rc = wait_upload(wb, path, gen);
+	free(path);
+	return rc;
+}
+
+int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, unsigned mask,
+		   const struct tfs_wb_attr *a)
+{
+	int rc = 0;
+	uint64_t gen = 0;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, path);
+	if (e && e->file) {
+		struct tfs_wb_file *f = e->file;
+		if (mask & TFS_WB_SET_MODE)
+			f->attr.mode = a->mode;
+		if (mask & TFS_WB_SET_UID)
+			f->attr.uid = a->uid;
+		if (mask & TFS_WB_SET_GID)
+			f->attr.gid = a->gid;
+		if (mask & TFS_WB_SET_MTIME)
+			f->attr.mtime = a->mtime;
+		f->seq++;
+		if (f->writers == 0 || f->journaled) {
+			rc = journal_file(wb, e, f);
+			gen = e->gen;
+		}
+		pthread_mutex_unlock(&wb->lock);
+		return rc == 0 && gen && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
+	}
+	if (clean == NULL) {
+		pthread_mutex_unlock(&wb->lock);
+		return ENOENT;
+	}
+	/* A clean object: a META record (server-side copy with new headers). */
+	struct tfs_attr na = *clean;
+	if (mask & TFS_WB_SET_MODE)
+		na.mode = a->mode;
+	if (mask & TFS_WB_SET_UID)
+		na.uid = a->uid;
+	if (mask & TFS_WB_SET_GID)
+		na.gid = a->gid;
+	if (mask & TFS_WB_SET_MTIME)
+		na.mtime = a->mtime;
+	e = ent_get(wb, path);
+	MDB_txn *txn;
+	rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	if (rc == 0) {
+		struct tfs_jrec r = {
+			.op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META, .gen = e->gen + 1,
+			.size = na.size, .mode = na.mode, .uid = na.uid, .gid = na.gid,
+			.mtime = na.mtime, .closed_ms = now_ms(), .path = (char *)path,
+		};
+		rc = put_record(wb, txn, &r);
+		if (rc == 0)
+			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &na);
+		gen = r.gen;
+		enum tfs_jop op = r.op;
+		r.path = NULL;
+		tfs_jrec_clear(&r);
+		rc = txn_end(wb, txn, rc, "setattr", path);
+		if (rc == 0)
+			schedule(wb, e, op, gen, 0);
+	}
+	if (e)
+		ent_maybe_free(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return rc == 0 && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
+}
+
+/* ---- namespace ---- */
+
+/* Detach the dirty file of `e` (unlink, rename over).  Lock held. */
+static void detach(struct tfs_wb *wb, struct ent *e)
+{
+	struct tfs_wb_file *f = e->file;
+	if (f == NULL)
+		return;
+	e->file = NULL;
+	free(f->path);
+	f->path = NULL;
+	f->journaled = false;
+	if (f->refs == 0)
+		free_file(wb, f, true);
+}
+
+int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
+{
+	MDB_txn *txn;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_get(wb, path);
+	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	if (rc == 0) {
+		struct tfs_jrec r = {
+			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
+			.closed_ms = now_ms(), .path = (char *)path,
+		};
+		rc = put_record(wb, txn, &r);
+		if (rc == 0)
+			rc = tfs_meta_txn_whiteout(wb->meta, txn, path);
+		uint64_t gen = r.gen;
+		r.path = NULL;
+		tfs_jrec_clear(&r);
+		rc = txn_end(wb, txn, rc, "remove", path);
+		if (rc == 0) {
+			detach(wb, e);
+			schedule(wb, e, TFS_J_DELETE, gen, 0);
+		}
+	}
+	if (e)
+		ent_maybe_free(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a)
+{
+	MDB_txn *txn;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_get(wb, path);
+	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	if (rc == 0) {
+		struct tfs_jrec r = {
+			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
+			.gid = a->gid, .mtime = a->mtime, .closed_ms = now_ms(), .path = (char *)path,
+		};
+		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
+				       .uid = a->uid, .gid = a->gid, .headers = true };
+		rc = put_record(wb, txn, &r);
+		if (rc == 0)
+			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &da);
+		uint64_t gen = r.gen;
+		r.path = NULL;
+		tfs_jrec_clear(&r);
+		rc = txn_end(wb, txn, rc, "mkdir", path);
+		if (rc == 0)
+			schedule(wb, e, TFS_J_MKDIR, gen, 0);
+	}
+	if (e)
+		ent_maybe_free(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
+{
+	MDB_txn *txn;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *src = ent_find(wb, from);
+	if (src == NULL || src->file == NULL || !src->file->journaled) {
+		pthread_mutex_unlock(&wb->lock);
+		return ENOENT;
+	}
+	struct tfs_wb_file *f = src->file;
+	struct ent *dst = ent_get(wb, to);
+	char *newpath = strdup(to);
+	int rc = dst && newpath ? txn_begin(wb, &txn) : ENOMEM;
+	if (rc == 0) {
+		struct tfs_jrec put = {
+			.op = TFS_J_PUT, .gen = dst->gen + 1, .staging_id = f->staging_id,
+			.size = f->size, .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid,
+			.mtime = f->attr.mtime, .closed_ms = now_ms(), .path = (char *)to,
+		};
+		struct tfs_jrec del = {
+			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = now_ms(),
+			.path = (char *)from,
+		};
+		struct tfs_attr a;
+		file_tfs_attr(f, &a);
+		/* The destination's old multipart state (if any) is aborted by
+		 * the uploader; the source's stays with its DELETE record. */
+		rc = put_record(wb, txn, &put);
+		if (rc == 0)
+			rc = put_record(wb, txn, &del);
+		if (rc == 0)
+			rc = tfs_meta_txn_set_local(wb->meta, txn, to, &a);
+		if (rc == 0)
+			rc = tfs_meta_txn_whiteout(wb->meta, txn, from);
+		uint64_t pgen = put.gen, dgen = del.gen;
+		put.path = del.path = NULL;
+		tfs_jrec_clear(&put);
+		tfs_jrec_clear(&del);
+		rc = txn_end(wb, txn, rc, "rename", from);
+		if (rc == 0) {
+			detach(wb, dst);
+			src->file = NULL;
+			free(f->path);
+			f->path = newpath;
+			newpath = NULL;
+			f->committed_seq = f->seq;
+			dst->file = f;
+			schedule(wb, dst, TFS_J_PUT, pgen, f->size);
+			schedule(wb, src, TFS_J_DELETE, dgen, 0);
+		}
+	}
+	free(newpath);
+	if (dst)
+		ent_maybe_free(wb, dst);
+	ent_maybe_free(wb, src);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
+{
+	int rc = 0;
+	*busy = false;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e;
+	while ((e = ent_find(wb, path)) != NULL && e->running)
+		pthread_cond_wait(&wb->done, &wb->lock);
+	if (e && e->file && e->file->refs > 0) {
+		*busy = true; /* open: its writer's data must not be dropped */
+	} else if (e && e->has_job) {
+		MDB_txn *txn;
+		rc = txn_begin(wb, &txn);
+		if (rc == 0) {
+			struct tfs_jrec r;
+			if (tfs_journal_get(txn, wb->dbi, path, &r) == 0 && r.mpu.upload_id[0]) {
+				*busy = true; /* let the uploader abort its multipart upload */
+				tfs_jrec_clear(&r);
+				mdb_txn_abort(txn);
+			} else {
+				rc = tfs_journal_del(txn, wb->dbi, path);
+				rc = txn_end(wb, txn, rc, "claim", path);
+				if (rc == 0) {
+					e->has_job = false;
+					detach(wb, e);
+					ent_maybe_free(wb, e);
+				}
+			}
+		}
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, const struct tfs_attr *a)
+{
+	MDB_txn *txn;
+	pthread_mutex_lock(&wb->lock);
+	int rc = txn_begin(wb, &txn);
+	if (rc == 0) {
+		rc = tfs_meta_txn_forget(wb->meta, txn, from);
+		if (rc == 0)
+			rc = tfs_meta_txn_set_clean(wb->meta, txn, to, a);
+		rc = txn_end(wb, txn, rc, "rename", from);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+bool tfs_wb_writable(const struct tfs_wb *wb)
+{
+	return wb->cfg.mode != TFS_WB_OFF;
+}
+
+enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb)
+{
+	return wb->cfg.mode;
+}
+
+/* ---- uploaders ---- */
+
+static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir)
+{
+	char v[32];
+	if (r->mode != TFS_META_UNSET) {
+		/* s3fs stores st_mode in decimal, with the file type bits. */
+		snprintf(v, sizeof(v), "%u", (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
+		tfs_obj_meta_set(om, "mode", v);
+	}
+	if (r->uid != TFS_META_UNSET) {
+		snprintf(v, sizeof(v), "%u", (unsigned)r->uid);
+		tfs_obj_meta_set(om, "uid", v);
+	}
+	if (r->gid != TFS_META_UNSET) {
+		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
+		tfs_obj_meta_set(om, "gid", v);
+	}
+	snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
+	tfs_obj_meta_set(om, "mtime", v);
+}
+
+struct mpu_ctx {
+	struct tfs_wb *wb;
+	const char *path;
+	uint64_t gen;
+};
+
+/* Persist multipart progress in the record, if it is still ours. */
+static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
+{
+	(void)part;
+	struct mpu_ctx *c = ctx;
+	struct tfs_wb *wb = c->wb;
+	MDB_txn *txn;
+	struct tfs_jrec r;
+	pthread_mutex_lock(&wb->lock);
+	int rc = txn_begin(wb, &txn);
+	if (rc == 0) {
+		rc = tfs_journal_get(txn, wb->dbi, c->path, &r);
+		if (rc == 0 && r.gen != c->gen)
+			rc = ECANCELED; /* rewritten meanwhile: upload it again */
+		if (rc == 0) {
+			tfs_mpu_clear(&r.mpu);
+			rc = st->nparts ? tfs_mpu_alloc(&r.mpu, st->nparts) : 0;
+			if (rc == 0) {
+				memcpy(r.mpu.upload_id, st->upload_id, sizeof(r.mpu.upload_id));
+				r.mpu.part_size = st->part_size;
+				if (st->nparts)
+					memcpy(r.mpu.etags, st->etags,
+					       (size_t)st->nparts * sizeof(*st->etags));
+				r.mpu_gen = c->gen;
+				rc = tfs_journal_put(txn, wb->dbi, &r);
+			}
+		}
+		tfs_jrec_clear(&r);
+		if (rc == ECANCELED || rc == ENOENT) {
+			mdb_txn_abort(txn);
+			rc = ECANCELED;
+		} else {
+			rc = txn_end(wb, txn, rc, "multipart progress", c->path);
+		}
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+/* Offer the uploaded bytes to the SSD tier as the new version. */
+static void adopt(struct tfs_wb *wb, const char *path, int fd, uint64_t size, const char *etag)
+{
+	struct tfs_obj obj;
+	uint64_t bs = wb->top->block_size;
+	char *buf = malloc(bs);
+	if (buf == NULL)
+		return;
+	tfs_obj_init(&obj, path, etag, size);
+	tfs_layer_invalidate(wb->top, obj.id);
+	uint64_t n = tfs_obj_blocks(&obj, bs);
+	for (uint64_t i = 0; i < n; i++) {
+		size_t len = tfs_obj_block_len(&obj, i, bs);
+		if (tfs_pread_full(fd, buf, len, (off_t)(i * bs)) != (ssize_t)len)
+			break;
+		tfs_layer_put_block(wb->top, &obj, i, buf);
+	}
+	free(buf);
+}
+
+/* Retire record `path` if it still has generation `gen`, applying the
+ * namespace change `a` (NULL: forget the entry).  Returns true if retired. */
+static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const struct tfs_attr *a)
+{
+	MDB_txn *txn;
+	struct tfs_jrec r;
+	bool retired = false;
+	if (txn_begin(wb, &txn) != 0)
+		return false;
+	int rc = tfs_journal_get(txn, wb->dbi, path, &r);
+	if (rc == 0 && r.gen == gen) {
+		rc = tfs_journal_del(txn, wb->dbi, path);
+		if (rc == 0)
+			rc = a ? tfs_meta_txn_set_clean(wb->meta, txn, path, a)
+			       : tfs_meta_txn_forget(wb->meta, txn, path);
+		retired = rc == 0;
+	} else if (rc == 0) {
+		rc = ECANCELED; /* a newer generation: it runs next */
+	}
+	tfs_jrec_clear(&r);
+	if (retired)
+		retired = txn_end(wb, txn, 0, "retire", path) == 0;
+	else
+		mdb_txn_abort(txn);
+	return retired;
+}
+
+static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
+{
+	int fd = open_staged(wb, r->staging_id, O_RDONLY);
+	if (fd < 0) {
+		tfs_err(wb->log, "writeback: staged copy of '%s' is missing (%s): it cannot be uploaded",
+			r->path, strerror(-fd));
+		return EIO;
+	}
+	struct stat st;
+	uint64_t seq0 = 0;
+	pthread_mutex_lock(&wb->lock);
+	struct ent *e = ent_find(wb, r->path);
+	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
+	if (f)
+		seq0 = f->seq;
+	pthread_mutex_unlock(&wb->lock);
+	if (fstat(fd, &st) < 0) {
+		int rc = errno;
+		close(fd);
+		return rc;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	int rc = 0;
+	if (r->mpu.upload_id[0] && r->mpu_gen != r->gen) {
+		/* An upload of an older version: its parts are no use. */
+		tfs_info(wb->log, "writeback: '%s' changed since its multipart upload began: aborting it",
+			 r->path);
+		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
+			tfs_mpu_clear(&r->mpu);
+	}
+	struct tfs_obj_meta om = { 0 };
+	set_meta_headers(&om, r, false);
+	char etag[TFS_ETAG_MAX] = "";
+	struct mpu_ctx mc = { wb, r->path, r->gen };
+	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu, save_mpu,
+				       &mc, etag);
+	tfs_obj_meta_clear(&om);
+	if (rc == EINVAL && r->mpu.upload_id[0]) {
+		/* The server refused the recorded parts: start over next time. */
+		tfs_warn(wb->log, "writeback: '%s': the multipart upload cannot be completed; "
+			 "aborting it and starting again", r->path);
+		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0) {
+			struct tfs_mpu none = { 0 };
+			(void)save_mpu(&mc, &none, UINT_MAX);
+		}
+	}
+	if (rc == 0) {
+		pthread_mutex_lock(&wb->lock);
+		bool same = f == NULL || (e->file == f && f->seq == seq0);
+		pthread_mutex_unlock(&wb->lock);
+		if (same)
+			adopt(wb, r->path, fd, size, etag);
+		pthread_mutex_lock(&wb->lock);
+		same = f == NULL || (e->file == f && f->seq == seq0);
+		pthread_mutex_unlock(&wb->lock);
+		struct tfs_attr a = { .type = TFS_FT_FILE, .size = size, .mtime = r->mtime,
+				      .mode = r->mode, .uid = r->uid, .gid = r->gid, .headers = true };
+		snprintf(a.etag, sizeof(a.etag), "%s", etag);
+		if (same)
+			*retired = retire(wb, r->path, r->gen, &a);
+		if (!same || !*retired) {
+			struct tfs_obj obj;
+			tfs_obj_init(&obj, r->path, etag, size);
+			tfs_layer_invalidate(wb->top, obj.id);
+		}
+	}
+	close(fd);
+	return rc == ECANCELED ? 0 : rc;
+}
+
+/* Run the job for `path` at generation `gen`.  *retired tells whether the
+ * record is gone.  Returns 0 or the backend's error. */
+static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *retired)
+{
+	MDB_txn *txn;
+	struct tfs_jrec r;
+	*retired = false;
+	int rc = mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn);
+	if (rc) {
+		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
+		return EIO;
+	}
+	rc = tfs_journal_get(txn, wb->dbi, path, &r);
+	mdb_txn_abort(txn);
+	if (rc == ENOENT) {
+		*retired = true; /* nothing left to do */
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (r.gen != gen) {
+		tfs_jrec_clear(&r);
+		return 0; /* superseded: the newer generation is queued */
+	}
+	char key[PATH_MAX + 2];
+	switch (r.op) {
+	case TFS_J_PUT:
+		rc = do_put(wb, &r, retired);
+		if (rc == 0 && *retired) {
+			pthread_mutex_lock(&wb->lock);
+			wb->uploads++;
+			wb->upload_bytes += r.size;
+			pthread_mutex_unlock(&wb->lock);
+		}
+		break;
+	case TFS_J_MKDIR: {
+		struct tfs_obj_meta om = { 0 };
+		set_meta_headers(&om, &r, true);
+		snprintf(key, sizeof(key), "%s/", r.path);
+		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);
+		tfs_obj_meta_clear(&om);
+		struct tfs_attr a = { .type = TFS_FT_DIR, .mtime = r.mtime, .mode = r.mode,
+				      .uid = r.uid, .gid = r.gid, .headers = true };
+		if (rc == 0 && (*retired = retire(wb, r.path, gen, &a))) {
+			pthread_mutex_lock(&wb->lock);
+			wb->mkdirs++;
+			pthread_mutex_unlock(&wb->lock);
+		}
+		break;
+	}
+	case TFS_J_DELETE:
+		if (r.mpu.upload_id[0])
+			(void)tfs_backend_abort_upload(wb->be, r.path, r.mpu.upload_id);
+		rc = tfs_backend_delete(wb->be, r.path);
+		if (rc == 0 && r.is_dir) {
+			snprintf(key, sizeof(key), "%s/", r.path);
+			rc = tfs_backend_delete(wb->be, key);
+		}
+		if (rc == 0 && (*retired = retire(wb, r.path, gen, NULL))) {
+			pthread_mutex_lock(&wb->lock);
+			wb->deletes++;
+			pthread_mutex_unlock(&wb->lock);
+		}
+		break;
+	case TFS_J_META: {
+		struct tfs_obj_meta om = { 0 };
+		char etag[TFS_ETAG_MAX] = "";
+		set_meta_headers(&om, &r, false);
+		rc = tfs_backend_copy(wb->be, r.path, r.path, &om, etag);
+		tfs_obj_meta_clear(&om);
+		if (rc == ENOENT) {
+			/* Gone from the bucket: nothing to change. */
+			*retired = retire(wb, r.path, gen, NULL);
+			rc = 0;
+		} else if (rc == 0) {
+			struct tfs_attr a = { .type = TFS_FT_FILE, .size = r.size, .mtime = r.mtime,
+					      .mode = r.mode, .uid = r.uid, .gid = r.gid, .headers = true };
+			snprintf(a.etag, sizeof(a.etag), "%s", etag);
+			if ((*retired = retire(wb, r.path, gen, &a))) {
+				pthread_mutex_lock(&wb->lock);
+				wb->metas++;
+				pthread_mutex_unlock(&wb->lock);
+			}
+		}
+		break;
+	}
+	}
+	tfs_jrec_clear(&r);
+	return rc;
+}
+
+static uint64_t backoff_ms(const struct tfs_wb *wb, unsigned attempts)
+{
+	uint64_t d = wb->cfg.retry_base_ms;
+	for (unsigned i = 1; i < attempts && d < wb->cfg.retry_max_ms; i++)
+		d *= 2;
+	if (d > wb->cfg.retry_max_ms)
+		d = wb->cfg.retry_max_ms;
+	return d / 2 + (uint64_t)rand() % (d / 2 + 1); /* jitter */
+}
+
+/* The next runnable job, or NULL; *wait_ms says how long until one may be. */
+static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
+{
+	struct ent *best = NULL;
+	uint64_t best_due = UINT64_MAX, soonest = UINT64_MAX;
+	for (size_t i = 0; i < NBUCKETS; i++) {
+		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+			if (!e->has_job || e->running || e->failed)
+				continue;
+			if (e->op == TFS_J_PUT && e->file && e->file->writers > 0 && !e->force)
+				continue; /* still being written: the last close schedules it */
+			uint64_t due = e->due_ms > e->next_try_ms ? e->due_ms : e->next_try_ms;
+			if (due <= now) {
+				if (due < best_due) {
+					best = e;
+					best_due = due;
+				}
+			} else if (due < soonest) {
+				soonest = due;
+			}
+		}
+	}
+	*wait_ms = soonest == UINT64_MAX ? 1000 : soonest - now;
+	return best;
+}
+
+static void *uploader(void *arg)
+{
+	struct tfs_wb *wb = arg;
+	pthread_mutex_lock(&wb->lock);
+	while (!wb->stop) {
+		uint64_t wait_ms;
+		struct ent *e = pick(wb, now_ms(), &wait_ms);
+		if (e == NULL) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			if (wait_ms > 1000)
+				wait_ms = 1000;
+			ts.tv_sec += (time_t)(wait_ms / 1000);
+			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&wb->work, &wb->lock, &ts);
+			continue;
+		}
+		e->running = true;
+		uint64_t gen = e->gen;
+		char *path = strdup(e->path);
+		pthread_mutex_unlock(&wb->lock);
+		bool retired = false;
+		int rc = path ? run_job(wb, path, gen, &retired) : ENOMEM;
+		pthread_mutex_lock(&wb->lock);
+		e->running = false;
+		e->last_err = rc;
+		if (rc == 0) {
+			if (retired) {
+				if (e->done_gen < gen)
+					e->done_gen = gen;
+				if (e->gen == gen) {
+					e->has_job = false;
+					e->force = false;
+					if (e->file) {
+						e->file->journaled = false;
+						if (e->file->refs == 0) {
+							struct tfs_wb_file *f = e->file;
+							e->file = NULL;
+							free_file(wb, f, true);
+						}
+					}
+				}
+			} else {
+				/* Changed during the upload, or superseded: the
+				 * record stays and runs again. */
+				wb->reuploads++;
+				e->due_ms = now_ms() + wb->cfg.delay_ms;
+			}
+			e->attempts = 0;
+		} else {
+			e->attempts++;
+			wb->failures++;
+			e->next_try_ms = now_ms() + backoff_ms(wb, e->attempts);
+			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
+				e->failed = true;
+				tfs_err(wb->log, "writeback: '%s': giving up after %u attempts (%s); "
+					"it stays in the journal and is retried at the next mount",
+					e->path, e->attempts, strerror(rc));
+			} else {
+				tfs_warn(wb->log, "writeback: '%s': upload attempt %u failed (%s); "
+					 "retrying in %" PRIu64 " ms", e->path, e->attempts, strerror(rc),
+					 e->next_try_ms - now_ms());
+			}
+		}
+		free(path);
+		ent_maybe_free(wb, e);
+		pthread_cond_broadcast(&wb->done);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return NULL;
+}
+
+/* What is left: jobs not failed-for-good count too. */
+static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_t *failed)
+{
+	*files = *bytes = 0;
+	if (failed)
+		*failed = 0;
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct ent *e = wb->tab[i]; e; e = e->next)
+			if (e->has_job) {
+				(*files)++;
+				*bytes += e->bytes;
+				if (failed && e->failed)
+					(*failed)++;
+			}
+}
+
+int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes)
+{
+	uint64_t deadline = now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
+	pthread_mutex_lock(&wb->lock);
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct ent *e = wb->tab[i]; e; e = e->next)
+			if (e->has_job) {
+				e->due_ms = 0;
+				e->force = true; /* unmounting: nobody writes any more */
+			}
+	pthread_cond_broadcast(&wb->work);
+	for (;;) {
+		pending(wb, &f, &b, &failed);
+		uint64_t now = now_ms();
+		if (f == 0 || f == failed || now >= deadline || wb->nthreads == 0)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t w = deadline - now < 200 ? deadline - now : 200;
+		ts.tv_nsec += (long)w * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&wb->done, &wb->lock, &ts);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	if (files)
+		*files = f;
+	if (bytes)
+		*bytes = b;
+	return f ? ETIMEDOUT : 0;
+}
+
+void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
+{
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return;
+	uint64_t f, b, failed, running = 0, open_files = 0;
+	pthread_mutex_lock(&wb->lock);
+	pending(wb, &f, &b, &failed);
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+			running += e->running;
+			open_files += e->file && e->file->refs > 0;
+		}
+	static const char *const names[] = { "pending_files", "dirty_bytes", "failed_files", "uploading",
+					     "open_files", "uploads", "upload_bytes", "deletes",
+					     "mkdirs", "attr_updates", "attempt_failures",
+					     "reuploads", "recovered" };
+	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
+			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
+			    wb->recovered };
+	pthread_mutex_unlock(&wb->lock);
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
+	static const char *const modes[] = { "async", "sync", "off" };
+	json_object_object_add(o, "mode", json_object_new_string(modes[wb->cfg.mode]));
+	json_object_object_add(out, "writeback", o);
+}
+
+/* ---- start-up ---- */
+
+struct load_ctx {
+	struct tfs_wb *wb;
+	uint64_t *ids;
+	size_t nids, cap;
+	int err;
+};
+
+static int load_one(void *ctx, const struct tfs_jrec *r)
+{
+	struct load_ctx *lc = ctx;
+	struct tfs_wb *wb = lc->wb;
+	if (r->path == NULL) {
+		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
+		return 0;
+	}
+	struct ent *e = ent_get(wb, r->path);
+	if (e == NULL)
+		return ENOMEM;
+	e->gen = r->gen;
+	if (r->op == TFS_J_PUT) {
+		struct tfs_wb_file *f = calloc(1, sizeof(*f));
+		if (f == NULL || (f->path = strdup(r->path)) == NULL) {
+			free(f);
+			return ENOMEM;
+		}
+		f->staging_id = r->staging_id;
+		f->fd = -1;
+		f->size = r->size;
+		f->attr = (struct tfs_wb_attr){ r->mode, r->uid, r->gid, r->mtime };
+		f->journaled = true;
+		e->file = f;
+		if (lc->nids == lc->cap) {
+			size_t nc = lc->cap ? 2 * lc->cap : 64;
+			uint64_t *n = realloc(lc->ids, nc * sizeof(*n));
+			if (n == NULL)
+				return ENOMEM;
+			lc->ids = n;
+			lc->cap = nc;
+		}
+		lc->ids[lc->nids++] = r->staging_id;
+		if (r->staging_id >= wb->next_staging)
+			wb->next_staging = r->staging_id + 1;
+	}
+	e->has_job = true;
+	e->op = r->op;
+	e->bytes = r->op == TFS_J_PUT ? r->size : 0;
+	e->due_ms = 0;
+	wb->recovered++;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Staged files no record refers to: kept in lost+found, never deleted,
+ * since they may hold the only copy of someone's data (a journal lost
+ * with a damaged index). */
+static void sweep_staging(struct tfs_wb *wb, struct load_ctx *lc, const char *cache_dir)
+{
+	if (lc->nids > 1)
+		qsort(lc->ids, lc->nids, sizeof(*lc->ids), cmp_u64);
+	int dfd = dup(wb->stagefd);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	char lost[PATH_MAX];
+	snprintf(lost, sizeof(lost), "%s/lost+found", cache_dir);
+	unsigned moved = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		if (de->d_name[0] == '.')
+			continue;
+		uint64_t id = strtoull(de->d_name, &end, 16);
+		if (*end != '\0' || strlen(de->d_name) != 16)
+			continue;
+		if (id >= wb->next_staging)
+			wb->next_staging = id + 1;
+		if (lc->nids && bsearch(&id, lc->ids, lc->nids, sizeof(id), cmp_u64))
+			continue;
+		struct stat st;
+		if (fstatat(wb->stagefd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size == 0) {
+			unlinkat(wb->stagefd, de->d_name, 0);
+			continue;
+		}
+		if (moved == 0 && mkdir(lost, 0700) < 0 && errno != EEXIST)
+			break;
+		char to[PATH_MAX + 32];
+		snprintf(to, sizeof(to), "%s/%s", lost, de->d_name);
+		if (renameat(wb->stagefd, de->d_name, AT_FDCWD, to) == 0)
+			moved++;
+	}
+	closedir(d);
+	if (moved)
+		tfs_warn(wb->log, "writeback: %u staged file(s) without a journal record moved to %s "
+			 "(their upload may not have happened; nothing was deleted)", moved, lost);
+}
+
+int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, MDB_env *env,
+		  struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
+		  const struct tfs_log *log, struct tfs_wb **out)
+{
+	struct tfs_wb *wb = calloc(1, sizeof(*wb));
+	if (wb == NULL)
+		return ENOMEM;
+	wb->cfg = *cfg;
+	wb->env = env;
+	wb->meta = meta;
+	wb->be = be;
+	wb->top = top;
+	wb->log = log;
+	wb->stagefd = -1;
+	wb->next_staging = 1;
+	pthread_mutex_init(&wb->lock, NULL);
+	pthread_cond_init(&wb->work, NULL);
+	pthread_cond_init(&wb->done, NULL);
+	int rc = 0;
+	size_t dl = strlen(cache_dir) + sizeof("/staging");
+	wb->stagedir = malloc(dl);
+	if (wb->stagedir == NULL) {
+		rc = ENOMEM;
+		goto fail;
+	}
+	snprintf(wb->stagedir, dl, "%s/staging", cache_dir);
+	if (mkdir(wb->stagedir, 0700) < 0 && errno != EEXIST) {
+		rc = errno;
+		tfs_err(log, "writeback: cannot create %s: %s", wb->stagedir, strerror(rc));
+		goto fail;
+	}
+	wb->stagefd = open(wb->stagedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (wb->stagefd < 0) {
+		rc = errno;
+		tfs_err(log, "writeback: cannot open %s: %s", wb->stagedir, strerror(rc));
+		goto fail;
+	}
+	MDB_txn *txn;
+	rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc == 0) {
+		rc = tfs_journal_open(txn, &wb->dbi);
+		if (rc == 0)
+			rc = mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
+	}
+	if (rc) {
+		tfs_err(log, "writeback: cannot open the journal: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
+		rc = EIO;
+		goto fail;
+	}
+	struct load_ctx lc = { .wb = wb };
+	if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
+		rc = tfs_journal_each(txn, wb->dbi, load_one, &lc);
+		mdb_txn_abort(txn);
+	} else {
+		rc = EIO;
+	}
+	if (rc) {
+		free(lc.ids);
+		tfs_err(log, "writeback: cannot read the journal: %s", strerror(rc));
+		goto fail;
+	}
+	sweep_staging(wb, &lc, cache_dir);
+	free(lc.ids);
+	if (wb->recovered)
+		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
+			 wb->recovered);
+	if (cfg->mode != TFS_WB_OFF) {
+		wb->threads = calloc(cfg->uploaders, sizeof(*wb->threads));
+		if (wb->threads == NULL) {
+			rc = ENOMEM;
+			goto fail;
+		}
+		for (unsigned i = 0; i < cfg->uploaders; i++) {
+			rc = pthread_create(&wb->threads[i], NULL, uploader, wb);
+			if (rc) {
+				tfs_err(log, "writeback: cannot start uploaders: %s", strerror(rc));
+				goto fail;
+			}
+			wb->nthreads++;
+		}
+	}
+	*out = wb;
+	return 0;
+fail:
+	tfs_wb_destroy(wb);
+	return rc;
+}
+
+void tfs_wb_destroy(struct tfs_wb *wb)
+{
+	if (wb == NULL)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->stop = true;
+	pthread_cond_broadcast(&wb->work);
+	pthread_cond_broadcast(&wb->done);
+	pthread_mutex_unlock(&wb->lock);
+	for (unsigned i = 0; i < wb->nthreads; i++)
+		pthread_join(wb->threads[i], NULL);
+	for (size_t i = 0; i < NBUCKETS; i++) {
+		struct ent *e = wb->tab[i];
+		while (e) {
+			struct ent *n = e->next;
+			if (e->file) {
+				/* Still journalled: the staged copy stays for the next mount. */
+				bool keep = e->file->journaled;
+				free_file(wb, e->file, !keep);
+			}
+			free(e->path);
+			free(e);
+			e = n;
+		}
+	}
+	if (wb->stagefd >= 0)
+		close(wb->stagefd);
+	free(wb->stagedir);
+	free(wb->threads);
+	pthread_mutex_destroy(&wb->lock);
+	pthread_cond_destroy(&wb->work);
+	pthread_cond_destroy(&wb->done);
+	free(wb);
+}

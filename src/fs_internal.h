@@ -1,0 +1,104 @@
+/* fs_internal.h - state shared by the FUSE handlers of fs.c (namespace and
+ * reads) and fs_write.c (modifications).  Not for use outside src/fs*.c.
+ *
+ * Reply discipline: each handler replies exactly once, on every path; the
+ * helpers below that take a fuse_req_t reply, the others do not.
+ */
+#ifndef TFS_FS_INTERNAL_H
+#define TFS_FS_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "fs.h"
+#include "writeback.h"
+
+#define FOREVER_S (365.0 * 86400.0)
+
+enum fs_op {
+	OP_LOOKUP, OP_GETATTR, OP_READDIR, OP_OPEN, OP_READ, OP_STATFS,
+	OP_CREATE, OP_WRITE, OP_SETATTR, OP_MKDIR, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_FSYNC,
+	OP_FLUSH, OP__COUNT
+};
+
+struct tfs_fs {
+	struct tfs_fs_config cfg;
+	struct tfs_itable *itable;
+	struct tfs_meta *meta;
+	struct tfs_layer *top;
+	struct tfs_prefetch *pf;
+	struct tfs_wb *wb;       /* NULL: read-only */
+	struct tfs_backend *be;  /* for renames of clean objects */
+	const struct tfs_log *log;
+	uint64_t block_size;
+	uint64_t ra_blocks;
+	double timeout; /* kernel entry/attr timeout, seconds */
+	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
+	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
+	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
+};
+
+/* An open file.  Clean files read through the cache stack (obj); dirty
+ * ones (wf non-NULL) read and write their staged copy. */
+struct fh {
+	struct tfs_obj obj;
+	char *key;
+	struct tfs_wb_file *wf; /* staged copy, or NULL */
+	bool writer;            /* opened for writing (holds a writer count) */
+	pthread_mutex_t lock;   /* protects next_off and ra_next */
+	uint64_t next_off;      /* where a sequential reader continues */
+	uint64_t ra_next;       /* first block not yet handed to prefetch */
+};
+
+static inline struct tfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err);
+/* Count and reply with an error. */
+void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err);
+void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
+void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
+		       struct fuse_entry_param *e);
+/* Split "a/b/c" into "a/b" and a pointer to "c" inside path. */
+void tfs_fs_split(const char *path, char *dir, size_t dlen, const char **name);
+/* Current attributes of `path` (type `type`, 0: any): dirty state first,
+ * then the metadata cache (revalidated after the TTL; drops cached data of
+ * a changed object).  Returns 0 or an errno (ENOENT, ESTALE, EIO...). */
+int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a);
+/* The path of inode `ino` into buf (PATH_MAX).  Returns 0, ESTALE (no such
+ * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode. */
+int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **in);
+/* Allocate and free file handles. */
+struct fh *tfs_fs_fh_new(const char *key);
+void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
+
+/* fs_write.c: the handlers that change things (EROFS without write-back). */
+void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		    struct fuse_file_info *fi);
+void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi);
+void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		   const char *newname, unsigned int flags);
+void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		     size_t size, int flags);
+void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+/* open() with write flags (O_WRONLY/O_RDWR/O_TRUNC): stage the file. */
+void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
+		       struct fuse_file_info *fi);
+
+#endif

@@ -1,0 +1,686 @@
+/* fs_write.c - FUSE handlers that change the namespace or file data.
+ *
+ * Data goes to the write-back layer's staged copies; namespace changes are
+ * journalled there and become visible at once (LOCAL metadata entries).
+ * Namespace changes are serialized by fs->ns_lock, so checks such as
+ * "the target does not exist" or "the directory is empty" hold until the
+ * change is journalled.  No lock is held across a reply.
+ *
+ * Not supported: hard links and symlinks (EPERM), special files (EPERM),
+ * extended attributes (ENOTSUP), RENAME_EXCHANGE (EINVAL), and renames of
+ * directories holding more than RENAME_DIR_MAX entries (EXDEV, so mv(1)
+ * falls back to copying).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fs_internal.h"
+
+#define RENAME_DIR_MAX 1000 /* entries (files and directories, recursively) */
+
+/* Reply EROFS and return false when the mount takes no writes. */
+static bool writable(fuse_req_t req, enum fs_op op)
+{
+	if (fs_of(req)->wb != NULL)
+		return true;
+	tfs_fs_reply_err(req, op, EROFS);
+	return false;
+}
+
+/* "<parent's path>/<name>" for a parent that must be a directory. */
+static int child_path(struct tfs_fs *fs, fuse_ino_t parent, const char *name, char path[PATH_MAX])
+{
+	char dir[PATH_MAX];
+	struct tfs_inode *p;
+	int rc = tfs_fs_ino_path(fs, parent, dir, &p);
+	if (rc)
+		return rc;
+	if (p->type != TFS_FT_DIR)
+		return ENOTDIR;
+	if (strlen(name) > NAME_MAX)
+		return ENAMETOOLONG;
+	return tfs_meta_join(dir, name, path, PATH_MAX);
+}
+
+static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct tfs_wb_attr a = {
+		.mode = (uint32_t)(mode & 07777 & ~ctx->umask), .uid = ctx->uid, .gid = ctx->gid,
+		.mtime = (int64_t)time(NULL),
+	};
+	return a;
+}
+
+static void reply_entry(fuse_req_t req, enum fs_op op, const char *path, const struct tfs_attr *a)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in;
+	int rc = tfs_itable_lookup(fs->itable, path, a->type, &in);
+	if (rc) {
+		tfs_fs_reply_err(req, op, rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	tfs_fs_fill_entry(fs, in, a, &e);
+	tfs_fs_count(fs, op, 0);
+	fuse_reply_entry(req, &e);
+}
+
+/* Hand `h` to the kernel as an open file; frees it if the open was
+ * interrupted. */
+static void reply_open(fuse_req_t req, enum fs_op op, struct fh *h, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e)
+{
+	struct tfs_fs *fs = fs_of(req);
+	fi->fh = (uintptr_t)h;
+	fi->keep_cache = 0;
+	fi->noflush = 0;
+	tfs_fs_count(fs, op, 0);
+	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
+	if (rc == -ENOENT)
+		tfs_fs_fh_free(fs, h);
+}
+
+/* ---- files ---- */
+
+/* The version in the bucket behind attributes `a`, or NULL for a file
+ * that exists only as a staged copy (which has no ETag).  A LOCAL entry
+ * with an ETag is a bucket object with pending attribute changes. */
+static const struct tfs_attr *in_bucket(const struct tfs_attr *a)
+{
+	return a->type == TFS_FT_FILE && a->etag[0] ? a : NULL;
+}
+
+/* Stage `path` for writing; `a` is its current state. */
+static int stage(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, bool trunc,
+		 struct tfs_wb_file **out)
+{
+	return tfs_wb_open_write(fs->wb, path, in_bucket(a), trunc, out);
+}
+
+void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
+		       struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_attr a;
+	struct fh *h = NULL;
+	int rc = tfs_fs_attr(fs, path, &a);
+	if (rc == 0 && a.type != in->type)
+		rc = ESTALE;
+	if (rc == 0 && (h = tfs_fs_fh_new(path)) == NULL)
+		rc = ENOMEM;
+	if (rc == 0)
+		rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
+	if (rc) {
+		if (h)
+			tfs_fs_fh_free(fs, h);
+		tfs_fs_reply_err(req, OP_OPEN, rc);
+		return;
+	}
+	h->writer = true;
+	(void)tfs_itable_swap_kernel_etag(fs->itable, in, "");
+	reply_open(req, OP_OPEN, h, fi, NULL);
+}
+
+void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		   struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	char path[PATH_MAX];
+	struct tfs_attr a;
+	struct fh *h = NULL;
+	if (!writable(req, OP_CREATE))
+		return;
+	int rc = child_path(fs, parent, name, path);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_CREATE, rc);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns_lock);
+	int ex = tfs_fs_attr(fs, path, &a);
+	if (ex == 0 && (fi->flags & O_EXCL))
+		rc = EEXIST;
+	else if (ex == 0 && a.type == TFS_FT_DIR)
+		rc = EISDIR;
+	else if (ex != 0 && ex != ENOENT)
+		rc = ex;
+	if (rc == 0 && (h = tfs_fs_fh_new(path)) == NULL)
+		rc = ENOMEM;
+	if (rc == 0) {
+		if (ex == 0) {
+			rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
+		} else {
+			struct tfs_wb_attr na = new_attr(req, mode);
+			rc = tfs_wb_create_file(fs->wb, path, &na, &h->wf);
+		}
+	}
+	if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
+		rc = EIO;
+	pthread_mutex_unlock(&fs->ns_lock);
+	struct tfs_inode *in = NULL;
+	if (rc == 0)
+		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, &in);
+	if (rc) {
+		if (h)
+			tfs_fs_fh_free(fs, h);
+		tfs_fs_reply_err(req, OP_CREATE, rc);
+		return;
+	}
+	h->writer = true;
+	(void)tfs_itable_swap_kernel_etag(fs->itable, in, "");
+	struct fuse_entry_param e;
+	tfs_fs_fill_entry(fs, in, &a, &e);
+	reply_open(req, OP_CREATE, h, fi, &e);
+}
+
+void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	struct tfs_fs *fs = fs_of(req);
+	char path[PATH_MAX];
+	struct tfs_attr a;
+	if (!writable(req, OP_CREATE))
+		return;
+	if (!S_ISREG(mode)) {
+		tfs_fs_reply_err(req, OP_CREATE, EPERM); /* no special files in a bucket */
+		return;
+	}
+	int rc = child_path(fs, parent, name, path);
+	struct tfs_wb_file *wf = NULL;
+	if (rc == 0) {
+		pthread_mutex_lock(&fs->ns_lock);
+		rc = tfs_fs_attr(fs, path, &a) == 0 ? EEXIST : 0;
+		if (rc == 0) {
+			struct tfs_wb_attr na = new_attr(req, mode);
+			rc = tfs_wb_create_file(fs->wb, path, &na, &wf);
+		}
+		if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
+			rc = EIO;
+		pthread_mutex_unlock(&fs->ns_lock);
+		if (wf) {
+			int crc = tfs_wb_release(fs->wb, wf, true);
+			if (rc == 0)
+				rc = crc;
+		}
+	}
+	if (rc) {
+		tfs_fs_reply_err(req, OP_CREATE, rc);
+		return;
+	}
+	reply_entry(req, OP_CREATE, path, &a);
+}
+
+void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct tfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	if (h->wf == NULL || !h->writer) {
+		tfs_fs_reply_err(req, OP_WRITE, EBADF);
+		return;
+	}
+	int rc = tfs_wb_write(fs->wb, h->wf, buf, size, (uint64_t)off);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_WRITE, rc);
+		return;
+	}
+	atomic_fetch_add(&fs->write_bytes, size);
+	tfs_fs_count(fs, OP_WRITE, 0);
+	fuse_reply_write(req, size);
+}
+
+void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct tfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	int rc = 0;
+	/* close(): journal what was written (sync mode: upload it). */
+	if (h->wf && h->writer)
+		rc = tfs_wb_commit(fs->wb, h->wf, false);
+	if (rc)
+		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));
+	tfs_fs_reply_err(req, OP_FLUSH, rc);
+}
+
+void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	struct tfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	int rc = 0;
+	if (h->wf)
+		rc = tfs_wb_commit(fs->wb, h->wf, true);
+	if (rc)
+		tfs_err(fs->log, "fsync '%s': %s", h->key, strerror(rc));
+	tfs_fs_reply_err(req, OP_FSYNC, rc);
+}
+
+/* Truncate `path` to `size` through handle `h` (if it writes) or a
+ * temporary staging. */
+static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, struct fh *h,
+			 uint64_t size)
+{
+	if (h && h->wf && h->writer)
+		return tfs_wb_truncate(fs->wb, h->wf, size);
+	struct tfs_wb_file *wf;
+	int rc = stage(fs, path, a, size == 0, &wf);
+	if (rc)
+		return rc;
+	if (size != 0 || a->size != 0)
+		rc = tfs_wb_truncate(fs->wb, wf, size);
+	int crc = tfs_wb_release(fs->wb, wf, true);
+	return rc ? rc : crc;
+}
+
+void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		    struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in;
+	struct tfs_attr a;
+	char path[PATH_MAX];
+	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
+	if (!writable(req, OP_SETATTR))
+		return;
+	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0 && path[0] == '\0')
+		rc = EPERM; /* the root has no object to hold attributes */
+	if (rc == 0)
+		rc = tfs_fs_attr(fs, path, &a);
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
+		if (a.type == TFS_FT_DIR)
+			rc = EISDIR;
+		else
+			rc = truncate_path(fs, path, &a, h, (uint64_t)attr->st_size);
+		if (rc == 0)
+			rc = tfs_fs_attr(fs, path, &a);
+	}
+	unsigned mask = 0;
+	struct tfs_wb_attr na = { 0 };
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		mask |= TFS_WB_SET_MODE;
+		na.mode = attr->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		mask |= TFS_WB_SET_UID;
+		na.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		mask |= TFS_WB_SET_GID;
+		na.gid = attr->st_gid;
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		mask |= TFS_WB_SET_MTIME;
+		na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (int64_t)time(NULL)
+							      : (int64_t)attr->st_mtim.tv_sec;
+	}
+	/* atime and ctime have nowhere to live in a bucket: accepted, not kept. */
+	if (rc == 0 && mask) {
+		rc = tfs_wb_setattr(fs->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a), mask, &na);
+		if (rc == 0)
+			rc = tfs_fs_attr(fs, path, &a);
+	}
+	if (rc) {
+		tfs_fs_reply_err(req, OP_SETATTR, rc);
+		return;
+	}
+	struct stat st;
+	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_fs_count(fs, OP_SETATTR, 0);
+	fuse_reply_attr(req, &st, fs->timeout);
+}
+
+/* ---- directories and names ---- */
+
+void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct tfs_fs *fs = fs_of(req);
+	char path[PATH_MAX];
+	struct tfs_attr a;
+	if (!writable(req, OP_MKDIR))
+		return;
+	int rc = child_path(fs, parent, name, path);
+	if (rc == 0) {
+		pthread_mutex_lock(&fs->ns_lock);
+		int ex = tfs_fs_attr(fs, path, &a);
+		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
+		if (rc == 0) {
+			struct tfs_wb_attr na = new_attr(req, mode);
+			rc = tfs_wb_mkdir(fs->wb, path, &na);
+		}
+		if (rc == 0)
+			rc = tfs_fs_attr(fs, path, &a);
+		pthread_mutex_unlock(&fs->ns_lock);
+	}
+	if (rc) {
+		tfs_fs_reply_err(req, OP_MKDIR, rc);
+		return;
+	}
+	reply_entry(req, OP_MKDIR, path, &a);
+}
+
+static int any_entry(void *ctx, const char *name, const struct tfs_attr *a)
+{
+	(void)ctx;
+	(void)name;
+	(void)a;
+	return 1;
+}
+
+/* 0 if directory `path` is empty, ENOTEMPTY, or the listing's error. */
+static int dir_empty(struct tfs_fs *fs, const char *path)
+{
+	int rc = tfs_meta_readdir(fs->meta, path, "", any_entry, NULL);
+	return rc == 1 ? ENOTEMPTY : rc == ENOENT ? 0 : rc;
+}
+
+/* Forget cached data of `path`'s object (any version). */
+static void drop_cached(struct tfs_fs *fs, const char *path)
+{
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, path, "", 0);
+	tfs_layer_invalidate(fs->top, obj.id);
+}
+
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
+{
+	struct tfs_fs *fs = fs_of(req);
+	enum fs_op op = dir ? OP_RMDIR : OP_UNLINK;
+	char path[PATH_MAX];
+	struct tfs_attr a;
+	if (!writable(req, op))
+		return;
+	int rc = child_path(fs, parent, name, path);
+	if (rc == 0) {
+		pthread_mutex_lock(&fs->ns_lock);
+		rc = tfs_fs_attr(fs, path, &a);
+		if (rc == 0 && dir && a.type != TFS_FT_DIR)
+			rc = ENOTDIR;
+		else if (rc == 0 && !dir && a.type == TFS_FT_DIR)
+			rc = EISDIR;
+		if (rc == 0 && dir)
+			rc = dir_empty(fs, path);
+		if (rc == 0)
+			rc = tfs_wb_remove(fs->wb, path, dir);
+		pthread_mutex_unlock(&fs->ns_lock);
+	}
+	if (rc == 0) {
+		if (tfs_itable_detach(fs->itable, path) != 0)
+			tfs_warn(fs->log, "%s '%s': out of memory detaching its inode", dir ? "rmdir" : "unlink",
+				 path);
+		if (!dir)
+			drop_cached(fs, path);
+	}
+	tfs_fs_reply_err(req, op, rc);
+}
+
+void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, false);
+}
+
+void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, true);
+}
+
+/* Rename one file `from` -> `to` (ns_lock held; `a` = from's attributes):
+ * a staged file moves in the journal; a clean object is copied in the
+ * bucket and the original deleted (not atomic: a crash in between leaves
+ * both), unless it has pending changes, in which case it is staged first. */
+static int rename_file(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
+{
+	int rc = tfs_wb_rename_dirty(fs->wb, from, to);
+	if (rc != ENOENT)
+		return rc;
+	bool busy = false;
+	rc = tfs_wb_claim(fs->wb, to, &busy);
+	if (rc)
+		return rc;
+	bool src_busy = a->local;
+	if (!busy && !src_busy) {
+		char etag[TFS_ETAG_MAX] = "";
+		rc = tfs_backend_copy(fs->be, from, to, NULL, etag);
+		if (rc == 0)
+			rc = tfs_backend_delete(fs->be, from);
+		if (rc == 0) {
+			struct tfs_attr na = *a;
+			snprintf(na.etag, sizeof(na.etag), "%s", etag);
+			rc = tfs_wb_renamed_clean(fs->wb, from, to, &na);
+		}
+		drop_cached(fs, from);
+		return rc;
+	}
+	/* Stage a copy and move that. */
+	struct tfs_wb_file *wf;
+	rc = tfs_wb_open_write(fs->wb, from, in_bucket(a), false, &wf);
+	if (rc)
+		return rc;
+	rc = tfs_wb_truncate(fs->wb, wf, a->size); /* a change, so it is journalled */
+	int crc = tfs_wb_commit(fs->wb, wf, false);
+	if (rc == 0)
+		rc = crc;
+	if (rc == 0)
+		rc = tfs_wb_rename_dirty(fs->wb, from, to);
+	(void)tfs_wb_release(fs->wb, wf, true);
+	return rc;
+}
+
+struct collect {
+	char **names;
+	enum tfs_ftype *types;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_entry(void *ctx, const char *name, const struct tfs_attr *a)
+{
+	struct collect *c = ctx;
+	if (c->n == RENAME_DIR_MAX) {
+		c->err = EXDEV;
+		return 1;
+	}
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 32;
+		char **nn = realloc(c->names, nc * sizeof(*nn));
+		if (nn)
+			c->names = nn;
+		enum tfs_ftype *nt = realloc(c->types, nc * sizeof(*nt));
+		if (nt)
+			c->types = nt;
+		if (nn == NULL || nt == NULL) {
+			c->err = ENOMEM;
+			return 1;
+		}
+		c->cap = nc;
+	}
+	if ((c->names[c->n] = strdup(name)) == NULL) {
+		c->err = ENOMEM;
+		return 1;
+	}
+	c->types[c->n++] = a->type;
+	return 0;
+}
+
+/* Rename directory `from` -> `to` entry by entry, depth first.  `budget`
+ * counts the entries still allowed. */
+static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *da,
+		      size_t *budget)
+{
+	struct collect c = { 0 };
+	int rc = tfs_meta_readdir(fs->meta, from, "", collect_entry, &c);
+	if (rc == 1 || rc == 0)
+		rc = c.err;
+	if (rc == 0 && c.n > *budget)
+		rc = EXDEV;
+	if (rc == 0) {
+		*budget -= c.n;
+		struct tfs_wb_attr na = { da->mode, da->uid, da->gid, da->mtime ? da->mtime : (int64_t)time(NULL) };
+		rc = tfs_wb_mkdir(fs->wb, to, &na);
+	}
+	for (size_t i = 0; rc == 0 && i < c.n; i++) {
+		char f[PATH_MAX], t[PATH_MAX];
+		struct tfs_attr a;
+		rc = tfs_meta_join(from, c.names[i], f, sizeof(f));
+		if (rc == 0)
+			rc = tfs_meta_join(to, c.names[i], t, sizeof(t));
+		if (rc == 0)
+			rc = tfs_fs_attr(fs, f, &a);
+		if (rc == 0)
+			rc = a.type == TFS_FT_DIR ? rename_dir(fs, f, t, &a, budget) : rename_file(fs, f, t, &a);
+	}
+	if (rc == 0)
+		rc = tfs_wb_remove(fs->wb, from, true);
+	for (size_t i = 0; i < c.n; i++)
+		free(c.names[i]);
+	free(c.names);
+	free(c.types);
+	return rc;
+}
+
+/* Count the entries below `dir`, up to the rename bound. */
+static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n)
+{
+	struct collect c = { 0 };
+	int rc = tfs_meta_readdir(fs->meta, dir, "", collect_entry, &c);
+	if (rc == 1 || rc == 0)
+		rc = c.err;
+	*n += c.n;
+	if (rc == 0 && *n > RENAME_DIR_MAX)
+		rc = EXDEV;
+	for (size_t i = 0; rc == 0 && i < c.n; i++) {
+		char sub[PATH_MAX];
+		if (c.types[i] != TFS_FT_DIR)
+			continue;
+		rc = tfs_meta_join(dir, c.names[i], sub, sizeof(sub));
+		if (rc == 0)
+			rc = count_tree(fs, sub, n);
+	}
+	for (size_t i = 0; i < c.n; i++)
+		free(c.names[i]);
+	free(c.names);
+	free(c.types);
+	return rc;
+}
+
+void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		   const char *newname, unsigned int flags)
+{
+	struct tfs_fs *fs = fs_of(req);
+	char from[PATH_MAX], to[PATH_MAX];
+	struct tfs_attr sa, da;
+	if (!writable(req, OP_RENAME))
+		return;
+	if (flags & RENAME_EXCHANGE) {
+		tfs_fs_reply_err(req, OP_RENAME, EINVAL);
+		return;
+	}
+	int rc = child_path(fs, parent, name, from);
+	if (rc == 0)
+		rc = child_path(fs, newparent, newname, to);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_RENAME, rc);
+		return;
+	}
+	pthread_mutex_lock(&fs->ns_lock);
+	rc = tfs_fs_attr(fs, from, &sa);
+	int dex = rc == 0 ? tfs_fs_attr(fs, to, &da) : ENOENT;
+	size_t len = strlen(from);
+	if (rc == 0 && strcmp(from, to) == 0) {
+		pthread_mutex_unlock(&fs->ns_lock);
+		tfs_fs_reply_err(req, OP_RENAME, 0);
+		return;
+	}
+	if (rc == 0 && dex != 0 && dex != ENOENT)
+		rc = dex;
+	else if (rc == 0 && dex == 0 && (flags & RENAME_NOREPLACE))
+		rc = EEXIST;
+	else if (rc == 0 && sa.type == TFS_FT_DIR && strncmp(to, from, len) == 0 && to[len] == '/')
+		rc = EINVAL; /* into itself */
+	else if (rc == 0 && dex == 0 && sa.type == TFS_FT_DIR && da.type != TFS_FT_DIR)
+		rc = ENOTDIR;
+	else if (rc == 0 && dex == 0 && sa.type != TFS_FT_DIR && da.type == TFS_FT_DIR)
+		rc = EISDIR;
+	if (rc == 0 && dex == 0 && da.type == TFS_FT_DIR)
+		rc = dir_empty(fs, to);
+	if (rc == 0 && sa.type == TFS_FT_DIR) {
+		size_t n = 0, budget = RENAME_DIR_MAX;
+		rc = count_tree(fs, from, &n);
+		if (rc == EXDEV)
+			tfs_info(fs->log, "rename '%s': more than %d entries; EXDEV (mv copies instead)", from,
+				 RENAME_DIR_MAX);
+		if (rc == 0)
+			rc = rename_dir(fs, from, to, &sa, &budget);
+	} else if (rc == 0) {
+		rc = rename_file(fs, from, to, &sa);
+	}
+	pthread_mutex_unlock(&fs->ns_lock);
+	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)
+		tfs_warn(fs->log, "rename '%s': out of memory renaming its inodes", from);
+	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY)
+		tfs_err(fs->log, "rename '%s' -> '%s': %s", from, to, strerror(rc));
+	tfs_fs_reply_err(req, OP_RENAME, rc);
+}
+
+/* ---- not supported ---- */
+
+void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
+}
+
+void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino;
+	(void)newparent;
+	(void)newname;
+	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
+}
+
+void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		     size_t size, int flags)
+{
+	(void)ino;
+	(void)name;
+	(void)value;
+	(void)size;
+	(void)flags;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	(void)ino;
+	(void)name;
+	(void)size;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	(void)ino;
+	(void)size;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, ENOTSUP);
+}

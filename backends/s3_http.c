@@ -400,6 +400,20 @@ int tfs_http_perform(struct tfs_http_pool *p, const struct tfs_http_req *req,
 			snprintf(resp->error, sizeof(resp->error), "%s", curl_easy_strerror(cc));
 		return EIO;
 	}
+	/* Object replies (HEAD, and GETs into dst) always carry Content-Length
+	 * and ETag on S3.  curl accepts a header block cut short by a closed
+	 * connection as complete, so a reply missing either was cut: retry it
+	 * rather than read "0 bytes" as "the object changed". */
+	bool object_reply = strcmp(r.method, "HEAD") == 0 || (strcmp(r.method, "GET") == 0 && r.dst);
+	if (object_reply && resp->status >= 200 && resp->status <= 299 &&
+	    (resp->content_length < 0 || resp->etag[0] == '\0')) {
+		release(p, h, false);
+		resp->status = 0;
+		resp->transport_error = true;
+		snprintf(resp->error, sizeof(resp->error), "reply without %s (cut short)",
+			 resp->content_length < 0 ? "Content-Length" : "ETag");
+		return EIO;
+	}
 	release(p, h, true);
 	return 0;
 }

@@ -94,6 +94,7 @@ run "conformance rgw" tests/harness/conformance.sh rgw "$conf"
 step "FUSE mount: local backend and moto"
 run "mount local" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local
 run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend moto
+run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
 step "write path: local backend and moto"
 run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local

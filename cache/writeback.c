@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +71,8 @@ struct tfs_wb {
 	pthread_cond_t done;  /* a job finished */
 	struct ent *tab[NBUCKETS];
 	uint64_t next_staging;
+	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
+	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
 	pthread_t *threads;
 	unsigned nthreads;
@@ -153,6 +156,7 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 
 static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 {
+	wb->staged -= f->size; /* callers hold the lock */
 	if (f->fd >= 0)
 		close(f->fd);
 	if (delete_staged)
@@ -183,6 +187,23 @@ static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **ou
 	f->attr.mtime = (int64_t)time(NULL);
 	*out = f;
 	return 0;
+}
+
+/* Room for `more` staged bytes?  Lock held.  Returns 0 or ENOSPC. */
+static int reserve(struct tfs_wb *wb, uint64_t more, const char *path)
+{
+	if (more == 0 || wb->staged + more <= wb->staging_cap) {
+		if (wb->staged + more < wb->staging_cap / 2)
+			wb->full_logged = false;
+		return 0;
+	}
+	if (!wb->full_logged) {
+		wb->full_logged = true;
+		tfs_err(wb->log, "writeback: staging is full (%" PRIu64 " of %" PRIu64 " bytes staged, "
+			"writeback.staging_size): writing '%s' fails with ENOSPC until uploads finish",
+			wb->staged, wb->staging_cap, path ? path : "(deleted)");
+	}
+	return ENOSPC;
 }
 
 /* Make sure f->fd is open (files recovered from the journal open lazily). */
@@ -400,12 +421,21 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	if (rc)
 		return rc;
 	if (clean && !trunc) {
-		rc = copy_in(wb, path, clean, f->fd);
+		pthread_mutex_lock(&wb->lock);
+		rc = reserve(wb, clean->size, path);
+		if (rc == 0) {
+			f->size = clean->size; /* counted from now on */
+			wb->staged += clean->size;
+		}
+		pthread_mutex_unlock(&wb->lock);
+		if (rc == 0)
+			rc = copy_in(wb, path, clean, f->fd);
 		if (rc) {
+			pthread_mutex_lock(&wb->lock);
 			free_file(wb, f, true);
+			pthread_mutex_unlock(&wb->lock);
 			return rc;
 		}
-		f->size = clean->size;
 	}
 	if (clean) {
 		f->attr.mode = clean->mode;
@@ -425,8 +455,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		struct tfs_wb_file *theirs = e->file;
 		theirs->refs++;
 		theirs->writers++;
-		pthread_mutex_unlock(&wb->lock);
 		free_file(wb, f, true);
+		pthread_mutex_unlock(&wb->lock);
 		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
 			tfs_wb_release(wb, theirs, true);
 			return rc;
@@ -442,11 +472,11 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	}
 	if (e)
 		ent_maybe_free(wb, e);
-	pthread_mutex_unlock(&wb->lock);
-	if (rc) {
+	if (rc)
 		free_file(wb, f, true);
+	pthread_mutex_unlock(&wb->lock);
+	if (rc)
 		return rc;
-	}
 	*out = f;
 	return 0;
 }
@@ -525,15 +555,22 @@ int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size
 
 int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off)
 {
-	int rc = tfs_pwrite_all(f->fd, buf, len, (off_t)off);
+	pthread_mutex_lock(&wb->lock);
+	int rc = off + len > f->size ? reserve(wb, off + len - f->size, f->path) : 0;
+	pthread_mutex_unlock(&wb->lock);
+	if (rc)
+		return rc;
+	rc = tfs_pwrite_all(f->fd, buf, len, (off_t)off);
 	if (rc) {
 		tfs_err(wb->log, "writeback: writing the staged copy of '%s': %s",
 			f->path ? f->path : "(deleted)", strerror(rc));
 		return rc;
 	}
 	pthread_mutex_lock(&wb->lock);
-	if (off + len > f->size)
+	if (off + len > f->size) {
+		wb->staged += off + len - f->size;
 		f->size = off + len;
+	}
 	f->attr.mtime = (int64_t)time(NULL);
 	f->seq++;
 	pthread_mutex_unlock(&wb->lock);
@@ -542,13 +579,20 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 {
+	pthread_mutex_lock(&wb->lock);
+	int rc = size > f->size ? reserve(wb, size - f->size, f->path) : 0;
+	pthread_mutex_unlock(&wb->lock);
+	if (rc)
+		return rc;
 	if (ftruncate(f->fd, (off_t)size) < 0) {
-		int rc = errno;
+		rc = errno;
 		tfs_err(wb->log, "writeback: truncating the staged copy of '%s': %s",
 			f->path ? f->path : "(deleted)", strerror(rc));
 		return rc;
 	}
 	pthread_mutex_lock(&wb->lock);
+	wb->staged += size;
+	wb->staged -= f->size;
 	f->size = size;
 	f->attr.mtime = (int64_t)time(NULL);
 	f->seq++;
@@ -1339,6 +1383,30 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	pthread_mutex_unlock(&wb->lock);
 	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
 		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
+	struct json_object *failing = json_object_new_array();
+	pthread_mutex_lock(&wb->lock);
+	uint64_t staged = wb->staged, cap = wb->staging_cap;
+	size_t listed = 0;
+	for (size_t i = 0; failing && i < NBUCKETS && listed < 20; i++)
+		for (struct ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
+			if (!e->has_job || e->attempts == 0)
+				continue;
+			struct json_object *x = json_object_new_object();
+			if (x == NULL)
+				continue;
+			json_object_object_add(x, "path", json_object_new_string(e->path));
+			json_object_object_add(x, "attempts", json_object_new_uint64(e->attempts));
+			json_object_object_add(x, "last_error",
+					       json_object_new_string(strerror(e->last_err ? e->last_err : EIO)));
+			json_object_object_add(x, "gave_up", json_object_new_boolean(e->failed));
+			json_object_array_add(failing, x);
+			listed++;
+		}
+	pthread_mutex_unlock(&wb->lock);
+	json_object_object_add(o, "staged_bytes", json_object_new_uint64(staged));
+	json_object_object_add(o, "staging_capacity_bytes", json_object_new_uint64(cap));
+	if (failing)
+		json_object_object_add(o, "failing", failing);
 	static const char *const modes[] = { "async", "sync", "off" };
 	json_object_object_add(o, "mode", json_object_new_string(modes[wb->cfg.mode]));
 	json_object_object_add(out, "writeback", o);
@@ -1377,6 +1445,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->attr = (struct tfs_wb_attr){ r->mode, r->uid, r->gid, r->mtime };
 		f->journaled = true;
 		e->file = f;
+		wb->staged += f->size;
 		if (lc->nids == lc->cap) {
 			size_t nc = lc->cap ? 2 * lc->cap : 64;
 			uint64_t *n = realloc(lc->ids, nc * sizeof(*n));
@@ -1486,6 +1555,17 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		rc = errno;
 		tfs_err(log, "writeback: cannot open %s: %s", wb->stagedir, strerror(rc));
 		goto fail;
+	}
+	wb->staging_cap = cfg->staging_size;
+	if (wb->staging_cap == 0) {
+		struct statvfs sv;
+		if (fstatvfs(wb->stagefd, &sv) < 0) {
+			rc = errno;
+			tfs_err(log, "writeback: statvfs %s: %s", wb->stagedir, strerror(rc));
+			goto fail;
+		}
+		wb->staging_cap = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize *
+					     cfg->staging_size_pct / 100.0);
 	}
 	MDB_txn *txn;
 	rc = mdb_txn_begin(env, NULL, 0, &txn);

@@ -58,6 +58,11 @@ struct tfs_writeback_config {
 	uint64_t retry_base_ms;    /* first backoff between attempts */
 	uint64_t retry_max_ms;     /* longest backoff */
 	uint64_t drain_timeout_ms; /* unmount waits this long for the queue */
+	/* Most bytes staged at once: absolute (staging_size > 0) or percent of
+	 * the filesystem holding the cache (staging_size 0, 0 < pct <= 100).
+	 * Writes beyond it fail with ENOSPC; clean reads go on. */
+	uint64_t staging_size;
+	double staging_size_pct;
 };
 
 struct tfs_wb;
@@ -99,8 +104,8 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
  * returned; otherwise `clean` (its attributes in the bucket; may be NULL
  * for "no such object") is copied into staging through the cache stack,
  * unless `trunc`.  One reference and one writer are taken.  Returns 0,
- * ENOMEM, EIO/ENOSPC (staging), or the cache's error (ESTALE: the object
- * changed; ENOENT). */
+ * ENOMEM, EIO/ENOSPC (staging full), or the cache's error (ESTALE: the
+ * object changed; ENOENT). */
 int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, bool trunc,
 		      struct tfs_wb_file **out);
 
@@ -115,7 +120,8 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a);
  * that commit's (sync mode: the upload's) result. */
 int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer);
 
-/* Data.  Return 0 or the errno of pread/pwrite/ftruncate. */
+/* Data.  Return 0, ENOSPC (writeback.staging_size reached, or the disk is
+ * full), or the errno of pread/pwrite/ftruncate. */
 int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size_t *got);
 int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off);
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size);

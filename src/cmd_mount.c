@@ -213,23 +213,47 @@ static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 	return 0;
 }
 
-/* {"cmd":"drain"}: upload everything pending now, waiting up to
- * writeback.drain_timeout (or the request's "timeout_ms" if shorter);
- * replies {"files":N,"bytes":N} with what is left. */
+/* {"cmd":"drain"}: upload everything pending now.  Without "wait" it
+ * waits up to writeback.drain_timeout (unmount); with "wait": true until
+ * nothing is left but uploads that gave up (flush), sending progress
+ * every second.  Replies {"files":N,"bytes":N} with what is left. */
 static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
 			 struct json_object **resp)
 {
-	(void)conn;
 	struct daemon_ctx *d = vctx;
-	struct json_object *t;
-	uint64_t timeout = d->drain_timeout_ms, files = 0, bytes = 0;
-	if (json_object_object_get_ex(req, "timeout_ms", &t)) {
-		int64_t v = json_object_get_int64(t);
-		if (v >= 0 && (uint64_t)v < timeout)
-			timeout = (uint64_t)v;
+	struct json_object *w;
+	bool wait = json_object_object_get_ex(req, "wait", &w) && json_object_get_boolean(w);
+	uint64_t files = 0, bytes = 0;
+	if (tfs_wb_writable(d->stack->wb)) {
+		if (!wait) {
+			(void)tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes);
+		} else {
+			while (tfs_wb_drain(d->stack->wb, 1000, &files, &bytes) == ETIMEDOUT &&
+			       !tfs_ctl_conn_cancelled(conn)) {
+				struct json_object *p = json_object_new_object();
+				if (p) {
+					json_object_object_add(p, "files", json_object_new_uint64(files));
+					json_object_object_add(p, "bytes", json_object_new_uint64(bytes));
+					(void)tfs_ctl_send_progress(conn, p);
+					json_object_put(p);
+				}
+				struct json_object *st = json_object_new_object();
+				bool stuck = false;
+				if (st) {
+					/* Only uploads that gave up are left: stop waiting. */
+					struct json_object *wbo, *pf, *ff;
+					tfs_wb_stats(d->stack->wb, st);
+					stuck = json_object_object_get_ex(st, "writeback", &wbo) &&
+						json_object_object_get_ex(wbo, "pending_files", &pf) &&
+						json_object_object_get_ex(wbo, "failed_files", &ff) &&
+						json_object_get_int64(pf) == json_object_get_int64(ff);
+					json_object_put(st);
+				}
+				if (stuck)
+					break;
+			}
+		}
 	}
-	if (tfs_wb_writable(d->stack->wb))
-		(void)tfs_wb_drain(d->stack->wb, timeout, &files, &bytes);
 	struct json_object *o = json_object_new_object();
 	if (o == NULL)
 		return ENOMEM;
@@ -617,18 +641,60 @@ static bool socket_alive(const char *sock)
 
 /* Ask the daemon to upload what is pending before the unmount.  Returns
  * true and what is left if it answered. */
-static bool drain(const char *sock, uint64_t *files, uint64_t *bytes)
+static int drain_progress(void *ctx, struct json_object *p)
+{
+	(void)ctx;
+	struct json_object *f, *b;
+	if (isatty(STDERR_FILENO) && json_object_object_get_ex(p, "files", &f) &&
+	    json_object_object_get_ex(p, "bytes", &b))
+		fprintf(stderr, "\rtierfs: %" PRId64 " file(s), %" PRId64 " bytes left to upload   ",
+			json_object_get_int64(f), json_object_get_int64(b));
+	return 0;
+}
+
+static bool drain(const char *sock, bool wait, uint64_t *files, uint64_t *bytes, struct tfs_dbuf *err)
 {
 	struct json_object *req = json_object_new_object(), *res = NULL, *v;
 	json_object_object_add(req, "cmd", json_object_new_string("drain"));
-	int rc = tfs_ctl_call_ex(sock, req, 24 * 3600 * 1000, NULL, NULL, &res, NULL);
+	if (wait)
+		json_object_object_add(req, "wait", json_object_new_boolean(1));
+	int rc = tfs_ctl_call_ex(sock, req, 24 * 3600 * 1000, drain_progress, NULL, &res, err);
 	json_object_put(req);
+	if (wait && isatty(STDERR_FILENO))
+		fputc('\n', stderr);
 	if (rc == 0 && json_object_object_get_ex(res, "files", &v))
 		*files = (uint64_t)json_object_get_int64(v);
 	if (rc == 0 && json_object_object_get_ex(res, "bytes", &v))
 		*bytes = (uint64_t)json_object_get_int64(v);
 	json_object_put(res);
 	return rc == 0;
+}
+
+int tfs_cmd_flush(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: tierfs flush MOUNTPOINT\n");
+		return TFS_EXIT_CONFIG;
+	}
+	char sock[PATH_MAX];
+	uint64_t files = 0, bytes = 0;
+	struct tfs_dbuf err;
+	tfs_dbuf_init(&err, 4096);
+	if (tfs_ctl_socket_path(argv[1], sock, sizeof(sock)) != 0 ||
+	    !drain(sock, true, &files, &bytes, &err)) {
+		fprintf(stderr, "tierfs: flush '%s': %s\n", argv[1],
+			tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : "no tierfs daemon serves it");
+		tfs_dbuf_free(&err);
+		return TFS_EXIT_FAIL;
+	}
+	tfs_dbuf_free(&err);
+	if (files) {
+		fprintf(stderr,
+			"tierfs: flush '%s': %" PRIu64 " file(s) (%" PRIu64 " bytes) could not be uploaded; "
+			"see `tierfs stats %s` and the log\n", argv[1], files, bytes, argv[1]);
+		return TFS_EXIT_FAIL;
+	}
+	return TFS_EXIT_OK;
 }
 
 int tfs_cmd_umount(int argc, char **argv)
@@ -642,7 +708,7 @@ int tfs_cmd_umount(int argc, char **argv)
 	bool have_sock = tfs_ctl_socket_path(mp, sock, sizeof(sock)) == 0;
 	int rc;
 	uint64_t left_files = 0, left_bytes = 0;
-	bool drained = have_sock && drain(sock, &left_files, &left_bytes);
+	bool drained = have_sock && drain(sock, false, &left_files, &left_bytes, NULL);
 	if (geteuid() == 0) {
 		rc = umount2(mp, 0) == 0 ? 0 : errno;
 	} else {

@@ -20,6 +20,10 @@ int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrid
  * command name. */
 int tfs_cmd_mount(int argc, char **argv);
 int tfs_cmd_umount(int argc, char **argv);
+/* `tierfs flush MOUNTPOINT`: upload everything pending now and wait.
+ * Returns TFS_EXIT_OK when nothing is left, TFS_EXIT_FAIL otherwise (or no
+ * daemon), TFS_EXIT_CONFIG (usage). */
+int tfs_cmd_flush(int argc, char **argv);
 
 /* `tierfs backend ...`: argv[0] is "backend". */
 int tfs_cmd_backend(int argc, char **argv);

@@ -163,6 +163,9 @@ static const struct opt options[] = {
 	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
 	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
 	  RANGE(1, HOUR), .scale = 1, .def = "5m" },
+	{ KEY("writeback", "staging_size", OPT_SIZE_PCT), FIELD(writeback.staging_size),
+	  .pct_off = offsetof(struct tfs_config, writeback.staging_size_pct),
+	  RANGE(MIB, UINT64_MAX), .def = "20%" },
 	{ KEY("writeback", "drain_timeout", OPT_DURATION), FIELD(writeback.drain_timeout_ms),
 	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
 

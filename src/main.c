@@ -24,7 +24,9 @@ static void usage(FILE *f)
 		"  mount   [-c CONF] [-o OPTIONS] [-f] SOURCE MOUNTPOINT\n"
 		"          mount a bucket (see tierfs mount --help)\n"
 		"  umount  MOUNTPOINT\n"
-		"          unmount and wait for the daemon to finish\n"
+		"          upload pending writes, unmount, wait for the daemon to finish\n"
+		"  flush   MOUNTPOINT\n"
+		"          upload every pending write now and wait for it\n"
 		"  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
 		"          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
 		"  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
@@ -135,6 +137,8 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_backend(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "config") == 0) {
 		rc = cmd_config(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "flush") == 0) {
+		rc = tfs_cmd_flush(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "stats") == 0) {
 		rc = tfs_cmd_stats(argc - 1, argv + 1);
 	} else {

@@ -100,6 +100,10 @@ step "write path: local backend and moto"
 run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
 run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto
 
+step "warm-up, pinning, sampler-order prefetch: local backend and moto"
+run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend local
+run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend moto
+
 step "command line, TLS"
 run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
 run "tls" tests/integration/test_tls.sh "$top/build/tierfs"

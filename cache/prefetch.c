@@ -53,7 +53,7 @@ static void *worker(void *arg)
 
 		struct tfs_obj obj;
 		tfs_obj_init(&obj, j.key, j.etag, j.size);
-		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n, j.flags);
+		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n, j.flags, NULL);
 		free(j.key);
 		pthread_mutex_lock(&pf->lock);
 		if (rc == 0)

@@ -46,6 +46,7 @@ struct tfs_ram_block {
 	int err;       /* fill result, read by waiters */
 	bool admitted; /* part of the cache (LRU list) */
 	bool once;     /* streamed read-ahead: dropped once a reader consumed it */
+	bool pass;     /* warm-up of a lower tier: never admitted */
 	bool linked;   /* in the hash table */
 	uint64_t tick; /* last access */
 	struct tfs_ram_block *hnext;
@@ -232,13 +233,14 @@ static void end_fill(struct ram *r, struct tfs_ram_block *b, int rc)
 		return;
 	}
 	r->fill_bytes += b->len;
-	if (b->linked && make_cache_room(r, b->len)) {
+	if (b->linked && !b->pass && make_cache_room(r, b->len)) {
 		b->admitted = true;
 		r->cached += b->len;
 		r->nblocks_cached++;
 		lru_push(r, b);
 	} else {
-		r->not_admitted++;
+		if (!b->pass)
+			r->not_admitted++;
 		if (b->linked)
 			table_unlink(r, b); /* transient: freed at the last put */
 	}
@@ -325,7 +327,7 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 }
 
 int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-		     int flags)
+		     int flags, unsigned *filled)
 {
 	struct ram *r = l->priv;
 	struct tfs_ram_block *run[TFS_MAX_RUN];
@@ -354,9 +356,12 @@ int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t fi
 		if (run[k] == NULL)
 			break;
 		run[k]->once = (flags & TFS_RAM_ONCE) != 0;
+		run[k]->pass = (flags & TFS_RAM_PASS) != 0;
 		bufs[k] = run[k]->data;
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (filled)
+		*filled = k;
 	if (k == 0)
 		return EAGAIN;
 

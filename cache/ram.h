@@ -42,6 +42,9 @@ enum tfs_ram_get_flags {
 			     * reader consumes it (tfs_ram_release(.., true)),
 			     * so one big file streamed through does not flush
 			     * the tier and its buffers are recycled at once */
+	TFS_RAM_PASS = 4,   /* fill_run: fill the tiers below (warm-up into the
+			     * SSD tier) without keeping the blocks in RAM;
+			     * readers waiting on the fill still get them */
 };
 
 /* Get block `idx` of `obj`, filling it from the inner layer on a miss.
@@ -54,11 +57,12 @@ int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, 
  * being filled, up to n (at most TFS_MAX_RUN) and as far as the budget
  * allows without waiting, with one read_blocks() on the inner layer (one
  * GET for a cold run).  Stops at the first block already present.
- * `flags` is 0 or TFS_RAM_ONCE.  Returns 0, EAGAIN (nothing to do: the
- * first block is present or no budget), or the inner layer's error.
- * Takes no reference. */
+ * `flags` is 0, TFS_RAM_ONCE or TFS_RAM_PASS.  *filled (may be NULL) gets
+ * the number of blocks it claimed (first..first+*filled-1).  Returns 0,
+ * EAGAIN (nothing to do: the first block is present or no budget), or the
+ * inner layer's error.  Takes no reference. */
 int tfs_ram_fill_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n,
-		     int flags);
+		     int flags, unsigned *filled);
 
 /* Drop a reference.  Cannot fail. */
 void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);

@@ -253,6 +253,8 @@ struct ssd {
 	_Atomic uint64_t used;    /* sum of cached block lengths (I2) */
 	_Atomic uint64_t charged; /* used + bytes reserved by fills in flight */
 	_Atomic uint64_t objects;
+	_Atomic uint64_t pinned;  /* sum of the sizes of PINNED objects */
+	uint64_t pin_max;         /* most bytes pinned at once */
 	_Atomic uint64_t trash_seq;
 	atomic_bool broken; /* index damaged at run time: pass through */
 	atomic_bool stop;
@@ -776,6 +778,11 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 	if (valid) {
 		usage_add(s, -r.cached);
 		*freed = r.cached;
+		if (r.flags & TFS_SSD_OBJ_PINNED) {
+			atomic_fetch_sub(&s->pinned, r.size);
+			tfs_info(s->log, "ssd: a pinned object (%" PRIu64 " bytes) was dropped "
+				 "(invalidated or replaced by a new version): no longer pinned", r.size);
+		}
 	}
 	atomic_fetch_sub(&s->objects, 1);
 	return 0;
@@ -1428,6 +1435,100 @@ one_by_one:
 	return 0;
 }
 
+/* ---- cached bytes and pins ---- */
+
+int tfs_ssd_cached(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t *bytes)
+{
+	struct ssd *s = l->priv;
+	struct lookup lk;
+	*bytes = 0;
+	if (atomic_load(&s->broken))
+		return 0;
+	int rc = lookup(s, obj->id, 0, &lk);
+	if (rc)
+		return rc;
+	if (lk.have_obj && !lk.bad_obj && strcmp(lk.rec.etag, obj->etag) == 0)
+		*bytes = lk.rec.cached;
+	return 0;
+}
+
+int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinned)
+{
+	struct ssd *s = l->priv;
+	MDB_txn *txn = NULL;
+	MDB_val k = mval(obj->id, ID_LEN), v;
+	struct obj_rec r;
+	uint8_t vb[OBJ_VAL_MAX];
+
+	if (atomic_load(&s->broken))
+		return EIO;
+	if (pin(s, obj->id) != 0)
+		return ENOMEM;
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
+	if (rc) {
+		rc = lmdb_trouble(s, rc, "pin: begin");
+		goto out;
+	}
+	rc = mdb_get(txn, s->objs, &k, &v);
+	if (rc == 0 && (obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0))
+		rc = MDB_NOTFOUND;
+	if (rc == 0 && pinned && r.cached < r.size)
+		rc = MDB_NOTFOUND; /* pin only what is wholly cached */
+	if (rc) {
+		mdb_txn_abort(txn);
+		rc = rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble(s, rc, "pin: get");
+		goto out;
+	}
+	bool was = (r.flags & TFS_SSD_OBJ_PINNED) != 0;
+	if (was == pinned) {
+		mdb_txn_abort(txn);
+		goto out;
+	}
+	if (pinned && atomic_load(&s->pinned) + r.size > s->pin_max) {
+		mdb_txn_abort(txn);
+		rc = EDQUOT;
+		goto out;
+	}
+	memcpy(vb, v.mv_data, v.mv_size);
+	put_le32(vb + OFF_FLAGS, pinned ? (r.flags | TFS_SSD_OBJ_PINNED) : (r.flags & ~TFS_SSD_OBJ_PINNED));
+	MDB_val nv = mval(vb, v.mv_size);
+	rc = mdb_put(txn, s->objs, &k, &nv, 0);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc) {
+		rc = lmdb_trouble(s, rc, "pin");
+		goto out;
+	}
+	if (pinned)
+		atomic_fetch_add(&s->pinned, r.size);
+	else
+		atomic_fetch_sub(&s->pinned, r.size);
+out:
+	pthread_mutex_lock(&s->lock);
+	struct ent *e = tab_find(s, obj->id);
+	bool doomed = false;
+	if (--e->pins == 0 && e->doomed) {
+		e->doomed = false;
+		e->evicting = true;
+		doomed = true;
+	} else {
+		tab_release(s, e);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (doomed)
+		drop_marked(s, obj->id);
+	return rc;
+}
+
+void tfs_ssd_pin_usage(struct tfs_layer *l, uint64_t *pinned, uint64_t *max)
+{
+	struct ssd *s = l->priv;
+	*pinned = atomic_load(&s->pinned);
+	*max = s->pin_max;
+}
+
 /* ---- invalidate, stats ---- */
 
 static void ssd_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
@@ -1479,6 +1580,8 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "high_watermark_bytes", s->high);
 		add_u64(o, "low_watermark_bytes", s->low);
 		add_u64(o, "objects", atomic_load(&s->objects));
+		add_u64(o, "pinned_bytes", atomic_load(&s->pinned));
+		add_u64(o, "pin_max_bytes", s->pin_max);
 		add_u64(o, "clock", atomic_load(&s->clock));
 		add_u64(o, "reuse_samples", r.samples);
 		json_object_object_add(o, "reuse_interval", json_object_new_double(r.mean));
@@ -1786,6 +1889,8 @@ static int resolve_capacity(struct ssd *s, const struct tfs_ssd_config *cfg)
 					 cfg->size_pct / 100.0);
 	}
 	s->high = (uint64_t)((double)s->capacity * cfg->high_watermark / 100.0);
+	s->pin_max = cfg->pin_max ? cfg->pin_max
+				  : (uint64_t)((double)s->capacity * cfg->pin_max_pct / 100.0);
 	s->low = (uint64_t)((double)s->capacity * cfg->low_watermark / 100.0);
 	if (s->capacity / s->bs < MIN_CAP_BLOCKS || s->low >= s->high) {
 		tfs_format_size(s->capacity, a, sizeof(a));
@@ -1851,7 +1956,7 @@ static int load_state(struct ssd *s)
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;
 	MDB_val k, v;
-	uint64_t used = 0, n = 0, clock = 0;
+	uint64_t used = 0, n = 0, clock = 0, pinned = 0;
 	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 
 	if (rc)
@@ -1864,6 +1969,8 @@ static int load_state(struct ssd *s)
 			break;
 		}
 		used += r.cached;
+		if (r.flags & TFS_SSD_OBJ_PINNED)
+			pinned += r.size;
 		n++;
 	}
 	if (cur)
@@ -1899,6 +2006,7 @@ static int load_state(struct ssd *s)
 		atomic_store(&s->used, used);
 		atomic_store(&s->charged, used);
 		atomic_store(&s->objects, n);
+		atomic_store(&s->pinned, pinned);
 		atomic_store(&s->clock, clock);
 		s->persisted_clock = clock;
 	}

@@ -45,11 +45,28 @@ struct tfs_ssd_config {
 	 * capacity and stops below low_watermark percent (low < high). */
 	double high_watermark;
 	double low_watermark;
+	/* Most bytes pinned at once: absolute (pin_max > 0) or percent of the
+	 * capacity (pin_max 0, 0 <= pin_max_pct <= 100). */
+	uint64_t pin_max;
+	double pin_max_pct;
 };
 
-/* Object record flag: never evicted (set by a later milestone; the evictor
- * already honours it). */
+/* Object record flag: never evicted by the watermarks or the policy. */
 #define TFS_SSD_OBJ_PINNED 0x1u
+
+/* Bytes of version obj->etag in the tier (0: none, or another version).
+ * A fully cached object has obj->size bytes.  Returns 0 or EIO. */
+int tfs_ssd_cached(struct tfs_layer *ssd, const struct tfs_obj *obj, uint64_t *bytes);
+
+/* Pin (never evict) or unpin the cached object of version obj->etag.
+ * Pinning needs the whole object cached.  Returns 0 (also when already in
+ * that state), ENOENT (not wholly cached in this version), EDQUOT (pinning
+ * it would exceed pin_max), ENOMEM, EIO.  A pinned object that is
+ * invalidated or replaced by a new version is dropped and unpinned. */
+int tfs_ssd_set_pinned(struct tfs_layer *ssd, const struct tfs_obj *obj, bool pinned);
+
+/* Pinned bytes now and the limit. */
+void tfs_ssd_pin_usage(struct tfs_layer *ssd, uint64_t *pinned, uint64_t *max);
 
 /* Create the tier on top of `inner`.
  *

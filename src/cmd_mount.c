@@ -38,7 +38,9 @@
 #include "ctl.h"
 #include "dbuf.h"
 #include "fs.h"
+#include "follow.h"
 #include "stack.h"
+#include "warmup.h"
 
 struct mount_opts {
 	char *conf;
@@ -188,6 +190,9 @@ static int parse_id(const char *s, const char *what, unsigned *out)
 struct daemon_ctx {
 	struct tfs_stack *stack;
 	struct tfs_fs *fs;
+	struct tfs_warmup_ctx warm;
+	struct tfs_follow *follow;
+	char *prefix; /* the S3 prefix without its trailing '/' */
 	uint64_t drain_timeout_ms;
 	const char *mountpoint;
 	const char *source;
@@ -209,6 +214,8 @@ static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 	json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)(time(NULL) - d->started)));
 	tfs_fs_stats(d->fs, o);
 	tfs_stack_stats(d->stack, o);
+	if (d->follow)
+		tfs_follow_stats(d->follow, o);
 	*resp = o;
 	return 0;
 }
@@ -397,6 +404,36 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		rc = tfs_ctl_register(ctl, "stats", stats_handler, &d);
 	if (rc == 0)
 		rc = tfs_ctl_register(ctl, "drain", drain_handler, &d);
+	if (rc == 0) {
+		d.prefix = strdup(src->kind == TFS_SOURCE_S3 && src->prefix ? src->prefix : "");
+		if (d.prefix == NULL)
+			rc = ENOMEM;
+	}
+	if (rc == 0) {
+		size_t pl = strlen(d.prefix);
+		if (pl && d.prefix[pl - 1] == '/')
+			d.prefix[pl - 1] = '\0';
+		d.warm = (struct tfs_warmup_ctx){
+			.meta = d.stack->meta,
+			.wb = tfs_wb_writable(d.stack->wb) ? d.stack->wb : NULL,
+			.ram = d.stack->top,
+			.ssd = d.stack->ssd,
+			.log = &log,
+			.scope = { .mountpoint = o->mountpoint,
+				   .bucket = src->kind == TFS_SOURCE_S3 ? src->bucket : NULL,
+				   .prefix = d.prefix },
+			.default_jobs = cfg->prefetch.workers,
+		};
+		rc = tfs_warmup_register(ctl, &d.warm);
+	}
+	if (rc == 0 && cfg->prefetch.workers > 0) {
+		rc = tfs_follow_create(d.stack->top, d.stack->meta, cfg->prefetch.workers,
+				       4 * cfg->prefetch.workers, &log, &d.follow);
+		if (rc == 0)
+			rc = tfs_follow_register(ctl, d.follow, &d.warm.scope);
+		if (rc == 0)
+			tfs_fs_set_follow(d.fs, d.follow, &d.warm.scope);
+	}
 	if (rc) {
 		fail = "cannot start the control socket";
 		goto out;
@@ -461,7 +498,9 @@ out:
 	if (se)
 		fuse_session_destroy(se);
 	tfs_fs_destroy(d.fs);
+	tfs_follow_destroy(d.follow);
 	tfs_stack_close(d.stack);
+	free(d.prefix);
 	tfs_log_close(&tee.inner);
 	return fail ? TFS_EXIT_FAIL : TFS_EXIT_OK;
 }

@@ -25,6 +25,14 @@ int tfs_cmd_umount(int argc, char **argv);
  * daemon), TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_flush(int argc, char **argv);
 
+/* `tierfs warmup ...` (argv[0] "warmup") and `tierfs pin|unpin PATH...`,
+ * `tierfs evict MOUNTPOINT PATH...` (argv[0] the command): drive the
+ * daemon's warm-up over its control socket (src/warmup.h).  Return
+ * TFS_EXIT_OK, TFS_EXIT_FAIL (a file failed, or no daemon) or
+ * TFS_EXIT_CONFIG (usage). */
+int tfs_cmd_warmup(int argc, char **argv);
+int tfs_cmd_pin(int argc, char **argv);
+
 /* `tierfs backend ...`: argv[0] is "backend". */
 int tfs_cmd_backend(int argc, char **argv);
 

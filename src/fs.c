@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "fs_internal.h"
+#include "manifest.h"
 #include "ram.h"
 
 #define READDIR_MAX (64u * 1024u)
@@ -96,10 +97,78 @@ void tfs_fs_split(const char *path, char *dir, size_t dlen, const char **name)
 	*name = slash + 1;
 }
 
+bool tfs_fs_is_order_file(const char *path)
+{
+	return strcmp(path, TFS_FOLLOW_FILE) == 0;
+}
+
+void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->type = TFS_FT_FILE;
+	a->mode = 0666;
+	a->uid = a->gid = TFS_META_UNSET;
+	a->mtime = fs->root_attr.mtime;
+}
+
+void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
+		       const struct tfs_manifest_scope *scope)
+{
+	fs->follow = follow;
+	fs->scope = scope;
+}
+
+int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h)
+{
+	struct tfs_manifest m;
+	int rc = tfs_manifest_parse(tfs_dbuf_str(h->order), tfs_dbuf_len(h->order), fs->scope,
+				    50u * 1000u * 1000u, &m);
+	if (rc)
+		return rc;
+	if (m.n > 0 && m.n == m.errors) {
+		tfs_warn(fs->log, "%s: no valid entry (line %llu: %s); order unchanged", TFS_FOLLOW_FILE,
+			 (unsigned long long)m.v[0].line, m.v[0].error);
+		tfs_manifest_free(&m);
+		return EINVAL;
+	}
+	rc = tfs_follow_set(fs->follow, &m);
+	tfs_manifest_free(&m);
+	return rc;
+}
+
+void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e)
+{
+	struct tfs_fs *fs = fs_of(req);
+	(void)in;
+	struct fh *h = tfs_fs_fh_new(TFS_FOLLOW_FILE);
+	if (h)
+		h->order = malloc(sizeof(*h->order));
+	if (h == NULL || h->order == NULL || fs->follow == NULL) {
+		if (h)
+			tfs_fs_fh_free(fs, h);
+		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
+		return;
+	}
+	tfs_dbuf_init(h->order, 256u << 20);
+	fi->fh = (uintptr_t)h;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 0;
+	tfs_fs_count(fs, OP_OPEN, 0);
+	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
+	if (rc == -ENOENT)
+		tfs_fs_fh_free(fs, h);
+}
+
 int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 {
 	if (path[0] == '\0') {
 		*a = fs->root_attr;
+		return 0;
+	}
+	if (fs->follow && tfs_fs_is_order_file(path)) {
+		tfs_fs_order_attr(fs, a);
 		return 0;
 	}
 	if (fs->wb && tfs_wb_attr(fs->wb, path, a))
@@ -168,7 +237,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = tfs_meta_join(dir, name, path, sizeof(path));
-	if (rc == 0 && !(fs->wb && tfs_wb_attr(fs->wb, path, &a)))
+	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
+		tfs_fs_order_attr(fs, &a);
+	else if (rc == 0 && !(fs->wb && tfs_wb_attr(fs->wb, path, &a)))
 		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
@@ -454,6 +525,10 @@ void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
 {
 	if (h->wf)
 		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
+	if (h->order) {
+		tfs_dbuf_free(h->order);
+		free(h->order);
+	}
 	pthread_mutex_destroy(&h->lock);
 	free(h->key);
 	free(h);
@@ -470,6 +545,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EISDIR;
 	if (rc) {
 		tfs_fs_reply_err(req, OP_OPEN, rc);
+		return;
+	}
+	if (fs->follow && tfs_fs_is_order_file(path)) {
+		tfs_fs_open_order(req, in, fi, NULL);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -493,6 +572,8 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
+		if (fs->follow)
+			tfs_follow_opened(fs->follow, path);
 		/* The kernel may keep its pages only if they are of this version. */
 		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
 	} else {
@@ -579,6 +660,11 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	uint64_t start = (uint64_t)off;
 	if (h->wf) {
 		read_staged(req, fs, h, size, off);
+		return;
+	}
+	if (h->order) {
+		tfs_fs_count(fs, OP_READ, 0);
+		fuse_reply_buf(req, NULL, 0); /* the control file reads as empty */
 		return;
 	}
 	if (start >= h->obj.size || size == 0) {

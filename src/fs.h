@@ -45,6 +45,13 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 		  const struct tfs_log *log, struct tfs_fs **out);
 void tfs_fs_destroy(struct tfs_fs *fs);
 
+struct tfs_follow;
+struct tfs_manifest_scope;
+/* Enable sampler-order prefetch and its control file (both borrowed; call
+ * before the session starts). */
+void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
+		       const struct tfs_manifest_scope *scope);
+
 /* The operations table; pass the fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *tfs_fs_ops(void);
 

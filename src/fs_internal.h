@@ -11,6 +11,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "dbuf.h"
+#include "follow.h"
 #include "fs.h"
 #include "writeback.h"
 
@@ -30,6 +32,8 @@ struct tfs_fs {
 	struct tfs_prefetch *pf;
 	struct tfs_wb *wb;       /* NULL: read-only */
 	struct tfs_backend *be;  /* for renames of clean objects */
+	struct tfs_follow *follow; /* sampler-order prefetch, or NULL */
+	const struct tfs_manifest_scope *scope; /* for the control file */
 	const struct tfs_log *log;
 	uint64_t block_size;
 	uint64_t ra_blocks;
@@ -45,6 +49,7 @@ struct fh {
 	struct tfs_obj obj;
 	char *key;
 	struct tfs_wb_file *wf; /* staged copy, or NULL */
+	struct tfs_dbuf *order; /* the control file TFS_FOLLOW_FILE: what was written */
 	bool writer;            /* opened for writing (holds a writer count) */
 	pthread_mutex_t lock;   /* protects next_off and ra_next */
 	uint64_t next_off;      /* where a sequential reader continues */
@@ -74,6 +79,16 @@ int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_ino
 /* Allocate and free file handles. */
 struct fh *tfs_fs_fh_new(const char *key);
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
+
+/* The control file TFS_FOLLOW_FILE at the root (src/follow.h). */
+bool tfs_fs_is_order_file(const char *path);
+void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
+/* Open it (any flags): a handle collecting what is written. */
+void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e);
+/* Parse what the handle collected and set the order.  Returns 0, EINVAL
+ * (not one valid entry in a non-empty file), ENOMEM. */
+int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h);
 
 /* fs_write.c: the handlers that change things (EROFS without write-back). */
 void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,

@@ -138,13 +138,24 @@ void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	char path[PATH_MAX];
 	struct tfs_attr a;
 	struct fh *h = NULL;
-	if (!writable(req, OP_CREATE))
-		return;
 	int rc = child_path(fs, parent, name, path);
+	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
+		struct tfs_inode *oin;
+		tfs_fs_order_attr(fs, &a);
+		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, &oin);
+		if (rc == 0) {
+			struct fuse_entry_param e;
+			tfs_fs_fill_entry(fs, oin, &a, &e);
+			tfs_fs_open_order(req, oin, fi, &e);
+			return;
+		}
+	}
 	if (rc) {
 		tfs_fs_reply_err(req, OP_CREATE, rc);
 		return;
 	}
+	if (!writable(req, OP_CREATE))
+		return;
 	pthread_mutex_lock(&fs->ns_lock);
 	int ex = tfs_fs_attr(fs, path, &a);
 	if (ex == 0 && (fi->flags & O_EXCL))
@@ -225,6 +236,17 @@ void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	if (h->order) {
+		/* The control file: appended, whatever the offset. */
+		int orc = tfs_dbuf_add(h->order, buf, size);
+		if (orc) {
+			tfs_fs_reply_err(req, OP_WRITE, orc == ENOMEM ? ENOMEM : EFBIG);
+			return;
+		}
+		tfs_fs_count(fs, OP_WRITE, 0);
+		fuse_reply_write(req, size);
+		return;
+	}
 	if (h->wf == NULL || !h->writer) {
 		tfs_fs_reply_err(req, OP_WRITE, EBADF);
 		return;
@@ -248,6 +270,8 @@ void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(): journal what was written (sync mode: upload it). */
 	if (h->wf && h->writer)
 		rc = tfs_wb_commit(fs->wb, h->wf, false);
+	else if (h->order && tfs_dbuf_len(h->order))
+		rc = tfs_fs_commit_order(fs, h);
 	if (rc)
 		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
@@ -292,9 +316,17 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	struct tfs_attr a;
 	char path[PATH_MAX];
 	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
-	if (!writable(req, OP_SETATTR))
-		return;
 	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
+		struct stat st;
+		tfs_fs_order_attr(fs, &a); /* O_TRUNC, utimes...: nothing to keep */
+		tfs_fs_fill_stat(fs, ino, &a, &st);
+		tfs_fs_count(fs, OP_SETATTR, 0);
+		fuse_reply_attr(req, &st, fs->timeout);
+		return;
+	}
+	if (rc == 0 && fs->wb == NULL)
+		rc = EROFS;
 	if (rc == 0 && path[0] == '\0')
 		rc = EPERM; /* the root has no object to hold attributes */
 	if (rc == 0)

@@ -27,6 +27,14 @@ static void usage(FILE *f)
 		"          upload pending writes, unmount, wait for the daemon to finish\n"
 		"  flush   MOUNTPOINT\n"
 		"          upload every pending write now and wait for it\n"
+		"  warmup  [-j N] [--tier ssd|ram] [--pin] [--manifest FILE] MOUNTPOINT [PATH...]\n"
+		"          fill the cache with files before training (with progress)\n"
+		"  warmup  --follow MANIFEST MOUNTPOINT\n"
+		"          prefetch ahead of a reader that follows MANIFEST's order\n"
+		"  pin     PATH...   /   unpin PATH...\n"
+		"          keep files in the SSD tier whatever the eviction (or stop)\n"
+		"  evict   MOUNTPOINT PATH...\n"
+		"          drop clean cached data of files\n"
 		"  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
 		"          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
 		"  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
@@ -137,6 +145,10 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_backend(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "config") == 0) {
 		rc = cmd_config(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "warmup") == 0) {
+		rc = tfs_cmd_warmup(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "pin") == 0 || strcmp(cmd, "unpin") == 0 || strcmp(cmd, "evict") == 0) {
+		rc = tfs_cmd_pin(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "flush") == 0) {
 		rc = tfs_cmd_flush(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "stats") == 0) {

@@ -115,6 +115,7 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 	rc = tfs_ram_create(&cfg->ram, &cfg->cache, ssd, log, &s->top);
 	if (rc)
 		goto fail;
+	s->ssd = ssd;
 	ssd = NULL; /* owned by the RAM tier */
 	rc = tfs_meta_open(s->env, s->be, cfg->cache.metadata_ttl_ms, cfg->cache.fetch_headers, log,
 			   &s->meta);

@@ -28,6 +28,7 @@ struct tfs_stack {
 	struct tfs_backend *be;
 	MDB_env *env;
 	struct tfs_layer *top; /* the RAM tier; owns the tiers below */
+	struct tfs_layer *ssd; /* the SSD tier (borrowed from top) */
 	struct tfs_meta *meta;
 	struct tfs_prefetch *pf;
 	struct tfs_wb *wb; /* NULL when writeback.mode = off or the mount is read-only */

@@ -171,7 +171,7 @@ Test(ram, prefetch_run_is_one_inner_request)
 	make_ram(16, TFS_POLICY_LRU);
 	struct tfs_obj obj;
 	tfs_obj_init(&obj, "shard", "\"e\"", 10 * BS + 5);
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 2, 4, 0), 0);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 2, 4, 0, NULL), 0);
 	cr_assert_eq(atomic_load(&fake.multi_calls), 1);
 	struct tfs_ram_block *b;
 	for (uint64_t i = 2; i < 6; i++) {
@@ -181,14 +181,14 @@ Test(ram, prefetch_run_is_one_inner_request)
 	}
 	cr_assert_eq(atomic_load(&fake.calls), 0, "the run's blocks must hit");
 	/* A run whose first block is present does nothing. */
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 3, 4, 0), EAGAIN);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 3, 4, 0, NULL), EAGAIN);
 	/* A run stops at the first present block: 0..1 only. */
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 8, 0), 0);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 8, 0, NULL), 0);
 	cr_assert(tfs_ram_has(ram, &obj, 0) && tfs_ram_has(ram, &obj, 1));
 	cr_assert_eq(atomic_load(&fake.multi_calls), 2);
 	/* Errors cache nothing. */
 	atomic_store(&fake.fail_with, EIO);
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 7, 3, 0), EIO);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 7, 3, 0, NULL), EIO);
 	cr_assert(!tfs_ram_has(ram, &obj, 7));
 	atomic_store(&fake.fail_with, 0);
 }
@@ -201,7 +201,7 @@ Test(ram, prefetch_run_never_waits_for_budget)
 	struct tfs_ram_block *held[8];
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(tfs_ram_get(ram, &obj, (uint64_t)i, TFS_RAM_WAIT, &held[i]), 0);
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 8, 4, 0), EAGAIN);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 8, 4, 0, NULL), EAGAIN);
 	for (int i = 0; i < 8; i++)
 		tfs_ram_put(ram, held[i]);
 }
@@ -211,7 +211,7 @@ Test(ram, streamed_readahead_is_dropped_once_consumed)
 	make_ram(16, TFS_POLICY_LRU);
 	struct tfs_obj obj;
 	tfs_obj_init(&obj, "stream", "\"e\"", 8 * BS);
-	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 4, TFS_RAM_ONCE), 0);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 4, TFS_RAM_ONCE, NULL), 0);
 	struct tfs_ram_block *b, *b2;
 	/* A read that stops inside the block keeps it. */
 	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);

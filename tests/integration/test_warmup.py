@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""test_warmup.py - warm-up, pinning, eviction and sampler-order prefetch.
+
+    test_warmup.py TIERFS --backend local|moto [--only NAME]
+
+Uses the harness of test_mount.py (Bucket, Mount).  Backend GETs are
+counted through `tierfs stats --json`.  Ends with
+"warmup: N passed, N failed".
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+from test_mount import Bucket, Ctx, data_for, poll, read, rss_anon
+
+MIB = 1 << 20
+
+
+def dataset(bucket, n=120, size=(1000, 150_000), prefix="ds"):
+    rnd = random.Random(n)
+    files = {}
+    for i in range(n):
+        key = "%s/c%d/f%04d.bin" % (prefix, i % 5, i)
+        files[key] = data_for(key, rnd.randrange(*size))
+        bucket.put(key, files[key])
+    return files
+
+
+def tierfs(m, *args, timeout=120):
+    return subprocess.run([m.tierfs] + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=m.env())
+
+
+def stats(m):
+    return m.stats()
+
+
+def gets(m):
+    return stats(m)["backend"]["get"]["requests"]
+
+
+def read_all(m, files, threads=4):
+    errors = []
+    keys = list(files)
+
+    def worker(part):
+        for k in part:
+            if read(os.path.join(m.mnt, k)) != files[k]:
+                errors.append(k)
+
+    ts = [threading.Thread(target=worker, args=(keys[i::threads],)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, "content differs: %s" % errors[:5]
+
+
+def t_warm_tree_then_epoch_without_gets(ctx):
+    files = dataset(ctx.bucket)
+    m = ctx.mount("warm").mount()
+    try:
+        r = tierfs(m, "warmup", "--quiet", "-j", "8", m.mnt)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "%d fetched" % len(files) in r.stdout, r.stdout
+        before = gets(m)
+        os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
+        read_all(m, files)
+        assert gets(m) == before, "the epoch after warm-up made backend GETs"
+        # Re-running is cheap: everything is already cached.
+        r = tierfs(m, "warmup", "--quiet", m.mnt, os.path.join(m.mnt, "ds"))
+        assert r.returncode == 0 and "0 fetched" in r.stdout, r.stdout
+        assert "%d already cached" % len(files) in r.stdout, r.stdout
+        assert gets(m) == before
+    finally:
+        m.umount()
+
+
+def t_manifest_with_bad_entries(ctx):
+    files = dataset(ctx.bucket, n=30)
+    m = ctx.mount("manifest").mount()
+    keys = sorted(files)
+    man = os.path.join(ctx.work, "manifest.jsonl")
+    url = "s3://%s/%s" % (ctx.bucket.source[5:].split("/")[0], ctx.bucket.prefix) \
+        if ctx.bucket.kind != "local" else None
+    with open(man, "w") as f:
+        f.write(keys[0] + "\n")                                  # a path
+        f.write('{"key": "%s", "label": 3}\n' % keys[1])           # JSON with a key
+        f.write(os.path.join(m.mnt, keys[2]) + "\n")             # absolute path
+        if url:
+            f.write('{"url": "%s%s"}\n' % (url, keys[3]))        # a URL of this bucket
+        f.write("ds/missing/file.bin\n")                         # missing
+        f.write("{not json\n")                                   # bad JSON
+        f.write('{"label": 1}\n')                                # no key
+        f.write("s3://another-bucket/x\n")                       # another bucket
+        f.write("\n# comments and blank lines are skipped\n")
+    try:
+        r = tierfs(m, "warmup", "--quiet", "--manifest", man, m.mnt)
+        assert r.returncode == 1, "failures must make the exit status non-zero: %s" % r.stdout
+        out = r.stdout
+        assert "ds/missing/file.bin: no such file or directory" in out, out
+        assert "invalid JSON" in out and "no \"key\"" in out, out
+        assert "another bucket" in out or "local directory" in out, out
+        good = 4 if url else 3
+        assert "%d fetched" % good in out, out
+        before = gets(m)
+        for k in keys[:good]:
+            assert read(os.path.join(m.mnt, k)) == files[k]
+        assert gets(m) == before, "manifest files were not warmed"
+    finally:
+        m.umount()
+
+
+def t_interrupted_warmup_finishes_on_rerun(ctx):
+    files = dataset(ctx.bucket, n=300, size=(20_000, 60_000))
+    m = ctx.mount("interrupt").mount()
+    try:
+        p = subprocess.Popen([m.tierfs, "warmup", "-j", "1", m.mnt], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=m.env())
+        poll(lambda: stats(m)["ssd"]["objects"] >= 5, 30, "the warm-up to make progress")
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 130, (p.returncode, out, err)
+        assert "interrupted" in err, err
+        # The daemon stops the run: the count stops growing.
+        def settled():
+            a = stats(m)["ssd"]["objects"]
+            time.sleep(0.3)
+            return a if stats(m)["ssd"]["objects"] == a else None
+        done = poll(settled, 20, "the warm-up to stop")
+        assert done < len(files), "the interrupted run did everything"
+        r = tierfs(m, "warmup", "--quiet", m.mnt)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "%d fetched" % (len(files) - done) in r.stdout, (done, r.stdout)
+        assert "%d already cached" % done in r.stdout, (done, r.stdout)
+        before = gets(m)
+        read_all(m, files)
+        assert gets(m) == before
+    finally:
+        m.umount()
+
+
+def t_warmup_with_concurrent_reader(ctx):
+    files = dataset(ctx.bucket, n=200, size=(1000, 200_000))
+    m = ctx.mount("concurrent").mount()
+    try:
+        p = subprocess.Popen([m.tierfs, "warmup", "--quiet", "-j", "8", m.mnt],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=m.env())
+        read_all(m, files, threads=8)
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, out + err
+        read_all(m, files, threads=8)
+        # Every file is one block (< 1 MiB): one GET each, never two.
+        assert gets(m) == len(files), "duplicate GETs: %d for %d files" % (gets(m), len(files))
+    finally:
+        m.umount()
+
+
+def t_ram_budget_during_prefetch(ctx):
+    files = dataset(ctx.bucket, n=60, size=(2 * MIB, 4 * MIB))
+    m = ctx.mount("budget", {"ram": {"size": "32M"}}).mount()
+    try:
+        pid = m.pid()
+        base = rss_anon(pid)
+        peak = [base]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_anon(pid))
+                time.sleep(0.01)
+
+        t = threading.Thread(target=sample)
+        t.start()
+        try:
+            r = tierfs(m, "warmup", "--quiet", "--tier", "ram", "-j", "16", m.mnt)
+            r2 = tierfs(m, "warmup", "--quiet", "-j", "16", m.mnt)
+        finally:
+            stop.set()
+            t.join()
+        assert r.returncode == 0 and r2.returncode == 0, r.stdout + r2.stdout
+        st = stats(m)["ram"]
+        assert st["used_bytes"] <= st["capacity_bytes"], st
+        assert peak[0] <= 32 * MIB + 64 * MIB, "RssAnon %d MiB" % (peak[0] >> 20)
+        read_all(m, files)
+    finally:
+        m.umount()
+
+
+def t_pin_survives_eviction_and_cap(ctx):
+    pinned = dataset(ctx.bucket, n=10, size=(1 * MIB, 2 * MIB), prefix="keep")
+    other = dataset(ctx.bucket, n=60, size=(1 * MIB, 2 * MIB), prefix="other")
+    m = ctx.mount("pin", {"ssd": {"size": "64M", "high_watermark": "80", "low_watermark": "50",
+                                  "pin_max": "30M"},
+                          "cache": {"policy": "lru"}}).mount()
+    try:
+        r = tierfs(m, "pin", os.path.join(m.mnt, "keep"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert stats(m)["ssd"]["pinned_bytes"] == sum(len(v) for v in pinned.values())
+        # Push far more than the tier holds through it.
+        for _ in range(2):
+            for k in other:
+                read(os.path.join(m.mnt, k))
+        poll(lambda: stats(m)["ssd"]["evictions"] > 0, 30, "evictions")
+        before = gets(m)
+        read_all(m, pinned)
+        assert gets(m) == before, "pinned data was evicted"
+        # Past the cap: a clear error, and the rest stays pinned.
+        r = tierfs(m, "pin", os.path.join(m.mnt, "other"))
+        assert r.returncode == 1, r.stdout
+        assert "ssd.pin_max" in r.stdout, r.stdout
+        r = tierfs(m, "unpin", os.path.join(m.mnt, "keep"), os.path.join(m.mnt, "other"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert stats(m)["ssd"]["pinned_bytes"] == 0
+    finally:
+        m.umount()
+
+
+def t_evict_drops_clean_data(ctx):
+    files = dataset(ctx.bucket, n=20)
+    m = ctx.mount("evict").mount()
+    try:
+        read_all(m, files)
+        n = gets(m)
+        r = tierfs(m, "evict", m.mnt, os.path.join(m.mnt, "ds"))
+        assert r.returncode == 0, r.stdout + r.stderr
+        os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
+        read_all(m, files)
+        assert gets(m) == 2 * n, "evicted data was served from the cache"
+        # Dirty data is never dropped.
+        with open(os.path.join(m.mnt, "ds/new.bin"), "wb") as f:
+            f.write(b"staged")
+        r = tierfs(m, "evict", m.mnt, os.path.join(m.mnt, "ds"))
+        assert read(os.path.join(m.mnt, "ds/new.bin")) == b"staged"
+    finally:
+        m.umount()
+
+
+def order_reader(m, order, files, threads=8):
+    nxt = [0]
+    lock = threading.Lock()
+    errors = []
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= len(order):
+                return
+            if read(os.path.join(m.mnt, order[i])) != files[order[i]]:
+                errors.append(order[i])
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:5]
+    return time.monotonic() - t0
+
+
+def t_follow_control_file(ctx):
+    files = dataset(ctx.bucket, n=150, size=(50_000, 150_000))
+    m = ctx.mount("follow").mount()
+    try:
+        order = list(files)
+        random.Random(7).shuffle(order)
+        with open(os.path.join(m.mnt, ".tierfs-order"), "w") as f:
+            f.write("\n".join(order) + "\n")
+        assert ".tierfs-order" not in os.listdir(m.mnt)
+        order_reader(m, order, files)
+        st = stats(m)
+        assert st["follow"]["order_files"] == len(order), st["follow"]
+        assert st["follow"]["prefetched_files"] >= len(order) // 2, st["follow"]
+        assert st["backend"]["get"]["requests"] == len(files), "duplicate GETs"
+        # A second epoch in a new order replaces the first.
+        random.Random(8).shuffle(order)
+        with open(os.path.join(m.mnt, ".tierfs-order"), "w") as f:
+            f.write("\n".join(order))
+        order_reader(m, order, files)
+        assert stats(m)["follow"]["position"] == len(order)
+    finally:
+        m.umount()
+
+
+def t_follow_cli(ctx):
+    files = dataset(ctx.bucket, n=80, size=(50_000, 150_000))
+    m = ctx.mount("followcli").mount()
+    try:
+        order = list(files)
+        random.Random(9).shuffle(order)
+        man = os.path.join(ctx.work, "epoch.txt")
+        with open(man, "w") as f:
+            f.write("\n".join(order) + "\nnot/there.bin\n")
+        p = subprocess.Popen([m.tierfs, "warmup", "--follow", man, m.mnt], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=m.env())
+        poll(lambda: stats(m).get("follow", {}).get("order_files") == len(order) + 1, 20,
+             "the order to be set")
+        order_reader(m, order, files)
+        # The reader never opens the missing entry: stop following with Ctrl-C.
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+        poll(lambda: stats(m)["follow"]["order_files"] == 0, 20, "following to stop")
+        assert stats(m)["follow"]["prefetched_files"] >= len(order) // 2
+    finally:
+        m.umount()
+
+
+TESTS = [
+    ("warm_tree_then_epoch_without_gets", t_warm_tree_then_epoch_without_gets),
+    ("manifest_with_bad_entries", t_manifest_with_bad_entries),
+    ("interrupted_warmup_finishes_on_rerun", t_interrupted_warmup_finishes_on_rerun),
+    ("warmup_with_concurrent_reader", t_warmup_with_concurrent_reader),
+    ("ram_budget_during_prefetch", t_ram_budget_during_prefetch),
+    ("pin_survives_eviction_and_cap", t_pin_survives_eviction_and_cap),
+    ("evict_drops_clean_data", t_evict_drops_clean_data),
+    ("follow_control_file", t_follow_control_file),
+    ("follow_cli", t_follow_cli),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tierfs")
+    ap.add_argument("--backend", default="local", choices=["local", "moto"])
+    ap.add_argument("--only")
+    args = ap.parse_args()
+    tierfs_bin = os.path.abspath(args.tierfs)
+    passed = failed = 0
+    for name, fn in TESTS:
+        if args.only and args.only != name:
+            continue
+        work = tempfile.mkdtemp(prefix="tierfs-warm-")
+        bucket = ctx = None
+        t0 = time.monotonic()
+        try:
+            bucket = Bucket(args.backend, work)
+            ctx = Ctx(tierfs_bin, bucket, work)
+            res = fn(ctx)
+            if res == "skip":
+                print("skip %s (%s)" % (name, args.backend))
+            else:
+                passed += 1
+                print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            failed += 1
+            print("FAIL %s (%s)" % (name, args.backend))
+            traceback.print_exc()
+            for m in (ctx.mounts if ctx else []):
+                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
+        finally:
+            for m in (ctx.mounts if ctx else []):
+                if os.path.ismount(m.mnt):
+                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+            if bucket:
+                bucket.close()
+            shutil.rmtree(work, ignore_errors=True)
+    print("warmup: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -70,6 +70,20 @@ fi
 echo "== statistics of the warm mount (tierfs stats $mnt)"
 "$tierfs" stats "$mnt" | grep -E -A4 '^(ram|ssd|metadata):' | grep -E '^[a-z]+:|hits|misses|get|used_bytes' || true
 "$tierfs" stats --json "$mnt" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("backend GETs on the warm mount: %d, SSD hits: %d" % (s["backend"]["get"]["requests"], s["ssd"]["hits"]))'
+echo "== warm-up before training: evict the cache, then fill it again (tierfs warmup)"
+"$tierfs" evict "$mnt" "$mnt"
+"$tierfs" warmup -j 8 "$mnt"
+echo "== write a checkpoint, then upload it now (tierfs flush)"
+mkdir -p "$mnt/checkpoints"
+head -c 8M /dev/urandom >"$mnt/checkpoints/epoch-1.pt"
+"$tierfs" flush "$mnt"
+if cmp -s "$mnt/checkpoints/epoch-1.pt" "$bucket/checkpoints/epoch-1.pt"; then
+	echo "checkpoint check: the bucket holds exactly what was written"
+else
+	echo "checkpoint check FAILED" >&2
+	exit 1
+fi
+rm -r "$mnt/checkpoints"
 echo "== unmount"
 "$tierfs" umount "$mnt"
 trap - EXIT

@@ -359,7 +359,7 @@ Test(config, unknown_section)
 Test(config, unknown_key)
 {
 	load_fails("[ssd]\n\nsise = 10G\n",
-		   "3: [ssd] sise: unknown key 'sise' in section [ssd] (allowed: dir, size, "
+		   "3: [ssd] sise: unknown key 'sise' in section [ssd] (allowed: dir, size, pin_max, "
 		   "high_watermark, low_watermark)");
 }
 

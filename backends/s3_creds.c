@@ -5,7 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ini.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +68,53 @@ static int on_kv(void *user, const char *section, const char *name, const char *
 	return 1;
 }
 
+static char *trim(char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	size_t n = strlen(p);
+	while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n'))
+		p[--n] = '\0';
+	return p;
+}
+
+/* The AWS credentials file is INI, but not one libinih as Debian builds it
+ * can read: its lines are limited to 199 bytes, and STS session tokens are
+ * longer.  So the lines are read here (any length, with getline) and fed
+ * to the same handler inih would call.  Returns 0 or the first bad line. */
+static int parse_lines(FILE *f, struct profile_scan *ps)
+{
+	char *buf = NULL, section[256] = "";
+	size_t cap = 0;
+	int lineno = 0, bad = 0;
+	while (bad == 0 && getline(&buf, &cap, f) >= 0) {
+		lineno++;
+		char *p = trim(buf);
+		if (*p == '\0' || *p == '#' || *p == ';')
+			continue;
+		if (*p == '[') {
+			char *end = strchr(p, ']');
+			if (end == NULL || (size_t)(end - p - 1) >= sizeof(section)) {
+				bad = lineno;
+				continue;
+			}
+			*end = '\0';
+			snprintf(section, sizeof(section), "%s", trim(p + 1));
+			continue;
+		}
+		char *eq = strpbrk(p, "=:");
+		if (eq == NULL) {
+			bad = lineno;
+			continue;
+		}
+		*eq = '\0';
+		if (!on_kv(ps, section, trim(p), trim(eq + 1)) && ps->nomem)
+			break;
+	}
+	free(buf);
+	return bad;
+}
+
 /* Load `profile` from `path`.  `strict_perms` refuses group/other access.
  * Returns 0 (possibly with incomplete keys), ENOENT, EACCES, EINVAL. */
 static int load_file(const char *path, const char *profile, bool strict_perms, bool must_exist,
@@ -99,7 +146,7 @@ static int load_file(const char *path, const char *profile, bool strict_perms, b
 		return ENOMEM;
 	}
 	struct profile_scan ps = { .profile = profile, .out = out };
-	int line = ini_parse_file(f, on_kv, &ps);
+	int line = parse_lines(f, &ps);
 	fclose(f);
 	if (ps.nomem)
 		return ENOMEM;

@@ -522,6 +522,7 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 			rc = tfs_wb_commit(wb, f, false);
 	}
 	pthread_mutex_lock(&wb->lock);
+	bool wake = writer && f->writers == 0; /* its job may be due now */
 	if (--f->refs == 0) {
 		if (f->path == NULL) {
 			free_file(wb, f, true); /* detached: never uploaded */
@@ -537,9 +538,9 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 			close(f->fd); /* reopened on demand */
 			f->fd = -1;
 		}
-	} else if (writer && f->writers == 0) {
-		pthread_cond_broadcast(&wb->work); /* its job may be due now */
 	}
+	if (wake)
+		pthread_cond_broadcast(&wb->work);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }

@@ -221,19 +221,25 @@ static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 }
 
 /* {"cmd":"drain"}: upload everything pending now.  Without "wait" it
- * waits up to writeback.drain_timeout (unmount); with "wait": true until
+ * waits up to writeback.drain_timeout, or "timeout_ms" if shorter
+ * (unmount, the FlexVolume driver); with "wait": true until
  * nothing is left but uploads that gave up (flush), sending progress
  * every second.  Replies {"files":N,"bytes":N} with what is left. */
 static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
 			 struct json_object **resp)
 {
 	struct daemon_ctx *d = vctx;
-	struct json_object *w;
+	struct json_object *w, *t;
 	bool wait = json_object_object_get_ex(req, "wait", &w) && json_object_get_boolean(w);
-	uint64_t files = 0, bytes = 0;
+	uint64_t files = 0, bytes = 0, timeout = d->drain_timeout_ms;
+	if (json_object_object_get_ex(req, "timeout_ms", &t)) {
+		int64_t ms = json_object_get_int64(t);
+		if (ms >= 0 && (uint64_t)ms < timeout)
+			timeout = (uint64_t)ms;
+	}
 	if (tfs_wb_writable(d->stack->wb)) {
 		if (!wait) {
-			(void)tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes);
+			(void)tfs_wb_drain(d->stack->wb, timeout, &files, &bytes);
 		} else {
 			while (tfs_wb_drain(d->stack->wb, 1000, &files, &bytes) == ETIMEDOUT &&
 			       !tfs_ctl_conn_cancelled(conn)) {

@@ -157,7 +157,7 @@ static const struct opt options[] = {
 	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
 	  .def = "async" },
 	{ KEY("writeback", "delay", OPT_DURATION), FIELD(writeback.delay_ms), RANGE(0, HOUR),
-	  .scale = 1, .def = "1s" },
+	  .scale = 1, .def = "0s" },
 	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders), RANGE(1, 256),
 	  .def = "4" },
 	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries), RANGE(0, 1000000),

@@ -175,7 +175,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.cache.policy, TFS_POLICY_EPOCH);
 	cr_assert_eq(cfg.cache.metadata_ttl_ms, 5 * 60 * 1000);
 	cr_assert_eq(cfg.writeback.mode, TFS_WB_ASYNC);
-	cr_assert_eq(cfg.writeback.delay_ms, 1000);
+	cr_assert_eq(cfg.writeback.delay_ms, 0);
 	cr_assert_eq(cfg.writeback.uploaders, 4);
 	cr_assert_eq(cfg.prefetch.workers, 8);
 	cr_assert_eq(cfg.prefetch.readahead, 16 * MIB);

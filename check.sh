@@ -85,6 +85,9 @@ for t in build-san/tests/unit/test_*; do
 done
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
+step "fuzzing: a short libFuzzer run of each harness (tests/fuzz/)"
+run "fuzz" tests/fuzz/run.sh 10
+
 step "backend conformance: local, moto, Ceph RGW"
 conf=build/tests/integration/test_conformance
 run "conformance local" tests/harness/conformance.sh local "$conf"
@@ -94,6 +97,7 @@ run "conformance rgw" tests/harness/conformance.sh rgw "$conf"
 step "FUSE mount: local backend and moto"
 run "mount local" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local
 run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend moto
+run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/tierfs-flexvolume" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
 step "write path: local backend and moto"

@@ -11,6 +11,10 @@ BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
   libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev libxxhash-dev"
 TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
   radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
+# setpriv (tests/integration/test_flexvolume.py reads a mount as another uid)
+TEST_PKGS="$TEST_PKGS util-linux"
+# clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh)
+TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev"
 BENCH_PKGS="s3fs rclone fio hyperfine"
 
 what=${1:-test}

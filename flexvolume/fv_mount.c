@@ -1,0 +1,809 @@
+/* fv_mount.c - mount and unmount of one FlexVolume: per-volume state,
+ * starting and stopping the tierfs daemon, and cleaning up after it. */
+#include "config.h"
+
+#include "fv_mount.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "ctl.h"
+#include "fv_sys.h"
+#include "fv_volume.h"
+
+#define FSTYPE "fuse.tierfs"
+#define PHASE_MOUNTING "mounting"
+#define PHASE_MOUNTED "mounted"
+#define PHASE_UNMOUNTED "unmounted" /* clean; waiting for the daemon to exit */
+#define PHASE_KEPT "kept"           /* the cache may hold writes not uploaded */
+#define MAX_OUTPUT (64 * 1024)  /* of `tierfs mount`, kept for the message */
+#define MAX_MESSAGE 1500        /* of the daemon's message in a reply */
+#define KILL_GRACE_MS 3000
+#define LAZY_WAIT_MS 2000       /* for a daemon after a lazy unmount */
+
+/* Where one volume's things are. */
+struct vol {
+	char target[PATH_MAX]; /* canonical */
+	char hash[FV_HASH_LEN + 1];
+	char state[PATH_MAX];
+	char info[PATH_MAX];
+	char conf[PATH_MAX];
+	char creds[PATH_MAX];
+	char cache[PATH_MAX];
+};
+
+/* What volume.json says. */
+struct info {
+	char phase[16];
+	char source[4096];
+	char cache[PATH_MAX];
+	char target[PATH_MAX];
+	long pid;      /* the daemon, 0: unknown */
+	bool writable; /* the daemon took writes (true when unknown) */
+	time_t mtime;  /* of the file */
+};
+
+__attribute__((format(printf, 2, 3)))
+static int say(struct tfs_dbuf *msg, const char *fmt, ...)
+{
+	char buf[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	tfs_dbuf_reset(msg);
+	tfs_dbuf_adds(msg, buf);
+	return 0;
+}
+
+static bool fits(int n, size_t cap)
+{
+	return n >= 0 && (size_t)n < cap;
+}
+
+static int vol_paths(const struct fv_node *node, const char *target, struct vol *v,
+		     struct tfs_dbuf *msg)
+{
+	int rc = tfs_ctl_canonical_path(target, v->target, sizeof(v->target));
+
+	if (rc) {
+		say(msg, "target '%s': %s", target, strerror(rc));
+		return rc;
+	}
+	rc = fv_hash(v->target, v->hash, sizeof(v->hash));
+	if (rc) {
+		say(msg, "cannot hash the target path: %s", strerror(rc));
+		return rc;
+	}
+	if (!fits(snprintf(v->state, sizeof(v->state), "%s/%s", node->state_dir, v->hash),
+		  sizeof(v->state)) ||
+	    !fits(snprintf(v->info, sizeof(v->info), "%s/volume.json", v->state), sizeof(v->info)) ||
+	    !fits(snprintf(v->conf, sizeof(v->conf), "%s/tierfs.conf", v->state), sizeof(v->conf)) ||
+	    !fits(snprintf(v->creds, sizeof(v->creds), "%s/credentials", v->state),
+		  sizeof(v->creds)) ||
+	    !fits(snprintf(v->cache, sizeof(v->cache), "%s/%s", node->cache_root, v->hash),
+		  sizeof(v->cache))) {
+		say(msg, "state_dir or cache_root is too long");
+		return ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* ---- volume.json ---- */
+
+static int write_info(const struct vol *v, const char *phase, const char *source, long pid,
+		      bool writable)
+{
+	struct json_object *o = json_object_new_object();
+	int rc;
+
+	if (o == NULL)
+		return ENOMEM;
+	json_object_object_add(o, "target", json_object_new_string(v->target));
+	json_object_object_add(o, "source", json_object_new_string(source ? source : ""));
+	json_object_object_add(o, "cache_dir", json_object_new_string(v->cache));
+	json_object_object_add(o, "phase", json_object_new_string(phase));
+	json_object_object_add(o, "pid", json_object_new_int64(pid));
+	json_object_object_add(o, "writable", json_object_new_boolean(writable));
+	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+							      JSON_C_TO_STRING_NOSLASHESCAPE);
+	rc = s ? fv_write_file(v->info, s, strlen(s), 0600) : ENOMEM;
+	json_object_put(o);
+	return rc;
+}
+
+static void copy_str(struct json_object *o, const char *key, char *dst, size_t cap)
+{
+	struct json_object *f;
+
+	dst[0] = '\0';
+	if (json_object_object_get_ex(o, key, &f) && json_object_is_type(f, json_type_string))
+		snprintf(dst, cap, "%s", json_object_get_string(f));
+}
+
+/* Read STATE/volume.json (`path`).  Returns 0, errno, or EINVAL when it is
+ * not what write_info() writes. */
+static int read_info(const char *path, struct info *in)
+{
+	struct tfs_dbuf d;
+	struct stat st;
+	int rc;
+
+	memset(in, 0, sizeof(*in));
+	tfs_dbuf_init(&d, 64 * 1024);
+	rc = fv_read_file(path, &d);
+	if (rc == 0 && stat(path, &st) == 0)
+		in->mtime = st.st_mtime;
+	if (rc == 0) {
+		struct json_object *o = json_tokener_parse(tfs_dbuf_str(&d));
+		struct json_object *f;
+
+		if (o && json_object_is_type(o, json_type_object)) {
+			copy_str(o, "phase", in->phase, sizeof(in->phase));
+			copy_str(o, "source", in->source, sizeof(in->source));
+			copy_str(o, "cache_dir", in->cache, sizeof(in->cache));
+			copy_str(o, "target", in->target, sizeof(in->target));
+			if (json_object_object_get_ex(o, "pid", &f))
+				in->pid = (long)json_object_get_int64(f);
+			in->writable = !json_object_object_get_ex(o, "writable", &f) ||
+				       json_object_get_boolean(f);
+		}
+		if (in->phase[0] == '\0' || in->target[0] == '\0')
+			rc = EINVAL;
+		json_object_put(o);
+	}
+	tfs_dbuf_free(&d);
+	return rc;
+}
+
+/* ---- the daemon ---- */
+
+/* The pid of the daemon answering on the target's control socket, 0 when
+ * none answers, -1 when one is there but does not answer (hung). */
+static long daemon_pid(const char *target)
+{
+	char sock[TFS_CTL_SOCK_PATH_MAX];
+	struct json_object *req, *res = NULL, *pid;
+	long out = 0;
+
+	if (tfs_ctl_socket_path(target, sock, sizeof(sock)) != 0)
+		return 0;
+	req = json_object_new_object();
+	if (req == NULL)
+		return 0;
+	json_object_object_add(req, "cmd", json_object_new_string("stats"));
+	int rc = tfs_ctl_call_ex(sock, req, 2000, NULL, NULL, &res, NULL);
+	json_object_put(req);
+	if (rc == 0 && json_object_object_get_ex(res, "pid", &pid))
+		out = (long)json_object_get_int64(pid);
+	else if (rc != 0 && rc != ENOENT && rc != ECONNREFUSED)
+		out = -1;
+	json_object_put(res);
+	return out;
+}
+
+/* The environment of what we start: a fixed PATH and the node's proxy
+ * settings; nothing else of the kubelet's. */
+static void child_env(char **env, size_t cap)
+{
+	static const char *const pass[] = {
+		"http_proxy=", "https_proxy=", "no_proxy=", "HTTP_PROXY=", "HTTPS_PROXY=",
+		"NO_PROXY=",
+	};
+	size_t n = 0;
+
+	env[n++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	for (char **e = environ; e && *e && n + 1 < cap; e++) {
+		for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++) {
+			if (strncmp(*e, pass[i], strlen(pass[i])) == 0) {
+				env[n++] = *e;
+				break;
+			}
+		}
+	}
+	env[n] = NULL;
+}
+
+static bool use_systemd(const struct fv_node *node)
+{
+	if (node->systemd == FV_SYSTEMD_AUTO)
+		return access("/run/systemd/system", F_OK) == 0;
+	return node->systemd == FV_SYSTEMD_YES;
+}
+
+/* The output of a failed `tierfs mount` as one line for the reply. */
+static void one_line(const struct tfs_dbuf *out, char *buf, size_t cap)
+{
+	const char *s = tfs_dbuf_str(out);
+	size_t o = 0;
+	bool gap = false;
+
+	for (; *s && o + 4 < cap && o < MAX_MESSAGE; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '\n' || c == '\r') {
+			gap = o > 0;
+			continue;
+		}
+		if (gap) {
+			buf[o++] = ';';
+			buf[o++] = ' ';
+			gap = false;
+		}
+		buf[o++] = c < 0x20 ? ' ' : (char)c;
+	}
+	while (o && buf[o - 1] == ' ')
+		o--;
+	buf[o] = '\0';
+}
+
+/* Stop whatever a failed mount left: the daemon (found by the volume's
+ * config path on its command line), the mount, and the state.  The cache
+ * goes too, unless it was there before this call (a dead mount's: its
+ * journal may hold writes not uploaded yet). */
+static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cache_existed,
+		       const char *source)
+{
+	struct fv_mount_entry me;
+	unsigned killed = 0;
+	int rc;
+
+	fv_kill_by_arg(v->conf, KILL_GRACE_MS, &killed);
+	if (killed)
+		tfs_warn(log, "%s: stopped %u leftover daemon process(es)", v->target, killed);
+	if (fv_mount_lookup(v->target, &me) == 0 && me.mounted && strcmp(me.fstype, FSTYPE) == 0) {
+		if (umount2(v->target, MNT_DETACH) != 0) {
+			tfs_err(log, "%s: cannot detach the failed mount: %s", v->target, strerror(errno));
+			return; /* keep the state: unmount will find it */
+		}
+	}
+	(void)unlink(v->creds);
+	if (cache_existed) {
+		tfs_warn(log, "%s: keeping the cache %s of an earlier mount", v->target, v->cache);
+		(void)write_info(v, PHASE_KEPT, source, 0, true);
+		return;
+	}
+	rc = fv_rmtree(v->cache);
+	if (rc)
+		tfs_warn(log, "%s: cannot remove the cache %s: %s", v->target, v->cache, strerror(rc));
+	rc = fv_rmtree(v->state);
+	if (rc)
+		tfs_warn(log, "%s: cannot remove the state %s: %s", v->target, v->state, strerror(rc));
+}
+
+/* Remove the cache and state of a volume whose mount and daemon are gone.
+ * The cache directory must be CACHE/<hash> as recorded. */
+static void remove_volume(const struct tfs_log *log, const char *state, const char *cache,
+			  const char *hash)
+{
+	const char *base = strrchr(cache, '/');
+	int rc;
+
+	if (cache[0] && base && strcmp(base + 1, hash) == 0) {
+		rc = fv_rmtree(cache);
+		if (rc) {
+			tfs_warn(log, "cannot remove the cache %s: %s", cache, strerror(rc));
+			return;
+		}
+	}
+	rc = fv_rmtree(state);
+	if (rc)
+		tfs_warn(log, "cannot remove the state %s: %s", state, strerror(rc));
+}
+
+/* Keep a writable volume's cache, whose journal may hold writes that are
+ * not uploaded: they are uploaded by the next mount of the same target, or
+ * by hand (docs/kubernetes.md). */
+static void keep_volume(const struct tfs_log *log, const struct vol *v, const struct info *in)
+{
+	(void)write_info(v, PHASE_KEPT, in->source, 0, true);
+	tfs_warn(log, "%s: kept the cache %s: it may hold writes to %s that are not uploaded yet "
+		      "(mount %s with ssd.dir=%s to upload them)", v->target, in->cache, in->source,
+		 in->source, in->cache);
+}
+
+static bool is_hash(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++) {
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+			return false;
+	}
+	return n == FV_HASH_LEN;
+}
+
+/* Clean up after volumes that are gone: not mounted and without a daemon.
+ * A read-only volume, or one unmounted cleanly, goes entirely; a writable
+ * one that went without a clean drain is kept (PHASE_KEPT).  `skip` is the
+ * volume of this call. */
+static void sweep(const struct fv_node *node, const struct tfs_log *log, const char *skip)
+{
+	DIR *d = opendir(node->state_dir);
+	struct dirent *e;
+	time_t now = time(NULL);
+	time_t stale = (time_t)((2 * node->mount_timeout_ms + node->unmount_timeout_ms) / 1000);
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		struct vol v;
+		struct info in;
+		struct fv_mount_entry me;
+		struct tfs_dbuf ignored;
+
+		if (!is_hash(e->d_name) || strcmp(e->d_name, skip) == 0)
+			continue;
+		if (!fits(snprintf(v.state, sizeof(v.state), "%s/%s", node->state_dir, e->d_name),
+			  sizeof(v.state)))
+			continue;
+		if (!fits(snprintf(v.info, sizeof(v.info), "%s/volume.json", v.state), sizeof(v.info)))
+			continue;
+		if (read_info(v.info, &in) != 0 || strcmp(in.phase, PHASE_KEPT) == 0)
+			continue; /* not ours to judge, or kept on purpose */
+		if (fv_mount_lookup(in.target, &me) != 0 || me.mounted)
+			continue;
+		if (strcmp(in.phase, PHASE_MOUNTING) == 0 && now - in.mtime <= stale)
+			continue; /* a mount in progress */
+		if (in.pid > 0 && !fv_pid_gone((pid_t)in.pid))
+			continue;
+		if (daemon_pid(in.target) != 0)
+			continue;
+		tfs_dbuf_init(&ignored, 4096);
+		int rc = vol_paths(node, in.target, &v, &ignored);
+		tfs_dbuf_free(&ignored);
+		if (rc || strcmp(v.hash, e->d_name) != 0)
+			continue;
+		if (strcmp(in.phase, PHASE_MOUNTING) == 0)
+			fv_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
+		(void)unlink(v.creds);
+		if (in.writable && strcmp(in.phase, PHASE_UNMOUNTED) != 0) {
+			keep_volume(log, &v, &in);
+			continue;
+		}
+		tfs_info(log, "sweep: removing the state of %s (%s, not mounted)", in.target, in.phase);
+		remove_volume(log, v.state, in.cache, e->d_name);
+	}
+	closedir(d);
+}
+
+/* ---- mount ---- */
+
+/* Run `tierfs mount`.  Returns 0 when it reported a live mount; else an
+ * errno with the reason in msg. */
+static int start_daemon(const struct fv_node *node, const struct tfs_log *log, const struct vol *v,
+			const struct fv_volume *vol, struct tfs_dbuf *msg)
+{
+	char unit[128], desc[PATH_MAX + 64], line[MAX_MESSAGE + 8];
+	char *argv[24], *env[16];
+	size_t n = 0;
+	struct tfs_dbuf out;
+	int status = 0, rc;
+
+	if (use_systemd(node)) {
+		/* A scope outside the kubelet's cgroup: restarting the
+		 * kubelet does not kill the daemon. */
+		snprintf(unit, sizeof(unit), "--unit=tierfs-fv-%.16s-%ld", v->hash, (long)getpid());
+		snprintf(desc, sizeof(desc), "--description=tierfs FlexVolume %s", v->target);
+		argv[n++] = node->systemd_run;
+		argv[n++] = "--scope";
+		argv[n++] = "--quiet";
+		argv[n++] = "--collect";
+		argv[n++] = unit;
+		argv[n++] = desc;
+		argv[n++] = "--";
+	}
+	argv[n++] = node->tierfs;
+	argv[n++] = "mount";
+	argv[n++] = "-c";
+	argv[n++] = (char *)v->conf;
+	argv[n++] = "-o";
+	argv[n++] = vol->read_only ? "allow_other,ro" : "allow_other";
+	argv[n++] = vol->source;
+	argv[n++] = (char *)v->target;
+	argv[n] = NULL;
+	child_env(env, sizeof(env) / sizeof(env[0]));
+
+	tfs_dbuf_init(&out, MAX_OUTPUT);
+	uint64_t t0 = fv_now_ms();
+	rc = fv_run(argv, env, node->mount_timeout_ms, &out, &status);
+	one_line(&out, line, sizeof(line));
+	if (rc == ETIMEDOUT) {
+		say(msg, "the mount did not become live within %llu s%s%s",
+		    (unsigned long long)(node->mount_timeout_ms / 1000), line[0] ? ": " : "", line);
+	} else if (rc) {
+		say(msg, "cannot run %s: %s", argv[0], strerror(rc));
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		rc = EIO;
+		if (line[0])
+			say(msg, "%s", line);
+		else if (WIFSIGNALED(status))
+			say(msg, "%s died of signal %d", argv[0], WTERMSIG(status));
+		else
+			say(msg, "%s exited with status %d", argv[0], WEXITSTATUS(status));
+	}
+	if (rc == 0)
+		tfs_debug(log, "%s: tierfs mount took %llu ms", v->target,
+			  (unsigned long long)(fv_now_ms() - t0));
+	tfs_dbuf_free(&out);
+	return rc;
+}
+
+static int mount_new(const struct fv_node *node, const struct tfs_log *log, const struct vol *v,
+		     const struct fv_volume *vol, struct tfs_dbuf *msg)
+{
+	struct tfs_dbuf conf, err;
+	struct stat st;
+	bool writable = true, cache_existed;
+	int rc;
+
+	if (stat(v->target, &st) != 0) {
+		rc = errno;
+		say(msg, "target %s: %s", v->target, strerror(rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		say(msg, "target %s is not a directory", v->target);
+		return ENOTDIR;
+	}
+	cache_existed = lstat(v->cache, &st) == 0;
+	rc = fv_mkdirs(node->state_dir, 0700);
+	if (rc == 0)
+		rc = fv_rmtree(v->state); /* an earlier call's: nothing is mounted */
+	if (rc == 0 && mkdir(v->state, 0700) != 0)
+		rc = errno;
+	if (rc) {
+		say(msg, "cannot create the state directory %s: %s", v->state, strerror(rc));
+		return rc;
+	}
+	rc = write_info(v, PHASE_MOUNTING, vol->source, 0, true);
+	if (rc) {
+		say(msg, "cannot write %s: %s", v->info, strerror(rc));
+		goto undo;
+	}
+	tfs_dbuf_init(&err, 4096);
+	const char *creds = node->credentials_file;
+	if (vol->creds.access_key) {
+		rc = fv_creds_write(v->creds, &vol->creds, &err);
+		creds = v->creds;
+	}
+	tfs_dbuf_init(&conf, 1 << 20);
+	if (rc == 0)
+		rc = fv_volume_tierfs_conf(vol, node, v->cache, creds, &conf, &writable, &err);
+	if (rc == 0) {
+		rc = fv_write_file(v->conf, tfs_dbuf_str(&conf), tfs_dbuf_len(&conf), 0600);
+		if (rc)
+			tfs_dbuf_addf(&err, "cannot write %s: %s", v->conf, strerror(rc));
+	}
+	if (rc) {
+		if (tfs_dbuf_len(&err))
+			say(msg, "%s", tfs_dbuf_str(&err));
+		else
+			say(msg, "%s", strerror(rc));
+	}
+	tfs_dbuf_free(&conf);
+	tfs_dbuf_free(&err);
+	if (rc)
+		goto undo;
+	rc = write_info(v, PHASE_MOUNTING, vol->source, 0, writable);
+	if (rc == 0)
+		rc = fv_mkdirs(node->cache_root, 0700);
+	if (rc == 0 && mkdir(v->cache, 0700) != 0 && errno != EEXIST)
+		rc = errno;
+	if (rc) {
+		say(msg, "cannot create the cache directory %s: %s", v->cache, strerror(rc));
+		goto undo;
+	}
+	rc = start_daemon(node, log, v, vol, msg);
+	if (rc)
+		goto undo;
+
+	struct fv_mount_entry me;
+	rc = fv_mount_lookup(v->target, &me);
+	if (rc == 0 && !(me.mounted && strcmp(me.fstype, FSTYPE) == 0)) {
+		say(msg, "tierfs mount reported success, but %s is not mounted", v->target);
+		rc = EIO;
+	} else if (rc == 0) {
+		rc = fv_mount_probe(v->target);
+		if (rc)
+			say(msg, "the new mount on %s does not answer: %s", v->target, strerror(rc));
+	} else {
+		say(msg, "cannot read the mount table: %s", strerror(rc));
+	}
+	if (rc)
+		goto undo;
+	rc = write_info(v, PHASE_MOUNTED, vol->source, daemon_pid(v->target), writable);
+	if (rc)
+		tfs_warn(log, "%s: cannot update %s: %s", v->target, v->info, strerror(rc));
+	return 0;
+undo:
+	undo_mount(v, log, cache_existed, vol->source);
+	return rc;
+}
+
+int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
+	     const char *json, struct tfs_dbuf *msg)
+{
+	struct fv_volume vol;
+	struct vol v;
+	struct tfs_dbuf err;
+	int rc;
+
+	tfs_dbuf_init(&err, 8192);
+	rc = fv_volume_parse(json, node, &vol, &err);
+	if (rc) {
+		say(msg, "%s", tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
+		tfs_dbuf_free(&err);
+		tfs_warn(log, "mount %s refused: %s", target, tfs_dbuf_str(msg));
+		return rc;
+	}
+	tfs_dbuf_free(&err);
+	rc = vol_paths(node, target, &v, msg);
+	if (rc)
+		goto out;
+	tfs_info(log, "mount %s (pod %s, volume %s): %s%s, state %s", v.target,
+		 vol.pod ? vol.pod : "?", vol.pv ? vol.pv : "?", vol.source,
+		 vol.read_only ? " read-only" : "", v.hash);
+	sweep(node, log, v.hash);
+
+	struct fv_mount_entry me;
+	rc = fv_mount_lookup(v.target, &me);
+	if (rc) {
+		say(msg, "cannot read the mount table: %s", strerror(rc));
+		goto out;
+	}
+	if (me.mounted) {
+		struct info in;
+
+		if (strcmp(me.fstype, FSTYPE) != 0 || read_info(v.info, &in) != 0) {
+			rc = EBUSY;
+			say(msg, "%s is already mounted (%s from %s), not by this driver", v.target,
+			    me.fstype, me.source);
+			goto out;
+		}
+		if (strcmp(in.source, vol.source) != 0) {
+			rc = EBUSY;
+			say(msg, "%s is already mounted from %s, not %s", v.target, in.source,
+			    vol.source);
+			goto out;
+		}
+		rc = fv_mount_probe(v.target);
+		if (rc == 0) {
+			tfs_info(log, "mount %s: already mounted", v.target);
+			goto out;
+		}
+		if (rc != ENOTCONN && rc != ESTALE) {
+			say(msg, "%s is mounted but does not answer: %s", v.target, strerror(rc));
+			goto out;
+		}
+		/* The daemon is dead: detach the corpse and mount again, on
+		 * the same cache (its journal is uploaded by the new daemon). */
+		tfs_warn(log, "mount %s: the mount is dead (%s); mounting again", v.target,
+			 strerror(rc));
+		fv_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
+		if (umount2(v.target, MNT_DETACH) != 0) {
+			rc = errno;
+			say(msg, "cannot detach the dead mount on %s: %s", v.target, strerror(rc));
+			goto out;
+		}
+	}
+	rc = mount_new(node, log, &v, &vol, msg);
+	if (rc == 0) {
+		tfs_info(log, "mount %s: live", v.target);
+	} else {
+		/* "mount of SOURCE on TARGET failed: <the daemon's words>" */
+		char *m = tfs_dbuf_steal(msg);
+
+		say(msg, "mount of %s on %s failed: %s", vol.source, v.target, m ? m : strerror(rc));
+		free(m);
+	}
+out:
+	if (rc)
+		tfs_err(log, "mount %s: %s", target, tfs_dbuf_str(msg));
+	fv_volume_clear(&vol);
+	return rc;
+}
+
+/* ---- unmount ---- */
+
+/* Upload what the volume's pods wrote, bounded by `deadline_ms`: the
+ * daemon's "drain" command (src/cmd_mount.c) uploads everything pending
+ * now and says what is left.  Returns 0 with *clean true when nothing is
+ * left, 0 with *clean false when no daemon answered (a dead mount: its
+ * journal stays in the cache); EBUSY with the report in msg when files
+ * are left (the volume stays mounted, the daemon keeps uploading and the
+ * kubelet retries the unmount, so nothing written is lost). */
+static int drain_writeback(const struct vol *v, uint64_t deadline_ms, const struct tfs_log *log,
+			   bool *clean, struct tfs_dbuf *msg)
+{
+	char sock[TFS_CTL_SOCK_PATH_MAX];
+	struct json_object *req, *res = NULL, *f;
+	uint64_t now = fv_now_ms(), files = 0, bytes = 0;
+	uint64_t budget = deadline_ms > now + 2000 ? deadline_ms - now - 1000 : 1000;
+	struct tfs_dbuf err;
+	int rc;
+
+	*clean = false;
+	rc = tfs_ctl_socket_path(v->target, sock, sizeof(sock));
+	if (rc)
+		return 0;
+	req = json_object_new_object();
+	if (req == NULL)
+		return ENOMEM;
+	json_object_object_add(req, "cmd", json_object_new_string("drain"));
+	json_object_object_add(req, "timeout_ms", json_object_new_int64((int64_t)budget));
+	tfs_dbuf_init(&err, 1024);
+	/* The timeout is of inactivity: the daemon answers after `budget`. */
+	rc = tfs_ctl_call_ex(sock, req, (int)(budget + 5000), NULL, NULL, &res, &err);
+	json_object_put(req);
+	if (rc == ENOENT || rc == ECONNREFUSED ||
+	    (rc == EINVAL && strstr(tfs_dbuf_str(&err), "unknown command"))) {
+		/* No daemon (a dead mount), or one without write-back. */
+		tfs_warn(log, "unmount %s: no drain (%s)", v->target,
+			 tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
+		tfs_dbuf_free(&err);
+		return 0;
+	}
+	if (rc) {
+		/* A daemon that does not answer in time is still uploading
+		 * (or stuck): unmounting now would strand its writes. */
+		say(msg, "writes to %s are not uploaded yet: the daemon did not finish draining "
+			 "within %llu s (%s); the volume stays mounted and keeps uploading, so unmount "
+			 "again later", v->target, (unsigned long long)(budget / 1000),
+		    tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
+		tfs_dbuf_free(&err);
+		return EBUSY;
+	}
+	tfs_dbuf_free(&err);
+	if (json_object_object_get_ex(res, "files", &f))
+		files = (uint64_t)json_object_get_int64(f);
+	if (json_object_object_get_ex(res, "bytes", &f))
+		bytes = (uint64_t)json_object_get_int64(f);
+	json_object_put(res);
+	if (files) {
+		say(msg, "%llu file(s) (%llu bytes) written to %s are not uploaded yet after %llu s; "
+			 "the volume stays mounted and keeps uploading, so unmount again later",
+		    (unsigned long long)files, (unsigned long long)bytes, v->target,
+		    (unsigned long long)(budget / 1000));
+		return EBUSY;
+	}
+	*clean = true;
+	return 0;
+}
+
+int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char *target,
+	       struct tfs_dbuf *msg)
+{
+	struct vol v;
+	struct info in;
+	struct fv_mount_entry me;
+	long pid = 0;
+	bool clean = false, lazy = false;
+	int rc;
+
+	rc = vol_paths(node, target, &v, msg);
+	if (rc)
+		goto out;
+	uint64_t deadline = fv_now_ms() + node->unmount_timeout_ms;
+	bool have_info = read_info(v.info, &in) == 0;
+	if (!have_info) {
+		/* Nothing of ours is recorded: the cache is the default one. */
+		memset(&in, 0, sizeof(in));
+		snprintf(in.cache, sizeof(in.cache), "%s", v.cache);
+		in.writable = true;
+	}
+	tfs_info(log, "unmount %s (state %s%s)", v.target, v.hash, have_info ? "" : ": none");
+	sweep(node, log, v.hash);
+
+	rc = fv_mount_lookup(v.target, &me);
+	if (rc) {
+		say(msg, "cannot read the mount table: %s", strerror(rc));
+		goto out;
+	}
+	if (me.mounted) {
+		if (strcmp(me.fstype, FSTYPE) != 0) {
+			rc = EBUSY;
+			say(msg, "%s is mounted (%s from %s), but not by tierfs: not unmounting it",
+			    v.target, me.fstype, me.source);
+			goto out;
+		}
+		pid = daemon_pid(v.target);
+		if (pid <= 0 && have_info)
+			pid = in.pid;
+		clean = !in.writable;
+		if (in.writable) {
+			rc = drain_writeback(&v, deadline, log, &clean, msg);
+			if (rc)
+				goto out;
+		}
+		char *argv[] = { node->tierfs, "umount", v.target, NULL };
+		char *env[16];
+		char line[MAX_MESSAGE + 8];
+		struct tfs_dbuf outb;
+		int status = 0;
+		uint64_t now = fv_now_ms();
+
+		child_env(env, sizeof(env) / sizeof(env[0]));
+		tfs_dbuf_init(&outb, MAX_OUTPUT);
+		rc = fv_run(argv, env, deadline > now + 1000 ? deadline - now : 1000, &outb, &status);
+		one_line(&outb, line, sizeof(line));
+		tfs_dbuf_free(&outb);
+		if (rc) {
+			/* Stuck, in its own drain or in umount(2): no lazy
+			 * unmount under a daemon that may still upload. */
+			say(msg, "tierfs umount %s did not finish within the unmount_timeout (%s)%s%s",
+			    v.target, strerror(rc), line[0] ? ": " : "", line);
+			goto out;
+		}
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			tfs_warn(log, "unmount %s: %s", v.target, line[0] ? line : "tierfs umount failed");
+		else if (line[0])
+			tfs_warn(log, "unmount %s: %s", v.target, line); /* what is left */
+
+		rc = fv_mount_lookup(v.target, &me);
+		if (rc == 0 && me.mounted) {
+			/* Busy (or tierfs umount could not run): detach it.
+			 * The daemon exits once the last user lets go. */
+			tfs_warn(log, "unmount %s: still mounted; lazy unmount", v.target);
+			if (umount2(v.target, MNT_DETACH) != 0 && errno != EINVAL) {
+				rc = errno;
+				say(msg, "cannot unmount %s: %s", v.target, strerror(rc));
+				goto out;
+			}
+			lazy = true;
+			/* Its users keep the daemon alive: do not wait long. */
+			uint64_t soon = fv_now_ms() + LAZY_WAIT_MS;
+			if (soon < deadline)
+				deadline = soon;
+		} else if (rc) {
+			say(msg, "cannot read the mount table: %s", strerror(rc));
+			goto out;
+		}
+		rc = fv_mount_lookup(v.target, &me);
+		if (rc == 0 && me.mounted) {
+			rc = EBUSY;
+			say(msg, "%s is still mounted after a lazy unmount", v.target);
+			goto out;
+		}
+	} else {
+		tfs_info(log, "unmount %s: not mounted", v.target);
+		clean = !in.writable || strcmp(in.phase, PHASE_UNMOUNTED) == 0;
+	}
+
+	/* Not mounted any more: the keys go now.  The cache goes once the
+	 * daemon has exited, if nothing written can be left in it: the
+	 * volume was read-only, or drained before a plain unmount. */
+	(void)unlink(v.creds);
+	while (pid > 0 && !fv_pid_gone((pid_t)pid) && fv_now_ms() < deadline)
+		fv_sleep_ms(50);
+	bool exited = pid <= 0 || fv_pid_gone((pid_t)pid);
+	if (!clean || (lazy && in.writable)) {
+		if (have_info || lstat(in.cache, &(struct stat){ 0 }) == 0)
+			keep_volume(log, &v, &in);
+	} else if (!exited) {
+		tfs_warn(log, "unmount %s: daemon %ld still running (files still open?); its cache "
+			      "is removed once it exits", v.target, pid);
+		(void)write_info(&v, PHASE_UNMOUNTED, in.source, pid, in.writable);
+	} else {
+		remove_volume(log, v.state, in.cache, v.hash);
+	}
+	rc = 0;
+	tfs_info(log, "unmount %s: done", v.target);
+out:
+	if (rc)
+		tfs_err(log, "unmount %s: %s", target, tfs_dbuf_str(msg));
+	return rc;
+}

@@ -1,0 +1,57 @@
+/* fv_mount.h - the driver's `mount` and `unmount` calls.
+ *
+ * Per-volume state lives in STATE/<hash>/ (node.state_dir, mode 0700),
+ * where <hash> is fv_hash() of the target's canonical path
+ * (tfs_ctl_canonical_path()), so `unmount TARGET` finds it from the path
+ * alone, even after a kubelet restart:
+ *
+ *	volume.json   target, source, cache directory, phase (mounting,
+ *	              mounted, unmounted, kept), whether it takes writes, and
+ *	              the daemon's pid
+ *	tierfs.conf   the daemon's configuration (fv_volume_tierfs_conf())
+ *	credentials   the Secret's keys, mode 0600 (fv_secrets.h)
+ *
+ * The volume's SSD cache is CACHE/<hash>/ (node.cache_root).
+ * TODO(issue 6 §4): one cache shared by the volumes of a node.
+ *
+ * mount: idempotent (a live mount of ours with the same source is
+ * Success; a dead one is detached and mounted again); runs `tierfs mount`
+ * (which daemonizes only once the mount is live) detached from the caller,
+ * under `systemd-run --scope` when systemd runs, bounded by
+ * node.mount_timeout; on failure stops the daemon, unmounts, removes the
+ * state and the cache, and returns the daemon's own message.
+ *
+ * unmount: for a writable volume, first the daemon's write-back drain,
+ * bounded by node.unmount_timeout: writes not uploaded by then (or a
+ * daemon that does not answer) make it a Failure that leaves the volume
+ * mounted and uploading, for the kubelet to retry.  Then `tierfs umount`,
+ * and a lazy unmount if the target is still mounted (EBUSY); a dead mount
+ * (ENOTCONN, ESTALE) counts as mounted.  It never deletes anything under
+ * the target.  The credentials go at once; the cache and the state once
+ * the daemon has exited, if nothing written can be left in the cache (a
+ * read-only volume, or one drained before a plain unmount).  Otherwise the
+ * cache is kept (phase "kept") for the next mount of the target, or for
+ * the admin.  A daemon that outlives a lazy unmount is left to a later
+ * call: every call first sweeps the state of volumes that are gone.
+ *
+ * The kubelet never runs two calls for one volume at once; calls for
+ * different volumes touch different state.
+ */
+#ifndef TFS_FV_MOUNT_H
+#define TFS_FV_MOUNT_H
+
+#include "dbuf.h"
+#include "fv_nodeconf.h"
+#include "log.h"
+
+/* `mount TARGET JSON`.  Returns 0 (the mount is live), or an errno with
+ * the reason for the kubelet in `msg` (one line; never a secret). */
+int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
+	     const char *json, struct tfs_dbuf *msg);
+
+/* `unmount TARGET`.  Returns 0 (nothing of ours is mounted there any
+ * more), or an errno with the reason in `msg`. */
+int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char *target,
+	       struct tfs_dbuf *msg);
+
+#endif

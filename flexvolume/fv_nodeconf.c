@@ -1,0 +1,520 @@
+/* fv_nodeconf.c - the node's FlexVolume configuration file (inih). */
+#include "config.h"
+
+#include "fv_nodeconf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "units.h"
+
+#ifndef SYSCONFDIR
+#define SYSCONFDIR "/etc"
+#endif
+#ifndef BINDIR
+#define BINDIR "/usr/local/bin"
+#endif
+
+#define MAX_FILE (1024 * 1024)
+#define SEC UINT64_C(1000)
+#define HOUR (3600 * SEC)
+
+/* ---- the [node] keys ---- */
+
+enum node_type {
+	N_PATH,     /* char *: an absolute path */
+	N_PATH_OPT, /* char *: an absolute path, or empty (NULL) */
+	N_DURATION, /* uint64_t milliseconds in [SEC, HOUR] */
+	N_LOGLEVEL, /* enum tfs_log_level */
+	N_SYSTEMD,  /* enum fv_systemd */
+};
+
+struct node_key {
+	const char *key;
+	enum node_type type;
+	size_t off;
+	const char *def;
+};
+
+#define NK(k, t, f, d) { (k), (t), offsetof(struct fv_node, f), (d) }
+
+static const struct node_key node_keys[] = {
+	NK("tierfs", N_PATH, tierfs, BINDIR "/tierfs"),
+	NK("tierfs_conf", N_PATH_OPT, tierfs_conf, ""),
+	NK("cache_root", N_PATH, cache_root, "/var/cache/tierfs/flexvolume"),
+	NK("state_dir", N_PATH, state_dir, "/run/tierfs/flexvolume"),
+	NK("log_file", N_PATH_OPT, log_file, "/var/log/tierfs-flexvolume.log"),
+	NK("log_level", N_LOGLEVEL, log_level, "info"),
+	NK("daemon_log", N_PATH_OPT, daemon_log, ""),
+	NK("credentials_file", N_PATH_OPT, credentials_file, ""),
+	NK("mount_timeout", N_DURATION, mount_timeout_ms, "60s"),
+	NK("unmount_timeout", N_DURATION, unmount_timeout_ms, "45s"),
+	NK("systemd", N_SYSTEMD, systemd, "auto"),
+	NK("systemd_run", N_PATH, systemd_run, "/usr/bin/systemd-run"),
+};
+
+#define N_NODE_KEYS (sizeof(node_keys) / sizeof(node_keys[0]))
+
+/* What a pod may set when the file has no [pod] allow: the dataset, and the
+ * options that cost the node nothing. */
+static const enum fv_opt builtin_allow[] = {
+	FV_OPT_SOURCE, FV_OPT_BUCKET, FV_OPT_PREFIX, FV_OPT_READ_ONLY, FV_OPT_POLICY,
+	FV_OPT_METADATA_TTL,
+};
+
+const char *fv_node_conf_path(bool *must_exist)
+{
+	const char *env = getenv(FV_CONF_ENV);
+
+	if (env && *env) {
+		*must_exist = true;
+		return env;
+	}
+	*must_exist = false;
+	return SYSCONFDIR "/tierfs/flexvolume.conf";
+}
+
+void fv_node_clear(struct fv_node *n)
+{
+	for (size_t i = 0; i < N_NODE_KEYS; i++) {
+		if (node_keys[i].type == N_PATH || node_keys[i].type == N_PATH_OPT) {
+			char **p = (char **)((char *)n + node_keys[i].off);
+
+			free(*p);
+		}
+	}
+	for (int i = 0; i < FV_OPT_COUNT; i++)
+		free(n->def[i].value);
+	free(n->path);
+	memset(n, 0, sizeof(*n));
+}
+
+const char *fv_node_where(const struct fv_node *n, unsigned line, char *buf, size_t cap)
+{
+	if (line == 0 || n->path == NULL)
+		snprintf(buf, cap, "built-in");
+	else
+		snprintf(buf, cap, "%s:%u", n->path, line);
+	return buf;
+}
+
+/* ---- parsing ---- */
+
+struct load_ctx {
+	struct fv_node *n;
+	const char *file;
+	const char *data;
+	size_t len, pos;
+	unsigned lineno;
+	unsigned err_line; /* set once an error is in err */
+	int rc;
+	struct tfs_dbuf *err;
+};
+
+__attribute__((format(printf, 2, 3)))
+static int fail(struct load_ctx *c, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->err) {
+		tfs_dbuf_reset(c->err);
+		tfs_dbuf_addf(c->err, "%s:%u: %s", c->file, c->lineno, msg);
+	}
+	c->err_line = c->lineno;
+	c->rc = EINVAL;
+	return 0;
+}
+
+/* Like conf.c: leading blanks are dropped (libinih as Debian builds it
+ * would take an indented line as the continuation of the previous value),
+ * and a line too long for inih is an error instead of two lines. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct load_ctx *c = stream;
+	const char *start, *nl;
+	size_t n;
+
+	if (c->err_line || c->pos >= c->len)
+		return NULL;
+	start = c->data + c->pos;
+	nl = memchr(start, '\n', c->len - c->pos);
+	n = nl ? (size_t)(nl - start) : c->len - c->pos;
+	c->pos += n + (nl != NULL);
+	c->lineno++;
+	if (n && start[n - 1] == '\r')
+		n--;
+	while (n && (*start == ' ' || *start == '\t')) {
+		start++;
+		n--;
+	}
+	if (memchr(start, '\0', n)) {
+		fail(c, "NUL byte in line");
+		return NULL;
+	}
+	if (num < 1 || n >= (size_t)num) {
+		fail(c, "line too long (more than %d characters)", num - 1);
+		return NULL;
+	}
+	memcpy(str, start, n);
+	str[n] = '\0';
+	return str;
+}
+
+static int set_node_key(struct load_ctx *c, const struct node_key *k, const char *value,
+			bool builtin)
+{
+	char *base = (char *)c->n;
+	char q[FV_QUOTE_BUFLEN];
+
+	switch (k->type) {
+	case N_PATH:
+	case N_PATH_OPT: {
+		char **p = (char **)(base + k->off);
+		char *copy = NULL;
+
+		if (*value == '\0' && k->type == N_PATH)
+			return builtin ? EINVAL : fail(c, "[node] %s: a path is required", k->key);
+		if (*value && *value != '/')
+			return builtin ? EINVAL
+				       : fail(c, "[node] %s: %s is not an absolute path", k->key,
+					      fv_quote(q, sizeof(q), value));
+		if (*value) {
+			copy = strdup(value);
+			if (copy == NULL) {
+				c->rc = ENOMEM;
+				return 0;
+			}
+		}
+		free(*p);
+		*p = copy;
+		return 1;
+	}
+	case N_DURATION: {
+		uint64_t ms;
+
+		if (tfs_parse_duration(value, &ms) || ms < SEC || ms > HOUR)
+			return builtin ? EINVAL
+				       : fail(c, "[node] %s: %s is not a duration from 1s to 1h", k->key,
+					      fv_quote(q, sizeof(q), value));
+		memcpy(base + k->off, &ms, sizeof(ms));
+		return 1;
+	}
+	case N_LOGLEVEL: {
+		enum tfs_log_level l;
+
+		if (tfs_log_level_parse(value, &l))
+			return builtin ? EINVAL
+				       : fail(c, "[node] %s: %s is not a log level (allowed: error, "
+						 "warn, info, debug)", k->key, fv_quote(q, sizeof(q), value));
+		memcpy(base + k->off, &l, sizeof(l));
+		return 1;
+	}
+	case N_SYSTEMD: {
+		enum fv_systemd s;
+
+		if (strcasecmp(value, "auto") == 0)
+			s = FV_SYSTEMD_AUTO;
+		else if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0)
+			s = FV_SYSTEMD_YES;
+		else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0)
+			s = FV_SYSTEMD_NO;
+		else
+			return builtin ? EINVAL
+				       : fail(c, "[node] %s: %s is not one of auto, yes, no", k->key,
+					      fv_quote(q, sizeof(q), value));
+		memcpy(base + k->off, &s, sizeof(s));
+		return 1;
+	}
+	}
+	return 1;
+}
+
+static bool is_sep(char ch)
+{
+	return ch == ',' || ch == ' ' || ch == '\t';
+}
+
+/* [pod] allow = NAME[, NAME]... (commas and/or blanks). */
+static int set_allow(struct load_ctx *c, const char *value)
+{
+	bool allow[FV_OPT_COUNT] = { false };
+	char name[64], q[FV_QUOTE_BUFLEN], known[512];
+	const char *p = value;
+
+	while (*p) {
+		while (is_sep(*p))
+			p++;
+		if (*p == '\0')
+			break;
+		size_t n = 0;
+		while (p[n] && !is_sep(p[n]))
+			n++;
+		enum fv_opt o;
+		if (n >= sizeof(name)) {
+			snprintf(name, sizeof(name), "%.*s", (int)(sizeof(name) - 1), p);
+			return fail(c, "[pod] allow: unknown option %s (known: %s)",
+				    fv_quote(q, sizeof(q), name), fv_opt_list(known, sizeof(known)));
+		}
+		memcpy(name, p, n);
+		name[n] = '\0';
+		if (fv_opt_find(name, true, &o) != 0)
+			return fail(c, "[pod] allow: unknown option %s (known: %s)",
+				    fv_quote(q, sizeof(q), name), fv_opt_list(known, sizeof(known)));
+		allow[o] = true;
+		p += n;
+	}
+	memcpy(c->n->allow, allow, sizeof(allow));
+	c->n->allow_line = c->lineno;
+	return 1;
+}
+
+static int on_value(void *user, const char *section, const char *key, const char *value)
+{
+	struct load_ctx *c = user;
+	char origin[300], q[FV_QUOTE_BUFLEN], known[512];
+	enum fv_opt o;
+
+	if (c->err_line || c->rc)
+		return 0;
+	if (strcasecmp(section, "node") == 0) {
+		for (size_t i = 0; i < N_NODE_KEYS; i++) {
+			if (strcasecmp(node_keys[i].key, key) == 0)
+				return set_node_key(c, &node_keys[i], value, false);
+		}
+		size_t n = 0;
+		known[0] = '\0';
+		for (size_t i = 0; i < N_NODE_KEYS && n < sizeof(known); i++) {
+			int r = snprintf(known + n, sizeof(known) - n, "%s%s", i ? ", " : "",
+					 node_keys[i].key);
+			if (r < 0)
+				break;
+			n += (size_t)r;
+		}
+		return fail(c, "[node]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key), known);
+	}
+	if (strcasecmp(section, "defaults") == 0) {
+		if (fv_opt_find(key, true, &o) != 0)
+			return fail(c, "[defaults]: unknown option %s (known: %s)",
+				    fv_quote(q, sizeof(q), key), fv_opt_list(known, sizeof(known)));
+		snprintf(origin, sizeof(origin), "%s:%u: [defaults] %s", c->file, c->lineno,
+			 fv_opt_name(o));
+		struct fv_value v;
+		int rc = fv_opt_check(o, value, origin, false, &v, c->err);
+		if (rc) {
+			c->err_line = c->lineno;
+			c->rc = rc;
+			return 0;
+		}
+		char *copy = strdup(value);
+		if (copy == NULL) {
+			c->rc = ENOMEM;
+			return 0;
+		}
+		free(c->n->def[o].value);
+		c->n->def[o].value = copy;
+		c->n->def[o].line = c->lineno;
+		c->n->def[o].parsed = v;
+		return 1;
+	}
+	if (strcasecmp(section, "limits") == 0) {
+		if (fv_opt_find_limit(key, &o) != 0)
+			return fail(c, "[limits]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key),
+				    fv_opt_limit_list(known, sizeof(known)));
+		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->lineno,
+			 fv_opt_limit_key(o));
+		uint64_t num;
+		int rc = fv_opt_check_limit(o, value, origin, &num, c->err);
+		if (rc) {
+			c->err_line = c->lineno;
+			c->rc = rc;
+			return 0;
+		}
+		c->n->limit[o] = (struct fv_node_limit){ .set = true, .value = num, .line = c->lineno };
+		return 1;
+	}
+	if (strcasecmp(section, "pod") == 0) {
+		if (strcasecmp(key, "allow") == 0)
+			return set_allow(c, value);
+		return fail(c, "[pod]: unknown key %s (known: allow)", fv_quote(q, sizeof(q), key));
+	}
+	if (*section == '\0')
+		return fail(c, "%s outside a section (sections: node, defaults, limits, pod)",
+			    fv_quote(q, sizeof(q), key));
+	return fail(c, "unknown section [%s] (known: node, defaults, limits, pod)", section);
+}
+
+/* Read the whole file into d (at most MAX_FILE bytes). */
+static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, struct tfs_dbuf *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[16384];
+
+	if (fd < 0) {
+		int e = errno;
+
+		if (e == ENOENT && !must_exist)
+			return ENOENT;
+		if (err) {
+			tfs_dbuf_reset(err);
+			tfs_dbuf_addf(err, "%s: cannot open: %s", path, strerror(e));
+		}
+		return e;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+
+			close(fd);
+			if (err) {
+				tfs_dbuf_reset(err);
+				tfs_dbuf_addf(err, "%s: cannot read: %s", path, strerror(e));
+			}
+			return e;
+		}
+		if (r == 0)
+			break;
+		int rc = tfs_dbuf_add(d, buf, (size_t)r);
+		if (rc) {
+			close(fd);
+			if (rc == EOVERFLOW) {
+				if (err) {
+					tfs_dbuf_reset(err);
+					tfs_dbuf_addf(err, "%s: larger than %d bytes", path, MAX_FILE);
+				}
+				return EFBIG;
+			}
+			return rc;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+static int set_builtin(struct fv_node *n)
+{
+	struct load_ctx c = { .n = n, .file = "built-in" };
+
+	for (size_t i = 0; i < N_NODE_KEYS; i++) {
+		int r = set_node_key(&c, &node_keys[i], node_keys[i].def, true);
+
+		if (c.rc)
+			return c.rc;
+		if (r != 1)
+			return EINVAL; /* a bad built-in default: a bug */
+	}
+	for (size_t i = 0; i < sizeof(builtin_allow) / sizeof(builtin_allow[0]); i++)
+		n->allow[builtin_allow[i]] = true;
+	return 0;
+}
+
+/* The rules that involve several settings. */
+static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
+{
+	char where[4200], lim[TFS_UNITS_BUFLEN];
+	const struct fv_node_default *src = &n->def[FV_OPT_SOURCE];
+
+	for (int i = FV_OPT_BUCKET; i <= FV_OPT_PREFIX; i++) {
+		const struct fv_node_default *d = &n->def[i];
+
+		if (src->value && d->value) {
+			unsigned line = d->line > src->line ? d->line : src->line;
+
+			if (err) {
+				tfs_dbuf_reset(err);
+				tfs_dbuf_addf(err, "%s: [defaults] source and %s exclude each other "
+						   "(source is s3://BUCKET[/PREFIX])",
+					      fv_node_where(n, line, where, sizeof(where)),
+					      fv_opt_name((enum fv_opt)i));
+			}
+			return EINVAL;
+		}
+	}
+	for (int i = 0; i < FV_OPT_COUNT; i++) {
+		const struct fv_node_default *d = &n->def[i];
+		const struct fv_node_limit *l = &n->limit[i];
+		enum fv_opt o = (enum fv_opt)i;
+
+		if (d->value == NULL || !l->set || fv_opt_within(o, &d->parsed, l->value))
+			continue;
+		fv_opt_format_limit(o, l->value, lim, sizeof(lim));
+		if (err) {
+			char q[FV_QUOTE_BUFLEN];
+
+			tfs_dbuf_reset(err);
+			tfs_dbuf_addf(err, "%s: [defaults] %s: %s is %s the limit %s = %s (line %u)",
+				      fv_node_where(n, d->line, where, sizeof(where)), fv_opt_name(o),
+				      fv_quote(q, sizeof(q), d->value),
+				      fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below",
+				      fv_opt_limit_key(o), lim, l->line);
+		}
+		return EINVAL;
+	}
+	return 0;
+}
+
+int fv_node_load(struct fv_node *n, const char *path, bool must_exist, struct tfs_dbuf *err)
+{
+	struct tfs_dbuf data;
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	if (err)
+		tfs_dbuf_reset(err);
+	rc = set_builtin(n);
+	if (rc) {
+		fv_node_clear(n);
+		return rc;
+	}
+	tfs_dbuf_init(&data, MAX_FILE);
+	rc = read_file(path, must_exist, &data, err);
+	if (rc == ENOENT && !must_exist) {
+		tfs_dbuf_free(&data);
+		return 0;
+	}
+	if (rc)
+		goto out;
+	n->path = strdup(path);
+	if (n->path == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	struct load_ctx c = {
+		.n = n, .file = path, .data = tfs_dbuf_str(&data), .len = tfs_dbuf_len(&data),
+		.err = err,
+	};
+	int bad = ini_parse_stream(read_line, &c, on_value, &c);
+	if (c.rc) {
+		rc = c.rc;
+	} else if (bad > 0) {
+		c.lineno = (unsigned)bad;
+		fail(&c, "syntax error (expected [section] or key = value)");
+		rc = EINVAL;
+	} else if (bad < 0) {
+		rc = ENOMEM;
+	}
+	if (rc == 0)
+		rc = check_whole(n, err);
+out:
+	tfs_dbuf_free(&data);
+	if (rc)
+		fv_node_clear(n);
+	return rc;
+}

@@ -1,0 +1,114 @@
+/* fv_nodeconf.h - the node's FlexVolume configuration, written by the
+ * cluster admin (/etc/tierfs/flexvolume.conf, from the ConfigMap in
+ * flexvolume/deploy/): where things live on the node, the defaults of every
+ * volume option, the limits a pod may not exceed, and which options a pod
+ * may set at all.
+ *
+ *	[node]
+ *	tierfs = /opt/tierfs/bin/tierfs    the tierfs binary
+ *	tierfs_conf =                      base tierfs.conf for the daemons
+ *	cache_root = /var/cache/tierfs/flexvolume
+ *	state_dir = /run/tierfs/flexvolume
+ *	log_file = /var/log/tierfs-flexvolume.log   (empty: syslog)
+ *	log_level = info
+ *	daemon_log =                       log.file of the daemons (empty: theirs)
+ *	credentials_file =                 for volumes without a Secret
+ *	mount_timeout = 60s
+ *	unmount_timeout = 45s
+ *	systemd = auto                     auto, yes or no: systemd-run --scope
+ *	systemd_run = /usr/bin/systemd-run
+ *
+ *	[defaults]                         any volume option (fv_opts.h)
+ *	ramSize = 512M
+ *
+ *	[limits]
+ *	maxRamSize = 4G                    maxSsdSize, maxBlockSize,
+ *	minMetadataTTL = 10s               maxReadahead
+ *
+ *	[pod]
+ *	allow = source, bucket, prefix, readOnly, policy, metadataTTL
+ *
+ * Syntax as tierfs.conf: inih, names case-insensitive, ';' and '#'
+ * comments, lines of at most 199 characters, files of at most 1 MiB.
+ * Without a file the built-in values above apply (every [defaults] key
+ * unset, no limits, the allow list shown).  Every path must be absolute.
+ *
+ * Errors name the file and line:
+ *	/etc/tierfs/flexvolume.conf:12: [limits] maxRamSize: '4X' is not a size ...
+ * A default that breaks a limit, or source together with bucket or prefix
+ * in [defaults], is an error too.
+ */
+#ifndef TFS_FV_NODECONF_H
+#define TFS_FV_NODECONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dbuf.h"
+#include "fv_opts.h"
+#include "log.h"
+
+enum fv_systemd {
+	FV_SYSTEMD_AUTO, /* when /run/systemd/system exists (systemd is PID 1) */
+	FV_SYSTEMD_YES,
+	FV_SYSTEMD_NO,
+};
+
+/* The environment variable naming the node config file (for tests and
+ * unusual installs); when set, the file must exist. */
+#define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
+
+struct fv_node_default {
+	char *value;           /* NULL: not set */
+	unsigned line;         /* its line in the file */
+	struct fv_value parsed;
+};
+
+struct fv_node_limit {
+	bool set;
+	uint64_t value; /* bytes, or milliseconds for metadataTTL */
+	unsigned line;
+};
+
+struct fv_node {
+	char *path; /* the file read; NULL when it did not exist */
+	char *tierfs;
+	char *tierfs_conf;      /* NULL: the daemons start from tierfs's built-in defaults */
+	char *cache_root;
+	char *state_dir;
+	char *log_file;         /* NULL: syslog */
+	enum tfs_log_level log_level;
+	char *daemon_log;       /* NULL: the daemons log as their config says */
+	char *credentials_file; /* NULL: a volume without a Secret fails */
+	uint64_t mount_timeout_ms;
+	uint64_t unmount_timeout_ms;
+	enum fv_systemd systemd;
+	char *systemd_run;
+
+	struct fv_node_default def[FV_OPT_COUNT];
+	struct fv_node_limit limit[FV_OPT_COUNT];
+	bool allow[FV_OPT_COUNT];
+	unsigned allow_line; /* 0: the built-in list */
+};
+
+/* The file to read: $TIERFS_FLEXVOLUME_CONF (then *must_exist is true), else
+ * SYSCONFDIR "/tierfs/flexvolume.conf" (*must_exist false).  Returns a
+ * static string or the environment's; cannot fail. */
+const char *fv_node_conf_path(bool *must_exist);
+
+/* Fill *n with the built-in values, then read `path` on top of them.  A
+ * missing file is not an error unless `must_exist`.  Returns 0; ENOENT,
+ * EACCES, ... (cannot open: "FILE: cannot open: why"); EFBIG above 1 MiB;
+ * EINVAL for anything wrong in the file ("FILE:LINE: ..."); ENOMEM.  The
+ * message goes to `err` (may be NULL).  On failure *n is cleared; on
+ * success the caller owns it and calls fv_node_clear(). */
+int fv_node_load(struct fv_node *n, const char *path, bool must_exist, struct tfs_dbuf *err);
+
+/* Free the strings of *n and zero it.  Safe on a zeroed struct. */
+void fv_node_clear(struct fv_node *n);
+
+/* "FILE:LINE" of a setting for messages, or "built-in" when line is 0 or
+ * no file was read.  Writes into buf; returns buf. */
+const char *fv_node_where(const struct fv_node *n, unsigned line, char *buf, size_t cap);
+
+#endif

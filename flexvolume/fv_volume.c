@@ -1,0 +1,445 @@
+/* fv_volume.c - the kubelet's options JSON, under the node's policy, and
+ * the tierfs configuration it becomes. */
+#include "config.h"
+
+#include "fv_volume.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "conf.h"
+#include "source.h"
+#include "units.h"
+
+#define K8S "kubernetes.io/"
+#define K8S_SECRET "kubernetes.io/secret/"
+
+/* What the pod gave, before the defaults are merged in. */
+struct pod_opts {
+	const char *value[FV_OPT_COUNT]; /* borrowed from the JSON; NULL: absent */
+	struct fv_value parsed[FV_OPT_COUNT];
+	const char *readwrite;           /* kubernetes.io/readwrite */
+	const char *ns, *name;
+};
+
+__attribute__((format(printf, 2, 3)))
+static int fail(struct tfs_dbuf *err, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	if (err) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		tfs_dbuf_reset(err);
+		tfs_dbuf_adds(err, msg);
+	}
+	return EINVAL;
+}
+
+void fv_volume_clear(struct fv_volume *v)
+{
+	free(v->source);
+	for (int i = 0; i < FV_OPT_COUNT; i++)
+		free(v->value[i]);
+	fv_creds_clear(&v->creds);
+	free(v->pod);
+	free(v->pv);
+	memset(v, 0, sizeof(*v));
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* A copy of s without surrounding blanks, or NULL (ENOMEM). */
+static char *trimmed_dup(const char *s)
+{
+	while (is_blank(*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && is_blank(s[n - 1]))
+		n--;
+	return strndup(s, n);
+}
+
+/* The names of the options the node lets a pod set, for messages. */
+static const char *allowed_list(const struct fv_node *node, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < FV_OPT_COUNT; i++) {
+		if (!node->allow[i])
+			continue;
+		int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", fv_opt_name((enum fv_opt)i));
+		if (r < 0 || (size_t)r >= cap - n)
+			break;
+		n += (size_t)r;
+	}
+	if (n == 0)
+		snprintf(buf, cap, "none");
+	return buf;
+}
+
+static int take_secret(struct fv_volume *v, const char *key, struct json_object *val,
+		       struct tfs_dbuf *err)
+{
+	const char *name = key + strlen(K8S_SECRET);
+	char **slot;
+	char q[FV_QUOTE_BUFLEN];
+
+	if (strcmp(name, "accessKey") == 0)
+		slot = &v->creds.access_key;
+	else if (strcmp(name, "secretKey") == 0)
+		slot = &v->creds.secret_key;
+	else if (strcmp(name, "sessionToken") == 0)
+		slot = &v->creds.session_token;
+	else
+		return fail(err, "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
+				 "sessionToken)", fv_quote(q, sizeof(q), name));
+	if (!json_object_is_type(val, json_type_string))
+		return fail(err, "secret %s: expected a base64 string", name);
+	char *dec;
+	int rc = fv_secret_decode(name, json_object_get_string(val), &dec, err);
+	if (rc)
+		return rc;
+	if (*slot) {
+		explicit_bzero(*slot, strlen(*slot));
+		free(*slot);
+	}
+	*slot = dec;
+	return 0;
+}
+
+/* One pod option: known, a string, allowed, well-formed, within limits. */
+static int take_option(const struct fv_node *node, struct pod_opts *p, const char *key,
+		       struct json_object *val, struct tfs_dbuf *err)
+{
+	char q[FV_QUOTE_BUFLEN], list[512], where[4200], lim[TFS_UNITS_BUFLEN], origin[128];
+	enum fv_opt o;
+
+	if (fv_opt_find(key, false, &o) != 0)
+		return fail(err, "unknown option %s (known: %s)", fv_quote(q, sizeof(q), key),
+			    fv_opt_list(list, sizeof(list)));
+	if (!json_object_is_type(val, json_type_string))
+		return fail(err, "option %s: expected a string value", fv_opt_name(o));
+	if (!node->allow[o])
+		return fail(err, "option %s: not allowed on this node (a volume may set: %s; "
+				 "[pod] allow, %s)", fv_opt_name(o),
+			    allowed_list(node, list, sizeof(list)),
+			    fv_node_where(node, node->allow_line, where, sizeof(where)));
+	char *value = trimmed_dup(json_object_get_string(val));
+	if (value == NULL)
+		return ENOMEM;
+	snprintf(origin, sizeof(origin), "option %s", fv_opt_name(o));
+	int rc = fv_opt_check(o, value, origin, true, &p->parsed[o], err);
+	if (rc == 0 && node->limit[o].set && !fv_opt_within(o, &p->parsed[o], node->limit[o].value)) {
+		fv_opt_format_limit(o, node->limit[o].value, lim, sizeof(lim));
+		rc = fail(err, "option %s: %s is %s this node's limit %s = %s (%s)", fv_opt_name(o),
+			  fv_quote(q, sizeof(q), value),
+			  fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below", fv_opt_limit_key(o),
+			  lim, fv_node_where(node, node->limit[o].line, where, sizeof(where)));
+	}
+	free(value);
+	if (rc)
+		return rc;
+	/* The JSON outlives pod_opts; the trimmed form is taken again later. */
+	p->value[o] = json_object_get_string(val);
+	return 0;
+}
+
+static int take_kubelet_key(struct pod_opts *p, const char *key, struct json_object *val,
+			    struct tfs_dbuf *err)
+{
+	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
+	char q[FV_QUOTE_BUFLEN];
+
+	if (strcmp(key, K8S "readwrite") == 0) {
+		if (s == NULL || (strcmp(s, "ro") != 0 && strcmp(s, "rw") != 0))
+			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
+				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+		p->readwrite = s;
+	} else if (strcmp(key, K8S "pod.namespace") == 0) {
+		p->ns = s;
+	} else if (strcmp(key, K8S "pod.name") == 0) {
+		p->name = s;
+	}
+	/* fsType, pvOrVolumeName, pod.uid, serviceAccount.name,
+	 * mounterArgs.FsGroup and keys of later kubelets: nothing to do. */
+	return 0;
+}
+
+/* The bucket and prefix of s3://BUCKET[/PREFIX] (already checked). */
+static int split_source(const char *src, char **bucket, char **prefix)
+{
+	struct tfs_source s;
+	char msg[256];
+	int rc = tfs_source_parse(src, &s, msg, sizeof(msg));
+
+	if (rc)
+		return rc;
+	*bucket = s.bucket;
+	*prefix = s.prefix;
+	s.bucket = s.prefix = NULL;
+	tfs_source_clear(&s);
+	return 0;
+}
+
+/* Replace *dst with a trimmed copy of src (NULL: free it). */
+static int set_copy(char **dst, const char *src)
+{
+	char *c = NULL;
+
+	if (src) {
+		c = trimmed_dup(src);
+		if (c == NULL)
+			return ENOMEM;
+	}
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+/* Decide s3://BUCKET[/PREFIX] from the pod's and the node's options. */
+static int resolve_source(const struct fv_node *node, const struct pod_opts *p,
+			  struct fv_volume *v, struct tfs_dbuf *err)
+{
+	char *bucket = NULL, *prefix = NULL;
+	const struct fv_node_default *d = node->def;
+	int rc = 0;
+
+	if (p->value[FV_OPT_SOURCE] && (p->value[FV_OPT_BUCKET] || p->value[FV_OPT_PREFIX]))
+		return fail(err, "options source and %s exclude each other (source is "
+				 "s3://BUCKET[/PREFIX])", p->value[FV_OPT_BUCKET] ? "bucket" : "prefix");
+	if (p->value[FV_OPT_SOURCE]) {
+		char *s = trimmed_dup(p->value[FV_OPT_SOURCE]);
+
+		rc = s ? split_source(s, &bucket, &prefix) : ENOMEM;
+		free(s);
+	} else if (p->value[FV_OPT_BUCKET]) {
+		rc = set_copy(&bucket, p->value[FV_OPT_BUCKET]);
+		if (rc == 0)
+			rc = set_copy(&prefix, p->value[FV_OPT_PREFIX]);
+	} else {
+		if (d[FV_OPT_SOURCE].value)
+			rc = split_source(d[FV_OPT_SOURCE].value, &bucket, &prefix);
+		else
+			rc = set_copy(&bucket, d[FV_OPT_BUCKET].value);
+		if (rc == 0 && !d[FV_OPT_SOURCE].value)
+			rc = set_copy(&prefix, d[FV_OPT_PREFIX].value);
+		if (rc == 0 && p->value[FV_OPT_PREFIX])
+			rc = set_copy(&prefix, p->value[FV_OPT_PREFIX]);
+	}
+	if (rc == 0 && (bucket == NULL || *bucket == '\0'))
+		rc = fail(err, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or bucket");
+	if (rc == 0) {
+		struct tfs_dbuf s;
+		struct fv_value unused;
+
+		tfs_dbuf_init(&s, 8192);
+		/* tfs_source_parse() wants no trailing '/' doubled: strip it. */
+		size_t plen = prefix ? strlen(prefix) : 0;
+		while (plen && prefix[plen - 1] == '/')
+			prefix[--plen] = '\0';
+		rc = tfs_dbuf_addf(&s, "s3://%s%s%s", bucket, plen ? "/" : "", plen ? prefix : "");
+		if (rc == 0)
+			rc = fv_opt_check(FV_OPT_SOURCE, tfs_dbuf_str(&s), "the volume's source", false,
+					  &unused, err);
+		if (rc == 0) {
+			v->source = tfs_dbuf_steal(&s);
+			rc = v->source ? 0 : ENOMEM;
+		}
+		tfs_dbuf_free(&s);
+	}
+	free(bucket);
+	free(prefix);
+	return rc;
+}
+
+int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
+		    struct tfs_dbuf *err)
+{
+	struct pod_opts p = { 0 };
+	enum json_tokener_error jerr = json_tokener_success;
+	struct json_object *root;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (err)
+		tfs_dbuf_reset(err);
+	root = json_tokener_parse_verbose(json, &jerr);
+	if (root == NULL)
+		return fail(err, "the options are not valid JSON: %s", json_tokener_error_desc(jerr));
+	if (!json_object_is_type(root, json_type_object)) {
+		json_object_put(root);
+		return fail(err, "the options are not a JSON object");
+	}
+	json_object_object_foreach(root, key, val) {
+		if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0)
+			rc = take_secret(out, key, val, err);
+		else if (strncmp(key, K8S, strlen(K8S)) == 0)
+			rc = take_kubelet_key(&p, key, val, err);
+		else
+			rc = take_option(node, &p, key, val, err);
+		if (rc)
+			goto out;
+	}
+	rc = resolve_source(node, &p, out, err);
+	if (rc)
+		goto out;
+	if ((out->creds.access_key == NULL) != (out->creds.secret_key == NULL)) {
+		rc = fail(err, "secret: the volume's Secret has %s but not %s (both are required)",
+			  out->creds.access_key ? "accessKey" : "secretKey",
+			  out->creds.access_key ? "secretKey" : "accessKey");
+		goto out;
+	}
+	if (out->creds.access_key == NULL && out->creds.session_token) {
+		rc = fail(err, "secret: the volume's Secret has sessionToken but not accessKey and "
+			       "secretKey");
+		goto out;
+	}
+	if (out->creds.access_key == NULL && node->credentials_file == NULL) {
+		rc = fail(err, "no credentials: give the volume a secretRef to a Secret of type "
+			       "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
+			       "in [node] of %s)", node->path ? node->path : "the node config");
+		goto out;
+	}
+
+	/* The other options: the pod's value, else the node's default. */
+	bool ro_opt = false;
+	for (int i = 0; i < FV_OPT_COUNT; i++) {
+		enum fv_opt o = (enum fv_opt)i;
+
+		if (o == FV_OPT_SOURCE || o == FV_OPT_BUCKET || o == FV_OPT_PREFIX)
+			continue;
+		const char *chosen = p.value[o] ? p.value[o] : node->def[o].value;
+		if (chosen == NULL)
+			continue;
+		if (o == FV_OPT_READ_ONLY) {
+			ro_opt = p.value[o] ? p.parsed[o].flag : node->def[o].parsed.flag;
+			continue;
+		}
+		rc = set_copy(&out->value[o], chosen);
+		if (rc)
+			goto out;
+		out->from_pod[o] = p.value[o] != NULL;
+	}
+	out->read_only = ro_opt || (p.readwrite && strcmp(p.readwrite, "ro") == 0);
+	if (out->read_only && out->from_pod[FV_OPT_WRITEBACK] &&
+	    strcmp(out->value[FV_OPT_WRITEBACK], "off") != 0) {
+		char q[FV_QUOTE_BUFLEN];
+
+		rc = fail(err, "option writeback: %s on a read-only volume (readOnly or "
+			       "kubernetes.io/readwrite=ro); use writeback=off or a read-write volume",
+			  fv_quote(q, sizeof(q), out->value[FV_OPT_WRITEBACK]));
+		goto out;
+	}
+	if (p.ns || p.name) {
+		struct tfs_dbuf s;
+
+		tfs_dbuf_init(&s, 1024);
+		rc = tfs_dbuf_addf(&s, "%s/%s", p.ns ? p.ns : "?", p.name ? p.name : "?");
+		if (rc == 0) {
+			out->pod = tfs_dbuf_steal(&s);
+			rc = out->pod ? 0 : ENOMEM;
+		}
+		tfs_dbuf_free(&s);
+		if (rc)
+			goto out;
+	}
+	struct json_object *pv;
+	if (json_object_object_get_ex(root, K8S "pvOrVolumeName", &pv) &&
+	    json_object_is_type(pv, json_type_string)) {
+		out->pv = strdup(json_object_get_string(pv));
+		if (out->pv == NULL)
+			rc = ENOMEM;
+	}
+out:
+	json_object_put(root);
+	if (rc)
+		fv_volume_clear(out);
+	return rc;
+}
+
+/* ---- the daemon's configuration ---- */
+
+static int set_key(struct tfs_config *cfg, const char *key, const char *value, const char *origin,
+		   struct tfs_dbuf *err)
+{
+	struct tfs_dbuf a;
+	int rc;
+
+	tfs_dbuf_init(&a, 64 * 1024);
+	rc = tfs_dbuf_addf(&a, "%s=%s", key, value ? value : "");
+	if (rc == 0)
+		rc = tfs_config_set(cfg, tfs_dbuf_str(&a), origin, err);
+	tfs_dbuf_free(&a);
+	return rc;
+}
+
+int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
+			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
+			  bool *writable, struct tfs_dbuf *err)
+{
+	struct tfs_config cfg;
+	char origin[4300], where[4200];
+	int rc;
+
+	if (err)
+		tfs_dbuf_reset(err);
+	rc = tfs_config_defaults(&cfg);
+	if (rc)
+		return rc;
+	if (node->tierfs_conf)
+		rc = tfs_config_load(&cfg, node->tierfs_conf, true, err);
+	for (int i = 0; rc == 0 && i < FV_OPT_COUNT; i++) {
+		enum fv_opt o = (enum fv_opt)i;
+		const char *key = fv_opt_tierfs_key(o);
+
+		if (key == NULL || v->value[o] == NULL)
+			continue;
+		if (v->from_pod[o])
+			snprintf(origin, sizeof(origin), "option %s:", fv_opt_name(o));
+		else
+			snprintf(origin, sizeof(origin), "%s: [defaults] %s:",
+				 fv_node_where(node, node->def[o].line, where, sizeof(where)),
+				 fv_opt_name(o));
+		rc = set_key(&cfg, key, v->value[o], origin, err);
+	}
+	if (rc == 0)
+		rc = set_key(&cfg, "ssd.dir", ssd_dir, "the volume's cache directory:", err);
+	if (rc == 0 && creds_file)
+		rc = set_key(&cfg, "backend.credentials_file", creds_file,
+			     "the volume's credentials file:", err);
+	if (rc == 0 && node->daemon_log)
+		rc = set_key(&cfg, "log.file", node->daemon_log, "[node] daemon_log:", err);
+	if (rc == 0 && v->read_only)
+		rc = set_key(&cfg, "writeback.mode", "off", "a read-only volume:", err);
+	if (rc == 0) {
+		rc = tfs_config_validate(&cfg, err);
+		if (rc == EINVAL && err) {
+			char *m = tfs_dbuf_steal(err);
+
+			tfs_dbuf_addf(err, "the volume's settings do not fit together: %s", m ? m : "");
+			free(m);
+		}
+	}
+	if (rc == 0)
+		rc = tfs_dbuf_addf(out, "# Written by tierfs-flexvolume for one volume; rewritten at "
+					"each mount.\n# source: %s%s\n", v->source,
+				   v->read_only ? " (read-only)" : "");
+	if (rc == 0)
+		rc = tfs_config_dump(&cfg, false, out);
+	if (rc == 0 && writable)
+		*writable = !v->read_only && cfg.writeback.mode != TFS_WB_OFF;
+	tfs_config_clear(&cfg);
+	return rc;
+}

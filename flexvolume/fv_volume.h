@@ -1,0 +1,75 @@
+/* fv_volume.h - one volume as the kubelet describes it: the options JSON
+ * of a `mount` call, checked against the node's policy, and the tierfs
+ * configuration it becomes.
+ *
+ * The JSON is a flat object of strings (anchors §5): the pod's
+ * flexVolume.options verbatim, the kubelet's "kubernetes.io/..." keys and
+ * each key of the Secret as "kubernetes.io/secret/<key>".
+ *
+ *   - Volume options (fv_opts.h) are matched exactly ("ramSize").  An
+ *     unknown one is an error; so is one the node does not allow
+ *     ([pod] allow), a malformed value, or a value beyond the node's
+ *     [limits].
+ *   - kubernetes.io/readwrite "ro" makes the mount read-only, like
+ *     readOnly=true; other kubernetes.io/ keys only name the pod for the
+ *     log (they may be overwritten by the pod's options, so nothing is
+ *     decided on them).
+ *   - kubernetes.io/secret/accessKey, secretKey (both required when either
+ *     is there) and sessionToken (optional); any other secret key is an
+ *     error.  Without a Secret, the node's credentials_file is used if it
+ *     has one, else the mount fails.
+ *   - Options the pod does not give take the node's [defaults]; options
+ *     unset in both are left to tierfs (its base config, then its
+ *     built-in defaults).
+ *   - The source: a pod's source replaces the default bucket and prefix; a
+ *     pod's bucket comes with the pod's prefix (none if not given); a pod's
+ *     prefix alone applies to the default bucket.  No bucket at all is an
+ *     error.
+ *   - A read-only volume gets writeback.mode=off; a pod asking for another
+ *     write-back mode on a read-only volume is an error.
+ */
+#ifndef TFS_FV_VOLUME_H
+#define TFS_FV_VOLUME_H
+
+#include <stdbool.h>
+
+#include "dbuf.h"
+#include "fv_nodeconf.h"
+#include "fv_opts.h"
+#include "fv_secrets.h"
+
+struct fv_volume {
+	char *source;              /* s3://BUCKET[/PREFIX] */
+	bool read_only;
+	char *value[FV_OPT_COUNT]; /* effective values of the tierfs-mapped options; NULL: unset */
+	bool from_pod[FV_OPT_COUNT];
+	struct fv_creds creds;     /* access_key NULL: no Secret */
+	char *pod;                 /* "namespace/name" for logs, or NULL */
+	char *pv;                  /* kubernetes.io/pvOrVolumeName, or NULL */
+};
+
+/* Parse the kubelet's options `json` under the policy of `node` into *out.
+ * Returns 0; EINVAL with one line in `err` saying which option, secret or
+ * rule and why (never a secret's value); ENOMEM.  On failure *out is
+ * cleared; on success the caller calls fv_volume_clear(). */
+int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
+		    struct tfs_dbuf *err);
+
+/* Wipe the secrets, free everything, zero *v.  Safe on a zeroed struct. */
+void fv_volume_clear(struct fv_volume *v);
+
+/* The tierfs configuration of the volume's daemon, as INI text appended to
+ * `out`: node.tierfs_conf (if set) as the base, then the volume's
+ * options, ssd.dir = `ssd_dir`, backend.credentials_file = `creds_file`
+ * (may be NULL: left as the base has it), log.file = node.daemon_log (if
+ * set) and, for a read-only volume, writeback.mode = off; validated as
+ * `tierfs mount` will.  *writable (may be NULL) tells whether the daemon
+ * takes writes (not read-only, write-back not off): only then can its
+ * cache hold writes not uploaded yet.  Returns 0; EINVAL (message in err:
+ * the base file's file:line, or a rule the options break together);
+ * ENOENT/EACCES... for the base file; ENOMEM; EOVERFLOW (out's maximum). */
+int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
+			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
+			  bool *writable, struct tfs_dbuf *err);
+
+#endif

@@ -1,0 +1,740 @@
+#!/usr/bin/env python3
+"""test_flexvolume.py - the Kubernetes FlexVolume driver, called as the kubelet calls it.
+
+    test_flexvolume.py DRIVER TIERFS [-k PATTERN]
+
+DRIVER is the built tierfs-flexvolume, TIERFS the tierfs binary.  The
+driver is installed as PLUGINDIR/tierfs~tierfs/tierfs and run the way the
+kubelet runs it (anchors §5): that path as argv[0], `init`, `mount TARGET
+JSON` with the kubelet's sorted, compact JSON of strings (the pod's
+options, the kubernetes.io/ keys and the Secret's keys in base64),
+`unmount TARGET`, the kubelet's environment and cwd /, after the kubelet's
+own steps (it creates TARGET with mode 0750 before mount and removes it
+after a successful unmount).  stdout and stderr are read together from one
+pipe and must parse as one JSON object; a call that does not finish in
+CALL_TIMEOUT seconds fails the test (a daemon that kept the pipe would do
+that).  The buckets live on a moto_server (tests/harness/moto.sh, through
+test_mount.py's Bucket).  Needs root and /dev/fuse.
+
+Ends with "flexvolume: N passed, N failed (...)".
+"""
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_mount import BUCKET, Bucket, data_for, poll  # noqa: E402
+
+DRIVER = None
+TIERFS = None
+CALL_TIMEOUT = 90
+INIT_REPLY = ('{"status":"Success","capabilities":{"attach":false,"selinuxRelabel":false,'
+              '"fsGroup":false,"supportsMetrics":false,"requiresFSResize":false}}')
+# What a kubelet started by systemd has, plus the test's node config.
+KUBELET_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+M = None  # the module fixture: the moto bucket
+
+
+def setUpModule():
+    global M
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        raise unittest.SkipTest("needs root and /dev/fuse")
+    for b in (DRIVER, TIERFS):
+        if not b or not os.access(b, os.X_OK):
+            raise unittest.SkipTest("no binary at %s" % b)
+    work = tempfile.mkdtemp(prefix="tierfs-fv-moto-")
+    M = Bucket("moto", work)
+    M.work = work
+
+
+def tearDownModule():
+    if M:
+        M.close()
+        shutil.rmtree(M.work, ignore_errors=True)
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def mountinfo(path):
+    """The mountinfo lines (split) whose mount point is path."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            mp = fields[4].replace("\\040", " ")
+            if mp == path:
+                out.append(fields)
+    return out
+
+
+def pid_gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def configmap_conf(path):
+    """The node config inside configmap.yaml (the block under flexvolume.conf: |)."""
+    out, inside = [], False
+    with open(path) as f:
+        for line in f:
+            if line.strip() == "flexvolume.conf: |":
+                inside = True
+            elif inside and (line.startswith("    ") or not line.strip()):
+                out.append(line[4:] if line.strip() else "\n")
+            elif inside:
+                break
+    return "".join(out).rstrip("\n") + "\n"
+
+
+class Kubelet:
+    """One node: a plugin dir with the driver, a node config, and calls."""
+
+    def __init__(self, work, endpoint, conf_extra=None):
+        self.work = work
+        plugdir = os.path.join(work, "plugins", "tierfs~tierfs")
+        os.makedirs(plugdir)
+        # Installed as the DaemonSet does: copy to a dot-name, rename.
+        shutil.copy2(DRIVER, os.path.join(plugdir, ".tierfs"))
+        os.rename(os.path.join(plugdir, ".tierfs"), os.path.join(plugdir, "tierfs"))
+        self.driver = os.path.join(plugdir, "tierfs")
+        self.state = os.path.join(work, "state")
+        self.cache = os.path.join(work, "cache")
+        self.log = os.path.join(work, "driver.log")
+        self.daemon_log = os.path.join(work, "daemons.log")
+        conf = {
+            "node": {"tierfs": TIERFS, "cache_root": self.cache, "state_dir": self.state,
+                     "log_file": self.log, "daemon_log": self.daemon_log, "log_level": "debug",
+                     "mount_timeout": "30s", "unmount_timeout": "30s"},
+            "defaults": {"endpoint": endpoint, "ramSize": "64M", "ssdSize": "256M",
+                         "metadataTTL": "forever"},
+            "limits": {"maxRamSize": "256M", "minMetadataTTL": "1s"},
+            "pod": {"allow": "source, bucket, prefix, readOnly, ramSize, ssdSize, policy, "
+                             "metadataTTL"},
+        }
+        for sec, kv in (conf_extra or {}).items():
+            conf.setdefault(sec, {}).update(kv)
+        self.conf = os.path.join(work, "flexvolume.conf")
+        with open(self.conf, "w") as f:
+            for sec, kv in conf.items():
+                f.write("[%s]\n" % sec)
+                for k, v in kv.items():
+                    f.write("%s = %s\n" % (k, v))
+        self.env = {"PATH": KUBELET_PATH, "HOME": "/root", "TIERFS_FLEXVOLUME_CONF": self.conf}
+
+    def call(self, *args, timeout=CALL_TIMEOUT):
+        """Run the driver; return (exit status, reply object, raw output)."""
+        p = subprocess.Popen([self.driver] + list(args), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
+                             cwd="/", start_new_session=False)
+        try:
+            raw, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise AssertionError("%s %s did not finish within %d s (does a daemon hold the "
+                                 "kubelet's pipe?)" % (self.driver, args[0], timeout))
+        text = raw.decode("utf-8", "replace")
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            raise AssertionError("the driver's stdout+stderr is not one JSON object: %r" % text)
+        if not isinstance(reply, dict) or "status" not in reply:
+            raise AssertionError("no status in the reply: %r" % text)
+        want = 1 if reply["status"] == "Failure" else 0
+        if p.returncode != want:
+            raise AssertionError("status %s with exit code %d" % (reply["status"], p.returncode))
+        return p.returncode, reply, text
+
+    def options(self, opts, secret=None, readwrite="rw", pod="trainer-0"):
+        """The JSON the kubelet passes: sorted keys, strings only."""
+        o = {
+            "kubernetes.io/fsType": "",
+            "kubernetes.io/readwrite": readwrite,
+            "kubernetes.io/pvOrVolumeName": "datasets",
+            "kubernetes.io/pod.name": pod,
+            "kubernetes.io/pod.namespace": "ml",
+            "kubernetes.io/pod.uid": "0b5e7c2a-5f07-4a39-a1f6-1a3f6a0c9e11",
+            "kubernetes.io/serviceAccount.name": "default",
+        }
+        for k, v in (secret or {}).items():
+            o["kubernetes.io/secret/" + k] = v
+        o.update(opts)
+        return json.dumps(o, sort_keys=True, separators=(",", ":"))
+
+    def new_target(self, name):
+        """What the kubelet does before mount: create the directory, 0750."""
+        t = os.path.join(self.work, "pods", name, "volumes", "tierfs~tierfs", "data")
+        os.makedirs(os.path.dirname(t), exist_ok=True)
+        os.chmod(os.path.join(self.work, "pods"), 0o755)
+        for d in (os.path.join(self.work, "pods", name), os.path.dirname(os.path.dirname(t)),
+                  os.path.dirname(t)):
+            os.chmod(d, 0o755)
+        os.mkdir(t, 0o750)
+        return t
+
+    def mount(self, target, opts, secret=None, **kw):
+        return self.call("mount", target, self.options(opts, secret, **kw))
+
+    def unmount(self, target):
+        r = self.call("unmount", target)
+        if r[1]["status"] == "Success" and os.path.isdir(target) and not os.path.ismount(target):
+            os.rmdir(target)  # the kubelet removes the directory
+        return r
+
+    def log_text(self):
+        out = ""
+        for p in (self.log, self.daemon_log):
+            try:
+                with open(p) as f:
+                    out += f.read()
+            except OSError:
+                pass
+        return out
+
+    def state_dirs(self):
+        try:
+            return sorted(os.listdir(self.state))
+        except FileNotFoundError:
+            return []
+
+
+def stats(target):
+    r = subprocess.run([TIERFS, "stats", "--json", target], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0:
+        raise AssertionError("stats failed: " + r.stderr)
+    return json.loads(r.stdout)
+
+
+class FlexVolumeTests(unittest.TestCase):
+    def setUp(self):
+        self.work = tempfile.mkdtemp(prefix="tierfs-fv-")
+        os.chmod(self.work, 0o755)  # a reader of another uid must reach the mounts
+        self.sub = "%s-%s" % (self._testMethodName[5:], secrets.token_hex(3))
+        self.source = "%s/%s" % (M.source, self.sub)
+        self.secret = {"accessKey": b64("AKIA" + secrets.token_hex(8).upper()),
+                       "secretKey": b64("sk/" + secrets.token_urlsafe(24))}
+        self.k = Kubelet(self.work, M.env["TFS_S3_ENDPOINT"])
+        self.targets = []
+
+    def tearDown(self):
+        for t in self.targets:
+            if mountinfo(t):
+                subprocess.run(["umount", "-l", t], capture_output=True)
+        if getattr(self, "_outcome", None) and not self._ok():
+            print("---- driver and daemon log:\n" + self.k.log_text()[-4000:])
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def _ok(self):
+        res = self._outcome.result
+        return not any(t is self for t, _ in res.failures + res.errors)
+
+    def put(self, name, data):
+        M.put(self.sub + "/" + name, data)
+
+    def bucket_get(self, name):
+        try:
+            return M.s3.get_object(Bucket=BUCKET, Key=M.prefix + self.sub + "/" + name)["Body"].read()
+        except M.s3.exceptions.NoSuchKey:
+            return None
+
+    def target(self, name="pod-a"):
+        t = self.k.new_target(name)
+        self.targets.append(t)
+        return t
+
+    def mount_ok(self, t, opts=None, **kw):
+        rc, reply, raw = self.k.mount(t, dict({"source": self.source}, **(opts or {})),
+                                      kw.pop("secret", self.secret), **kw)
+        self.assertEqual(reply, {"status": "Success"}, raw)
+        self.assertEqual(raw, '{"status":"Success"}\n')
+        return reply
+
+    def assert_failure(self, reply, *words):
+        self.assertEqual(reply["status"], "Failure", reply)
+        self.assertTrue(reply.get("message"), reply)
+        for w in words:
+            self.assertIn(w, reply["message"])
+
+    def assert_nothing_left(self, t):
+        self.assertEqual(mountinfo(t), [], "something is mounted on " + t)
+        self.assertEqual(self.k.state_dirs(), [], "per-volume state left behind")
+        if os.path.isdir(self.k.cache):
+            self.assertEqual(os.listdir(self.k.cache), [], "a cache directory left behind")
+
+    # ---- the protocol
+
+    def test_init_exact(self):
+        t0 = time.monotonic()
+        rc, reply, raw = self.k.call("init")
+        self.assertLess(time.monotonic() - t0, 2.0, "init must be instant")
+        self.assertEqual(rc, 0)
+        self.assertEqual(raw, INIT_REPLY + "\n")
+        # init reads no config: it works even with a broken one.
+        with open(self.k.conf, "a") as f:
+            f.write("this is not ini\n")
+        self.assertEqual(self.k.call("init")[2], INIT_REPLY + "\n")
+
+    def test_other_calls_not_supported(self):
+        for args in (["getvolumename", "{}"], ["attach", "{}", "node1"], ["isattached", "{}", "n"],
+                     ["waitforattach", "/dev/x", "{}"], ["mountdevice", "/x", "/dev/x", "{}"],
+                     ["detach", "pv", "node1"], ["expandvolume", "{}", "1", "2"], ["frobnicate"]):
+            rc, reply, raw = self.k.call(*args)
+            self.assertEqual((rc, raw), (0, '{"status":"Not supported"}\n'), args)
+
+    def test_node_config_error_names_file_and_line(self):
+        with open(self.k.conf, "a") as f:
+            f.write("[limits]\nmaxRamSize = lots\n")
+        t = self.target()
+        rc, reply, raw = self.k.mount(t, {"source": self.source}, self.secret)
+        n = len(open(self.k.conf).read().splitlines())
+        self.assert_failure(reply, "%s:%d: [limits] maxRamSize" % (self.k.conf, n))
+        self.assertEqual(mountinfo(t), [])
+
+    # ---- mount and unmount
+
+    def test_mount_live_readable_by_nonroot(self):
+        files = {"train/a.bin": data_for("a", 300000), "train/b.txt": b"hello\n"}
+        for k, v in files.items():
+            self.put(k, v)
+        t = self.target()
+        self.mount_ok(t)
+        mi = mountinfo(t)
+        self.assertEqual(len(mi), 1, mi)
+        sep = mi[0].index("-")
+        self.assertEqual(mi[0][sep + 1], "fuse.tierfs")
+        self.assertIn("allow_other", mi[0][sep + 3])
+        for k, v in files.items():
+            with open(os.path.join(t, k), "rb") as f:
+                self.assertEqual(f.read(), v)
+            r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "cat", os.path.join(t, k)], capture_output=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, v, "uid 65534 read different bytes")
+        rc, reply, raw = self.k.unmount(t)
+        self.assertEqual(reply, {"status": "Success"})
+
+    def test_second_mount_is_idempotent(self):
+        self.put("x", b"x")
+        t = self.target()
+        self.mount_ok(t)
+        pid = stats(t)["pid"]
+        self.mount_ok(t)
+        self.assertEqual(len(mountinfo(t)), 1, "mounted twice")
+        self.assertEqual(stats(t)["pid"], pid, "a second daemon")
+        # The same target with another source is refused, not remounted.
+        rc, reply, raw = self.k.mount(t, {"source": M.source + "/elsewhere"}, self.secret)
+        self.assert_failure(reply, "already mounted")
+        self.assertEqual(len(mountinfo(t)), 1)
+        self.k.unmount(t)
+
+    def test_unmount_leaves_nothing_and_daemon_exits(self):
+        self.put("x", b"x" * 5000)
+        t = self.target()
+        self.mount_ok(t)
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(len(f.read()), 5000)
+        pid = stats(t)["pid"]
+        self.assertEqual(len(self.k.state_dirs()), 1)
+        rc, reply, raw = self.k.unmount(t)
+        self.assertEqual((rc, raw), (0, '{"status":"Success"}\n'))
+        self.assertTrue(pid_gone(pid), "daemon %d still running" % pid)
+        self.assertFalse(os.path.exists(t), "the kubelet could not remove the target")
+        self.assert_nothing_left(t)
+        # unmount again (a kubelet retry after a restart): still Success.
+        os.mkdir(t)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+
+    def test_unmount_busy_is_lazy(self):
+        """A read-only volume (nothing to upload) that a process still uses."""
+        self.put("x", b"busy")
+        t = self.target()
+        self.mount_ok(t, readwrite="ro")
+        pid = stats(t)["pid"]
+        f = open(os.path.join(t, "x"), "rb")
+        try:
+            os.chdir(t)  # EBUSY for a plain umount
+            rc, reply, raw = self.k.call("unmount", t)
+            self.assertEqual(reply, {"status": "Success"}, raw)
+            self.assertEqual(mountinfo(t), [], "still mounted after unmount")
+            self.assertFalse(pid_gone(pid), "the daemon should serve the open file")
+            self.assertEqual(f.read(), b"busy")
+            self.assertIn("lazy", self.k.log_text())
+        finally:
+            os.chdir("/")
+            f.close()
+        poll(lambda: pid_gone(pid), 20, "the daemon to exit once its last file is closed")
+        # The next call sweeps what the lazy unmount had to leave.
+        other = self.target("pod-b")
+        self.assertEqual(self.k.unmount(other)[1], {"status": "Success"})
+        self.assertEqual(self.k.state_dirs(), [])
+        self.assertEqual(os.listdir(self.k.cache), [])
+
+    def test_unmount_dead_mount(self):
+        """ENOTCONN is still mounted: unmount must unmount it.  A writable
+        volume's cache may hold writes the dead daemon did not upload: it
+        is kept, and the next mount of the target uploads them."""
+        self.put("x", b"x")
+        t = self.target()
+        self.mount_ok(t, {"readOnly": "false"})
+        pid = stats(t)["pid"]
+        os.kill(pid, 9)
+        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        with self.assertRaises(OSError):
+            os.statvfs(t)
+        self.assertEqual(len(mountinfo(t)), 1)
+        rc, reply, raw = self.k.unmount(t)
+        self.assertEqual(reply, {"status": "Success"}, raw)
+        self.assertEqual(mountinfo(t), [])
+        [h] = self.k.state_dirs()
+        with open(os.path.join(self.k.state, h, "volume.json")) as f:
+            self.assertEqual(json.load(f)["phase"], "kept")
+        self.assertEqual(sorted(os.listdir(os.path.join(self.k.state, h))),
+                         ["tierfs.conf", "volume.json"], "the credentials outlive the mount")
+        self.assertEqual(os.listdir(self.k.cache), [h])
+        self.assertIn("kept the cache", self.k.log_text())
+        # Other calls leave it alone; a new mount of the target takes it over.
+        self.assertEqual(self.k.unmount(self.target("pod-b"))[1], {"status": "Success"})
+        self.assertEqual(self.k.state_dirs(), [h])
+        os.makedirs(t, exist_ok=True)
+        self.mount_ok(t)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assert_nothing_left(t)
+
+    def test_unmount_drains_writeback(self):
+        """What a pod wrote is in the bucket when unmount succeeds."""
+        t = self.target()
+        self.mount_ok(t, {"readOnly": "false"})
+        data = data_for("ckpt", 3 * 1000 * 1000)
+        with open(os.path.join(t, "ckpt.pt"), "wb") as f:
+            f.write(data)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assertEqual(self.bucket_get("ckpt.pt"), data)
+        self.assert_nothing_left(t)
+
+    def test_unmount_waits_for_uploads(self):
+        """With the store unreachable, unmount fails with a report and the
+        volume stays mounted; once the store is back, it succeeds."""
+        self.k = Kubelet(os.path.join(self.work, "short"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"unmount_timeout": "3s"}})
+        t = self.target()
+        self.mount_ok(t, {"readOnly": "false"})
+        os.listdir(t)  # a complete listing: new names need no lookup while the store is away
+        with open(M.server_dir + "/moto.pid") as f:
+            moto = int(f.read())
+        os.kill(moto, signal.SIGSTOP)
+        try:
+            with open(os.path.join(t, "late.bin"), "wb") as f:
+                f.write(b"must not be lost")
+            rc, reply, raw = self.k.unmount(t)
+            self.assert_failure(reply, "not uploaded yet", "stays mounted")
+            self.assertEqual(len(mountinfo(t)), 1, "unmounted with writes pending")
+        finally:
+            os.kill(moto, signal.SIGCONT)
+        poll(lambda: self.k.unmount(t)[1]["status"] == "Success", 60, "the unmount to succeed")
+        self.assertEqual(self.bucket_get("late.bin"), b"must not be lost")
+        self.assert_nothing_left(t)
+
+    def test_dead_mount_is_mounted_again(self):
+        self.put("x", b"again")
+        t = self.target()
+        self.mount_ok(t)
+        pid = stats(t)["pid"]
+        os.kill(pid, 9)
+        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        self.mount_ok(t)
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"again")
+        self.assertEqual(len(mountinfo(t)), 1)
+        self.k.unmount(t)
+
+    def test_mount_survives_driver_exit(self):
+        self.put("x", b"still here")
+        t = self.target()
+        self.mount_ok(t)  # the driver has exited when this returns
+        pid = stats(t)["pid"]
+        time.sleep(1)
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"still here")
+        # Detached: its own session, stdio on /dev/null, not our child.
+        self.assertNotEqual(os.getsid(pid), os.getsid(0))
+        for fd in (0, 1, 2):
+            self.assertEqual(os.readlink("/proc/%d/fd/%d" % (pid, fd)), "/dev/null")
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        self.assertNotEqual(ppid, os.getpid())
+        self.k.unmount(t)
+
+    def test_read_only(self):
+        self.put("x", b"x")
+        t = self.target()
+        self.mount_ok(t, readwrite="ro")
+        self.assertTrue(mountinfo(t)[0][5].startswith("ro"), mountinfo(t))
+        self.k.unmount(t)
+        t = self.target("pod-b")
+        self.mount_ok(t, {"readOnly": "true"})
+        self.assertTrue(mountinfo(t)[0][5].startswith("ro"), mountinfo(t))
+        self.k.unmount(t)
+
+    def test_bucket_and_prefix(self):
+        self.put("p/q.txt", b"via bucket+prefix")
+        t = self.target()
+        bucket, prefix = self.source[len("s3://"):].split("/", 1)
+        rc, reply, raw = self.k.mount(t, {"bucket": bucket, "prefix": prefix + "/p"}, self.secret)
+        self.assertEqual(reply, {"status": "Success"}, raw)
+        with open(os.path.join(t, "q.txt"), "rb") as f:
+            self.assertEqual(f.read(), b"via bucket+prefix")
+        self.k.unmount(t)
+
+    def test_systemd_scope(self):
+        """With systemd, the daemon starts under systemd-run --scope (here a
+        stand-in that records its arguments and runs the command)."""
+        fake = os.path.join(self.work, "systemd-run")
+        record = os.path.join(self.work, "systemd-run.args")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\nprintf "%%s\\n" "$@" > %s\n'
+                    'while [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n' % record)
+        os.chmod(fake, 0o755)
+        self.k = Kubelet(os.path.join(self.work, "sd"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"systemd": "yes", "systemd_run": fake}})
+        self.put("x", b"scoped")
+        t = self.target()
+        self.mount_ok(t)
+        with open(record) as f:
+            args = f.read().split("\n")
+        self.assertIn("--scope", args)
+        self.assertIn("--collect", args)
+        self.assertTrue(any(a.startswith("--unit=tierfs-fv-") for a in args), args)
+        self.assertEqual(args[args.index("--") + 1:args.index("--") + 3], [TIERFS, "mount"])
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"scoped")
+        self.k.unmount(t)
+
+    # ---- refusals: a message, and nothing left
+
+    def test_bad_json(self):
+        t = self.target()
+        for bad in ("{not json", "[1,2]", ""):
+            rc, reply, raw = self.k.call("mount", t, bad)
+            self.assert_failure(reply, "JSON")
+        self.assert_nothing_left(t)
+
+    def test_missing_bucket(self):
+        t = self.target()
+        rc, reply, raw = self.k.mount(t, {"prefix": "x"}, self.secret)
+        self.assert_failure(reply, "missing bucket")
+        self.assert_nothing_left(t)
+
+    def test_bad_secret(self):
+        t = self.target()
+        bad = dict(self.secret, secretKey="!!not-base64!!")
+        rc, reply, raw = self.k.mount(t, {"source": self.source}, bad)
+        self.assert_failure(reply, "secret secretKey", "base64")
+        self.assertNotIn("not-base64", reply["message"])
+        half = {"accessKey": self.secret["accessKey"]}
+        rc, reply, raw = self.k.mount(t, {"source": self.source}, half)
+        self.assert_failure(reply, "secretKey")
+        rc, reply, raw = self.k.mount(t, {"source": self.source},
+                                      dict(self.secret, password=b64("x")))
+        self.assert_failure(reply, "unknown key 'password' in the volume's Secret")
+        rc, reply, raw = self.k.mount(t, {"source": self.source}, None)
+        self.assert_failure(reply, "no credentials")
+        self.assert_nothing_left(t)
+
+    def test_bad_options(self):
+        t = self.target()
+        cases = [
+            ({"source": self.source, "ramsize": "1G"}, ["unknown option 'ramsize'"]),
+            ({"source": self.source, "endpoint": "http://10.0.0.1"},
+             ["option endpoint: not allowed on this node", self.k.conf]),
+            ({"source": self.source, "ramSize": "1G"}, ["option ramSize", "maxRamSize = 256M"]),
+            ({"source": self.source, "ramSize": "lots"}, ["option ramSize", "'lots'"]),
+            ({"source": self.source, "ssdSize": "50%"}, ["option ssdSize", "absolute"]),
+            ({"source": self.source, "metadataTTL": "10ms"}, ["option metadataTTL",
+                                                              "minMetadataTTL"]),
+            ({"source": self.source, "policy": "fifo"}, ["option policy", "lru, epoch"]),
+            ({"source": "/etc"}, ["option source", "s3://"]),
+            ({"source": self.source, "bucket": "b"}, ["source and bucket"]),
+            ({"bucket": "a/b"}, ["option bucket", "not a bucket name"]),
+            ({"source": self.source, "readOnly": "maybe"}, ["option readOnly", "boolean"]),
+        ]
+        for opts, words in cases:
+            rc, reply, raw = self.k.mount(t, opts, self.secret)
+            self.assert_failure(reply, *words)
+        rc, reply, raw = self.k.mount(t, {"source": self.source}, self.secret, readwrite="rx")
+        self.assert_failure(reply, "kubernetes.io/readwrite")
+        self.assert_nothing_left(t)
+
+    def test_daemon_error_is_the_reply(self):
+        """A mount the daemon refuses: its own message, nothing left."""
+        t = self.target()
+        rc, reply, raw = self.k.mount(t, {"source": "s3://no-such-bucket-%s" % self.sub},
+                                      self.secret)
+        self.assert_failure(reply, "the bucket does not exist")
+        self.assert_nothing_left(t)
+        self.assertEqual(subprocess.run(["pgrep", "-f", self.k.state], capture_output=True)
+                         .returncode, 1, "a daemon is left running")
+
+    # ---- secrets
+
+    def test_secrets_stay_secret(self):
+        token = "tok" + secrets.token_urlsafe(900)  # an STS-sized token
+        secret = dict(self.secret, sessionToken=b64(token))
+        plain = [base64.b64decode(v).decode() for v in secret.values()]
+        needles = [s.encode() for s in plain] + [v.encode() for v in secret.values()]
+        self.put("x", b"x")
+        t = self.target()
+        self.mount_ok(t, secret=secret)
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"x")
+        # The credentials file holds them (the positive control), 0600.
+        [h] = self.k.state_dirs()
+        creds = os.path.join(self.k.state, h, "credentials")
+        self.assertEqual(stat.S_IMODE(os.stat(creds).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.k.state, h)).st_mode), 0o700)
+        with open(creds, "rb") as f:
+            text = f.read()
+        for s in plain:
+            self.assertIn(s.encode(), text)
+        # ... and nothing else does: command lines, environments, logs, config.
+        seen = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            for what in ("cmdline", "environ"):
+                try:
+                    with open("/proc/%s/%s" % (pid, what), "rb") as f:
+                        data = f.read()
+                except OSError:
+                    continue
+                if any(n in data for n in needles):
+                    seen.append("/proc/%s/%s" % (pid, what))
+        self.assertEqual(seen, [], "a secret is visible")
+        with open(os.path.join(self.k.state, h, "tierfs.conf"), "rb") as f:
+            conf = f.read()
+        self.k.unmount(t)
+        logs = self.k.log_text().encode()
+        self.assertTrue(logs, "no logs written")
+        for n in needles:
+            self.assertNotIn(n, logs)
+            self.assertNotIn(n, conf)
+        self.assertFalse(os.path.exists(creds), "the credentials outlive the mount")
+
+    # ---- deployment
+
+    def test_installer_and_shipped_config(self):
+        """flexvolume/deploy/install.sh as the DaemonSet runs it, on a fake
+        node; the shipped ConfigMap's node config loads."""
+        top = os.path.join(HERE, "..", "..")
+        conf = configmap_conf(os.path.join(top, "flexvolume", "deploy", "configmap.yaml"))
+        cfg = os.path.join(self.work, "config.conf")
+        with open(cfg, "w") as f:
+            f.write(conf)
+        image = os.path.join(self.work, "image")
+        for d in ("bin", "sbin", "lib"):
+            os.makedirs(os.path.join(image, d))
+        shutil.copy2(DRIVER, os.path.join(image, "sbin", "tierfs-flexvolume"))
+        shutil.copy2(TIERFS, os.path.join(image, "bin", "tierfs"))
+        node = os.path.join(self.work, "node")
+        plug = os.path.join(node, "plugins")
+        opt = os.path.join(node, "opt", "tierfs")
+        etc = os.path.join(node, "etc", "tierfs")
+        env = {"PATH": KUBELET_PATH, "PLUGIN_DIR": plug, "HOST_OPT": opt, "HOST_ETC": etc,
+               "CONFIG": cfg, "SRC": image, "INSTALL_ONLY": "1"}
+        script = os.path.join(top, "flexvolume", "deploy", "install.sh")
+
+        def install(version):
+            with open(os.path.join(image, "VERSION"), "w") as f:
+                f.write(version + "\n")
+            r = subprocess.run(["sh", script], env=env, capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("warning", r.stdout + r.stderr)
+
+        install("0.1.0")
+        install("0.1.0")  # a restarted DaemonSet pod
+        drv = os.path.join(plug, "tierfs~tierfs", "tierfs")
+        self.assertEqual(os.listdir(os.path.dirname(drv)), ["tierfs"], "a dot-file left")
+        self.assertEqual(stat.S_IMODE(os.stat(drv).st_mode), 0o755)
+        with open(drv, "rb") as a, open(DRIVER, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual(os.readlink(os.path.join(opt, "current")), "0.1.0")
+        with open(os.path.join(etc, "flexvolume.conf")) as f:
+            self.assertEqual(f.read(), conf)
+        install("0.2.0")
+        install("0.3.0")
+        self.assertEqual(os.readlink(os.path.join(opt, "current")), "0.3.0")
+        self.assertEqual(sorted(os.listdir(opt)), ["0.2.0", "0.3.0", "current"])
+        self.assertTrue(os.access(os.path.join(opt, "current", "bin", "tierfs"), os.X_OK))
+        # The installed driver answers the kubelet, and the shipped node
+        # config loads (its log file moved into the test's directory).
+        self.k.driver = drv
+        with open(self.k.conf, "w") as f:
+            f.write(conf.replace("/var/log/", self.work + "/"))
+        self.assertEqual(self.k.call("init")[2], INIT_REPLY + "\n")
+        rc, reply, raw = self.k.call("mount", self.target(), "{")
+        self.assert_failure(reply, "the options are not valid JSON")
+
+    # ---- the node's cache
+
+    @unittest.expectedFailure  # TODO(issue 6 §4): one SSD cache per node, shared by its volumes
+    def test_two_volumes_read_dataset_once(self):
+        files = {"shard-%02d.bin" % i: data_for("s%d" % i, 200000) for i in range(8)}
+        for k, v in files.items():
+            self.put(k, v)
+        ta, tb = self.target("pod-a"), self.target("pod-b")
+        self.mount_ok(ta)
+        self.mount_ok(tb, pod="trainer-1")
+        try:
+            for t in (ta, tb):
+                for k, v in files.items():
+                    with open(os.path.join(t, k), "rb") as f:
+                        self.assertEqual(f.read(), v)
+            gets = sum(stats(t)["backend"]["get"]["requests"] for t in (ta, tb))
+            self.assertEqual(gets, len(files), "the node fetched the dataset %.1f times" %
+                             (gets / len(files)))
+        finally:
+            self.k.unmount(ta)
+            self.k.unmount(tb)
+
+
+def main():
+    global DRIVER, TIERFS
+    args = sys.argv[1:]
+    if len(args) < 2 or args[0].startswith("-") or args[1].startswith("-"):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    DRIVER, TIERFS = os.path.abspath(args[0]), os.path.abspath(args[1])
+    args = args[2:]
+    loader = unittest.TestLoader()
+    if "-k" in args:
+        loader.testNamePatterns = ["*%s*" % args[args.index("-k") + 1]]
+    suite = loader.loadTestsFromModule(sys.modules[__name__])
+    r = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    failed = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    skipped = len(r.skipped)
+    xfail = len(r.expectedFailures)
+    passed = r.testsRun - failed - skipped - xfail
+    print("flexvolume: %d passed, %d failed (%d skipped, %d expected failures: TODO(issue 6 §4))"
+          % (passed, failed, skipped, xfail))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,685 @@
+/* test_flexvolume.c - unit tests for the FlexVolume driver's pure parts:
+ * option checks (fv_opts.c), the node config (fv_nodeconf.c), the
+ * kubelet's options under the node's policy and the daemon's config
+ * (fv_volume.c), the Secret's keys (fv_secrets.c) and the file helpers of
+ * fv_sys.c.  Mounting is tests/integration/test_flexvolume.py. */
+#include "config.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "conf.h"
+#include "fv_nodeconf.h"
+#include "fv_opts.h"
+#include "fv_secrets.h"
+#include "fv_sys.h"
+#include "fv_volume.h"
+
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+
+/* Per-test state (each Criterion test runs in its own process). */
+static char tmpdir[200];
+static char path[256];
+static struct tfs_dbuf err;
+static struct fv_node node;
+
+static void setup(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	if (base == NULL || strlen(base) > 150)
+		base = "/tmp";
+	snprintf(tmpdir, sizeof(tmpdir), "%s/tierfs-test-fv.XXXXXX", base);
+	cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/flexvolume.conf", tmpdir);
+	tfs_dbuf_init(&err, 8192);
+}
+
+static void teardown(void)
+{
+	fv_node_clear(&node);
+	tfs_dbuf_free(&err);
+	fv_rmtree(tmpdir);
+}
+
+TestSuite(opts, .init = setup, .fini = teardown);
+TestSuite(nodeconf, .init = setup, .fini = teardown);
+TestSuite(volume, .init = setup, .fini = teardown);
+TestSuite(secrets, .init = setup, .fini = teardown);
+TestSuite(sys, .init = setup, .fini = teardown);
+
+static void write_text(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "w");
+
+	cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+	cr_assert_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+	cr_assert_eq(fclose(f), 0);
+}
+
+static void node_ok(const char *text)
+{
+	write_text(path, text);
+	int rc = fv_node_load(&node, path, true, &err);
+	cr_assert_eq(rc, 0, "load: %d: %s", rc, tfs_dbuf_str(&err));
+}
+
+/* Load `text` and expect EINVAL with "<path>:" + the formatted tail. */
+__attribute__((format(printf, 2, 3)))
+static void node_fails(const char *text, const char *fmt, ...)
+{
+	char want[2048], tail[1536];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(tail, sizeof(tail), fmt, ap);
+	va_end(ap);
+	snprintf(want, sizeof(want), "%s:%s", path, tail);
+	write_text(path, text);
+	cr_assert_eq(fv_node_load(&node, path, true, &err), EINVAL, "for:\n%s", text);
+	cr_assert_str_eq(tfs_dbuf_str(&err), want);
+}
+
+static void check_fails(enum fv_opt o, const char *value, bool pod, const char *want)
+{
+	cr_assert_eq(fv_opt_check(o, value, "option x", pod, NULL, &err), EINVAL, "%s", value);
+	cr_assert_str_eq(tfs_dbuf_str(&err), want);
+}
+
+/* ---- fv_opts ---- */
+
+Test(opts, names_and_keys)
+{
+	enum fv_opt o;
+
+	cr_assert_eq(fv_opt_find("ramSize", false, &o), 0);
+	cr_assert_eq(o, FV_OPT_RAM_SIZE);
+	cr_assert_str_eq(fv_opt_tierfs_key(o), "ram.size");
+	cr_assert_eq(fv_opt_find("ramsize", false, &o), ENOENT, "pod options are exact");
+	cr_assert_eq(fv_opt_find("RAMSIZE", true, &o), 0);
+	cr_assert_null(fv_opt_tierfs_key(FV_OPT_SOURCE));
+	cr_assert_eq(fv_opt_find_limit("maxssdsize", &o), 0);
+	cr_assert_eq(o, FV_OPT_SSD_SIZE);
+	cr_assert_eq(fv_opt_limit_kind(FV_OPT_METADATA_TTL), FV_LIMIT_MIN);
+	cr_assert_eq(fv_opt_limit_kind(FV_OPT_POLICY), FV_LIMIT_NONE);
+	/* Every tierfs key named in the table is one conf.c knows. */
+	for (int i = 0; i < FV_OPT_COUNT; i++) {
+		const char *k = fv_opt_tierfs_key((enum fv_opt)i);
+		struct tfs_config cfg;
+		char a[128];
+
+		if (k == NULL)
+			continue;
+		cr_assert_eq(tfs_config_defaults(&cfg), 0);
+		snprintf(a, sizeof(a), "%s=", k);
+		int rc = tfs_config_set(&cfg, a, NULL, &err);
+		cr_assert(rc == 0 || strstr(tfs_dbuf_str(&err), "unknown") == NULL, "%s: %s", k,
+			  tfs_dbuf_str(&err));
+		tfs_config_clear(&cfg);
+	}
+}
+
+Test(opts, values)
+{
+	struct fv_value v;
+
+	cr_assert_eq(fv_opt_check(FV_OPT_RAM_SIZE, "2G", "o", true, &v, &err), 0);
+	cr_assert_eq(v.num, 2 * GIB);
+	cr_assert_eq(fv_opt_check(FV_OPT_SSD_SIZE, "50%", "o", false, &v, &err), 0);
+	cr_assert(v.pct);
+	cr_assert_eq(fv_opt_check(FV_OPT_METADATA_TTL, "forever", "o", true, &v, &err), 0);
+	cr_assert_eq(v.num, UINT64_MAX);
+	cr_assert_eq(fv_opt_check(FV_OPT_METADATA_TTL, "90s", "o", true, &v, &err), 0);
+	cr_assert_eq(v.num, 90000);
+	cr_assert_eq(fv_opt_check(FV_OPT_READ_ONLY, "yes", "o", true, &v, &err), 0);
+	cr_assert(v.flag);
+	cr_assert_eq(fv_opt_check(FV_OPT_SOURCE, "s3://b/p/q", "o", true, &v, &err), 0);
+	cr_assert_eq(fv_opt_check(FV_OPT_ENDPOINT, "https://s3.example:8443", "o", true, &v, &err), 0);
+	cr_assert_eq(fv_opt_check(FV_OPT_WRITEBACK, "off", "o", true, &v, &err), 0);
+	cr_assert_eq(fv_opt_check(FV_OPT_PREFIX, "", "o", true, &v, &err), 0);
+}
+
+Test(opts, messages)
+{
+	check_fails(FV_OPT_RAM_SIZE, "8K", true,
+		    "option x: '8K' is out of range (allowed: 16M or more)");
+	check_fails(FV_OPT_RAM_SIZE, "lots", true,
+		    "option x: invalid size 'lots' (allowed: bytes with K/M/G/T suffix)");
+	check_fails(FV_OPT_SSD_SIZE, "50%", true,
+		    "option x: '50%': a volume must give an absolute size (every volume's cache "
+		    "shares the node's disk; only the node config may use N%)");
+	check_fails(FV_OPT_POLICY, "fifo", true,
+		    "option x: invalid value 'fifo' (allowed: lru, epoch)");
+	check_fails(FV_OPT_BLOCK_SIZE, "3M", true,
+		    "option x: '3M' is not a power of two (allowed: 64K to 64M, a power of two)");
+	check_fails(FV_OPT_SOURCE, "/etc", true,
+		    "option x: '/etc' is not an S3 source (allowed: s3://BUCKET[/PREFIX])");
+	check_fails(FV_OPT_SOURCE, "s3://", true, "option x: SOURCE 's3://': no bucket name");
+	check_fails(FV_OPT_SOURCE, "s3://b\n", true, "option x: 's3://b\\x0a' contains a control character");
+	check_fails(FV_OPT_BUCKET, "a b", true,
+		    "option x: 'a b' is not a bucket name (allowed: letters, digits, '.', '-' and "
+		    "'_'; put the path in prefix)");
+	check_fails(FV_OPT_PREFIX, "/abs", true,
+		    "option x: '/abs' has an empty path segment (write a/b, not /a/b or a//b)");
+	check_fails(FV_OPT_READ_ONLY, "maybe", true,
+		    "option x: 'maybe' is not a boolean (allowed: true/false, yes/no, on/off, 1/0)");
+	check_fails(FV_OPT_REGION, "us east", true,
+		    "option x: invalid value 'us east' (allowed: letters, digits, '-', '_' and '.')");
+}
+
+Test(opts, limits)
+{
+	struct fv_value v = { .num = 4 * GIB };
+	uint64_t n;
+	char buf[32];
+
+	cr_assert(fv_opt_within(FV_OPT_RAM_SIZE, &v, 4 * GIB));
+	v.num++;
+	cr_assert_not(fv_opt_within(FV_OPT_RAM_SIZE, &v, 4 * GIB));
+	v.pct = true;
+	cr_assert(fv_opt_within(FV_OPT_SSD_SIZE, &v, 1), "N% cannot be compared");
+	v = (struct fv_value){ .num = 500 };
+	cr_assert_not(fv_opt_within(FV_OPT_METADATA_TTL, &v, 1000));
+	v.num = UINT64_MAX;
+	cr_assert(fv_opt_within(FV_OPT_METADATA_TTL, &v, 1000), "forever is long enough");
+	cr_assert_eq(fv_opt_check_limit(FV_OPT_METADATA_TTL, "10s", "l", &n, &err), 0);
+	cr_assert_eq(n, 10000);
+	cr_assert_eq(fv_opt_check_limit(FV_OPT_SSD_SIZE, "10%", "l", &n, &err), EINVAL);
+	cr_assert_str_eq(tfs_dbuf_str(&err), "l: '10%' is not a size (allowed: bytes with K/M/G/T "
+					     "suffix; N% cannot be a limit)");
+	fv_opt_format_limit(FV_OPT_RAM_SIZE, 4 * GIB, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "4G");
+	fv_opt_format_limit(FV_OPT_METADATA_TTL, 10000, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "10s");
+}
+
+/* ---- fv_nodeconf ---- */
+
+Test(nodeconf, builtin_without_file)
+{
+	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	cr_assert_eq(fv_node_load(&node, path, false, &err), 0);
+	cr_assert_null(node.path);
+	cr_assert_str_eq(node.state_dir, "/run/tierfs/flexvolume");
+	cr_assert_str_eq(node.cache_root, "/var/cache/tierfs/flexvolume");
+	cr_assert_eq(node.mount_timeout_ms, 60000);
+	cr_assert_eq(node.systemd, FV_SYSTEMD_AUTO);
+	cr_assert_null(node.credentials_file);
+	cr_assert(node.allow[FV_OPT_SOURCE] && node.allow[FV_OPT_READ_ONLY]);
+	cr_assert_not(node.allow[FV_OPT_ENDPOINT] || node.allow[FV_OPT_RAM_SIZE]);
+	fv_node_clear(&node);
+	cr_assert_eq(fv_node_load(&node, path, true, &err), ENOENT);
+	char want[512];
+	snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
+	cr_assert_str_eq(tfs_dbuf_str(&err), want);
+}
+
+Test(nodeconf, full_file)
+{
+	node_ok("# node config\n"
+		"[node]\n"
+		"tierfs = /opt/tierfs/bin/tierfs\n"
+		"  cache_root = /srv/cache   ; indented\n"
+		"log_file =\n"
+		"mount_timeout = 2m\n"
+		"SYSTEMD = no\n"
+		"[defaults]\n"
+		"ramSize = 512M\n"
+		"ssdsize = 80%\n"
+		"bucket = datasets\n"
+		"[limits]\n"
+		"maxRamSize = 1G\n"
+		"minMetadataTTL = 30s\n"
+		"[pod]\n"
+		"allow = prefix,ramSize  readOnly\n");
+	cr_assert_str_eq(node.path, path);
+	cr_assert_str_eq(node.tierfs, "/opt/tierfs/bin/tierfs");
+	cr_assert_str_eq(node.cache_root, "/srv/cache");
+	cr_assert_null(node.log_file);
+	cr_assert_eq(node.mount_timeout_ms, 120000);
+	cr_assert_eq(node.systemd, FV_SYSTEMD_NO);
+	cr_assert_str_eq(node.def[FV_OPT_RAM_SIZE].value, "512M");
+	cr_assert_eq(node.def[FV_OPT_RAM_SIZE].line, 9);
+	cr_assert(node.def[FV_OPT_SSD_SIZE].parsed.pct);
+	cr_assert(node.limit[FV_OPT_RAM_SIZE].set);
+	cr_assert_eq(node.limit[FV_OPT_RAM_SIZE].value, GIB);
+	cr_assert_eq(node.limit[FV_OPT_METADATA_TTL].value, 30000);
+	cr_assert(node.allow[FV_OPT_PREFIX] && node.allow[FV_OPT_RAM_SIZE] &&
+		  node.allow[FV_OPT_READ_ONLY]);
+	cr_assert_not(node.allow[FV_OPT_SOURCE] || node.allow[FV_OPT_BUCKET]);
+	cr_assert_eq(node.allow_line, 16);
+}
+
+Test(nodeconf, errors)
+{
+	node_fails("[node]\nfoo = 1\n", "2: [node]: unknown key 'foo' (known: tierfs, tierfs_conf, "
+		   "cache_root, state_dir, log_file, log_level, daemon_log, credentials_file, "
+		   "mount_timeout, unmount_timeout, systemd, systemd_run)");
+	node_fails("[node]\ncache_root = var/cache\n",
+		   "2: [node] cache_root: 'var/cache' is not an absolute path");
+	node_fails("[node]\nstate_dir =\n", "2: [node] state_dir: a path is required");
+	node_fails("[node]\nmount_timeout = 2h\n",
+		   "2: [node] mount_timeout: '2h' is not a duration from 1s to 1h");
+	node_fails("[node]\nsystemd = maybe\n", "2: [node] systemd: 'maybe' is not one of auto, yes, no");
+	node_fails("\n[defaults]\nramSize = 1K\n",
+		   "3: [defaults] ramSize: '1K' is out of range (allowed: 16M or more)");
+	node_fails("[defaults]\nram = 1G\n", "2: [defaults]: unknown option 'ram' (known: source, "
+		   "bucket, prefix, endpoint, region, pathStyle, ramSize, ssdSize, blockSize, "
+		   "readahead, policy, metadataTTL, writeback, readOnly)");
+	node_fails("[limits]\nmaxPolicy = lru\n", "2: [limits]: unknown key 'maxPolicy' (known: "
+		   "maxRamSize, maxSsdSize, maxBlockSize, maxReadahead, minMetadataTTL)");
+	node_fails("[limits]\nmaxRamSize = 4X\n", "2: [limits] maxRamSize: '4X' is not a size "
+		   "(allowed: bytes with K/M/G/T suffix; N%% cannot be a limit)");
+	node_fails("[pod]\nallow = source, everything\n",
+		   "2: [pod] allow: unknown option 'everything' (known: source, bucket, prefix, "
+		   "endpoint, region, pathStyle, ramSize, ssdSize, blockSize, readahead, policy, "
+		   "metadataTTL, writeback, readOnly)");
+	node_fails("[pod]\ndeny = x\n", "2: [pod]: unknown key 'deny' (known: allow)");
+	node_fails("[extra]\nx = 1\n", "2: unknown section [extra] (known: node, defaults, limits, pod)");
+	node_fails("[node]\nthis is not ini\n", "2: syntax error (expected [section] or key = value)");
+	node_fails("[defaults]\nramSize = 2G\n[limits]\nmaxRamSize = 1G\n",
+		   "2: [defaults] ramSize: '2G' is above the limit maxRamSize = 1G (line 4)");
+	node_fails("[limits]\nminMetadataTTL = 1m\n[defaults]\nmetadataTTL = 5s\n",
+		   "4: [defaults] metadataTTL: '5s' is below the limit minMetadataTTL = 1m (line 2)");
+	node_fails("[defaults]\nsource = s3://a/b\nprefix = c\n",
+		   "3: [defaults] source and prefix exclude each other (source is "
+		   "s3://BUCKET[/PREFIX])");
+	char longline[300];
+	memset(longline, 'x', sizeof(longline) - 2);
+	longline[sizeof(longline) - 2] = '\n';
+	longline[sizeof(longline) - 1] = '\0';
+	node_fails(longline, "1: line too long (more than 199 characters)");
+}
+
+/* ---- fv_volume ---- */
+
+static const char *SECRET = "\"kubernetes.io/secret/accessKey\":\"QUtJQUVYQU1QTEU=\","
+			    "\"kubernetes.io/secret/secretKey\":\"c2VjcmV0L2tleStzZWNyZXQ=\"";
+
+static void node_std(void)
+{
+	node_ok("[defaults]\nendpoint = http://127.0.0.1:9000\nramSize = 256M\n"
+		"[limits]\nmaxRamSize = 1G\nminMetadataTTL = 10s\n"
+		"[pod]\nallow = source bucket prefix ramSize metadataTTL readOnly writeback\n");
+}
+
+/* Parse {SECRET, json_tail}; expect success. */
+static void vol_ok(struct fv_volume *v, const char *json_tail)
+{
+	char json[4096];
+
+	snprintf(json, sizeof(json), "{%s%s%s}", SECRET, *json_tail ? "," : "", json_tail);
+	int rc = fv_volume_parse(json, &node, v, &err);
+	cr_assert_eq(rc, 0, "%s: %d: %s", json, rc, tfs_dbuf_str(&err));
+}
+
+static void vol_fails(const char *json, const char *want)
+{
+	struct fv_volume v;
+
+	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
+	cr_assert_str_eq(tfs_dbuf_str(&err), want);
+}
+
+Test(volume, kubelet_json)
+{
+	struct fv_volume v;
+
+	node_std();
+	vol_ok(&v, "\"kubernetes.io/fsType\":\"\",\"kubernetes.io/pod.name\":\"p\","
+		   "\"kubernetes.io/pod.namespace\":\"ns\",\"kubernetes.io/pod.uid\":\"u\","
+		   "\"kubernetes.io/pvOrVolumeName\":\"data\",\"kubernetes.io/readwrite\":\"rw\","
+		   "\"kubernetes.io/serviceAccount.name\":\"default\","
+		   "\"kubernetes.io/mounterArgs.FsGroup\":\"1000\",\"kubernetes.io/future\":\"x\","
+		   "\"ramSize\":\" 512M \",\"source\":\"s3://bucket/ds/train\"");
+	cr_assert_str_eq(v.source, "s3://bucket/ds/train");
+	cr_assert_str_eq(v.value[FV_OPT_RAM_SIZE], "512M");
+	cr_assert(v.from_pod[FV_OPT_RAM_SIZE]);
+	cr_assert_str_eq(v.value[FV_OPT_ENDPOINT], "http://127.0.0.1:9000");
+	cr_assert_not(v.from_pod[FV_OPT_ENDPOINT]);
+	cr_assert_null(v.value[FV_OPT_POLICY]);
+	cr_assert_not(v.read_only);
+	cr_assert_str_eq(v.pod, "ns/p");
+	cr_assert_str_eq(v.pv, "data");
+	cr_assert_str_eq(v.creds.access_key, "AKIAEXAMPLE");
+	cr_assert_str_eq(v.creds.secret_key, "secret/key+secret");
+	cr_assert_null(v.creds.session_token);
+	fv_volume_clear(&v);
+}
+
+Test(volume, source_rules)
+{
+	struct fv_volume v;
+
+	node_ok("[defaults]\nbucket = pinned\nprefix = base\n"
+		"[pod]\nallow = source bucket prefix\n");
+	vol_ok(&v, "");
+	cr_assert_str_eq(v.source, "s3://pinned/base");
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"prefix\":\"team/a/\"");
+	cr_assert_str_eq(v.source, "s3://pinned/team/a", "a pod's prefix applies to the default bucket");
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"bucket\":\"mine\"");
+	cr_assert_str_eq(v.source, "s3://mine", "a pod's bucket brings its own prefix");
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"bucket\":\"mine\",\"prefix\":\"x\"");
+	cr_assert_str_eq(v.source, "s3://mine/x");
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"source\":\"s3://other/\"");
+	cr_assert_str_eq(v.source, "s3://other");
+	fv_volume_clear(&v);
+	vol_fails("{\"source\":\"s3://a\",\"bucket\":\"b\"}",
+		  "options source and bucket exclude each other (source is s3://BUCKET[/PREFIX])");
+	fv_node_clear(&node);
+
+	node_ok("[defaults]\nsource = s3://pinned/p\n[pod]\nallow = prefix\n");
+	vol_ok(&v, "\"prefix\":\"q\"");
+	cr_assert_str_eq(v.source, "s3://pinned/q");
+	fv_volume_clear(&v);
+	fv_node_clear(&node);
+
+	node_ok("[pod]\nallow = prefix\n");
+	char json[1024];
+	snprintf(json, sizeof(json), "{%s,\"prefix\":\"x\"}", SECRET);
+	vol_fails(json, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or bucket");
+}
+
+Test(volume, policy)
+{
+	char json[2048];
+
+	node_std();
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSize\":\"2G\"}", SECRET);
+	char want[1024];
+	snprintf(want, sizeof(want), "option ramSize: '2G' is above this node's limit maxRamSize = "
+		 "1G (%s:5)", path);
+	vol_fails(json, want);
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"metadataTTL\":\"1s\"}", SECRET);
+	snprintf(want, sizeof(want), "option metadataTTL: '1s' is below this node's limit "
+		 "minMetadataTTL = 10s (%s:6)", path);
+	vol_fails(json, want);
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"policy\":\"lru\"}", SECRET);
+	snprintf(want, sizeof(want), "option policy: not allowed on this node (a volume may set: "
+		 "source, bucket, prefix, ramSize, metadataTTL, writeback, readOnly; [pod] allow, "
+		 "%s:8)", path);
+	vol_fails(json, want);
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSizes\":\"1G\"}", SECRET);
+	vol_fails(json, "unknown option 'ramSizes' (known: source, bucket, prefix, endpoint, region, "
+			"pathStyle, ramSize, ssdSize, blockSize, readahead, policy, metadataTTL, "
+			"writeback, readOnly)");
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSize\":512}", SECRET);
+	vol_fails(json, "option ramSize: expected a string value");
+}
+
+Test(volume, read_only)
+{
+	struct fv_volume v;
+	char json[2048];
+
+	node_std();
+	vol_ok(&v, "\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"ro\"");
+	cr_assert(v.read_only);
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"true\",\"kubernetes.io/readwrite\":\"rw\"");
+	cr_assert(v.read_only);
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"false\",\"writeback\":\"async\"");
+	cr_assert_not(v.read_only);
+	fv_volume_clear(&v);
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"readOnly\":\"1\","
+		 "\"writeback\":\"async\"}", SECRET);
+	vol_fails(json, "option writeback: 'async' on a read-only volume (readOnly or "
+			"kubernetes.io/readwrite=ro); use writeback=off or a read-write volume");
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"r\"}",
+		 SECRET);
+	vol_fails(json, "kubernetes.io/readwrite: 'r' is neither ro nor rw");
+}
+
+Test(volume, secrets_and_json)
+{
+	node_std();
+	vol_fails("{\"source\":\"s3://b\"", "the options are not valid JSON: unexpected end of data");
+	vol_fails("[]", "the options are not a JSON object");
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/accessKey\":\"QUtJQQ==\"}",
+		  "secret: the volume's Secret has accessKey but not secretKey (both are required)");
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/token\":\"QUtJQQ==\"}",
+		  "unknown key 'token' in the volume's Secret (allowed: accessKey, secretKey, "
+		  "sessionToken)");
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":\"%%%\"}",
+		  "secret secretKey: not base64 (the length is not a multiple of 4)");
+	char want[1024];
+	snprintf(want, sizeof(want), "no credentials: give the volume a secretRef to a Secret of "
+		 "type tierfs/tierfs with accessKey and secretKey (or set credentials_file in [node] "
+		 "of %s)", path);
+	vol_fails("{\"source\":\"s3://b\"}", want);
+	fv_node_clear(&node);
+	node_ok("[node]\ncredentials_file = /etc/tierfs/node-credentials\n");
+	struct fv_volume v;
+	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\"}", &node, &v, &err), 0, "%s",
+		     tfs_dbuf_str(&err));
+	cr_assert_null(v.creds.access_key);
+	fv_volume_clear(&v);
+}
+
+Test(volume, tierfs_conf_round_trip)
+{
+	struct fv_volume v;
+	struct tfs_dbuf out;
+	struct tfs_config cfg;
+	char conf[512];
+
+	node_ok("[node]\ndaemon_log = /var/log/tierfs/daemons.log\n"
+		"[defaults]\nendpoint = http://127.0.0.1:9000\npolicy = lru\n"
+		"[pod]\nallow = source ramSize metadataTTL\n");
+	vol_ok(&v, "\"source\":\"s3://b/p\",\"ramSize\":\"64M\",\"metadataTTL\":\"forever\","
+		   "\"kubernetes.io/readwrite\":\"ro\"");
+	tfs_dbuf_init(&out, 1 << 20);
+	bool writable = true;
+	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials", &out,
+					   &writable, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_not(writable, "a read-only volume");
+	cr_assert_null(strstr(tfs_dbuf_str(&out), "AKIAEXAMPLE"), "a secret in the config");
+	snprintf(conf, sizeof(conf), "%s/tierfs.conf", tmpdir);
+	write_text(conf, tfs_dbuf_str(&out));
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	cr_assert_eq(tfs_config_load(&cfg, conf, true, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_config_validate(&cfg, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(cfg.ram.size, 64 * MIB);
+	cr_assert_eq(cfg.cache.metadata_ttl_ms, UINT64_MAX);
+	cr_assert_eq(cfg.cache.policy, TFS_POLICY_LRU);
+	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9000");
+	cr_assert_str_eq(cfg.backend.credentials_file, "/state/abc/credentials");
+	cr_assert_str_eq(cfg.ssd.dir, "/cache/abc");
+	cr_assert_str_eq(cfg.log.file, "/var/log/tierfs/daemons.log");
+	cr_assert_eq(cfg.writeback.mode, TFS_WB_OFF, "read-only: no write-back");
+	tfs_config_clear(&cfg);
+	tfs_dbuf_free(&out);
+	fv_volume_clear(&v);
+}
+
+Test(volume, tierfs_conf_base_and_cross_rules)
+{
+	struct fv_volume v;
+	struct tfs_dbuf out;
+	char base[512], text[1024];
+
+	snprintf(base, sizeof(base), "%s/base.conf", tmpdir);
+	write_text(base, "[backend]\nretries = 7\n[cache]\nblock_size = 16M\n");
+	snprintf(text, sizeof(text), "[node]\ntierfs_conf = %s\n[pod]\nallow = source ramSize\n",
+		 base);
+	node_ok(text);
+	vol_ok(&v, "\"source\":\"s3://b\",\"ramSize\":\"32M\"");
+	tfs_dbuf_init(&out, 1 << 20);
+	/* 32M of RAM is 2 blocks of the base's 16M: validate() refuses it. */
+	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), EINVAL);
+	cr_assert(strncmp(tfs_dbuf_str(&err), "the volume's settings do not fit together: ", 43) == 0,
+		  "%s", tfs_dbuf_str(&err));
+	fv_volume_clear(&v);
+	vol_ok(&v, "\"source\":\"s3://b\",\"ramSize\":\"64M\"");
+	tfs_dbuf_reset(&out);
+	bool writable = false;
+	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, &writable, &err), 0, "%s",
+		     tfs_dbuf_str(&err));
+	cr_assert(writable, "write-back is async by default");
+	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "retries = 7\n"), "the base is kept");
+	tfs_dbuf_free(&out);
+	fv_volume_clear(&v);
+}
+
+/* ---- fv_secrets ---- */
+
+static void decode_fails(const char *b64, const char *want)
+{
+	char *out = (char *)"unchanged";
+
+	cr_assert_eq(fv_secret_decode("secretKey", b64, &out, &err), EINVAL, "%s", b64);
+	cr_assert_null(out);
+	cr_assert_str_eq(tfs_dbuf_str(&err), want);
+}
+
+Test(secrets, decode)
+{
+	char *out;
+
+	cr_assert_eq(fv_secret_decode("accessKey", "QUtJQQ==", &out, &err), 0);
+	cr_assert_str_eq(out, "AKIA");
+	free(out);
+	cr_assert_eq(fv_secret_decode("accessKey", " QUtJQUI=\n", &out, &err), 0);
+	cr_assert_str_eq(out, "AKIAB");
+	free(out);
+	cr_assert_eq(fv_secret_decode("accessKey", "QUtJQUJD", &out, &err), 0);
+	cr_assert_str_eq(out, "AKIABC");
+	free(out);
+	decode_fails("", "secret secretKey: empty");
+	decode_fails("QUtJQQ=", "secret secretKey: not base64 (the length is not a multiple of 4)");
+	decode_fails("QU*JQQ==", "secret secretKey: not base64 (a character outside A-Z a-z 0-9 + / "
+				 "at offset 2)");
+	decode_fails("QUtJ\nQQ==", "secret secretKey: not base64 (the length is not a multiple of 4)");
+	/* "a b\n" */
+	decode_fails("YSBiCg==", "secret secretKey: decodes to a byte that is not printable ASCII (at "
+				 "offset 1); a key has no blanks or newlines: encode it with "
+				 "'printf %s KEY | base64 -w0'");
+}
+
+static void encode(const char *plain, char *b64)
+{
+	EVP_EncodeBlock((unsigned char *)b64, (const unsigned char *)plain, (int)strlen(plain));
+}
+
+Test(secrets, length_limit)
+{
+	/* An STS session token of a few KiB is fine; the bound is 16383
+	 * characters per credentials line ("aws_secret_access_key=" is 22). */
+	size_t fit = FV_CREDS_MAX_LINE - 22;
+	char *plain = malloc(fit + 2), *b64 = malloc(2 * fit + 16), *out;
+
+	memset(plain, 'k', fit + 1);
+	plain[fit] = '\0';
+	encode(plain, b64);
+	cr_assert_eq(fv_secret_decode("secretKey", b64, &out, &err), 0, "%s", tfs_dbuf_str(&err));
+	free(out);
+	plain[fit] = 'k';
+	plain[fit + 1] = '\0';
+	encode(plain, b64);
+	char want[128];
+	snprintf(want, sizeof(want), "secret secretKey: %zu characters long; at most %zu are accepted",
+		 fit + 1, fit);
+	decode_fails(b64, want);
+	free(plain);
+	free(b64);
+}
+
+Test(secrets, credentials_file)
+{
+	struct fv_creds c = { strdup("AKIA"), strdup("s/k+e"), strdup("tok") };
+	char p[512];
+	struct stat st;
+	struct tfs_dbuf d;
+
+	snprintf(p, sizeof(p), "%s/credentials", tmpdir);
+	cr_assert_eq(fv_creds_write(p, &c, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	tfs_dbuf_init(&d, 4096);
+	cr_assert_eq(fv_read_file(p, &d), 0);
+	cr_assert_str_eq(tfs_dbuf_str(&d), "[default]\naws_access_key_id=AKIA\n"
+					   "aws_secret_access_key=s/k+e\naws_session_token=tok\n");
+	tfs_dbuf_free(&d);
+	fv_creds_clear(&c);
+	cr_assert_null(c.access_key);
+}
+
+/* ---- fv_sys ---- */
+
+Test(sys, hash_and_files)
+{
+	char h1[FV_HASH_LEN + 1], h2[FV_HASH_LEN + 1], p[512], q[512];
+
+	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/x", h1, sizeof(h1)), 0);
+	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/x", h2, sizeof(h2)), 0);
+	cr_assert_str_eq(h1, h2);
+	cr_assert_eq(strlen(h1), FV_HASH_LEN);
+	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/y", h2, sizeof(h2)), 0);
+	cr_assert_str_neq(h1, h2);
+	cr_assert_eq(fv_hash("x", h2, 10), ERANGE);
+
+	snprintf(p, sizeof(p), "%s/a/b/c", tmpdir);
+	cr_assert_eq(fv_mkdirs(p, 0700), 0);
+	cr_assert_eq(fv_mkdirs(p, 0700), 0, "exists: fine");
+	snprintf(q, sizeof(q), "%s/a/b/c/f", tmpdir);
+	cr_assert_eq(fv_write_file(q, "data", 4, 0600), 0);
+	cr_assert_eq(fv_mkdirs(q, 0700), ENOTDIR);
+	/* A link out of the tree is removed, not followed. */
+	char outside[512], link[512];
+	snprintf(outside, sizeof(outside), "%s/keep", tmpdir);
+	cr_assert_eq(fv_write_file(outside, "k", 1, 0600), 0);
+	snprintf(link, sizeof(link), "%s/a/b/link", tmpdir);
+	cr_assert_eq(symlink(tmpdir, link), 0);
+	snprintf(p, sizeof(p), "%s/a", tmpdir);
+	cr_assert_eq(fv_rmtree(p), 0);
+	cr_assert_eq(access(p, F_OK), -1);
+	cr_assert_eq(access(outside, F_OK), 0, "rmtree followed a link");
+	cr_assert_eq(fv_rmtree(p), 0, "missing: fine");
+}
+
+Test(sys, run_and_mount_table)
+{
+	char *argv[] = { "/bin/sh", "-c", "echo out; echo err >&2; exit 3", NULL };
+	char *env[] = { "PATH=/bin:/usr/bin", NULL };
+	struct tfs_dbuf out;
+	int status = 0;
+
+	tfs_dbuf_init(&out, 4096);
+	cr_assert_eq(fv_run(argv, env, 10000, &out, &status), 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+	cr_assert_str_eq(tfs_dbuf_str(&out), "out\nerr\n");
+	/* A grandchild that keeps the pipe does not hold us up. */
+	char *bg[] = { "/bin/sh", "-c", "sleep 3 & echo started", NULL };
+	tfs_dbuf_reset(&out);
+	uint64_t t0 = fv_now_ms();
+	cr_assert_eq(fv_run(bg, env, 10000, &out, &status), 0);
+	cr_assert_lt(fv_now_ms() - t0, 5000);
+	char *slow[] = { "/bin/sh", "-c", "sleep 30", NULL };
+	t0 = fv_now_ms();
+	cr_assert_eq(fv_run(slow, env, 300, &out, &status), ETIMEDOUT);
+	cr_assert_lt(fv_now_ms() - t0, 5000);
+	char *missing[] = { "/nonexistent/binary", NULL };
+	cr_assert_eq(fv_run(missing, env, 1000, &out, &status), ENOENT);
+	tfs_dbuf_free(&out);
+
+	struct fv_mount_entry me;
+	cr_assert_eq(fv_mount_lookup("/", &me), 0);
+	cr_assert(me.mounted);
+	cr_assert_eq(fv_mount_lookup(tmpdir, &me), 0);
+	cr_assert_not(me.mounted);
+}

@@ -3,6 +3,9 @@
 
   dataset.py gen DIR N BIG_MIB        generate DIR (idempotent, cached)
   dataset.py upload DIR               upload DIR to $TFS_TEST_BUCKET
+  dataset.py put FILE KEY             time one boto3 upload_file of FILE to
+                                      KEY with boto3's default TransferConfig
+                                      (bench/write.sh's direct-upload baseline)
 
 The dataset is deterministic: N small files train/cNN/img_NNNNN.jpg spread
 over 30 directories with sizes drawn uniformly from 90..130 KiB (seed 42),
@@ -129,6 +132,23 @@ def upload(root):
           file=sys.stderr)
 
 
+def put(path, key):
+    """Upload FILE with upload_file and boto3's default transfer settings
+    (multipart from 8 MiB, 8 MiB parts, 10 threads); print the seconds the
+    call took (the client is made before the clock starts)."""
+    from boto3.s3.transfer import TransferConfig
+    bucket = os.environ.get("TFS_TEST_BUCKET", "tierfs-test")
+    s3 = client()
+    cfg = TransferConfig()
+    s3.head_bucket(Bucket=bucket)  # open a connection outside the timing
+    t0 = time.time()
+    s3.upload_file(path, bucket, key, Config=cfg)
+    t1 = time.time()
+    print("bytes=%d secs=%.6f threshold=%d chunk=%d threads=%d" % (
+        os.path.getsize(path), t1 - t0, cfg.multipart_threshold,
+        cfg.multipart_chunksize, cfg.max_request_concurrency))
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -137,6 +157,8 @@ def main():
         gen(root, int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "upload" and len(sys.argv) == 3:
         upload(root)
+    elif cmd == "put" and len(sys.argv) == 4:
+        put(root, sys.argv[3])
     else:
         sys.exit(__doc__)
 

@@ -30,11 +30,8 @@
 # stops the server.  See bench/README.md.
 set -euo pipefail
 
-BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$BENCH_DIR/.." && pwd)
-HARNESS=$REPO/tests/harness
-COMMAND=$(printf '%q ' "$0" "$@")
-COMMAND=${COMMAND% }
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 FILES=2000
 EPOCHS=5
@@ -44,11 +41,6 @@ POLICIES=lru,epoch
 OUT=
 WORK=${TFS_BENCH_DIR:-/var/tmp/tierfs-bench}
 export TFS_TEST_BUCKET=${TFS_TEST_BUCKET:-tierfs-test}
-
-usage() {
-    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2
-    exit 2
-}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -71,16 +63,6 @@ fi
 for p in ${POLICIES//,/ }; do
     case "$p" in lru | epoch) ;; *) echo "policy.sh: unknown policy '$p' (lru, epoch)" >&2; exit 2 ;; esac
 done
-
-T_START=${EPOCHREALTIME/[.,]/}
-log() {
-    local t=${EPOCHREALTIME/[.,]/}
-    printf '[%6.1fs] %s\n' "$(((t - T_START) / 100000))e-1" "$*" >&2
-}
-die() {
-    echo "policy.sh: $*" >&2
-    exit 1
-}
 
 [ "$(id -u)" = 0 ] || die "must run as root (drop_caches and FUSE mounts)"
 [ -w /proc/sys/vm/drop_caches ] || die "/proc/sys/vm/drop_caches is not writable"
@@ -135,9 +117,9 @@ tierfs_alive() {
     return 1
 }
 
-# umount_tierfs: `tierfs umount` (waits for the daemon); if the daemon we
+# umount_current: `tierfs umount` (waits for the daemon); if the daemon we
 # recorded is still there after 30 s, SIGTERM then SIGKILL that pid only
-umount_tierfs() {
+umount_current() {
     if mountpoint -q "$MNT" 2>/dev/null; then
         timeout 60 "$TIERFS" umount "$MNT" >>"$RUN/logs/umount.out" 2>&1 ||
             fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
@@ -155,21 +137,9 @@ umount_tierfs() {
     CUR_PID=''
 }
 
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    umount_tierfs
-    if [ "$SERVER_UP" = 1 ]; then
-        bash "$HARNESS/rgw.sh" stop "$SERVER_DIR" >/dev/null 2>&1 || true
-    fi
-    rm -rf "$RUN"/cache-* "$MNT"
-    if [ "$SUCCESS" = 1 ]; then
-        rm -rf "$RUN"
-    else
-        echo "policy.sh: failed (rc $rc); logs kept in $RUN" >&2
-    fi
-    exit "$rc"
-}
+# cleanup (common.sh) calls umount_current, stops $SERVER and removes
+# $RUN/cache-* and $RUN/mnt (= $MNT)
+SERVER=rgw
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -268,7 +238,7 @@ EOF
         printf '%s\t%s\t%s\n' "$p" "$e" "$secs" >>"$RUN/results.tsv"
         log "$p epoch $e: $files files in $secs s"
     done
-    umount_tierfs
+    umount_current
     rm -rf "$cache"
 }
 

@@ -30,12 +30,45 @@ WORKLOADS = [
 ]
 
 
-def load(run):
-    meta, raw = {}, {}
+def load_meta(run):
+    """RUN_DIR/meta.tsv as a dict (also used by write_report.py)."""
+    meta = {}
     with open(os.path.join(run, "meta.tsv")) as f:
         for line in f:
             k, _, v = line.rstrip("\n").partition("\t")
             meta[k] = v
+    return meta
+
+
+def header(meta, title):
+    """The report's title and its command/commit/machine/disk/server lines
+    (also used by write_report.py)."""
+    return [
+        "## %s, %s" % (title, meta.get("date", "?")),
+        "",
+        "- command: `%s`" % meta.get("command", "?"),
+        "- commit: %s; total run time %s" % (meta.get("commit", "?"),
+                                              meta.get("elapsed", "?")),
+        "- machine: %s cores, %s RAM, kernel %s, CPU %s" % (
+            meta.get("nproc"), meta.get("ram"), meta.get("kernel"), meta.get("cpu")),
+        "- disk of the caches (%s): %s" % (meta.get("workdir"), meta.get("disk")),
+        "- S3 server: %s on 127.0.0.1 (%s)" % (meta.get("server"),
+                                                meta.get("server_version")),
+    ]
+
+
+def table(w, head, rows):
+    """Write a Markdown table and a blank line through w (also used by
+    write_report.py)."""
+    w("| " + " | ".join(head) + " |")
+    w("|" + "---|" * len(head))
+    for row in rows:
+        w("| " + " | ".join(row) + " |")
+    w("")
+
+
+def load(run):
+    meta, raw = load_meta(run), {}
     path = os.path.join(run, "results.tsv")
     if os.path.exists(path):
         with open(path) as f:
@@ -106,16 +139,7 @@ def main():
     out = []
     w = out.append
 
-    w("## tierfs benchmark, %s" % meta.get("date", "?"))
-    w("")
-    w("- command: `%s`" % meta.get("command", "?"))
-    w("- commit: %s; total run time %s" % (meta.get("commit", "?"),
-                                              meta.get("elapsed", "?")))
-    w("- machine: %s cores, %s RAM, kernel %s, CPU %s" % (
-        meta.get("nproc"), meta.get("ram"), meta.get("kernel"), meta.get("cpu")))
-    w("- disk of the caches (%s): %s" % (meta.get("workdir"), meta.get("disk")))
-    w("- S3 server: %s on 127.0.0.1 (%s)" % (meta.get("server"),
-                                              meta.get("server_version")))
+    out.extend(header(meta, "tierfs benchmark"))
     w("- dataset: %s files of 90–130 KiB (%s MiB) in 30 directories + one %s object"
       % (n, meta.get("small_mib", "?"), big))
     if peers:
@@ -205,13 +229,10 @@ def main():
     if keys:
         w("Raw seconds per repetition:")
         w("")
-        w("| workload | who | seconds |")
-        w("|---|---|---|")
-        for fs, wl in keys:
-            w("| %s | %s | %s |" % (wl, fs, ", ".join(
-                "%.3f" % r["secs"] if r["status"] == "ok" else "failed"
-                for r in raw[(fs, wl)])))
-        w("")
+        table(w, ["workload", "who", "seconds"], [
+            [wl, fs, ", ".join("%.3f" % r["secs"] if r["status"] == "ok" else "failed"
+                               for r in raw[(fs, wl)])]
+            for fs, wl in keys])
     print("\n".join(out))
 
 

@@ -31,11 +31,8 @@
 # stops the server.  See bench/README.md.
 set -euo pipefail
 
-BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$BENCH_DIR/.." && pwd)
-HARNESS=$REPO/tests/harness
-COMMAND=$(printf '%q ' "$0" "$@")
-COMMAND=${COMMAND% }
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 SERVER=rgw
 ONLY=walk,seq,epoch
@@ -52,12 +49,6 @@ export TFS_TEST_BUCKET=${TFS_TEST_BUCKET:-tierfs-test}
 SEED_COLD=1
 SEED_WARM=2
 SEED_HOT=3
-EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
-
-usage() {
-    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2
-    exit 2
-}
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -100,132 +91,20 @@ if [ "$PEERS_ON" = 1 ]; then
     done
 fi
 
-T_START=${EPOCHREALTIME/[.,]/}
-log() {
-    local t=${EPOCHREALTIME/[.,]/}
-    printf '[%6.1fs] %s\n' "$(((t - T_START) / 100000))e-1" "$*" >&2
-}
-die() {
-    echo "run.sh: $*" >&2
-    exit 1
-}
-
 [ "$(id -u)" = 0 ] || die "must run as root (drop_caches and FUSE mounts)"
 [ -w /proc/sys/vm/drop_caches ] || die "/proc/sys/vm/drop_caches is not writable"
 unset AWS_CA_BUNDLE CEPH_ARGS CEPH_CONF
 
 # ------------------------------------------------------------ tools ----
 
-need_pkgs=
-for t in curl gcc python3 findmnt mountpoint; do
-    command -v "$t" >/dev/null || die "$t not found"
-done
-command -v fusermount3 >/dev/null || command -v fusermount >/dev/null || need_pkgs="$need_pkgs fuse3"
-for p in $PEERS; do
-    case "$p" in
-        s3fs) command -v s3fs >/dev/null || need_pkgs="$need_pkgs s3fs" ;;
-        rclone) command -v rclone >/dev/null || need_pkgs="$need_pkgs rclone" ;;
-    esac
-done
-if [ -n "$need_pkgs" ]; then
-    log "installing$need_pkgs with apt-get"
-    # shellcheck disable=SC2086 # a list of package names
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need_pkgs >/dev/null 2>&1 ||
-        { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need_pkgs >/dev/null 2>&1; } ||
-        log "apt-get install$need_pkgs failed; those peers will be skipped"
-fi
-python3 -c 'import boto3' 2>/dev/null ||
-    die "python3 has no boto3 (apt-get install python3-boto3, or pip install boto3)"
-if [ "$SERVER" = rgw ]; then
-    command -v radosgw >/dev/null || die "radosgw not found (apt-get install radosgw ceph-mon ceph-osd)"
-else
-    command -v moto_server >/dev/null || die "moto_server not found (pip install 'moto[server]')"
-fi
+bench_tools
 
-if [ -z "${TIERFS:-}" ] && [ -x "$REPO/build/tierfs" ]; then
-    TIERFS=$REPO/build/tierfs
-fi
-TIERFS_OK=0
-if [ -n "${TIERFS:-}" ] && [ -x "$TIERFS" ] && "$TIERFS" mount --help >/dev/null 2>&1; then
-    TIERFS_OK=1
-fi
-
-mkdir -p "$WORK/bin"
+build_tool epoch_reader
 READER=$WORK/bin/epoch_reader
-if [ ! -x "$READER" ] || [ "$BENCH_DIR/epoch_reader.c" -nt "$READER" ]; then
-    gcc -O2 -std=c11 -Wall -pthread -o "$READER.tmp" "$BENCH_DIR/epoch_reader.c" ||
-        die "compiling epoch_reader.c failed"
-    mv "$READER.tmp" "$READER"
-fi
 
 # ------------------------------------------------------ run dir, trap ----
 
-RUN=$(mktemp -d "$WORK/run.XXXXXX")
-mkdir -p "$RUN/logs" "$RUN/mnt"
-: >"$RUN/results.tsv"
-: >"$RUN/meta.tsv"
-SERVER_DIR=$RUN/server
-CUR_FS='' CUR_PID='' CUR_MNT='' SERVER_UP=0 SUCCESS=0
-
-meta() { printf '%s\t%s\n' "$1" "$2" >>"$RUN/meta.tsv"; }
-
-# fs_alive PID NAME: PID is alive and runs NAME (our FUSE daemon)
-fs_alive() {
-    local cmd
-    [ -n "$1" ] && [ -r "/proc/$1/cmdline" ] || return 1
-    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline") || return 1
-    [ -n "$cmd" ] || return 1 # zombie
-    case "$cmd" in *"$2"*) return 0 ;; esac
-    return 1
-}
-
-# umount_current: unmount the current FS and make sure its daemon is gone
-umount_current() {
-    local name
-    [ -n "$CUR_FS" ] || return 0
-    name=$CUR_FS
-    [ "$name" = tierfs ] && name=$(basename "$TIERFS")
-    if mountpoint -q "$CUR_MNT" 2>/dev/null; then
-        fusermount3 -u "$CUR_MNT" 2>/dev/null || fusermount -u "$CUR_MNT" 2>/dev/null ||
-            umount "$CUR_MNT" 2>/dev/null || umount -l "$CUR_MNT" 2>/dev/null || true
-    fi
-    # the daemon exits by itself once unmounted (s3fs and rclone take a
-    # second or two to tidy up)
-    for _ in $(seq 300); do fs_alive "$CUR_PID" "$name" || break; sleep 0.1; done
-    if fs_alive "$CUR_PID" "$name"; then
-        log "$CUR_FS (pid $CUR_PID) still running 30 s after unmount: SIGTERM"
-        kill -TERM "$CUR_PID" 2>/dev/null || true
-        for _ in $(seq 50); do fs_alive "$CUR_PID" "$name" || break; sleep 0.1; done
-        if fs_alive "$CUR_PID" "$name"; then kill -KILL "$CUR_PID" 2>/dev/null || true; fi
-    fi
-    wait "$CUR_PID" 2>/dev/null || true
-    if mountpoint -q "$CUR_MNT" 2>/dev/null; then umount -l "$CUR_MNT" 2>/dev/null || true; fi
-    CUR_FS='' CUR_PID='' CUR_MNT=''
-}
-
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    umount_current
-    if [ "$SERVER_UP" = 1 ]; then
-        bash "$HARNESS/$SERVER.sh" stop "$SERVER_DIR" >/dev/null 2>&1 || true
-    fi
-    rm -rf "${RUN:?}/cache" "${RUN:?}/mnt"
-    if [ "$SUCCESS" = 1 ]; then
-        rm -rf "$RUN"
-    else
-        echo "run.sh: failed (rc $rc); logs kept in $RUN" >&2
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-drop_caches() {
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
-}
+bench_rundir
 
 # record FS WORKLOAD STATUS FILES BYTES SECS (for repetition $REP)
 REP=1
@@ -273,114 +152,25 @@ SMALL_MIB=$(awk -F'\t' '{ s += $2 } END { printf "%.0f", s / 1048576 }' "$DATA/s
 
 # ------------------------------------------------------------- server ----
 
-log "starting $SERVER"
 if [ "$SERVER" = rgw ]; then
     # memstore keeps the objects in RAM: dataset + headroom
     export TFS_RGW_MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-$(((SMALL * 140 * 1024 + BIG * 1048576) * 3 / 2 + (1 << 30)))}
 fi
-SERVER_UP=1
-bash "$HARNESS/$SERVER.sh" start "$SERVER_DIR" 2>>"$RUN/logs/server.err" ||
-    { cat "$RUN/logs/server.err" >&2; die "starting $SERVER failed"; }
-# shellcheck disable=SC1091
-. "$SERVER_DIR/env"
-BUCKET=$TFS_TEST_BUCKET
-EP=$TFS_S3_ENDPOINT
-REGION=${TFS_S3_REGION:-us-east-1}
-if [ "$SERVER" = rgw ]; then
-    SERVER_VERSION=$(radosgw --version 2>/dev/null | head -1 | sed 's/ (.*//')
-else
-    SERVER_VERSION="moto $(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null)"
-fi
+start_server
 log "$SERVER up at $EP; uploading"
 t0=${EPOCHREALTIME/[.,]/}
 python3 "$BENCH_DIR/dataset.py" upload "$DATA" 2>&1 | sed 's/^/    /' >&2
 t1=${EPOCHREALTIME/[.,]/}
 UPLOAD_SECS=$(awk -v d=$((t1 - t0)) 'BEGIN { printf "%.1f", d / 1e6 }')
 
-CURL_SIGN=(--aws-sigv4 "aws:amz:$REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"
-    -H "x-amz-content-sha256: $EMPTY_SHA256")
-
 # ------------------------------------------------------------ peers ----
 
-printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$RUN/s3fs.passwd"
-chmod 600 "$RUN/s3fs.passwd"
-PROVIDER=Ceph
-[ "$SERVER" = moto ] && PROVIDER=Other
-cat >"$RUN/rclone.conf" <<EOF
-[bench]
-type = s3
-provider = $PROVIDER
-endpoint = $EP
-region = $REGION
-access_key_id = $AWS_ACCESS_KEY_ID
-secret_access_key = $AWS_SECRET_ACCESS_KEY
-force_path_style = true
-EOF
-chmod 600 "$RUN/rclone.conf"
-cat >"$RUN/tierfs.conf" <<EOF
-[backend]
-endpoint = $EP
-region = $REGION
-path_style = true
-[log]
-file = $RUN/logs/tierfs.log
-EOF
-
-S3FS_CMD="s3fs $BUCKET MNT -f -o url=$EP -o use_path_request_style -o passwd_file=FILE -o use_cache=CACHE -o endpoint=$REGION -o sigv4${S3FS_OPTS:+ $S3FS_OPTS}"
-RCLONE_CMD="rclone mount bench:$BUCKET MNT --vfs-cache-mode full --cache-dir CACHE (provider $PROVIDER, force_path_style)${RCLONE_OPTS:+ $RCLONE_OPTS}"
-TIERFS_CMD="tierfs mount -c CONF -o ssd.dir=CACHE -f s3://$BUCKET MNT${TIERFS_OPTS:+ $TIERFS_OPTS}"
-
-# mount_fs FS: mount FS on $RUN/mnt/FS with its cache in $RUN/cache/FS
-mount_fs() {
-    local fs=$1 mnt=$RUN/mnt/$1 cache=$RUN/cache/$1 name=$1
-    mkdir -p "$mnt" "$cache"
-    case "$fs" in
-        s3fs)
-            # shellcheck disable=SC2086
-            s3fs "$BUCKET" "$mnt" -f -o url="$EP" -o use_path_request_style \
-                -o passwd_file="$RUN/s3fs.passwd" -o use_cache="$cache" \
-                -o endpoint="$REGION" -o sigv4 ${S3FS_OPTS:-} \
-                </dev/null >>"$RUN/logs/s3fs.log" 2>&1 &
-            ;;
-        rclone)
-            # shellcheck disable=SC2086
-            rclone mount --config "$RUN/rclone.conf" "bench:$BUCKET" "$mnt" \
-                --vfs-cache-mode full --cache-dir "$cache" \
-                --log-file "$RUN/logs/rclone.log" ${RCLONE_OPTS:-} \
-                </dev/null >>"$RUN/logs/rclone.out" 2>&1 &
-            ;;
-        tierfs)
-            name=$(basename "$TIERFS")
-            # shellcheck disable=SC2086
-            "$TIERFS" mount -c "$RUN/tierfs.conf" -o ssd.dir="$cache" ${TIERFS_OPTS:-} \
-                -f "s3://$BUCKET" "$mnt" </dev/null >>"$RUN/logs/tierfs.out" 2>&1 &
-            ;;
-    esac
-    CUR_FS=$fs CUR_PID=$! CUR_MNT=$mnt
-    echo "$CUR_PID" >"$RUN/$fs.pid"
-    for _ in $(seq 600); do
-        mountpoint -q "$mnt" && return 0
-        if ! fs_alive "$CUR_PID" "$name"; then
-            log "$fs exited before mounting; see $RUN/logs/$fs.*"
-            tail -n 5 "$RUN/logs/$fs".* >&2 2>/dev/null || true
-            umount_current
-            return 1
-        fi
-        sleep 0.05
-    done
-    log "$fs did not mount within 30 s"
-    umount_current
-    return 1
-}
+peer_configs
 
 # remount_fs FS: unmount and mount again, keeping the disk cache
 remount_fs() {
     umount_current
     mount_fs "$1"
-}
-
-fresh_cache() {
-    rm -rf "$RUN/cache/$1"
 }
 
 # ---------------------------------------------------------- baselines ----
@@ -502,21 +292,7 @@ run_peer() {
     fresh_cache "$fs"
 }
 
-ACTIVE=
-for fs in $PEERS; do
-    if [ "$fs" = tierfs ]; then
-        if [ "$TIERFS_OK" != 1 ]; then
-            echo "tierfs: skipped (no mount support yet)" >&2
-            skip_all tierfs
-            continue
-        fi
-    elif ! command -v "$fs" >/dev/null; then
-        echo "$fs: skipped (not installed)" >&2
-        skip_all "$fs"
-        continue
-    fi
-    ACTIVE="$ACTIVE $fs"
-done
+select_peers
 
 # repetitions are interleaved so that drift on a noisy machine hits every
 # peer and baseline alike; the report shows medians
@@ -530,53 +306,17 @@ done
 
 # ------------------------------------------------------------- report ----
 
-T_END=${EPOCHREALTIME/[.,]/}
-src=$(findmnt -no SOURCE -T "$WORK" 2>/dev/null | head -1)
-fstype=$(findmnt -no FSTYPE -T "$WORK" 2>/dev/null | head -1)
-disk="$fstype on $src"
-dev=$(lsblk -no PKNAME "$src" 2>/dev/null | head -1)
-[ -n "$dev" ] || dev=$(basename "$src")
-if [ -e "/sys/block/$dev" ]; then
-    rota=$(cat "/sys/block/$dev/queue/rotational" 2>/dev/null || echo "?")
-    size=$(lsblk -dno SIZE "/dev/$dev" 2>/dev/null | tr -d ' ')
-    model=$(lsblk -dno MODEL "/dev/$dev" 2>/dev/null | sed 's/ *$//')
-    ra=$(cat "/sys/block/$dev/queue/read_ahead_kb" 2>/dev/null || echo "?")
-    disk="$disk ($size${model:+, $model}, $([ "$rota" = 0 ] && echo non-rotational || echo rotational) per the kernel, read_ahead_kb $ra)"
-fi
-meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
-meta command "$COMMAND"
-meta commit "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-meta elapsed "$(awk -v d=$((T_END - T_START)) 'BEGIN { printf "%.0f", d / 1e6 }') s (dataset upload $UPLOAD_SECS s)"
-meta nproc "$(nproc)"
-meta ram "$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-meta kernel "$(uname -r)"
-meta cpu "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-meta workdir "$WORK"
-meta disk "$disk"
-meta server "$SERVER"
-meta server_version "$SERVER_VERSION"
+machine_meta "dataset upload $UPLOAD_SECS s"
 meta small "$SMALL"
 meta small_mib "$SMALL_MIB"
 meta big_mib "$BIG"
 meta fs "$PEERS"
 meta reps "$REPS"
-meta peer_s3fs "$(s3fs --version 2>/dev/null | head -1 | sed 's/.*V\([0-9.]*\).*/s3fs \1/'): \`$S3FS_CMD\`"
-meta peer_rclone "$(rclone version 2>/dev/null | head -1): \`$RCLONE_CMD\`"
-if [ "$TIERFS_OK" = 1 ]; then
-    meta peer_tierfs "tierfs $("$TIERFS" --version 2>/dev/null | head -1): \`$TIERFS_CMD\`"
-else
-    meta peer_tierfs "tierfs: skipped (no mount support yet)"
-fi
+peer_meta
 if [ "$WARM_REMOUNT" = 1 ]; then
     meta warm_mode "unmount + mount again (disk cache kept), then page cache dropped"
 else
     meta warm_mode "same mount, page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches)"
 fi
 
-report=$(python3 "$BENCH_DIR/report.py" "$RUN") || die "report.py failed"
-printf '%s\n' "$report"
-if [ -n "$OUT" ]; then
-    printf '%s\n\n' "$report" >>"$OUT"
-    log "report appended to $OUT"
-fi
-SUCCESS=1
+finish_report "$BENCH_DIR/report.py"

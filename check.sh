@@ -107,6 +107,8 @@ run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --b
 step "warm-up, pinning, sampler-order prefetch: local backend and moto"
 run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend local
 run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend moto
+run "shared local" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend local
+run "shared moto" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend moto
 
 step "command line, TLS"
 run "cli" tests/integration/test_cli.sh "$top/build/tierfs"

@@ -50,10 +50,13 @@ static int lmdb_err(int rc)
 	return rc > 0 ? rc : EIO;
 }
 
-static void key_of(const char *path, uint8_t k[32])
+#define KEY_LEN (TFS_JOURNAL_OWNER_LEN + 32)
+
+static void key_of(const struct tfs_journal *j, const char *path, uint8_t k[KEY_LEN])
 {
 	unsigned int n = 0;
-	EVP_Digest(path, strlen(path), k, &n, EVP_sha256(), NULL);
+	memcpy(k, j->owner, TFS_JOURNAL_OWNER_LEN);
+	EVP_Digest(path, strlen(path), k + TFS_JOURNAL_OWNER_LEN, &n, EVP_sha256(), NULL);
 }
 
 int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
@@ -155,17 +158,21 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 	return 0;
 }
 
-int tfs_journal_open(MDB_txn *txn, MDB_dbi *out)
+int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 {
-	return lmdb_err(mdb_dbi_open(txn, "wb_journal", MDB_CREATE, out));
+	uint8_t md[32];
+	unsigned int n = 0;
+	EVP_Digest(owner, strlen(owner), md, &n, EVP_sha256(), NULL);
+	memcpy(out->owner, md, TFS_JOURNAL_OWNER_LEN);
+	return lmdb_err(mdb_dbi_open(txn, "wb_journal", MDB_CREATE, &out->dbi));
 }
 
-int tfs_journal_get(MDB_txn *txn, MDB_dbi dbi, const char *path, struct tfs_jrec *out)
+int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out)
 {
-	uint8_t kb[32];
-	key_of(path, kb);
+	uint8_t kb[KEY_LEN];
+	key_of(j, path, kb);
 	MDB_val k = { sizeof(kb), kb }, v;
-	int rc = mdb_get(txn, dbi, &k, &v);
+	int rc = mdb_get(txn, j->dbi, &k, &v);
 	if (rc)
 		return lmdb_err(rc);
 	rc = tfs_jrec_decode(v.mv_data, v.mv_size, out);
@@ -176,39 +183,41 @@ int tfs_journal_get(MDB_txn *txn, MDB_dbi dbi, const char *path, struct tfs_jrec
 	return rc;
 }
 
-int tfs_journal_put(MDB_txn *txn, MDB_dbi dbi, const struct tfs_jrec *r)
+int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_jrec *r)
 {
-	uint8_t kb[32];
+	uint8_t kb[KEY_LEN];
 	void *buf;
 	size_t len;
 	int rc = tfs_jrec_encode(r, &buf, &len);
 	if (rc)
 		return rc;
-	key_of(r->path, kb);
+	key_of(j, r->path, kb);
 	MDB_val k = { sizeof(kb), kb }, v = { len, buf };
-	rc = mdb_put(txn, dbi, &k, &v, 0);
+	rc = mdb_put(txn, j->dbi, &k, &v, 0);
 	free(buf);
 	return lmdb_err(rc);
 }
 
-int tfs_journal_del(MDB_txn *txn, MDB_dbi dbi, const char *path)
+int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
 {
-	uint8_t kb[32];
-	key_of(path, kb);
+	uint8_t kb[KEY_LEN];
+	key_of(j, path, kb);
 	MDB_val k = { sizeof(kb), kb };
-	int rc = mdb_del(txn, dbi, &k, NULL);
+	int rc = mdb_del(txn, j->dbi, &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
 }
 
-int tfs_journal_each(MDB_txn *txn, MDB_dbi dbi, tfs_journal_fn fn, void *ctx)
+int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx)
 {
 	MDB_cursor *c;
-	MDB_val k, v;
-	int rc = mdb_cursor_open(txn, dbi, &c);
+	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
+	int rc = mdb_cursor_open(txn, j->dbi, &c);
 	if (rc)
 		return lmdb_err(rc);
 	int ret = 0;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0 && ret == 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
+	     memcmp(k.mv_data, j->owner, TFS_JOURNAL_OWNER_LEN) == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		struct tfs_jrec r;
 		int d = tfs_jrec_decode(v.mv_data, v.mv_size, &r);

@@ -16,11 +16,12 @@
  * (upload id, part size, the ETags of completed parts, the generation it
  * belongs to) so that it resumes after a crash or is aborted.
  *
- * Keys in LMDB are SHA-256(path) (S3 keys may exceed LMDB's key limit);
- * the path is stored in the value.  Functions take the caller's
- * transaction and return 0, ENOENT (no record), ENOMEM, EINVAL (a value
- * that does not decode: logged by the caller), or an LMDB error mapped to
- * EIO/ENOSPC.
+ * Several daemons may share one cache directory (one cache per node), each
+ * with its own journal: records are keyed by the owner (8 bytes naming
+ * the mount) and SHA-256(path) (S3 keys may exceed LMDB's key limit); the
+ * path is stored in the value.  Functions take the caller's transaction
+ * and return 0, ENOENT (no record), ENOMEM, EINVAL (a value that does not
+ * decode: logged by the caller), or an LMDB error mapped to EIO/ENOSPC.
  */
 #ifndef TFS_JOURNAL_H
 #define TFS_JOURNAL_H
@@ -50,22 +51,32 @@ struct tfs_jrec {
 /* Free what *r owns and zero it.  NULL-safe. */
 void tfs_jrec_clear(struct tfs_jrec *r);
 
-/* Open (create) the journal DB.  Returns 0 or EIO. */
-int tfs_journal_open(MDB_txn *txn, MDB_dbi *out);
+#define TFS_JOURNAL_OWNER_LEN 8
+
+/* One mount's journal in the shared DB. */
+struct tfs_journal {
+	MDB_dbi dbi;
+	uint8_t owner[TFS_JOURNAL_OWNER_LEN];
+};
+
+/* Open (create) the journal DB for `owner` (any string; hashed).
+ * Returns 0 or EIO. */
+int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out);
 
 /* Read the record of `path` into *out (which the caller clears).
  * Returns 0, ENOENT, EINVAL (undecodable), ENOMEM or EIO. */
-int tfs_journal_get(MDB_txn *txn, MDB_dbi dbi, const char *path, struct tfs_jrec *out);
+int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out);
 /* Write *r under r->path.  Returns 0, ENOMEM, EIO or ENOSPC. */
-int tfs_journal_put(MDB_txn *txn, MDB_dbi dbi, const struct tfs_jrec *r);
+int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_jrec *r);
 /* Delete the record of `path`; a missing one is fine.  Returns 0 or EIO. */
-int tfs_journal_del(MDB_txn *txn, MDB_dbi dbi, const char *path);
+int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path);
 
-/* Call fn for every record (in hash order), stopping at its first non-zero
- * return, which is returned.  Undecodable records are passed with
- * r->path NULL so the caller can report them.  Returns 0, fn's value or EIO. */
+/* Call fn for every record of this owner (in hash order), stopping at its
+ * first non-zero return, which is returned.  Undecodable records are
+ * passed with r->path NULL so the caller can report them.  Returns 0,
+ * fn's value or EIO. */
 typedef int (*tfs_journal_fn)(void *ctx, const struct tfs_jrec *r);
-int tfs_journal_each(MDB_txn *txn, MDB_dbi dbi, tfs_journal_fn fn, void *ctx);
+int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx);
 
 /* Encode/decode, exposed for unit tests.  encode: *out malloc'd. */
 int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len);

@@ -418,10 +418,55 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 }
 
 /* Committed usage changed by `delta` (two's complement for negative). */
-static void usage_add(struct ssd *s, uint64_t delta)
+static MDB_val mval(const void *p, size_t n);
+
+/* Shared usage.  Several daemons may share one tier (one cache per node,
+ * docs/kubernetes.md): the tier's cached bytes and object count live in
+ * ssd_state "usage" (u64 used, u64 objects) and every transaction that
+ * changes records adds its delta there, so all processes agree; each
+ * process mirrors the value in `used` (and `charged` = used + its own
+ * fills in flight). */
+static int shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_delta,
+		      uint64_t *used_now)
 {
-	atomic_fetch_add(&s->used, delta);
-	atomic_fetch_add(&s->charged, delta);
+	uint8_t vb[16];
+	MDB_val k = mval("usage", 5), v;
+	uint64_t used = 0, objs = 0;
+	int rc = mdb_get(txn, s->state, &k, &v);
+	if (rc == 0 && v.mv_size == 16) {
+		used = get_le64(v.mv_data);
+		objs = get_le64((const uint8_t *)v.mv_data + 8);
+	} else if (rc && rc != MDB_NOTFOUND) {
+		return rc;
+	}
+	used = (int64_t)used + used_delta < 0 ? 0 : (uint64_t)((int64_t)used + used_delta);
+	objs = (int64_t)objs + obj_delta < 0 ? 0 : (uint64_t)((int64_t)objs + obj_delta);
+	put_le64(vb, used);
+	put_le64(vb + 8, objs);
+	v = mval(vb, 16);
+	*used_now = used;
+	return mdb_put(txn, s->state, &k, &v, 0);
+}
+
+/* Mirror the shared usage after a commit (or a refresh). */
+static void usage_sync(struct ssd *s, uint64_t used_now)
+{
+	uint64_t old = atomic_exchange(&s->used, used_now);
+	atomic_fetch_add(&s->charged, used_now - old); /* wraps correctly */
+}
+
+/* Read the shared usage (the background thread does this each round). */
+static void usage_refresh(struct ssd *s)
+{
+	MDB_txn *txn;
+	MDB_val k = mval("usage", 5), v;
+	if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0)
+		return;
+	if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 16) {
+		usage_sync(s, get_le64(v.mv_data));
+		atomic_store(&s->objects, get_le64((const uint8_t *)v.mv_data + 8));
+	}
+	mdb_txn_abort(txn);
 }
 
 /* An LMDB failure at run time: log (rate-limited) and, if the index is
@@ -765,6 +810,9 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 	}
 	if (rc == 0)
 		rc = mdb_del(txn, s->objs, &k, NULL);
+	uint64_t used_now = 0;
+	if (rc == 0)
+		rc = shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &used_now);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return lmdb_trouble(s, rc, "drop");
@@ -775,8 +823,8 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 		unlink_trash(s, trash);
 	if (rc)
 		return lmdb_trouble(s, rc, "drop: commit");
+	usage_sync(s, used_now);
 	if (valid) {
-		usage_add(s, -r.cached);
 		*freed = r.cached;
 		if (r.flags & TFS_SSD_OBJ_PINNED) {
 			atomic_fetch_sub(&s->pinned, r.size);
@@ -827,16 +875,20 @@ static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
 		    b.len == seen->len) {
 			put_le64(vb + OFF_CACHED, r.cached >= b.len ? r.cached - b.len : 0);
 			v = mval(vb, vlen);
+			uint64_t used_now = 0;
 			rc = mdb_del(txn, s->blks, &bkv, NULL);
 			if (rc == 0)
 				rc = mdb_put(txn, s->objs, &k, &v, 0);
+			if (rc == 0)
+				rc = shared_add(s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
+						&used_now);
 			if (rc == 0)
 				rc = mdb_txn_commit(txn);
 			else
 				mdb_txn_abort(txn);
 			txn = NULL;
 			if (rc == 0)
-				usage_add(s, -(uint64_t)(r.cached >= b.len ? b.len : r.cached));
+				usage_sync(s, used_now);
 			dropped = true;
 		}
 	}
@@ -1078,10 +1130,14 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	rc = mdb_put(txn, s->objs, &k, &v, 0);
 	if (rc)
 		goto fail;
+	uint64_t used_now = 0;
+	rc = shared_add(s, txn, delta, existed ? 0 : 1, &used_now);
+	if (rc)
+		goto fail;
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		return lmdb_trouble(s, rc, "fill: commit");
-	usage_add(s, (uint64_t)delta); /* wraps correctly if negative */
+	usage_sync(s, used_now);
 	if (!existed)
 		atomic_fetch_add(&s->objects, 1);
 	return 0;
@@ -1759,6 +1815,7 @@ static void *bg_main(void *arg)
 
 		uint64_t now = mono_ms();
 		if (now >= next_flush) {
+			usage_refresh(s); /* other daemons sharing the tier */
 			flush_touches(s);
 			int rc = mdb_env_sync(s->env, 1);
 			if (rc)
@@ -1957,7 +2014,9 @@ static int load_state(struct ssd *s)
 	MDB_cursor *cur = NULL;
 	MDB_val k, v;
 	uint64_t used = 0, n = 0, clock = 0, pinned = 0;
-	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	/* A write transaction: the recount and the shared "usage" it writes
+	 * are atomic with respect to other daemons sharing the tier. */
+	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 
 	if (rc)
 		return rc;
@@ -2001,7 +2060,18 @@ static int load_state(struct ssd *s)
 				memset(&s->reuse, 0, sizeof(s->reuse));
 		}
 	}
-	mdb_txn_abort(txn);
+	if (rc == 0) {
+		uint8_t ub[16];
+		put_le64(ub, used);
+		put_le64(ub + 8, n);
+		k = mval("usage", 5);
+		v = mval(ub, 16);
+		rc = mdb_put(txn, s->state, &k, &v, 0);
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
 	if (rc == 0) {
 		atomic_store(&s->used, used);
 		atomic_store(&s->charged, used);

@@ -59,7 +59,7 @@ struct ent {
 struct tfs_wb {
 	struct tfs_writeback_config cfg;
 	MDB_env *env;
-	MDB_dbi dbi;
+	struct tfs_journal j; /* this mount's journal */
 	struct tfs_meta *meta;
 	struct tfs_backend *be;
 	struct tfs_layer *top;
@@ -284,7 +284,7 @@ static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t
 static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 {
 	struct tfs_jrec old;
-	int rc = tfs_journal_get(txn, wb->dbi, r->path, &old);
+	int rc = tfs_journal_get(txn, &wb->j, r->path, &old);
 	if (rc == 0) {
 		if (r->gen <= old.gen)
 			r->gen = old.gen + 1;
@@ -297,7 +297,7 @@ static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 	} else if (rc != ENOENT && rc != EINVAL) {
 		return rc;
 	}
-	return tfs_journal_put(txn, wb->dbi, r);
+	return tfs_journal_put(txn, &wb->j, r);
 }
 
 /* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
@@ -880,12 +880,12 @@ int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
 		rc = txn_begin(wb, &txn);
 		if (rc == 0) {
 			struct tfs_jrec r;
-			if (tfs_journal_get(txn, wb->dbi, path, &r) == 0 && r.mpu.upload_id[0]) {
+			if (tfs_journal_get(txn, &wb->j, path, &r) == 0 && r.mpu.upload_id[0]) {
 				*busy = true; /* let the uploader abort its multipart upload */
 				tfs_jrec_clear(&r);
 				mdb_txn_abort(txn);
 			} else {
-				rc = tfs_journal_del(txn, wb->dbi, path);
+				rc = tfs_journal_del(txn, &wb->j, path);
 				rc = txn_end(wb, txn, rc, "claim", path);
 				if (rc == 0) {
 					e->has_job = false;
@@ -963,7 +963,7 @@ static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
 	pthread_mutex_lock(&wb->lock);
 	int rc = txn_begin(wb, &txn);
 	if (rc == 0) {
-		rc = tfs_journal_get(txn, wb->dbi, c->path, &r);
+		rc = tfs_journal_get(txn, &wb->j, c->path, &r);
 		if (rc == 0 && r.gen != c->gen)
 			rc = ECANCELED; /* rewritten meanwhile: upload it again */
 		if (rc == 0) {
@@ -976,7 +976,7 @@ static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
 					memcpy(r.mpu.etags, st->etags,
 					       (size_t)st->nparts * sizeof(*st->etags));
 				r.mpu_gen = c->gen;
-				rc = tfs_journal_put(txn, wb->dbi, &r);
+				rc = tfs_journal_put(txn, &wb->j, &r);
 			}
 		}
 		tfs_jrec_clear(&r);
@@ -1020,9 +1020,9 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
 	bool retired = false;
 	if (txn_begin(wb, &txn) != 0)
 		return false;
-	int rc = tfs_journal_get(txn, wb->dbi, path, &r);
+	int rc = tfs_journal_get(txn, &wb->j, path, &r);
 	if (rc == 0 && r.gen == gen) {
-		rc = tfs_journal_del(txn, wb->dbi, path);
+		rc = tfs_journal_del(txn, &wb->j, path);
 		if (rc == 0)
 			rc = a ? tfs_meta_txn_set_clean(wb->meta, txn, path, a)
 			       : tfs_meta_txn_forget(wb->meta, txn, path);
@@ -1120,7 +1120,7 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
 		return EIO;
 	}
-	rc = tfs_journal_get(txn, wb->dbi, path, &r);
+	rc = tfs_journal_get(txn, &wb->j, path, &r);
 	mdb_txn_abort(txn);
 	if (rc == ENOENT) {
 		*retired = true; /* nothing left to do */
@@ -1520,8 +1520,8 @@ static void sweep_staging(struct tfs_wb *wb, struct load_ctx *lc, const char *ca
 			 "(their upload may not have happened; nothing was deleted)", moved, lost);
 }
 
-int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, MDB_env *env,
-		  struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
+int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, const char *owner,
+		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
 		  const struct tfs_log *log, struct tfs_wb **out)
 {
 	struct tfs_wb *wb = calloc(1, sizeof(*wb));
@@ -1539,13 +1539,36 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 	pthread_cond_init(&wb->work, NULL);
 	pthread_cond_init(&wb->done, NULL);
 	int rc = 0;
-	size_t dl = strlen(cache_dir) + sizeof("/staging");
+	MDB_txn *txn;
+	rc = mdb_txn_begin(env, NULL, 0, &txn);
+	if (rc == 0) {
+		rc = tfs_journal_open(txn, owner, &wb->j);
+		if (rc == 0)
+			rc = mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
+	}
+	if (rc) {
+		tfs_err(log, "writeback: cannot open the journal: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
+		rc = EIO;
+		goto fail;
+	}
+	/* <cache>/staging/<owner>: daemons sharing the cache keep apart. */
+	size_t dl = strlen(cache_dir) + sizeof("/staging/") + 2 * TFS_JOURNAL_OWNER_LEN;
 	wb->stagedir = malloc(dl);
 	if (wb->stagedir == NULL) {
 		rc = ENOMEM;
 		goto fail;
 	}
-	snprintf(wb->stagedir, dl, "%s/staging", cache_dir);
+	int n = snprintf(wb->stagedir, dl, "%s/staging", cache_dir);
+	if (mkdir(wb->stagedir, 0700) < 0 && errno != EEXIST) {
+		rc = errno;
+		tfs_err(log, "writeback: cannot create %s: %s", wb->stagedir, strerror(rc));
+		goto fail;
+	}
+	n += snprintf(wb->stagedir + n, dl - (size_t)n, "/");
+	for (int i = 0; i < TFS_JOURNAL_OWNER_LEN; i++)
+		n += snprintf(wb->stagedir + n, dl - (size_t)n, "%02x", wb->j.owner[i]);
 	if (mkdir(wb->stagedir, 0700) < 0 && errno != EEXIST) {
 		rc = errno;
 		tfs_err(log, "writeback: cannot create %s: %s", wb->stagedir, strerror(rc));
@@ -1568,23 +1591,9 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		wb->staging_cap = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize *
 					     cfg->staging_size_pct / 100.0);
 	}
-	MDB_txn *txn;
-	rc = mdb_txn_begin(env, NULL, 0, &txn);
-	if (rc == 0) {
-		rc = tfs_journal_open(txn, &wb->dbi);
-		if (rc == 0)
-			rc = mdb_txn_commit(txn);
-		else
-			mdb_txn_abort(txn);
-	}
-	if (rc) {
-		tfs_err(log, "writeback: cannot open the journal: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
-		rc = EIO;
-		goto fail;
-	}
 	struct load_ctx lc = { .wb = wb };
 	if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
-		rc = tfs_journal_each(txn, wb->dbi, load_one, &lc);
+		rc = tfs_journal_each(txn, &wb->j, load_one, &lc);
 		mdb_txn_abort(txn);
 	} else {
 		rc = EIO;

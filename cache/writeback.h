@@ -1,7 +1,7 @@
 /* writeback.h - files written through the mount: staged on local disk,
  * journalled in LMDB, uploaded to the backend in the background.
  *
- * Staging: every dirty file is a file <cache dir>/staging/<16 hex digits>
+ * Staging: every dirty file is a file <cache dir>/staging/<owner>/<16 hex>
  * (0600), written with pwrite; nothing dirty is held in RAM.  A dirty file
  * is a struct tfs_wb_file, found by path while it has unfinished work or
  * open handles.
@@ -69,14 +69,16 @@ struct tfs_wb;
 struct tfs_wb_file;
 struct json_object;
 
-/* Open the staging area <cache_dir>/staging and the journal in `env`, load
- * every journal record (their files become visible dirty files again),
- * delete staged files no record refers to, and start the uploaders.  The
- * metadata cache, backend and cache stack `top` are borrowed.  Call after
- * daemonizing.  Returns 0, EIO (LMDB, staging directory: logged), ENOMEM,
- * or a pthread error. */
-int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, MDB_env *env,
-		  struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
+/* Open this mount's journal in `env` and its staging area
+ * <cache_dir>/staging/<owner hash> (several daemons may share one cache
+ * directory; `owner` names this one: the mountpoint), load every record of
+ * this owner (their files become visible dirty files again), move staged
+ * files no record refers to into <cache_dir>/lost+found, and start the
+ * uploaders.  The metadata cache, backend and cache stack `top` are
+ * borrowed.  Call after daemonizing.  Returns 0, EIO (LMDB, staging
+ * directory: logged), ENOMEM, or a pthread error. */
+int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, const char *owner,
+		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
 		  const struct tfs_log *log, struct tfs_wb **out);
 /* Stop the uploaders (an upload in flight finishes first) and free.
  * Pending work stays in the journal.  NULL is a no-op. */

@@ -94,8 +94,10 @@ static int vol_paths(const struct fv_node *node, const char *target, struct vol 
 	    !fits(snprintf(v->conf, sizeof(v->conf), "%s/tierfs.conf", v->state), sizeof(v->conf)) ||
 	    !fits(snprintf(v->creds, sizeof(v->creds), "%s/credentials", v->state),
 		  sizeof(v->creds)) ||
-	    !fits(snprintf(v->cache, sizeof(v->cache), "%s/%s", node->cache_root, v->hash),
-		  sizeof(v->cache))) {
+	    /* One cache per node, shared by every volume: tierfs keeps each
+	     * source apart (<cache_root>/<source id>/) and each mount's
+	     * write-back journal apart (by its mountpoint). */
+	    !fits(snprintf(v->cache, sizeof(v->cache), "%s", node->cache_root), sizeof(v->cache))) {
 		say(msg, "state_dir or cache_root is too long");
 		return ENAMETOOLONG;
 	}
@@ -251,9 +253,9 @@ static void one_line(const struct tfs_dbuf *out, char *buf, size_t cap)
 }
 
 /* Stop whatever a failed mount left: the daemon (found by the volume's
- * config path on its command line), the mount, and the state.  The cache
- * goes too, unless it was there before this call (a dead mount's: its
- * journal may hold writes not uploaded yet). */
+ * config path on its command line), the mount, and the state.  The node's
+ * shared cache stays; when it existed before this call the state is kept
+ * as "kept" too (a dead mount's journal may hold writes not uploaded). */
 static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cache_existed,
 		       const char *source)
 {
@@ -276,16 +278,15 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cach
 		(void)write_info(v, PHASE_KEPT, source, 0, true);
 		return;
 	}
-	rc = fv_rmtree(v->cache);
-	if (rc)
-		tfs_warn(log, "%s: cannot remove the cache %s: %s", v->target, v->cache, strerror(rc));
+	/* The node's cache is shared by every volume: never removed here. */
 	rc = fv_rmtree(v->state);
 	if (rc)
 		tfs_warn(log, "%s: cannot remove the state %s: %s", v->target, v->state, strerror(rc));
 }
 
-/* Remove the cache and state of a volume whose mount and daemon are gone.
- * The cache directory must be CACHE/<hash> as recorded. */
+/* Remove the state of a volume whose mount and daemon are gone (and its
+ * cache directory only if it is a per-volume CACHE/<hash> recorded by an
+ * older driver; the shared node cache is never removed). */
 static void remove_volume(const struct tfs_log *log, const char *state, const char *cache,
 			  const char *hash)
 {

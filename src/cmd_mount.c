@@ -379,7 +379,7 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	const char *fail = NULL;
 
 	d.drain_timeout_ms = cfg->writeback.drain_timeout_ms;
-	rc = tfs_stack_open(cfg, src, o->ro != 0, &log, &d.stack);
+	rc = tfs_stack_open(cfg, src, o->ro != 0, o->mountpoint, &log, &d.stack);
 	if (rc) {
 		fail = "cannot set up the cache stack";
 		goto out;

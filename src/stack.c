@@ -80,7 +80,7 @@ static int mkdir_p(const char *path, mode_t mode)
 }
 
 int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, bool read_only,
-		   const struct tfs_log *log, struct tfs_stack **out)
+		   const char *mountpoint, const struct tfs_log *log, struct tfs_stack **out)
 {
 	struct tfs_stack *s = calloc(1, sizeof(*s));
 	struct tfs_layer *bel = NULL, *ssd = NULL;
@@ -130,7 +130,7 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 	struct tfs_writeback_config wc = cfg->writeback;
 	if (read_only)
 		wc.mode = TFS_WB_OFF;
-	rc = tfs_wb_create(&wc, s->cache_dir, s->env, s->meta, s->be, s->top, log, &s->wb);
+	rc = tfs_wb_create(&wc, s->cache_dir, mountpoint, s->env, s->meta, s->be, s->top, log, &s->wb);
 	if (rc)
 		goto fail;
 	tfs_info(log, "cache for %s in %s", tfs_backend_describe(s->be), s->cache_dir);

@@ -8,7 +8,10 @@
  * The SSD tier's index and the metadata cache share one LMDB environment
  * in <ssd.dir>/<source id>/index; the data files live beside it.  Each
  * SOURCE (bucket + prefix + endpoint, or local directory) gets its own
- * subdirectory, so two buckets never share cache entries.
+ * subdirectory, so two buckets never share cache entries, while several
+ * mounts of one source with the same ssd.dir (pods on one node) share one
+ * SSD tier and metadata cache; each mount keeps its own write-back journal
+ * and staging area, named by its mountpoint.
  */
 #ifndef TFS_STACK_H
 #define TFS_STACK_H
@@ -46,7 +49,7 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
  * curl handles and starts threads.  Returns 0 and *out, or an errno (the
  * cause is logged); on failure nothing is left open. */
 int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, bool read_only,
-		   const struct tfs_log *log, struct tfs_stack **out);
+		   const char *mountpoint, const struct tfs_log *log, struct tfs_stack **out);
 
 /* Tear down in reverse order.  NULL is a no-op. */
 void tfs_stack_close(struct tfs_stack *s);

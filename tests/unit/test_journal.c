@@ -105,36 +105,42 @@ Test(journal, lmdb_put_get_del_each)
 	cr_assert_not_null(mkdtemp(dir));
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi dbi;
+	struct tfs_journal jn, other;
 	cr_assert_eq(mdb_env_create(&env), 0);
 	cr_assert_eq(mdb_env_set_maxdbs(env, 4), 0);
 	cr_assert_eq(mdb_env_open(env, dir, MDB_NOTLS, 0600), 0);
 	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	cr_assert_eq(tfs_journal_open(txn, &dbi), 0);
+	cr_assert_eq(tfs_journal_open(txn, "/mnt/a", &jn), 0);
+	cr_assert_eq(tfs_journal_open(txn, "/mnt/b", &other), 0);
 	struct tfs_jrec r = sample(), d;
 	/* Keys longer than LMDB's 511-byte limit are fine (hashed). */
 	char *longpath = malloc(1025);
 	memset(longpath, 'k', 1024);
 	longpath[1024] = '\0';
 	struct tfs_jrec r2 = { .op = TFS_J_MKDIR, .gen = 1, .path = longpath };
-	cr_assert_eq(tfs_journal_put(txn, dbi, &r), 0);
-	cr_assert_eq(tfs_journal_put(txn, dbi, &r2), 0);
+	cr_assert_eq(tfs_journal_put(txn, &jn, &r), 0);
+	cr_assert_eq(tfs_journal_put(txn, &jn, &r2), 0);
 	cr_assert_eq(mdb_txn_commit(txn), 0);
 
 	cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
-	cr_assert_eq(tfs_journal_get(txn, dbi, "ckpt/epoch-3/model.pt", &d), 0);
+	cr_assert_eq(tfs_journal_get(txn, &jn, "ckpt/epoch-3/model.pt", &d), 0);
 	same(&r, &d);
 	tfs_jrec_clear(&d);
-	cr_assert_eq(tfs_journal_get(txn, dbi, "nope", &d), ENOENT);
+	cr_assert_eq(tfs_journal_get(txn, &jn, "nope", &d), ENOENT);
 	int n = 0;
-	cr_assert_eq(tfs_journal_each(txn, dbi, count_fn, &n), 0);
+	cr_assert_eq(tfs_journal_each(txn, &jn, count_fn, &n), 0);
 	cr_assert_eq(n, 2);
+	/* Another mount sharing the cache has its own journal. */
+	n = 0;
+	cr_assert_eq(tfs_journal_each(txn, &other, count_fn, &n), 0);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(tfs_journal_get(txn, &other, "ckpt/epoch-3/model.pt", &d), ENOENT);
 	mdb_txn_abort(txn);
 
 	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-	cr_assert_eq(tfs_journal_del(txn, dbi, r.path), 0);
-	cr_assert_eq(tfs_journal_del(txn, dbi, "never-there"), 0);
-	cr_assert_eq(tfs_journal_get(txn, dbi, r.path, &d), ENOENT);
+	cr_assert_eq(tfs_journal_del(txn, &jn, r.path), 0);
+	cr_assert_eq(tfs_journal_del(txn, &jn, "never-there"), 0);
+	cr_assert_eq(tfs_journal_get(txn, &jn, r.path, &d), ENOENT);
 	cr_assert_eq(mdb_txn_commit(txn), 0);
 	mdb_env_close(env);
 	tfs_jrec_clear(&r);

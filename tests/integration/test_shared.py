@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""test_shared.py - several daemons sharing one cache directory (one SSD
+tier per node, as the FlexVolume driver sets it up).
+
+    test_shared.py TIERFS --backend local|moto [--only NAME]
+
+Ends with "shared: N passed, N failed".
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+from test_mount import Bucket, Ctx, data_for, poll, read
+from test_write import bucket_get, kill9, wait_bucket, write
+
+MIB = 1 << 20
+
+
+def dataset(bucket, n, size):
+    rnd = random.Random(n)
+    files = {}
+    for i in range(n):
+        k = "data/f%03d.bin" % i
+        files[k] = data_for(k, rnd.randrange(*size))
+        bucket.put(k, files[k])
+    return files
+
+
+def shared_pair(ctx, extra=None):
+    """Two mounts of the same bucket with the same ssd.dir."""
+    cache = os.path.join(ctx.work, "node-cache")
+    conf = {"ssd": {"dir": cache}}
+    for sec, kv in (extra or {}).items():
+        conf.setdefault(sec, {}).update(kv)
+    a = ctx.mount("pod-a", conf)
+    b = ctx.mount("pod-b", conf)
+    return a, b
+
+
+def gets(m):
+    return m.stats()["backend"]["get"]["requests"]
+
+
+def t_second_pod_reads_from_the_shared_tier(ctx):
+    files = dataset(ctx.bucket, 40, (10_000, 300_000))
+    a, b = shared_pair(ctx)
+    a.mount()
+    b.mount()
+    try:
+        for k, v in files.items():
+            assert read(os.path.join(a.mnt, k)) == v
+        assert gets(a) == len(files)
+        for k, v in files.items():
+            assert read(os.path.join(b.mnt, k)) == v
+        assert gets(b) == 0, "the second pod fetched %d objects again" % gets(b)
+    finally:
+        a.umount()
+        b.umount()
+
+
+def t_concurrent_readers_and_shared_eviction(ctx):
+    files = dataset(ctx.bucket, 80, (1 * MIB, 2 * MIB))
+    total = sum(len(v) for v in files.values())
+    a, b = shared_pair(ctx, {"ssd": {"size": "48M", "high_watermark": "80", "low_watermark": "60"},
+                             "cache": {"policy": "lru"}, "ram": {"size": "16M"}})
+    a.mount()
+    b.mount()
+    errors = []
+
+    def reader(m, seed):
+        keys = list(files)
+        random.Random(seed).shuffle(keys)
+        try:
+            for k in keys:
+                if read(os.path.join(m.mnt, k)) != files[k]:
+                    errors.append((m.mnt, k))
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    try:
+        ts = [threading.Thread(target=reader, args=(m, s)) for m in (a, b) for s in (1, 2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors[:5]
+        assert total > 48 * MIB
+        # Both daemons see the same usage, bounded by the shared capacity.
+        def settled():
+            ua, ub = a.stats()["ssd"], b.stats()["ssd"]
+            return ua if ua["used_bytes"] == ub["used_bytes"] else None
+        st = poll(settled, 30, "both daemons to agree on the tier's usage")
+        assert st["used_bytes"] <= st["capacity_bytes"], st
+        assert a.stats()["ssd"]["evictions"] + b.stats()["ssd"]["evictions"] > 0
+        # Everything is still byte-exact after the evictions.
+        reader(a, 3)
+        reader(b, 4)
+        assert not errors, errors[:5]
+    finally:
+        a.umount()
+        b.umount()
+
+
+def t_each_mount_uploads_its_own_writes(ctx):
+    a, b = shared_pair(ctx, {"writeback": {"delay": "60s"}})
+    a.mount()
+    b.mount()
+    try:
+        for i in range(5):
+            write(os.path.join(a.mnt, "from-a-%d" % i), b"A%d" % i)
+            write(os.path.join(b.mnt, "from-b-%d" % i), b"B%d" % i)
+        kill9(a)
+        # b drains its own journal only.
+        r = subprocess.run([b.tierfs, "flush", b.mnt], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        for i in range(5):
+            assert bucket_get(ctx.bucket, "from-b-%d" % i) == b"B%d" % i
+            assert bucket_get(ctx.bucket, "from-a-%d" % i) is None, "b uploaded a's file"
+        assert b.stats()["writeback"]["uploads"] == 5
+        # a, mounted again on the same mountpoint, resumes its journal.
+        a.mount()
+        for i in range(5):
+            wait_bucket(ctx.bucket, "from-a-%d" % i, b"A%d" % i, 60)
+    finally:
+        a.umount()
+        b.umount()
+
+
+TESTS = [
+    ("second_pod_reads_from_the_shared_tier", t_second_pod_reads_from_the_shared_tier),
+    ("concurrent_readers_and_shared_eviction", t_concurrent_readers_and_shared_eviction),
+    ("each_mount_uploads_its_own_writes", t_each_mount_uploads_its_own_writes),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tierfs")
+    ap.add_argument("--backend", default="local", choices=["local", "moto"])
+    ap.add_argument("--only")
+    args = ap.parse_args()
+    tierfs = os.path.abspath(args.tierfs)
+    passed = failed = 0
+    for name, fn in TESTS:
+        if args.only and args.only != name:
+            continue
+        work = tempfile.mkdtemp(prefix="tierfs-shared-")
+        bucket = ctx = None
+        t0 = time.monotonic()
+        try:
+            bucket = Bucket(args.backend, work)
+            ctx = Ctx(tierfs, bucket, work)
+            fn(ctx)
+            passed += 1
+            print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
+        except Exception:  # noqa: BLE001
+            failed += 1
+            print("FAIL %s (%s)" % (name, args.backend))
+            traceback.print_exc()
+            for m in (ctx.mounts if ctx else []):
+                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
+        finally:
+            for m in (ctx.mounts if ctx else []):
+                if os.path.ismount(m.mnt):
+                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+            if bucket:
+                bucket.close()
+            shutil.rmtree(work, ignore_errors=True)
+    print("shared: %d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

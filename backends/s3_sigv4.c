@@ -183,7 +183,10 @@ void tfs_sigv4_amz_date(time_t t, char out[17])
 {
 	struct tm tm;
 
-	if (gmtime_r(&t, &tm) == NULL || strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm) != 16)
+	/* Years outside 0..9999 (tm_year counts from 1900) have no 4-digit
+	 * form; a negative one would still fit the 16 bytes, so check first. */
+	if (gmtime_r(&t, &tm) == NULL || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900 ||
+	    strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm) != 16)
 		memcpy(out, "00000000T000000Z", 17); /* year not representable */
 }
 

@@ -433,9 +433,10 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 		}
 	}
 	if (rc == 0)
+		/* The source is on the daemon's command line; a comment line
+		 * naming it could exceed the config reader's line limit. */
 		rc = tfs_dbuf_addf(out, "# Written by tierfs-flexvolume for one volume; rewritten at "
-					"each mount.\n# source: %s%s\n", v->source,
-				   v->read_only ? " (read-only)" : "");
+					"each mount.%s\n", v->read_only ? " Read-only." : "");
 	if (rc == 0)
 		rc = tfs_config_dump(&cfg, false, out);
 	if (rc == 0 && writable)

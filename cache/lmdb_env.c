@@ -6,11 +6,15 @@
 #include "lmdb_env.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,8 +68,11 @@ int tfs_lmdb_errno(int rc)
 
 int tfs_lmdb_is_corruption(int rc)
 {
+	/* MDB_BAD_TXN too: LMDB 0.9 refreshes a named database's record from
+	 * the main database on first use in a transaction, ignores a failure
+	 * there (a damaged main database) and then answers MDB_BAD_TXN. */
 	return rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
-	       rc == MDB_VERSION_MISMATCH || rc == MDB_PANIC;
+	       rc == MDB_VERSION_MISMATCH || rc == MDB_PANIC || rc == MDB_BAD_TXN;
 }
 
 int tfs_lmdb_fail(const struct tfs_log *log, int rc, const char *what, ...)
@@ -146,6 +153,41 @@ static int check_main_db(MDB_env *env)
 	return rc;
 }
 
+/* LMDB maps data.mdb and trusts the last page number in its header: a
+ * file shorter than that (cut by hand, or by a machine crash under
+ * MDB_NOSYNC) kills the process with SIGBUS at the first access past its
+ * end.  Call it damaged instead. */
+static int check_file_size(MDB_env *env)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat fst;
+	int fd;
+
+	if (mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &st) != 0 ||
+	    mdb_env_get_fd(env, &fd) != 0 || fstat(fd, &fst) != 0)
+		return 0; /* cannot tell: let LMDB find out */
+	if ((uint64_t)fst.st_size < ((uint64_t)info.me_last_pgno + 1) * st.ms_psize)
+		return MDB_CORRUPTED;
+	return 0;
+}
+
+/* Walk every page of every database (a compacting copy into /dev/null).
+ * LMDB reports a damaged tree only when a lookup reaches it: the metadata
+ * cache or the journal would otherwise fail with EIO at every start
+ * instead of being rebuilt. */
+static int check_all_dbs(MDB_env *env)
+{
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return 0;
+	rc = mdb_env_copyfd2(env, fd, MDB_CP_COMPACT);
+	close(fd);
+	return rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND ? rc : 0;
+}
+
 /* One attempt.  Returns 0 with *out set, or an LMDB/errno code (nothing
  * logged: the caller decides whether the code means damage). */
 static int env_open_once(const char *dir, uint64_t map_size, MDB_env **out)
@@ -165,7 +207,11 @@ static int env_open_once(const char *dir, uint64_t map_size, MDB_env **out)
 	if (rc == 0)
 		rc = mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0600);
 	if (rc == 0)
+		rc = check_file_size(env);
+	if (rc == 0)
 		rc = check_main_db(env);
+	if (rc == 0)
+		rc = check_all_dbs(env);
 	if (rc) {
 		mdb_env_close(env);
 		return rc;
@@ -175,6 +221,45 @@ static int env_open_once(const char *dir, uint64_t map_size, MDB_env **out)
 		(void)fchmod(fd, 0600);
 	*out = env;
 	return 0;
+}
+
+/* LMDB has no page checksums: garbage in a page can make it follow an
+ * offset out of the map and die of SIGSEGV/SIGBUS, which would kill the
+ * daemon at every start.  So an existing index is first opened and
+ * walked in a child process (before any thread exists: this runs during
+ * start-up).  Returns 0 (healthy, or nothing to check), MDB_CORRUPTED
+ * (the child was killed by a signal or found damage), or an errno of
+ * fork. */
+static int probe_in_child(const char *dir, uint64_t map_size, int *sig)
+{
+	char path[PATH_LIMIT];
+	struct stat st;
+	*sig = 0;
+	if (snprintf(path, sizeof(path), "%s/data.mdb", dir) >= (int)sizeof(path) ||
+	    stat(path, &st) != 0)
+		return 0;
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		struct rlimit no_core = { 0, 0 };
+		MDB_env *env = NULL;
+		(void)setrlimit(RLIMIT_CORE, &no_core);
+		int rc = env_open_once(dir, map_size, &env);
+		if (rc == 0)
+			mdb_env_close(env);
+		_exit(rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_PAGE_NOTFOUND ? 2 : 0);
+	}
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return 0;
+	}
+	if (WIFSIGNALED(status)) {
+		*sig = WTERMSIG(status);
+		return MDB_CORRUPTED;
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 2 ? MDB_CORRUPTED : 0;
 }
 
 /* Move data.mdb and lock.mdb into dir/corrupt-<timestamp>[-N]/.  Returns 0
@@ -255,7 +340,13 @@ int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log,
 		return EINVAL;
 	}
 
-	rc = env_open_once(dir, map_size, out);
+	int sig = 0;
+	rc = probe_in_child(dir, map_size, &sig);
+	if (rc == MDB_CORRUPTED && sig)
+		tfs_warn(log, "lmdb: reading the cache index in '%s' crashed a test process (%s)",
+			 dir, strsignal(sig));
+	if (rc != MDB_CORRUPTED)
+		rc = env_open_once(dir, map_size, out);
 	if (rc == MDB_CORRUPTED || rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH ||
 	    rc == MDB_PAGE_NOTFOUND) {
 		struct tfs_dbuf qdir;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check.sh - install what is missing, build, and run every test.
 #   ./check.sh             the full default run (about 5 minutes on 2 cores)
-#   ./check.sh --extended  also the long suites (crash rounds, packaging)
+#   ./check.sh --extended  also the long suites (crash rounds, packaging:
+#                          builds, installs and purges the Debian package)
 # Ends with one line "check: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -97,6 +98,8 @@ run "conformance rgw" tests/harness/conformance.sh rgw "$conf"
 step "FUSE mount: local backend and moto"
 run "mount local" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local
 run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend moto
+run "robust local" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local
+run "robust moto" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend moto
 run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/tierfs-flexvolume" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
@@ -110,8 +113,13 @@ run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" -
 run "shared local" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend local
 run "shared moto" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend moto
 
-step "command line, TLS"
+step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
+run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
+run "ops moto" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend moto
+
+step "command line, TLS, manual pages"
 run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
+run "man" tests/integration/test_man.sh "$top/build/tierfs"
 run "tls" tests/integration/test_tls.sh "$top/build/tierfs"
 
 step "make distcheck (tarball builds, installs and passes its unit tests)"
@@ -121,6 +129,13 @@ if [ $extended = 1 ]; then
 	step "extended suites"
 	run "mount scale" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local \
 		--extended --only million_objects
+	run "robust scale" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local \
+		--extended --only ten_thousand_open_files,big_directory_listing,index_page_faults
+	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
+		--extended --only crash_rounds
+	# The Debian package: dpkg-buildpackage in a copy of the tree, install,
+	# mount with the installed commands, purge (needs root).
+	run "deb" tests/integration/test_deb.sh
 fi
 
 printf '\n'

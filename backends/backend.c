@@ -178,10 +178,15 @@ const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
 	return &be->stats;
 }
 
-static int account(struct tfs_backend *be, enum tfs_backend_op op, int rc, uint64_t bytes)
+/* Count one request of `op` that started at t0 (tfs_hist_now(); 0: not
+ * timed, a part of a multipart upload). */
+static int account(struct tfs_backend *be, enum tfs_backend_op op, int rc, uint64_t bytes,
+		   uint64_t t0)
 {
 	struct tfs_backend_op_stats *s = &be->stats.op[op];
 
+	if (t0)
+		tfs_hist_observe(&s->latency, t0);
 	atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
 	if (rc)
 		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
@@ -198,18 +203,22 @@ static bool key_ok(const char *key)
 
 int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out)
 {
+	uint64_t t0 = tfs_hist_now();
+
 	if (!key_ok(key))
 		return EINVAL;
-	return account(be, TFS_OP_HEAD, be->ops->head(be->priv, key, out), 0);
+	return account(be, TFS_OP_HEAD, be->ops->head(be->priv, key, out), 0, t0);
 }
 
 int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *delimiter,
 		     const char *token, size_t max_keys, struct tfs_list_page *out)
 {
+	uint64_t t0 = tfs_hist_now();
+
 	if (max_keys == 0 || max_keys > 1000)
 		max_keys = 1000;
 	int rc = be->ops->list(be->priv, prefix ? prefix : "", delimiter, token, max_keys, out);
-	return account(be, TFS_OP_LIST, rc, 0);
+	return account(be, TFS_OP_LIST, rc, 0, t0);
 }
 
 int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off, uint64_t len,
@@ -218,6 +227,7 @@ int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off,
 {
 	char etag[TFS_ETAG_MAX] = "";
 	size_t n = 0;
+	uint64_t t0 = tfs_hist_now();
 
 	if (!key_ok(key))
 		return EINVAL;
@@ -229,20 +239,21 @@ int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off,
 	*got = rc ? 0 : n;
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
-	return account(be, TFS_OP_GET, rc, n);
+	return account(be, TFS_OP_GET, rc, n, t0);
 }
 
 int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
 		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
+	uint64_t t0 = tfs_hist_now();
 
 	if (!key_ok(key) || src.kind == TFS_IO_IOV)
 		return EINVAL;
 	int rc = be->ops->put(be->priv, key, src, len, meta, etag);
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
-	return account(be, TFS_OP_PUT, rc, len);
+	return account(be, TFS_OP_PUT, rc, len, t0);
 }
 
 /* Counts each part a resumable put uploads, then calls the caller's fn. */
@@ -259,7 +270,7 @@ static int count_part(void *arg, const struct tfs_mpu *st, unsigned part)
 	if (part != UINT_MAX) {
 		uint64_t off = (uint64_t)part * st->part_size;
 		uint64_t n = pc->len - off < st->part_size ? pc->len - off : st->part_size;
-		account(pc->be, TFS_OP_PUT, 0, n);
+		account(pc->be, TFS_OP_PUT, 0, n, 0);
 	}
 	return pc->fn ? pc->fn(pc->ctx, st, part) : 0;
 }
@@ -277,11 +288,14 @@ int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tf
 	if (!key_ok(key) || src.kind == TFS_IO_IOV)
 		return EINVAL;
 	struct part_counter pc = { .be = be, .len = len, .fn = fn, .ctx = ctx };
+	uint64_t t0 = tfs_hist_now();
 	int rc = be->ops->put_resumable(be->priv, key, src, len, meta, st, count_part, &pc, etag);
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
 	if (rc)
-		account(be, TFS_OP_PUT, rc, 0);
+		account(be, TFS_OP_PUT, rc, 0, t0);
+	else
+		tfs_hist_observe(&be->stats.op[TFS_OP_PUT].latency, t0);
 	return rc;
 }
 
@@ -291,7 +305,8 @@ int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char
 		return EINVAL;
 	if (be->ops->abort_upload == NULL || upload_id == NULL || upload_id[0] == '\0')
 		return 0;
-	return account(be, TFS_OP_DELETE, be->ops->abort_upload(be->priv, key, upload_id), 0);
+	uint64_t t0 = tfs_hist_now();
+	return account(be, TFS_OP_DELETE, be->ops->abort_upload(be->priv, key, upload_id), 0, t0);
 }
 
 int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t *out)
@@ -299,28 +314,32 @@ int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t
 	*out = 0;
 	if (be->ops->count_uploads == NULL)
 		return 0;
+	uint64_t t0 = tfs_hist_now();
 	int rc = be->ops->count_uploads(be->priv, prefix ? prefix : "", out);
 	if (rc)
 		*out = 0;
-	return account(be, TFS_OP_LIST, rc, 0);
+	return account(be, TFS_OP_LIST, rc, 0, t0);
 }
 
 int tfs_backend_delete(struct tfs_backend *be, const char *key)
 {
+	uint64_t t0 = tfs_hist_now();
+
 	if (!key_ok(key))
 		return EINVAL;
-	return account(be, TFS_OP_DELETE, be->ops->del(be->priv, key), 0);
+	return account(be, TFS_OP_DELETE, be->ops->del(be->priv, key), 0, t0);
 }
 
 int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
+	uint64_t t0 = tfs_hist_now();
 
 	if (!key_ok(src) || !key_ok(dst))
 		return EINVAL;
 	int rc = be->ops->copy(be->priv, src, dst, meta, etag);
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
-	return account(be, TFS_OP_COPY, rc, 0);
+	return account(be, TFS_OP_COPY, rc, 0, t0);
 }

@@ -36,6 +36,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "hist.h"
+
 #define TFS_ETAG_MAX 128 /* ETag buffers, including quotes and NUL */
 
 struct tfs_backend; /* opaque instance */
@@ -141,7 +143,11 @@ void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, si
  *   tfs_backend_abort_upload()   one DELETE request (none for "" or on a
  *       backend without multipart).
  *   tfs_backend_count_uploads()  one LIST request (none on a backend
- *       without multipart). */
+ *       without multipart).
+ * Latency: each call of a wrapper that makes a request is one observation
+ * of its operation's histogram, from the call to its return, retries and
+ * backoff included; a multipart upload is one PUT observation for the
+ * whole upload (its parts are not timed one by one). */
 enum tfs_backend_op {
 	TFS_OP_HEAD,
 	TFS_OP_LIST,
@@ -156,6 +162,7 @@ struct tfs_backend_op_stats {
 	atomic_uint_fast64_t requests;
 	atomic_uint_fast64_t errors;
 	atomic_uint_fast64_t bytes; /* payload bytes read (GET) or written (PUT) */
+	struct tfs_hist latency;
 };
 
 struct tfs_backend_stats {

@@ -318,8 +318,9 @@ static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *
 		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag_out, code,
 					   sizeof(code), msg, sizeof(msg));
 		if (rc) {
+			/* code and message only: a raw reply body may echo the
+			 * signed request (headers, session token) */
 			tfs_err(s->log, "s3: %s: %s %s", what, code[0] ? code : "malformed reply", msg);
-			tfs_debug(s->log, "s3: %s: reply body: %.512s", what, tfs_dbuf_str(&r.body));
 		}
 	}
 	tfs_http_resp_clear(&r);

@@ -159,6 +159,9 @@ static void be_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "requests", atomic_load(&st->op[op].requests));
 		add_u64(o, "errors", atomic_load(&st->op[op].errors));
 		add_u64(o, "payload_bytes", atomic_load(&st->op[op].bytes));
+		struct json_object *lat = tfs_hist_json(&st->op[op].latency);
+		if (lat)
+			json_object_object_add(o, "latency", lat);
 		json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
 	}
 	json_object_object_add(bo, "source", json_object_new_string(tfs_backend_describe(b->be)));

@@ -57,7 +57,7 @@ struct tfs_meta {
 	MDB_env *env;
 	MDB_dbi entries, dirs;
 	struct tfs_backend *be;
-	uint64_t ttl_ms;
+	_Atomic uint64_t ttl_ms; /* changed by tfs_meta_set_ttl() */
 	bool fetch_headers;
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
@@ -72,8 +72,11 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static bool fresh(uint64_t fetched, uint64_t now, uint64_t max_age)
+/* Was something fetched at `fetched` still fresh at `now`? */
+static bool fresh(struct tfs_meta *m, uint64_t fetched, uint64_t now)
 {
+	uint64_t max_age = atomic_load(&m->ttl_ms);
+
 	if (max_age == UINT64_MAX)
 		return true;
 	return now >= fetched ? now - fetched < max_age : true;
@@ -315,16 +318,20 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		return ENAMETOOLONG;
 	dir_hash(dir, h);
 	int have = get_entry(m, h, name, &cached, &fetched);
-	if (have == EIO)
-		return EIO;
-	if (have == 0 && (cached.local || fresh(fetched, now, m->ttl_ms))) {
+	if (have == EIO) {
+		/* The index is unreadable (damaged under us): answer from the
+		 * backend, uncached, until a restart rebuilds it. */
+		atomic_fetch_add(&m->errors, 1);
+		return backend_lookup(m, dir, name, out);
+	}
+	if (have == 0 && (cached.local || fresh(m, fetched, now))) {
 		atomic_fetch_add(&m->hits, 1);
 		if (cached.type == TYPE_WHITEOUT)
 			return ENOENT;
 		*out = cached;
 		return 0;
 	}
-	if (have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms && fresh(d.listed_ms, now, m->ttl_ms)) {
+	if (have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms && fresh(m, d.listed_ms, now)) {
 		atomic_fetch_add(&m->neg_hits, 1);
 		return ENOENT;
 	}
@@ -608,6 +615,73 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 	return mdb_errno(m, mrc, "finish listing");
 }
 
+/* The index is unreadable: list the backend directly, in name order
+ * (entries and prefixes of a page merged), nothing cached. */
+static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
+			  void *ctx)
+{
+	char prefix[4096];
+	int n = snprintf(prefix, sizeof(prefix), "%s%s", dir, dir[0] ? "/" : "");
+	if (n < 0 || (size_t)n >= sizeof(prefix))
+		return ENAMETOOLONG;
+	size_t plen = (size_t)n;
+	char *token = NULL;
+	int rc = 0, cb = 0;
+	bool any = false;
+	atomic_fetch_add(&m->errors, 1);
+	do {
+		struct tfs_list_page p = { 0 };
+		rc = tfs_backend_list(m->be, prefix, "/", token, 1000, &p);
+		free(token);
+		token = NULL;
+		if (rc)
+			break;
+		size_t i = 0, j = 0;
+		while (cb == 0 && (i < p.n_entries || j < p.n_prefixes)) {
+			const char *e = i < p.n_entries ? p.entries[i].key + plen : NULL;
+			char pname[NAME_MAX + 2] = "";
+			if (j < p.n_prefixes) {
+				const char *ps = p.prefixes[j] + plen;
+				size_t pl = strlen(ps);
+				if (pl >= 2 && pl - 1 <= NAME_MAX) {
+					memcpy(pname, ps, pl - 1);
+					pname[pl - 1] = '\0';
+				}
+			}
+			bool take_entry = e && (j >= p.n_prefixes || strcmp(e, pname) <= 0);
+			struct tfs_attr a;
+			const char *name;
+			if (take_entry) {
+				name = e;
+				memset(&a, 0, sizeof(a));
+				a.type = TFS_FT_FILE;
+				a.size = p.entries[i].size;
+				a.mtime = p.entries[i].mtime;
+				a.mode = a.uid = a.gid = TFS_META_UNSET;
+				snprintf(a.etag, sizeof(a.etag), "%s", p.entries[i].etag);
+				i++;
+			} else {
+				name = pname;
+				dir_attr(&a);
+				j++;
+			}
+			any = true;
+			if (!name_ok(name) || strcmp(name, after) <= 0)
+				continue;
+			cb = fn(ctx, name, &a);
+		}
+		if (cb == 0 && p.next_token && (token = strdup(p.next_token)) == NULL)
+			rc = ENOMEM;
+		tfs_list_page_clear(&p);
+	} while (rc == 0 && cb == 0 && token);
+	free(token);
+	if (cb)
+		return cb;
+	if (rc == 0 && !any && dir[0])
+		return ENOENT;
+	return rc;
+}
+
 int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
 		     void *ctx)
 {
@@ -616,11 +690,14 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 	int rc;
 
 	dir_hash(dir, h);
-	if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(d.listed_ms, now_ms(), m->ttl_ms)) {
+	int drc = get_dir(m, h, &d);
+	if (drc == EIO)
+		return readdir_direct(m, dir, after, fn, ctx);
+	if (drc != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
 		pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
 		pthread_mutex_lock(mu);
 		/* Someone may have listed it while we waited. */
-		if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(d.listed_ms, now_ms(), m->ttl_ms)) {
+		if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
 			rc = refresh(m, dir, h);
 			if (rc) {
 				pthread_mutex_unlock(mu);
@@ -761,8 +838,13 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 	json_object_object_add(o, "list_pages", json_object_new_uint64(atomic_load(&m->list_pages)));
 	json_object_object_add(o, "stale_served", json_object_new_uint64(atomic_load(&m->stale_served)));
 	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
-	json_object_object_add(o, "ttl_ms", json_object_new_uint64(m->ttl_ms));
+	json_object_object_add(o, "ttl_ms", json_object_new_uint64(atomic_load(&m->ttl_ms)));
 	json_object_object_add(out, "metadata", o);
+}
+
+void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms)
+{
+	atomic_store(&m->ttl_ms, ttl_ms);
 }
 
 int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fetch_headers,

@@ -54,6 +54,11 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fe
 		  const struct tfs_log *log, struct tfs_meta **out);
 void tfs_meta_close(struct tfs_meta *m);
 
+/* Reload: trust entries and listings for `ttl_ms` from now on (UINT64_MAX:
+ * forever).  Applies to what is cached already (freshness is computed at
+ * each lookup).  Thread safe (an atomic). */
+void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms);
+
 /* Attributes of `name` in directory `dir`.  Returns 0, ENOENT, ENAMETOOLONG,
  * or the backend's error (EIO, EACCES).  *changed (may be NULL) is set
  * when a revalidation found a different ETag than the cached one. */

@@ -5,6 +5,7 @@
 #include "prefetch.h"
 
 #include "ram.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -25,9 +26,8 @@ struct job {
 struct tfs_prefetch {
 	struct tfs_layer *ram;
 	const struct tfs_log *log;
-	pthread_t *threads;
-	unsigned nthreads;
-	pthread_mutex_t lock; /* protects the queue and stop */
+	pthread_mutex_t lock; /* protects the queue, stop and the pool's size */
+	struct tfs_workers pool;
 	pthread_cond_t work;
 	struct job *q;
 	size_t cap, head, len;
@@ -37,12 +37,13 @@ struct tfs_prefetch {
 
 static void *worker(void *arg)
 {
-	struct tfs_prefetch *pf = arg;
+	struct tfs_worker *self = arg;
+	struct tfs_prefetch *pf = self->ctx;
 	for (;;) {
 		pthread_mutex_lock(&pf->lock);
-		while (!pf->stop && pf->len == 0)
+		while (!pf->stop && pf->len == 0 && self->idx < tfs_workers_count(&pf->pool))
 			pthread_cond_wait(&pf->work, &pf->lock);
-		if (pf->stop) {
+		if (pf->stop || tfs_workers_retire(self)) {
 			pthread_mutex_unlock(&pf->lock);
 			return NULL;
 		}
@@ -69,7 +70,7 @@ static void *worker(void *arg)
 int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
 		     int flags)
 {
-	if (pf == NULL || pf->nthreads == 0)
+	if (pf == NULL)
 		return EAGAIN;
 	if (n == 0 || tfs_ram_has(pf->ram, obj, idx))
 		return 0;
@@ -77,7 +78,7 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 	if (key == NULL)
 		return ENOMEM;
 	pthread_mutex_lock(&pf->lock);
-	if (pf->len == pf->cap || pf->stop) {
+	if (pf->len == pf->cap || pf->stop || tfs_workers_count(&pf->pool) == 0) {
 		pf->dropped++;
 		pthread_mutex_unlock(&pf->lock);
 		free(key);
@@ -103,7 +104,7 @@ void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out)
 	if (o == NULL)
 		return;
 	pthread_mutex_lock(&pf->lock);
-	json_object_object_add(o, "workers", json_object_new_uint64(pf->nthreads));
+	json_object_object_add(o, "workers", json_object_new_uint64(tfs_workers_count(&pf->pool)));
 	json_object_object_add(o, "queued", json_object_new_uint64(pf->queued));
 	json_object_object_add(o, "done", json_object_new_uint64(pf->done));
 	json_object_object_add(o, "dropped", json_object_new_uint64(pf->dropped));
@@ -121,8 +122,7 @@ void tfs_prefetch_destroy(struct tfs_prefetch *pf)
 	pf->stop = true;
 	pthread_cond_broadcast(&pf->work);
 	pthread_mutex_unlock(&pf->lock);
-	for (unsigned i = 0; i < pf->nthreads; i++)
-		pthread_join(pf->threads[i], NULL);
+	tfs_workers_stop(&pf->pool);
 	while (pf->len) {
 		free(pf->q[pf->head].key);
 		pf->head = (pf->head + 1) % pf->cap;
@@ -130,9 +130,20 @@ void tfs_prefetch_destroy(struct tfs_prefetch *pf)
 	}
 	pthread_mutex_destroy(&pf->lock);
 	pthread_cond_destroy(&pf->work);
-	free(pf->threads);
 	free(pf->q);
 	free(pf);
+}
+
+int tfs_prefetch_set_workers(struct tfs_prefetch *pf, unsigned workers)
+{
+	unsigned old, now;
+	int rc = tfs_workers_set(&pf->pool, &pf->lock, &pf->work, workers, &old, &now);
+	if (rc)
+		tfs_err(pf->log, "prefetch: cannot start worker threads: %s (%u running)",
+			strerror(rc), now);
+	else
+		tfs_info(pf->log, "prefetch: %u -> %u workers", old, now);
+	return rc;
 }
 
 int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer *ram,
@@ -145,21 +156,17 @@ int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer 
 	pf->log = log;
 	pf->cap = 64 + 32 * (size_t)cfg->workers;
 	pf->q = calloc(pf->cap, sizeof(*pf->q));
-	pf->threads = calloc(cfg->workers ? cfg->workers : 1, sizeof(*pf->threads));
 	pthread_mutex_init(&pf->lock, NULL);
 	pthread_cond_init(&pf->work, NULL);
-	if (pf->q == NULL || pf->threads == NULL) {
+	if (pf->q == NULL || tfs_workers_init(&pf->pool, TFS_PREFETCH_MAX_WORKERS, worker, pf)) {
 		tfs_prefetch_destroy(pf);
 		return ENOMEM;
 	}
-	for (unsigned i = 0; i < cfg->workers; i++) {
-		int rc = pthread_create(&pf->threads[i], NULL, worker, pf);
-		if (rc) {
-			tfs_err(log, "prefetch: cannot start worker threads: %s", strerror(rc));
-			tfs_prefetch_destroy(pf);
-			return rc;
-		}
-		pf->nthreads++;
+	int rc = tfs_workers_set(&pf->pool, &pf->lock, &pf->work, cfg->workers, NULL, NULL);
+	if (rc) {
+		tfs_err(log, "prefetch: cannot start worker threads: %s", strerror(rc));
+		tfs_prefetch_destroy(pf);
+		return rc;
 	}
 	*out = pf;
 	return 0;

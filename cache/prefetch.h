@@ -16,6 +16,9 @@
 
 #include "layer.h"
 
+/* The most workers (the range of prefetch.workers). */
+#define TFS_PREFETCH_MAX_WORKERS 256
+
 struct tfs_prefetch_config {
 	unsigned workers;   /* prefetch threads; 0 disables prefetching */
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
@@ -36,6 +39,12 @@ int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer 
  * first block is already in RAM is skipped (0). */
 int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
 		     int flags);
+
+/* Reload: run `workers` threads (0 .. TFS_PREFETCH_MAX_WORKERS; 0 stops
+ * prefetching: new runs are refused with EAGAIN).  Extra threads leave
+ * after their current job; the queue keeps its size.  Returns 0 or the
+ * pthread_create() error (logged; fewer workers run).  Thread safe. */
+int tfs_prefetch_set_workers(struct tfs_prefetch *pf, unsigned workers);
 
 void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out);
 

@@ -27,6 +27,7 @@
 #include "policy.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -434,6 +435,55 @@ static void ram_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]
 	tfs_layer_invalidate(r->inner, id);
 }
 
+/* reserve for blocks in flight: a quarter of the budget, at least 8
+ * blocks, at most half of it */
+static uint64_t reserve_for(uint64_t size, uint64_t bs)
+{
+	uint64_t reserve = size / 4 > 8 * bs ? size / 4 : 8 * bs;
+	return reserve > size / 2 ? size / 2 : reserve;
+}
+
+int tfs_ram_set_size(struct tfs_layer *l, uint64_t size)
+{
+	struct ram *r = l->priv;
+	uint64_t bs = r->block_size;
+
+	if (size < 4 * bs)
+		return EINVAL;
+	uint64_t reserve = reserve_for(size, bs);
+	size_t pool_cap = (size_t)(reserve / bs);
+	pthread_mutex_lock(&r->lock);
+	if (pool_cap > r->pool_cap) {
+		char **np = realloc(r->pool, pool_cap * sizeof(*np));
+		if (np == NULL) {
+			pthread_mutex_unlock(&r->lock);
+			return ENOMEM;
+		}
+		r->pool = np;
+	}
+	uint64_t old = r->cap;
+	r->cap = size;
+	r->reserve = reserve;
+	r->pool_cap = pool_cap ? pool_cap : 1;
+	/* Shrink: cached blocks, oldest first and whatever the policy, then
+	 * pooled buffers beyond the budget.  Blocks with references (readers, fills) stay
+	 * until released; until then `used` may exceed the new cap and
+	 * misses wait for budget as usual. */
+	struct tfs_ram_block *v;
+	while (r->cached > r->cap - r->reserve && (v = oldest_idle(r)) != NULL) {
+		r->evictions++;
+		drop(r, v);
+	}
+	while (r->npool > r->pool_cap || (r->npool && r->used + r->pooled > r->cap)) {
+		free(r->pool[--r->npool]);
+		r->pooled -= r->block_size;
+	}
+	pthread_cond_broadcast(&r->budget); /* a grow frees waiters */
+	pthread_mutex_unlock(&r->lock);
+	tfs_info(r->log, "ram: size %" PRIu64 " -> %" PRIu64 " bytes", old, size);
+	return 0;
+}
+
 static void ram_stats(struct tfs_layer *l, struct json_object *out)
 {
 	struct ram *r = l->priv;
@@ -510,9 +560,7 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
 	r->log = log;
 	r->policy = cc->policy;
 	r->cap = cfg->size;
-	r->reserve = cfg->size / 4 > 8 * bs ? cfg->size / 4 : 8 * bs;
-	if (r->reserve > cfg->size / 2)
-		r->reserve = cfg->size / 2;
+	r->reserve = reserve_for(cfg->size, bs);
 	uint64_t nblocks = cfg->size / bs;
 	r->nbuckets = 64;
 	while (r->nbuckets < 2 * nblocks)

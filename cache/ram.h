@@ -30,6 +30,15 @@ struct tfs_ram_config {
 int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_config *cc,
 		   struct tfs_layer *inner, const struct tfs_log *log, struct tfs_layer **out);
 
+/* Reload: change the budget to `size` bytes (>= 4 blocks).  A larger
+ * budget wakes readers waiting for memory; a smaller one frees pooled
+ * buffers and evicts cached blocks at once, oldest first and whatever the
+ * policy; blocks in use are freed when released (until then more than
+ * `size` may be allocated).  The hash table keeps its size.  Returns 0,
+ * EINVAL (below 4 blocks) or ENOMEM (the old budget stays).  Thread safe
+ * (the tier's lock). */
+int tfs_ram_set_size(struct tfs_layer *ram, uint64_t size);
+
 /* A referenced block: valid until tfs_ram_put(). */
 struct tfs_ram_block;
 const void *tfs_ram_block_data(const struct tfs_ram_block *b);

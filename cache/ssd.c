@@ -121,6 +121,12 @@
  *   while usage > high watermark and deletes whole objects, oldest first,
  *   until usage <= low watermark or the policy refuses the oldest.
  *
+ *   A reload may lower the capacity and the watermarks
+ *   (tfs_ssd_set_limits()): usage is then above the capacity until the
+ *   evictor, woken at once, has deleted objects down to it, ignoring the
+ *   policy while usage exceeds the capacity; meanwhile every fill is
+ *   bypassed.  Readers are never blocked by this.
+ *
  * LOCKING
  *
  *   lock        (mutex) the id table (pins, EVICTING marks, deferred
@@ -135,7 +141,8 @@
  *   Order: flush_lock -> lock, and flush_lock -> LMDB writer.  Nothing
  *   takes flush_lock or lock while in a write transaction, and no thread
  *   waits on `unmarked` while it holds a transaction.
- *   Atomics: clock, used, charged, objects, counters, broken, stop.
+ *   Atomics: clock, used, charged, objects, counters, broken, stop, and the
+ *   limits (capacity, high, low, pin_max, gap_floor).
  */
 #include "config.h"
 
@@ -217,13 +224,6 @@ struct touch {
 	uint64_t tick;
 };
 
-struct ratelimit {
-	pthread_mutex_t mu;
-	uint64_t interval_ms, window_start;
-	unsigned burst, used;
-	uint64_t suppressed;
-};
-
 struct obj_rec {
 	uint32_t flags;
 	uint64_t size;
@@ -246,15 +246,17 @@ struct ssd {
 	uint64_t bs;
 	char *dir;
 	int datafd; /* <dir>/data */
-	uint64_t capacity, high, low;
-	uint64_t gap_floor;
+	/* Limits: set at creation and by tfs_ssd_set_limits() (reload), so
+	 * atomics; readers may combine values of two generations briefly. */
+	_Atomic uint64_t capacity, high, low;
+	_Atomic uint64_t gap_floor;
 
 	_Atomic uint64_t clock;
 	_Atomic uint64_t used;    /* sum of cached block lengths (I2) */
 	_Atomic uint64_t charged; /* used + bytes reserved by fills in flight */
 	_Atomic uint64_t objects;
 	_Atomic uint64_t pinned;  /* sum of the sizes of PINNED objects */
-	uint64_t pin_max;         /* most bytes pinned at once */
+	_Atomic uint64_t pin_max; /* most bytes pinned at once */
 	_Atomic uint64_t trash_seq;
 	atomic_bool broken; /* index damaged at run time: pass through */
 	atomic_bool stop;
@@ -276,7 +278,7 @@ struct ssd {
 	unsigned sweep_pos; /* background thread only */
 	uint64_t swept;     /* background thread only */
 
-	struct ratelimit rl_full, rl_corrupt, rl_err;
+	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
 
 	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions,
 		evicted_bytes, corrupt, write_errors;
@@ -373,38 +375,10 @@ static void rel_path(const uint8_t id[ID_LEN], char out[REL_LEN])
 	hex_id(id, out + 3);
 }
 
-static void rl_init(struct ratelimit *rl, uint64_t interval_ms, unsigned burst)
+/* May a line of this kind be logged now?  (lib/log.h) */
+static bool rl_allow(struct tfs_ratelimit *rl, uint64_t *suppressed)
 {
-	pthread_mutex_init(&rl->mu, NULL);
-	rl->interval_ms = interval_ms;
-	rl->burst = burst;
-	rl->window_start = 0;
-	rl->used = 0;
-	rl->suppressed = 0;
-}
-
-/* May a line be logged now?  At most `burst` per interval; *suppressed is
- * set to the number of lines dropped since the last allowed one. */
-static bool rl_allow(struct ratelimit *rl, uint64_t *suppressed)
-{
-	uint64_t now = mono_ms();
-	bool ok;
-
-	pthread_mutex_lock(&rl->mu);
-	if (rl->window_start == 0 || now - rl->window_start >= rl->interval_ms) {
-		rl->window_start = now;
-		rl->used = 0;
-	}
-	ok = rl->used < rl->burst;
-	if (ok) {
-		rl->used++;
-		*suppressed = rl->suppressed;
-		rl->suppressed = 0;
-	} else {
-		rl->suppressed++;
-	}
-	pthread_mutex_unlock(&rl->mu);
-	return ok;
+	return tfs_ratelimit_allow(rl, mono_ms(), suppressed);
 }
 
 static void add_u64(struct json_object *o, const char *k, uint64_t v)
@@ -490,6 +464,16 @@ static int lmdb_trouble(struct ssd *s, int rc, const char *what)
 			mdb_strerror(rc), sup);
 	}
 	return tfs_lmdb_errno(rc);
+}
+
+/* lmdb_trouble() for an operation on one object: the message names its
+ * key. */
+static int lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key)
+{
+	char w[160];
+
+	snprintf(w, sizeof(w), "%s '%.100s'", what, key);
+	return lmdb_trouble(s, rc, w);
 }
 
 /* ---- records ---- */
@@ -1004,13 +988,13 @@ static bool admit(struct ssd *s, size_t len)
 	uint64_t c = atomic_load(&s->charged);
 	struct victim v;
 
-	if (c + len > s->high) {
+	if (c + len > atomic_load(&s->high)) {
 		if (s->policy != TFS_POLICY_LRU && (oldest_candidate(s, &v) != 0 || !may_go(s, &v)))
 			return false;
 		wake_bg(s);
 	}
 	do {
-		if (c + len > s->capacity)
+		if (c + len > atomic_load(&s->capacity))
 			return false;
 	} while (!atomic_compare_exchange_weak(&s->charged, &c, c + len));
 	return true;
@@ -1028,7 +1012,7 @@ static void write_failed(struct ssd *s, const struct tfs_obj *obj, int err, cons
 			tfs_warn(s->log, "ssd: SSD tier full: %s '%s/data': %s; serving reads "
 				 "without caching them (%" PRIu64 " bytes cached, capacity %" PRIu64
 				 "; %" PRIu64 " similar errors suppressed)",
-				 what, s->dir, strerror(err), atomic_load(&s->used), s->capacity,
+				 what, s->dir, strerror(err), atomic_load(&s->used), atomic_load(&s->capacity),
 				 sup);
 	} else if (rl_allow(&s->rl_err, &sup)) {
 		tfs_err(s->log, "ssd: %s for '%s': %s; serving it without caching (%" PRIu64
@@ -1071,7 +1055,7 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 
 	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc)
-		return lmdb_trouble(s, rc, "fill: begin");
+		return lmdb_trouble_key(s, rc, "fill: begin", obj->key);
 	rc = mdb_get(txn, s->objs, &k, &v);
 	existed = rc == 0;
 	if (rc && rc != MDB_NOTFOUND)
@@ -1136,14 +1120,14 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	if (rc)
-		return lmdb_trouble(s, rc, "fill: commit");
+		return lmdb_trouble_key(s, rc, "fill: commit", obj->key);
 	usage_sync(s, used_now);
 	if (!existed)
 		atomic_fetch_add(&s->objects, 1);
 	return 0;
 fail:
 	mdb_txn_abort(txn);
-	return lmdb_trouble(s, rc, "fill");
+	return lmdb_trouble_key(s, rc, "fill", obj->key);
 }
 
 /* Cache a block the inner layer just returned.  Never fails the read.
@@ -1203,7 +1187,8 @@ static bool touch_locked(struct ssd *s, struct ent *e, uint64_t tick)
 static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
 {
 	uint64_t n = tfs_obj_blocks(obj, s->bs);
-	return n > s->gap_floor ? n : s->gap_floor;
+	uint64_t floor = atomic_load(&s->gap_floor);
+	return n > floor ? n : floor;
 }
 
 /* End of a read_block: learn, touch, unpin, run a deferred invalidation. */
@@ -1522,7 +1507,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		return ENOMEM;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc) {
-		rc = lmdb_trouble(s, rc, "pin: begin");
+		rc = lmdb_trouble_key(s, rc, "pin: begin", obj->key);
 		goto out;
 	}
 	rc = mdb_get(txn, s->objs, &k, &v);
@@ -1532,7 +1517,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		rc = MDB_NOTFOUND; /* pin only what is wholly cached */
 	if (rc) {
 		mdb_txn_abort(txn);
-		rc = rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble(s, rc, "pin: get");
+		rc = rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble_key(s, rc, "pin: get", obj->key);
 		goto out;
 	}
 	bool was = (r.flags & TFS_SSD_OBJ_PINNED) != 0;
@@ -1540,7 +1525,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		mdb_txn_abort(txn);
 		goto out;
 	}
-	if (pinned && atomic_load(&s->pinned) + r.size > s->pin_max) {
+	if (pinned && atomic_load(&s->pinned) + r.size > atomic_load(&s->pin_max)) {
 		mdb_txn_abort(txn);
 		rc = EDQUOT;
 		goto out;
@@ -1554,7 +1539,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 	else
 		mdb_txn_abort(txn);
 	if (rc) {
-		rc = lmdb_trouble(s, rc, "pin");
+		rc = lmdb_trouble_key(s, rc, "pin", obj->key);
 		goto out;
 	}
 	if (pinned)
@@ -1582,7 +1567,7 @@ void tfs_ssd_pin_usage(struct tfs_layer *l, uint64_t *pinned, uint64_t *max)
 {
 	struct ssd *s = l->priv;
 	*pinned = atomic_load(&s->pinned);
-	*max = s->pin_max;
+	*max = atomic_load(&s->pin_max);
 }
 
 /* ---- invalidate, stats ---- */
@@ -1632,12 +1617,12 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "corrupt", atomic_load(&s->corrupt));
 		add_u64(o, "write_errors", atomic_load(&s->write_errors));
 		add_u64(o, "used_bytes", atomic_load(&s->used));
-		add_u64(o, "capacity_bytes", s->capacity);
-		add_u64(o, "high_watermark_bytes", s->high);
-		add_u64(o, "low_watermark_bytes", s->low);
+		add_u64(o, "capacity_bytes", atomic_load(&s->capacity));
+		add_u64(o, "high_watermark_bytes", atomic_load(&s->high));
+		add_u64(o, "low_watermark_bytes", atomic_load(&s->low));
 		add_u64(o, "objects", atomic_load(&s->objects));
 		add_u64(o, "pinned_bytes", atomic_load(&s->pinned));
-		add_u64(o, "pin_max_bytes", s->pin_max);
+		add_u64(o, "pin_max_bytes", atomic_load(&s->pin_max));
 		add_u64(o, "clock", atomic_load(&s->clock));
 		add_u64(o, "reuse_samples", r.samples);
 		json_object_object_add(o, "reuse_interval", json_object_new_double(r.mean));
@@ -1656,11 +1641,14 @@ static void evict(struct ssd *s)
 	int misses = 0;
 	bool flushed = false;
 
-	while (atomic_load(&s->used) > s->low && !atomic_load(&s->stop) &&
+	while (atomic_load(&s->used) > atomic_load(&s->low) && !atomic_load(&s->stop) &&
 	       !atomic_load(&s->broken) && misses < EVICT_MISSES) {
 		struct victim v;
 		uint64_t freed;
 		int rc = oldest_candidate(s, &v);
+		/* Above the capacity (it was lowered by a reload): evict down
+		 * to it whatever the policy says. */
+		bool over = atomic_load(&s->used) > atomic_load(&s->capacity);
 
 		if (rc == ENOENT && !flushed) {
 			/* Every object was read since the last flush: write the
@@ -1669,7 +1657,7 @@ static void evict(struct ssd *s)
 			flushed = true;
 			continue;
 		}
-		if (rc != 0 || !may_go(s, &v))
+		if (rc != 0 || (!over && !may_go(s, &v)))
 			break;
 		if (!mark(s, v.id)) {
 			misses++;
@@ -1691,7 +1679,8 @@ static void evict(struct ssd *s)
 	if (n > 0)
 		tfs_debug(s->log, "ssd: evicted %" PRIu64 " objects (%" PRIu64 " bytes): %" PRIu64
 			  " -> %" PRIu64 " bytes cached (high %" PRIu64 ", low %" PRIu64 ")",
-			  n, bytes, start_used, atomic_load(&s->used), s->high, s->low);
+			  n, bytes, start_used, atomic_load(&s->used), atomic_load(&s->high),
+			  atomic_load(&s->low));
 }
 
 static bool has_record(struct ssd *s, const uint8_t id[ID_LEN])
@@ -1822,7 +1811,7 @@ static void *bg_main(void *arg)
 				lmdb_trouble(s, rc, "sync");
 			next_flush = now + FLUSH_MS;
 		}
-		if (atomic_load(&s->used) > s->high)
+		if (atomic_load(&s->used) > atomic_load(&s->high))
 			evict(s);
 		if (s->sweep_pos < SWEEP_DONE)
 			sweep_step(s);
@@ -1842,9 +1831,9 @@ static void ssd_free(struct ssd *s)
 	pthread_mutex_destroy(&s->flush_lock);
 	pthread_cond_destroy(&s->unmarked);
 	pthread_cond_destroy(&s->wake);
-	pthread_mutex_destroy(&s->rl_full.mu);
-	pthread_mutex_destroy(&s->rl_corrupt.mu);
-	pthread_mutex_destroy(&s->rl_err.mu);
+	tfs_ratelimit_destroy(&s->rl_full);
+	tfs_ratelimit_destroy(&s->rl_corrupt);
+	tfs_ratelimit_destroy(&s->rl_err);
 	free(s->tab);
 	free(s->flush_buf);
 	free(s->dir);
@@ -1929,12 +1918,16 @@ static int make_layout(struct ssd *s)
 	return rc;
 }
 
+/* Resolve cfg's capacity (a size, or a percentage of statvfs(s->dir)),
+ * watermarks and pin limit, check them, and store them.  Returns 0,
+ * EINVAL (too small, or low >= high: logged) or the errno of statvfs. */
 static int resolve_capacity(struct ssd *s, const struct tfs_ssd_config *cfg)
 {
 	char a[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+	uint64_t cap, high, low, pin_max, floor;
 
 	if (cfg->size > 0) {
-		s->capacity = cfg->size;
+		cap = cfg->size;
 	} else {
 		struct statvfs sv;
 		if (statvfs(s->dir, &sv) != 0) {
@@ -1942,24 +1935,44 @@ static int resolve_capacity(struct ssd *s, const struct tfs_ssd_config *cfg)
 			tfs_err(s->log, "ssd: statvfs '%s': %s", s->dir, strerror(e));
 			return e;
 		}
-		s->capacity = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize *
-					 cfg->size_pct / 100.0);
+		cap = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize * cfg->size_pct / 100.0);
 	}
-	s->high = (uint64_t)((double)s->capacity * cfg->high_watermark / 100.0);
-	s->pin_max = cfg->pin_max ? cfg->pin_max
-				  : (uint64_t)((double)s->capacity * cfg->pin_max_pct / 100.0);
-	s->low = (uint64_t)((double)s->capacity * cfg->low_watermark / 100.0);
-	if (s->capacity / s->bs < MIN_CAP_BLOCKS || s->low >= s->high) {
-		tfs_format_size(s->capacity, a, sizeof(a));
+	high = (uint64_t)((double)cap * cfg->high_watermark / 100.0);
+	pin_max = cfg->pin_max ? cfg->pin_max : (uint64_t)((double)cap * cfg->pin_max_pct / 100.0);
+	low = (uint64_t)((double)cap * cfg->low_watermark / 100.0);
+	if (cap / s->bs < MIN_CAP_BLOCKS || low >= high) {
+		tfs_format_size(cap, a, sizeof(a));
 		tfs_format_size(s->bs, b, sizeof(b));
 		tfs_err(s->log, "ssd: capacity %s is too small for %d blocks of %s, or the "
 			"watermarks (%.15g%%, %.15g%%) are not low < high",
 			a, MIN_CAP_BLOCKS, b, cfg->low_watermark, cfg->high_watermark);
 		return EINVAL;
 	}
-	s->gap_floor = s->capacity / s->bs / GAP_FLOOR_DIV;
-	if (s->gap_floor == 0)
-		s->gap_floor = 1;
+	floor = cap / s->bs / GAP_FLOOR_DIV;
+	atomic_store(&s->capacity, cap);
+	atomic_store(&s->high, high);
+	atomic_store(&s->low, low);
+	atomic_store(&s->pin_max, pin_max);
+	atomic_store(&s->gap_floor, floor ? floor : 1);
+	return 0;
+}
+
+int tfs_ssd_set_limits(struct tfs_layer *l, const struct tfs_ssd_config *cfg)
+{
+	struct ssd *s = l->priv;
+	uint64_t old = atomic_load(&s->capacity);
+	int rc = resolve_capacity(s, cfg);
+
+	if (rc)
+		return rc;
+	char a[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+	tfs_format_size(old, a, sizeof(a));
+	tfs_format_size(atomic_load(&s->capacity), b, sizeof(b));
+	tfs_info(s->log, "ssd: capacity %s -> %s (evict above %.15g%%, down to %.15g%%)", a, b,
+		 cfg->high_watermark, cfg->low_watermark);
+	/* A fill beyond the new capacity is refused at once (admit()); the
+	 * background thread evicts what is above the watermarks. */
+	wake_bg(s);
 	return 0;
 }
 
@@ -2120,9 +2133,9 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	rl_init(&s->rl_full, 60000, 1);
-	rl_init(&s->rl_corrupt, 10000, 10);
-	rl_init(&s->rl_err, 10000, 5);
+	tfs_ratelimit_init(&s->rl_full, 60000, 1);
+	tfs_ratelimit_init(&s->rl_corrupt, 10000, 10);
+	tfs_ratelimit_init(&s->rl_err, 10000, 5);
 	s->dir = strdup(cfg->dir);
 	s->tab = calloc(TAB_SLOTS, sizeof(*s->tab));
 	s->flush_buf = calloc(TOUCH_MAX, sizeof(*s->flush_buf));
@@ -2161,7 +2174,7 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	l->priv = s;
 	l->inner = inner;
 	l->block_size = s->bs;
-	tfs_format_size(s->capacity, a, sizeof(a));
+	tfs_format_size(atomic_load(&s->capacity), a, sizeof(a));
 	tfs_format_size(atomic_load(&s->used), b, sizeof(b));
 	tfs_info(log, "ssd: '%s': capacity %s (evict above %.15g%%, down to %.15g%%), "
 		 "policy %s, %" PRIu64 " objects / %s cached",

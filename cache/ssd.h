@@ -2,7 +2,8 @@
  * indexed in LMDB, between the RAM tier and the backend.
  *
  * struct tfs_ssd_config is filled and validated by src/conf.c ([ssd]
- * section) at start-up and is read-only afterwards.
+ * section).  The tier copies what it needs; a reload hands it new limits
+ * with tfs_ssd_set_limits().
  *
  * The tier is a struct tfs_layer (layer.h): read_block() serves a block
  * from disk when a copy of obj->etag's version is cached and its checksum
@@ -67,6 +68,16 @@ int tfs_ssd_set_pinned(struct tfs_layer *ssd, const struct tfs_obj *obj, bool pi
 
 /* Pinned bytes now and the limit. */
 void tfs_ssd_pin_usage(struct tfs_layer *ssd, uint64_t *pinned, uint64_t *max);
+
+/* Reload: new capacity (cfg->size or cfg->size_pct of the cache
+ * filesystem), watermarks and pin_max (cfg->dir is ignored).  Takes effect
+ * at once for new fills; when usage is above the new high watermark the
+ * background thread evicts down to the low watermark (down to the
+ * capacity whatever the policy), so the call does not wait for eviction.
+ * Returns 0, or EINVAL (capacity below 4 blocks, low >= high) or the
+ * errno of statvfs(), logged, with the old limits in force.  Thread safe
+ * (atomics): any thread, while others read and fill. */
+int tfs_ssd_set_limits(struct tfs_layer *ssd, const struct tfs_ssd_config *cfg);
 
 /* Create the tier on top of `inner`.
  *

@@ -28,6 +28,7 @@
 #include "fdio.h"
 #include "journal.h"
 #include "ram.h"
+#include "workers.h"
 
 struct tfs_wb_file {
 	char *path;          /* NULL once detached */
@@ -74,8 +75,7 @@ struct tfs_wb {
 	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
 	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
-	pthread_t *threads;
-	unsigned nthreads;
+	struct tfs_workers pool; /* the uploaders (none when mode = off) */
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };
@@ -1117,7 +1117,7 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 	*retired = false;
 	int rc = mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn);
 	if (rc) {
-		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
+		tfs_err(wb->log, "writeback: '%s': journal: %s", path, mdb_strerror(rc));
 		return EIO;
 	}
 	rc = tfs_journal_get(txn, &wb->j, path, &r);
@@ -1237,9 +1237,10 @@ static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
 
 static void *uploader(void *arg)
 {
-	struct tfs_wb *wb = arg;
+	struct tfs_worker *self = arg;
+	struct tfs_wb *wb = self->ctx;
 	pthread_mutex_lock(&wb->lock);
-	while (!wb->stop) {
+	while (!wb->stop && !tfs_workers_retire(self)) {
 		uint64_t wait_ms;
 		struct ent *e = pick(wb, now_ms(), &wait_ms);
 		if (e == NULL) {
@@ -1341,7 +1342,7 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	for (;;) {
 		pending(wb, &f, &b, &failed);
 		uint64_t now = now_ms();
-		if (f == 0 || f == failed || now >= deadline || wb->nthreads == 0)
+		if (f == 0 || f == failed || now >= deadline || tfs_workers_count(&wb->pool) == 0)
 			break;
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -1410,7 +1411,24 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 		json_object_object_add(o, "failing", failing);
 	static const char *const modes[] = { "async", "sync", "off" };
 	json_object_object_add(o, "mode", json_object_new_string(modes[wb->cfg.mode]));
+	pthread_mutex_lock(&wb->lock);
+	unsigned uploaders = tfs_workers_count(&wb->pool);
+	pthread_mutex_unlock(&wb->lock);
+	json_object_object_add(o, "uploaders", json_object_new_uint64(uploaders));
 	json_object_object_add(out, "writeback", o);
+}
+
+int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n)
+{
+	if (wb->cfg.mode == TFS_WB_OFF)
+		return 0;
+	unsigned old, now;
+	int rc = tfs_workers_set(&wb->pool, &wb->lock, &wb->work, n, &old, &now);
+	if (rc)
+		tfs_err(wb->log, "writeback: cannot start uploaders: %s (%u running)", strerror(rc), now);
+	else
+		tfs_info(wb->log, "writeback: %u -> %u uploaders", old, now);
+	return rc;
 }
 
 /* ---- start-up ---- */
@@ -1473,6 +1491,26 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Move staged file `name` to <lost>/<owner>-<name>, never over an existing
+ * file: daemons sharing the cache, or a second loss of the index, reuse
+ * the same staging numbers (then .1, .2, ... is appended). */
+static int move_lost(struct tfs_wb *wb, const char *lost, const char *name)
+{
+	const char *owner = strrchr(wb->stagedir, '/') + 1;
+	char to[PATH_MAX + 64];
+	for (int n = 0; n < 1000; n++) {
+		if (n == 0)
+			snprintf(to, sizeof(to), "%s/%s-%s", lost, owner, name);
+		else
+			snprintf(to, sizeof(to), "%s/%s-%s.%d", lost, owner, name, n);
+		if (renameat2(wb->stagefd, name, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return errno;
+	}
+	return EEXIST;
+}
+
 /* Staged files no record refers to: kept in lost+found, never deleted,
  * since they may hold the only copy of someone's data (a journal lost
  * with a damaged index). */
@@ -1509,9 +1547,7 @@ static void sweep_staging(struct tfs_wb *wb, struct load_ctx *lc, const char *ca
 		}
 		if (moved == 0 && mkdir(lost, 0700) < 0 && errno != EEXIST)
 			break;
-		char to[PATH_MAX + 32];
-		snprintf(to, sizeof(to), "%s/%s", lost, de->d_name);
-		if (renameat(wb->stagefd, de->d_name, AT_FDCWD, to) == 0)
+		if (move_lost(wb, lost, de->d_name) == 0)
 			moved++;
 	}
 	closedir(d);
@@ -1609,18 +1645,13 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
 			 wb->recovered);
 	if (cfg->mode != TFS_WB_OFF) {
-		wb->threads = calloc(cfg->uploaders, sizeof(*wb->threads));
-		if (wb->threads == NULL) {
-			rc = ENOMEM;
+		rc = tfs_workers_init(&wb->pool, TFS_WB_MAX_UPLOADERS, uploader, wb);
+		if (rc)
 			goto fail;
-		}
-		for (unsigned i = 0; i < cfg->uploaders; i++) {
-			rc = pthread_create(&wb->threads[i], NULL, uploader, wb);
-			if (rc) {
-				tfs_err(log, "writeback: cannot start uploaders: %s", strerror(rc));
-				goto fail;
-			}
-			wb->nthreads++;
+		rc = tfs_workers_set(&wb->pool, &wb->lock, &wb->work, cfg->uploaders, NULL, NULL);
+		if (rc) {
+			tfs_err(log, "writeback: cannot start uploaders: %s", strerror(rc));
+			goto fail;
 		}
 	}
 	*out = wb;
@@ -1639,8 +1670,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	pthread_cond_broadcast(&wb->work);
 	pthread_cond_broadcast(&wb->done);
 	pthread_mutex_unlock(&wb->lock);
-	for (unsigned i = 0; i < wb->nthreads; i++)
-		pthread_join(wb->threads[i], NULL);
+	tfs_workers_stop(&wb->pool);
 	for (size_t i = 0; i < NBUCKETS; i++) {
 		struct ent *e = wb->tab[i];
 		while (e) {
@@ -1658,7 +1688,6 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	if (wb->stagefd >= 0)
 		close(wb->stagefd);
 	free(wb->stagedir);
-	free(wb->threads);
 	pthread_mutex_destroy(&wb->lock);
 	pthread_cond_destroy(&wb->work);
 	pthread_cond_destroy(&wb->done);

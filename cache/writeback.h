@@ -49,7 +49,11 @@ enum tfs_wb_mode {
 	TFS_WB_OFF,   /* no writes: the mount is read-only */
 };
 
-/* Filled and validated by src/conf.c ([writeback]); read-only afterwards. */
+/* The most uploaders (the range of writeback.uploaders). */
+#define TFS_WB_MAX_UPLOADERS 256
+
+/* Filled and validated by src/conf.c ([writeback]); the layer keeps a
+ * copy.  Only `uploaders` changes afterwards (tfs_wb_set_uploaders()). */
 struct tfs_writeback_config {
 	enum tfs_wb_mode mode;
 	uint64_t delay_ms;         /* async: wait this long after the last close() */
@@ -172,6 +176,12 @@ int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, co
 /* Whether the mount takes writes (mode != off). */
 bool tfs_wb_writable(const struct tfs_wb *wb);
 enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb);
+
+/* Reload: run `n` uploaders (1 .. TFS_WB_MAX_UPLOADERS).  Extra ones leave
+ * after the upload they are doing.  No-op (0) when mode = off.  Returns 0
+ * or the pthread_create() error (logged; fewer uploaders run).  Thread
+ * safe (wb->lock). */
+int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n);
 
 /* Add a "writeback" object (queue, dirty bytes, uploads, failures). */
 void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out);

@@ -1,9 +1,11 @@
-/* log.c - logger handle: level filter, formatting and the stderr sink. */
+/* log.c - logger handle: level filter, rate limiting, formatting and the
+ * stderr, file and syslog sinks. */
 #include "config.h"
 
 #include "log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
@@ -101,6 +103,12 @@ void tfs_log_init(struct tfs_log *log, tfs_log_sink_fn sink, void *ctx, enum tfs
 {
 	log->sink = sink;
 	log->ctx = ctx;
+	log->limiter = NULL;
+	atomic_store(&log->level, (int)level);
+}
+
+void tfs_log_set_level(struct tfs_log *log, enum tfs_log_level level)
+{
 	atomic_store(&log->level, (int)level);
 }
 
@@ -109,17 +117,223 @@ void tfs_log_init_stderr(struct tfs_log *log, enum tfs_log_level level)
 	tfs_log_init(log, stderr_sink, NULL, level);
 }
 
+/* ---- rate limiting ---- */
+
+void tfs_ratelimit_init(struct tfs_ratelimit *rl, uint64_t interval_ms, unsigned burst)
+{
+	pthread_mutex_init(&rl->mu, NULL);
+	rl->interval_ms = interval_ms;
+	rl->burst = burst;
+	rl->window_start = 0;
+	rl->used = 0;
+	rl->suppressed = 0;
+}
+
+void tfs_ratelimit_destroy(struct tfs_ratelimit *rl)
+{
+	pthread_mutex_destroy(&rl->mu);
+}
+
+/* The window logic of both limiters.  Caller holds the lock. */
+static bool window_allow(uint64_t *start, unsigned *used, uint64_t *suppressed, uint64_t interval,
+			 unsigned burst, uint64_t now, uint64_t *sup_out)
+{
+	if (*used == 0 || now - *start >= interval) {
+		*start = now;
+		*used = 0;
+	}
+	if (*used < burst) {
+		(*used)++;
+		*sup_out = *suppressed;
+		*suppressed = 0;
+		return true;
+	}
+	(*suppressed)++;
+	return false;
+}
+
+bool tfs_ratelimit_allow(struct tfs_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed)
+{
+	bool ok;
+
+	pthread_mutex_lock(&rl->mu);
+	ok = window_allow(&rl->window_start, &rl->used, &rl->suppressed, rl->interval_ms, rl->burst,
+			  now_ms, suppressed);
+	pthread_mutex_unlock(&rl->mu);
+	return ok;
+}
+
+/* Per-format limiter: a small open-addressed table keyed by the format
+ * pointer.  When the probe finds neither the format nor a free slot, the
+ * slot whose window started longest ago is taken over (its pending count
+ * is reported first, so nothing is lost silently). */
+#define LIMIT_SLOTS 256u
+#define LIMIT_PROBE 8u
+
+struct limit_slot {
+	const char *fmt;
+	enum tfs_log_level level; /* of the last line of this format */
+	uint64_t start;
+	unsigned used;
+	uint64_t suppressed;
+};
+
+struct tfs_log_limiter {
+	pthread_mutex_t mu; /* the slots */
+	unsigned burst;
+	uint64_t interval_ms;
+	uint64_t (*clock_ms)(void);
+	atomic_uint_fast64_t total;
+	struct limit_slot slots[LIMIT_SLOTS];
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int tfs_log_limit(struct tfs_log *log, unsigned burst, uint64_t interval_ms,
+		  uint64_t (*clock_ms)(void))
+{
+	struct tfs_log_limiter *l = calloc(1, sizeof(*l));
+
+	if (l == NULL)
+		return ENOMEM;
+	pthread_mutex_init(&l->mu, NULL);
+	l->burst = burst ? burst : 1;
+	l->interval_ms = interval_ms;
+	l->clock_ms = clock_ms ? clock_ms : mono_ms;
+	log->limiter = l;
+	return 0;
+}
+
+static void emit(const struct tfs_log *log, enum tfs_log_level level, const char *line)
+{
+	log->sink(log->ctx, level, line);
+}
+
+/* "N similar messages suppressed: FMT" for a slot being flushed, at the
+ * level of the lines it stands for. */
+static void report_pending(const struct tfs_log *log, const struct limit_slot *s)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line), "%" PRIu64 " similar messages suppressed: %s", s->suppressed,
+		 s->fmt);
+	emit(log, s->level, line);
+}
+
+/* May a line with format `fmt` go out?  *sup gets the count to append. */
+static bool limit_allow(const struct tfs_log *log, enum tfs_log_level level, const char *fmt,
+			uint64_t *sup)
+{
+	struct tfs_log_limiter *l = log->limiter;
+	uint64_t now = l->clock_ms();
+	uintptr_t h = (uintptr_t)fmt;
+	struct limit_slot *s = NULL, *oldest = NULL, evicted = { 0 };
+	bool ok;
+
+	h ^= h >> 17;
+	h *= 0x9E3779B97F4A7C15ull;
+	pthread_mutex_lock(&l->mu);
+	for (unsigned i = 0; i < LIMIT_PROBE; i++) {
+		struct limit_slot *c = &l->slots[(h + i) % LIMIT_SLOTS];
+
+		if (c->fmt == fmt || c->fmt == NULL) {
+			s = c;
+			break;
+		}
+		if (oldest == NULL || c->start < oldest->start)
+			oldest = c;
+	}
+	if (s == NULL) {
+		s = oldest;
+		evicted = *s;
+		*s = (struct limit_slot){ 0 };
+	}
+	s->fmt = fmt;
+	s->level = level;
+	ok = window_allow(&s->start, &s->used, &s->suppressed, l->interval_ms, l->burst, now, sup);
+	pthread_mutex_unlock(&l->mu);
+	if (!ok)
+		atomic_fetch_add_explicit(&l->total, 1, memory_order_relaxed);
+	if (evicted.suppressed)
+		report_pending(log, &evicted);
+	return ok;
+}
+
+static void flush(const struct tfs_log *log, bool all)
+{
+	struct tfs_log_limiter *l = log ? log->limiter : NULL;
+	struct limit_slot pending[LIMIT_SLOTS];
+	unsigned n = 0;
+
+	if (l == NULL)
+		return;
+	uint64_t now = l->clock_ms();
+	pthread_mutex_lock(&l->mu);
+	for (unsigned i = 0; i < LIMIT_SLOTS; i++) {
+		struct limit_slot *s = &l->slots[i];
+
+		if (s->suppressed && (all || now - s->start >= l->interval_ms)) {
+			pending[n++] = *s;
+			s->suppressed = 0;
+		}
+	}
+	pthread_mutex_unlock(&l->mu);
+	for (unsigned i = 0; i < n; i++)
+		report_pending(log, &pending[i]);
+}
+
+void tfs_log_flush_suppressed(const struct tfs_log *log)
+{
+	int saved = errno;
+
+	flush(log, false);
+	errno = saved;
+}
+
+uint64_t tfs_log_suppressed(const struct tfs_log *log)
+{
+	return log && log->limiter ? atomic_load(&log->limiter->total) : 0;
+}
+
+void tfs_log_unlimit(struct tfs_log *log)
+{
+	struct tfs_log_limiter *l = log->limiter;
+
+	if (l == NULL)
+		return;
+	flush(log, true);
+	log->limiter = NULL;
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
+/* ---- formatting ---- */
+
 void tfs_vlogf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, va_list ap)
 {
 	char line[4096];
 	int saved = errno;
+	uint64_t sup = 0;
 
-	if (log == NULL || log->sink == NULL || (int)level > atomic_load(&log->level)) {
+	if (log == NULL || log->sink == NULL || (int)level > atomic_load(&log->level) ||
+	    (log->limiter && level <= TFS_LOG_WARN && !limit_allow(log, level, fmt, &sup))) {
 		errno = saved;
 		return;
 	}
-	vsnprintf(line, sizeof(line), fmt, ap);
-	log->sink(log->ctx, level, line);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	if (sup && n >= 0) {
+		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+
+		snprintf(line + len, sizeof(line) - len, " (%" PRIu64 " similar messages suppressed)",
+			 sup);
+	}
+	emit(log, level, line);
 	errno = saved;
 }
 

@@ -3,12 +3,14 @@
 #   scripts/deps.sh build   compiler, autotools and -dev libraries
 #   scripts/deps.sh test    build + test servers and tools (default)
 #   scripts/deps.sh bench   test + peers for benchmarks (s3fs, rclone, fio)
+#   scripts/deps.sh deb     build + Debian packaging tools (dpkg-buildpackage)
 # Runs apt-get only when something is missing; needs root for that.
 set -eu
 
 BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
-  libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev libxxhash-dev"
+  libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev libxxhash-dev
+  libmicrohttpd-dev"
 TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
   radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
 # setpriv (tests/integration/test_flexvolume.py reads a mount as another uid)
@@ -16,13 +18,17 @@ TEST_PKGS="$TEST_PKGS util-linux"
 # clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh)
 TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev"
 BENCH_PKGS="s3fs rclone fio hyperfine"
+# dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
+# debian/control's Build-Depends are BUILD_PKGS and these.
+DEB_PKGS="dpkg-dev debhelper dh-autoreconf fakeroot build-essential"
 
 what=${1:-test}
 case $what in
 build) pkgs=$BUILD_PKGS ;;
 test) pkgs="$BUILD_PKGS $TEST_PKGS" ;;
 bench) pkgs="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
-*) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+deb) pkgs="$BUILD_PKGS $DEB_PKGS" ;;
+*) echo "usage: $0 [build|test|bench|deb]" >&2; exit 2 ;;
 esac
 
 missing=""
@@ -49,7 +55,7 @@ if [ -n "$missing" ]; then
 	apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-if [ "$what" != build ] && ! command -v moto_server >/dev/null 2>&1; then
+if [ "$what" != build ] && [ "$what" != deb ] && ! command -v moto_server >/dev/null 2>&1; then
 	# moto is not packaged for Debian 12's python3 here; it must come with
 	# the machine's python (the CI image has it).  Try Debian's as a fallback.
 	if [ "$(id -u)" = 0 ] && apt-cache show python3-moto >/dev/null 2>&1; then

@@ -11,6 +11,15 @@
  *           build the stack, probe the bucket, start the control socket,
  *           mount, report "ok", run the multithreaded loop.
  * With -f everything runs in the foreground process, logging to stderr.
+ *
+ * Signals.  SIGHUP reloads the configuration (see reload() below), also in
+ * the foreground; SIGINT and SIGTERM unmount.  run_daemon() blocks SIGHUP
+ * before it creates any thread, so every thread inherits the block, and a
+ * reload thread reads it from a signalfd: nothing runs in a signal
+ * handler.  libfuse's fuse_set_signal_handlers() installs a handler for
+ * SIGHUP too (it would end the session), but a signal blocked in every
+ * thread never reaches it.  SIGINT/SIGTERM stay with libfuse: its handler
+ * only sets the session's exit flag.
  */
 #include "config.h"
 
@@ -27,7 +36,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -39,6 +51,9 @@
 #include "dbuf.h"
 #include "fs.h"
 #include "follow.h"
+#include "metrics.h"
+#include "ram.h"
+#include "ssd.h"
 #include "stack.h"
 #include "warmup.h"
 
@@ -59,6 +74,9 @@ struct mount_opts {
 enum { KEY_HELP, KEY_FG, KEY_DEBUG };
 
 #define FUSE_THREADS 16
+/* Log rate limit: lines of one error or warning format per interval. */
+#define LOG_BURST 5
+#define LOG_INTERVAL_MS 10000
 
 #define MOPT(t, f, v) { t, offsetof(struct mount_opts, f), v }
 static const struct fuse_opt mount_opt_spec[] = {
@@ -192,32 +210,347 @@ struct daemon_ctx {
 	struct tfs_fs *fs;
 	struct tfs_warmup_ctx warm;
 	struct tfs_follow *follow;
+	struct tfs_metrics *metrics;
 	char *prefix; /* the S3 prefix without its trailing '/' */
 	uint64_t drain_timeout_ms;
 	const char *mountpoint;
 	const char *source;
 	time_t started;
+	/* Reload.  `cfg` is the configuration in force: reload() replaces it
+	 * under reload_lock; nothing else reads it once the stack runs. */
+	pthread_mutex_t reload_lock;
+	struct tfs_config *cfg;
+	const char *conf_path; /* -c (absolute), or NULL: the default file */
+	char **overrides;      /* the mount's -o section.key=value */
+	size_t n_overrides;
+	bool debug;            /* -d: the level stays debug */
+	struct tfs_log *log;   /* the daemon's logger and the sink it feeds */
+	struct tfs_log *sink_log;
+	atomic_uint_fast64_t reloads_ok, reloads_failed;
 };
 
-static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
-			 struct json_object **resp)
+/* The statistics: `tierfs stats` and the metrics endpoint.  NULL on
+ * ENOMEM. */
+static struct json_object *collect(void *vctx)
 {
-	(void)conn;
-	(void)req;
 	struct daemon_ctx *d = vctx;
 	struct json_object *o = json_object_new_object();
 	if (o == NULL)
-		return ENOMEM;
+		return NULL;
 	json_object_object_add(o, "mountpoint", json_object_new_string(d->mountpoint));
 	json_object_object_add(o, "source", json_object_new_string(d->source));
+	json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)(time(NULL) - d->started)));
 	tfs_fs_stats(d->fs, o);
 	tfs_stack_stats(d->stack, o);
 	if (d->follow)
 		tfs_follow_stats(d->follow, o);
-	*resp = o;
+	struct json_object *lo = json_object_new_object(), *ro = json_object_new_object();
+	if (lo) {
+		enum tfs_log_level level = (enum tfs_log_level)atomic_load(&d->log->level);
+		uint64_t suppressed = tfs_log_suppressed(d->log);
+		json_object_object_add(lo, "level", json_object_new_string(tfs_log_level_name(level)));
+		json_object_object_add(lo, "suppressed", json_object_new_uint64(suppressed));
+		json_object_object_add(o, "log", lo);
+	}
+	if (ro) {
+		uint64_t ok = atomic_load(&d->reloads_ok), failed = atomic_load(&d->reloads_failed);
+		json_object_object_add(ro, "ok", json_object_new_uint64(ok));
+		json_object_object_add(ro, "failed", json_object_new_uint64(failed));
+		json_object_object_add(o, "reload", ro);
+	}
+	if (d->metrics) {
+		struct json_object *mo = json_object_new_object();
+		if (mo) {
+			json_object_object_add(mo, "listen",
+					       json_object_new_string(tfs_metrics_address(d->metrics)));
+			json_object_object_add(o, "metrics", mo);
+		}
+	}
+	return o;
+}
+
+static int stats_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
+			 struct json_object **resp)
+{
+	(void)conn;
+	(void)req;
+	*resp = collect(vctx);
+	return *resp ? 0 : ENOMEM;
+}
+
+/* ---- reload ---- */
+
+struct changes {
+	struct json_object *applied; /* "section.key=value" */
+	struct json_object *remount; /* "section.key" */
+};
+
+static void on_change(void *ctx, const char *section, const char *key, const char *value,
+		      bool reloadable)
+{
+	struct changes *c = ctx;
+	char buf[512];
+	snprintf(buf, sizeof(buf), reloadable ? "%s.%s=%s" : "%s.%s", section, key, value);
+	json_object_array_add(reloadable ? c->applied : c->remount, json_object_new_string(buf));
+}
+
+/* Hand the reloadable values of `next` that differ from `cur` to the
+ * layers.  The SSD limits go first: they are the only ones that can be
+ * refused (a relative size resolved too small), and then nothing has
+ * changed (*applied false).  Later failures (ENOMEM, threads) do not stop
+ * the others (*applied true).  Returns 0 or the first error, with the
+ * messages in err. */
+static int apply(struct daemon_ctx *d, const struct tfs_config *cur, const struct tfs_config *next,
+		 struct tfs_dbuf *err, bool *applied)
+{
+	const struct tfs_ssd_config *a = &cur->ssd, *b = &next->ssd;
+	int rc = 0, r;
+	*applied = false;
+	if (a->size != b->size || a->size_pct != b->size_pct || a->pin_max != b->pin_max ||
+	    a->pin_max_pct != b->pin_max_pct || a->high_watermark != b->high_watermark ||
+	    a->low_watermark != b->low_watermark) {
+		rc = tfs_ssd_set_limits(d->stack->ssd, b);
+		if (rc) {
+			tfs_dbuf_addf(err, "[ssd]: the new limits cannot be applied: %s%s", strerror(rc),
+				      rc == EINVAL ? " (capacity below 4 blocks)" : "");
+			return rc;
+		}
+	}
+	*applied = true;
+	if (cur->ram.size != next->ram.size) {
+		r = tfs_ram_set_size(d->stack->top, next->ram.size);
+		if (r) {
+			tfs_dbuf_addf(err, "[ram] size: %s", strerror(r));
+			rc = r;
+		}
+	}
+	if (cur->cache.metadata_ttl_ms != next->cache.metadata_ttl_ms) {
+		tfs_meta_set_ttl(d->stack->meta, next->cache.metadata_ttl_ms);
+		tfs_fs_set_ttl(d->fs, next->cache.metadata_ttl_ms);
+	}
+	if (cur->writeback.uploaders != next->writeback.uploaders &&
+	    (r = tfs_wb_set_uploaders(d->stack->wb, next->writeback.uploaders))) {
+		tfs_dbuf_addf(err, "%s[writeback] uploaders: %s", rc ? "; " : "", strerror(r));
+		rc = rc ? rc : r;
+	}
+	if (cur->prefetch.workers != next->prefetch.workers) {
+		atomic_store(&d->warm.default_jobs, next->prefetch.workers);
+		r = tfs_prefetch_set_workers(d->stack->pf, next->prefetch.workers);
+		if (r == 0 && d->follow)
+			r = tfs_follow_set_workers(d->follow, next->prefetch.workers);
+		if (r) {
+			tfs_dbuf_addf(err, "%s[prefetch] workers: %s", rc ? "; " : "", strerror(r));
+			rc = rc ? rc : r;
+		}
+	}
+	if (cur->log.level != next->log.level && !d->debug) {
+		tfs_log_set_level(d->sink_log, next->log.level);
+		tfs_log_set_level(d->log, next->log.level);
+	}
+	return rc;
+}
+
+/* Join a JSON array of strings with ", " into buf. */
+static const char *joined(struct json_object *arr, char *buf, size_t cap)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; arr && i < json_object_array_length(arr) && n < cap; i++) {
+		int w = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "",
+				 json_object_get_string(json_object_array_get_idx(arr, i)));
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
+}
+
+/* Read the configuration again (the mount's file, then its -o), check
+ * it, and apply what can change while mounted (tierfs.conf(5) RELOAD).
+ * An invalid configuration changes nothing.  `why` names the trigger in
+ * the log.  Returns 0 with *result {"applied":[...],"needs_remount":[...]}
+ * (a new reference), or an errno with the message (for an invalid file:
+ * "FILE:LINE: ...") in err.  Serialised by reload_lock. */
+static int reload(struct daemon_ctx *d, const char *why, struct tfs_dbuf *err,
+		  struct json_object **result)
+{
+	struct tfs_config next;
+	struct changes ch = { json_object_new_array(), json_object_new_array() };
+	char list[2048];
+	bool applied = false;
+	int rc;
+
+	*result = NULL;
+	pthread_mutex_lock(&d->reload_lock);
+	tfs_dbuf_reset(err);
+	rc = ch.applied && ch.remount ? tfs_config_defaults(&next) : ENOMEM;
+	if (rc) {
+		pthread_mutex_unlock(&d->reload_lock);
+		json_object_put(ch.applied);
+		json_object_put(ch.remount);
+		return rc;
+	}
+	rc = tfs_config_load(&next, d->conf_path, d->conf_path != NULL, err);
+	for (size_t i = 0; rc == 0 && i < d->n_overrides; i++)
+		rc = tfs_config_set(&next, d->overrides[i], NULL, err);
+	if (rc == 0)
+		rc = tfs_config_validate(&next, err);
+	if (rc && rc != ENOMEM)
+		rc = EINVAL; /* a missing or unreadable file is a configuration error too */
+	if (rc == 0)
+		rc = tfs_config_merge_reload(&next, d->cfg, on_change, &ch);
+	/* a new value may not fit a key that keeps its old value */
+	if (rc == 0)
+		rc = tfs_config_validate(&next, err);
+	if (rc == 0)
+		rc = apply(d, d->cfg, &next, err, &applied);
+	if (applied) {
+		/* `next` is in force now (in part, if a setter failed) */
+		tfs_config_clear(d->cfg);
+		*d->cfg = next;
+		memset(&next, 0, sizeof(next));
+	}
+	tfs_config_clear(&next);
+	if (rc && tfs_dbuf_len(err) == 0)
+		tfs_dbuf_addf(err, "%s", strerror(rc));
+	if (rc) {
+		atomic_fetch_add(&d->reloads_failed, 1);
+		tfs_err(d->log, "reload (%s) failed: %s; %s", why, tfs_dbuf_str(err),
+			applied ? "the other new values were applied"
+				: "the configuration in force is unchanged");
+	} else {
+		atomic_fetch_add(&d->reloads_ok, 1);
+		if (json_object_array_length(ch.applied))
+			tfs_info(d->log, "reload (%s): applied %s", why,
+				 joined(ch.applied, list, sizeof(list)));
+		else
+			tfs_info(d->log, "reload (%s): nothing to apply", why);
+		if (json_object_array_length(ch.remount))
+			tfs_warn(d->log, "reload (%s): needs a remount, not applied: %s", why,
+				 joined(ch.remount, list, sizeof(list)));
+	}
+	pthread_mutex_unlock(&d->reload_lock);
+	if (rc) {
+		json_object_put(ch.applied);
+		json_object_put(ch.remount);
+		return rc;
+	}
+	struct json_object *o = json_object_new_object();
+	if (o == NULL) {
+		json_object_put(ch.applied);
+		json_object_put(ch.remount);
+		return ENOMEM;
+	}
+	json_object_object_add(o, "config", json_object_new_string(
+		d->conf_path ? d->conf_path : tfs_config_default_path()));
+	json_object_object_add(o, "applied", ch.applied);
+	json_object_object_add(o, "needs_remount", ch.remount);
+	*result = o;
 	return 0;
+}
+
+/* {"cmd":"reload"}: see reload().  An invalid configuration is EINVAL with
+ * its message. */
+static int reload_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
+			  struct json_object **resp)
+{
+	(void)conn;
+	(void)req;
+	struct tfs_dbuf err;
+	tfs_dbuf_init(&err, 4096);
+	int rc = reload(vctx, "tierfs reload", &err, resp);
+	if (rc)
+		rc = tfs_ctl_fail(resp, rc, "%s", tfs_dbuf_str(&err));
+	tfs_dbuf_free(&err);
+	return rc;
+}
+
+/* The thread that turns SIGHUP into reloads, and flushes the log rate
+ * limiter's counts of suppressed lines every interval. */
+struct hup {
+	struct daemon_ctx *d;
+	int sigfd;  /* signalfd for SIGHUP */
+	int stopfd; /* eventfd: stop */
+	pthread_t thread;
+	bool started;
+};
+
+static void *hup_main(void *arg)
+{
+	struct hup *h = arg;
+	struct tfs_dbuf err;
+	tfs_dbuf_init(&err, 4096);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = h->sigfd, .events = POLLIN },
+				       { .fd = h->stopfd, .events = POLLIN } };
+		int n = poll(p, 2, LOG_INTERVAL_MS);
+		tfs_log_flush_suppressed(h->d->log);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0 && p[1].revents)
+			break;
+		if (n <= 0 || !(p[0].revents & POLLIN))
+			continue;
+		struct signalfd_siginfo si;
+		bool hup = false;
+		/* several SIGHUPs before we got here are one reload */
+		while (read(h->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			hup = true;
+		if (hup) {
+			struct json_object *res = NULL;
+			(void)reload(h->d, "SIGHUP", &err, &res);
+			json_object_put(res);
+		}
+	}
+	tfs_dbuf_free(&err);
+	return NULL;
+}
+
+/* Start the SIGHUP thread; SIGHUP must be blocked already.  Returns 0 or
+ * an errno (logged). */
+static int hup_start(struct hup *h, struct daemon_ctx *d)
+{
+	sigset_t set;
+	int rc;
+	h->d = d;
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	h->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	h->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (h->sigfd < 0 || h->stopfd < 0) {
+		rc = errno;
+		tfs_err(d->log, "cannot watch SIGHUP: %s", strerror(rc));
+		return rc;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&h->thread, NULL, hup_main, h);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		tfs_err(d->log, "cannot start the reload thread: %s", strerror(rc));
+		return rc;
+	}
+	h->started = true;
+	return 0;
+}
+
+static void hup_stop(struct hup *h)
+{
+	if (h->started) {
+		uint64_t one = 1;
+		if (write(h->stopfd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			tfs_warn(h->d->log, "reload thread: cannot stop it: %s", strerror(errno));
+		pthread_join(h->thread, NULL);
+		h->started = false;
+	}
+	if (h->sigfd >= 0)
+		close(h->sigfd);
+	if (h->stopfd >= 0)
+		close(h->stopfd);
+	h->sigfd = h->stopfd = -1;
 }
 
 /* {"cmd":"drain"}: upload everything pending now.  Without "wait" it
@@ -345,6 +678,14 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 {
 	struct tee tee = { 0 };
 	struct tfs_log log;
+	struct hup hup = { .sigfd = -1, .stopfd = -1 };
+	sigset_t hupset, oldmask;
+
+	/* Before any thread exists: SIGHUP is read from a signalfd by the
+	 * reload thread, so every thread must have it blocked. */
+	sigemptyset(&hupset);
+	sigaddset(&hupset, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hupset, &oldmask);
 
 	/* Block buffers are 64 KiB..64 MiB: keep them out of the heap arenas
 	 * (a fixed mmap threshold returns them to the kernel on free), and
@@ -371,8 +712,16 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	}
 	tfs_log_init(&log, tee_sink, &tee, TFS_LOG_DEBUG);
 	atomic_store(&log.level, (int)level > TFS_LOG_ERROR ? (int)level : TFS_LOG_ERROR);
+	if (tfs_log_limit(&log, LOG_BURST, LOG_INTERVAL_MS, NULL) != 0)
+		tfs_warn(&log, "out of memory: repeated errors are not rate-limited");
 
-	struct daemon_ctx d = { .mountpoint = o->mountpoint, .source = o->source, .started = time(NULL) };
+	struct daemon_ctx d = {
+		.mountpoint = o->mountpoint, .source = o->source, .started = time(NULL),
+		.cfg = cfg, .conf_path = o->conf, .overrides = o->overrides,
+		.n_overrides = o->n_overrides, .debug = o->debug != 0, .log = &log,
+		.sink_log = &tee.inner,
+	};
+	pthread_mutex_init(&d.reload_lock, NULL);
 	struct tfs_ctl *ctl = NULL;
 	struct fuse_session *se = NULL;
 	char sock[PATH_MAX];
@@ -410,6 +759,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		rc = tfs_ctl_register(ctl, "stats", stats_handler, &d);
 	if (rc == 0)
 		rc = tfs_ctl_register(ctl, "drain", drain_handler, &d);
+	if (rc == 0)
+		rc = tfs_ctl_register(ctl, "reload", reload_handler, &d);
 	if (rc == 0) {
 		d.prefix = strdup(src->kind == TFS_SOURCE_S3 && src->prefix ? src->prefix : "");
 		if (d.prefix == NULL)
@@ -442,6 +793,19 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	}
 	if (rc) {
 		fail = "cannot start the control socket";
+		goto out;
+	}
+	if (cfg->metrics.listen) {
+		rc = tfs_metrics_start(cfg->metrics.listen, o->mountpoint, collect, &d, &log,
+				       &d.metrics);
+		if (rc) {
+			fail = "cannot serve the metrics ([metrics] listen)";
+			goto out;
+		}
+	}
+	rc = hup_start(&hup, &d);
+	if (rc) {
+		fail = "cannot watch SIGHUP";
 		goto out;
 	}
 	se = fuse_session_new(fargs, tfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), d.fs);
@@ -500,14 +864,19 @@ out:
 		tfs_err(&log, "mount of %s on %s failed: %s", o->source, o->mountpoint, msg);
 		report(status_fd, msg);
 	}
-	tfs_ctl_stop(ctl);
+	hup_stop(&hup);
+	tfs_ctl_stop(ctl); /* its stats handler reads d.metrics */
+	tfs_metrics_stop(d.metrics);
 	if (se)
 		fuse_session_destroy(se);
 	tfs_fs_destroy(d.fs);
 	tfs_follow_destroy(d.follow);
 	tfs_stack_close(d.stack);
 	free(d.prefix);
+	pthread_mutex_destroy(&d.reload_lock);
+	tfs_log_unlimit(&log);
 	tfs_log_close(&tee.inner);
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	return fail ? TFS_EXIT_FAIL : TFS_EXIT_OK;
 }
 
@@ -596,6 +965,14 @@ int tfs_cmd_mount(int argc, char **argv)
 	rc = tfs_cli_load_config(&cfg, o.conf, o.overrides, o.n_overrides);
 	if (rc)
 		goto out_args;
+	if (o.conf) {
+		/* A reload reads it again after the daemon's chdir("/"). */
+		char *abs = realpath(o.conf, NULL);
+		if (abs) {
+			free(o.conf);
+			o.conf = abs;
+		}
+	}
 	rc = tfs_source_parse(o.source, &src, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "tierfs: %s\n", rc == EINVAL ? err : strerror(rc));
@@ -739,6 +1116,55 @@ int tfs_cmd_flush(int argc, char **argv)
 			"see `tierfs stats %s` and the log\n", argv[1], files, bytes, argv[1]);
 		return TFS_EXIT_FAIL;
 	}
+	return TFS_EXIT_OK;
+}
+
+/* Print the strings of result's array `key` as "PREFIX a, b, c" on f. */
+static void print_list(FILE *f, struct json_object *result, const char *key, const char *prefix)
+{
+	struct json_object *arr;
+	if (!json_object_object_get_ex(result, key, &arr) || !json_object_is_type(arr, json_type_array) ||
+	    json_object_array_length(arr) == 0)
+		return;
+	fputs(prefix, f);
+	for (size_t i = 0; i < json_object_array_length(arr); i++)
+		fprintf(f, "%s%s", i ? ", " : "", json_object_get_string(json_object_array_get_idx(arr, i)));
+	fputc('\n', f);
+}
+
+int tfs_cmd_reload(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: tierfs reload MOUNTPOINT\n");
+		return TFS_EXIT_CONFIG;
+	}
+	char sock[PATH_MAX];
+	struct tfs_dbuf err;
+	struct json_object *req = json_object_new_object(), *res = NULL;
+	int rc = req ? 0 : ENOMEM;
+	tfs_dbuf_init(&err, 4096);
+	if (rc == 0)
+		rc = json_object_object_add(req, "cmd", json_object_new_string("reload")) ? ENOMEM : 0;
+	if (rc == 0)
+		rc = tfs_ctl_socket_path(argv[1], sock, sizeof(sock));
+	if (rc == 0)
+		rc = tfs_ctl_call(sock, req, &res, &err);
+	json_object_put(req);
+	if (rc) {
+		fprintf(stderr, "tierfs: reload of '%s' failed: %s\n", argv[1],
+			tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
+		tfs_dbuf_free(&err);
+		/* the daemon found the configuration invalid: a config error */
+		return rc == EINVAL ? TFS_EXIT_CONFIG : TFS_EXIT_FAIL;
+	}
+	tfs_dbuf_free(&err);
+	struct json_object *applied;
+	if (json_object_object_get_ex(res, "applied", &applied) &&
+	    json_object_array_length(applied) == 0)
+		printf("tierfs: reload of '%s': nothing to apply\n", argv[1]);
+	print_list(stdout, res, "applied", "tierfs: applied: ");
+	print_list(stderr, res, "needs_remount", "tierfs: needs a remount, not applied: ");
+	json_object_put(res);
 	return TFS_EXIT_OK;
 }
 

@@ -24,6 +24,13 @@ int tfs_cmd_umount(int argc, char **argv);
  * Returns TFS_EXIT_OK when nothing is left, TFS_EXIT_FAIL otherwise (or no
  * daemon), TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_flush(int argc, char **argv);
+/* `tierfs reload MOUNTPOINT`: ask the daemon to read its configuration
+ * again and apply what can change without a remount (tierfs.conf(5)
+ * RELOAD).  Prints what was applied and what needs a remount.  Returns
+ * TFS_EXIT_OK, TFS_EXIT_CONFIG (usage, or the configuration is invalid:
+ * the daemon's message with file:line is printed and nothing changed) or
+ * TFS_EXIT_FAIL (no daemon, or a new value could not be applied). */
+int tfs_cmd_reload(int argc, char **argv);
 
 /* `tierfs warmup ...` (argv[0] "warmup") and `tierfs pin|unpin PATH...`,
  * `tierfs evict MOUNTPOINT PATH...` (argv[0] the command): drive the

@@ -43,6 +43,7 @@ enum opt_type {
 	OPT_STR,      /* char *; "" stores NULL */
 	OPT_PATH,     /* char *; an absolute path; "" stores NULL */
 	OPT_URL,      /* char *; http[s]://host[:port][/]; "" stores NULL */
+	OPT_LISTEN,   /* char *; loopback HOST:PORT or unix:/PATH; "" stores NULL */
 	OPT_BOOL,     /* bool */
 	OPT_UINT,     /* unsigned or uint64_t, in [min, max] */
 	OPT_SIZE,     /* unsigned or uint64_t bytes, in [min, max] */
@@ -59,6 +60,7 @@ enum {
 	OPTF_POW2 = 1 << 1,     /* sizes: a power of two */
 	OPTF_FOREVER = 1 << 2,  /* durations: "forever" is allowed */
 	OPTF_TOKEN = 1 << 3,    /* strings: letters, digits, '-', '_', '.' */
+	OPTF_RELOAD = 1 << 4,   /* applied by a reload without a remount */
 };
 
 struct opt_name {
@@ -131,35 +133,37 @@ static const struct opt options[] = {
 	{ KEY("backend", "prefix", OPT_SOURCE), FIELD(backend.prefix),
 	  .hint = "the prefix comes from the mount source (s3://BUCKET[/PREFIX])" },
 
-	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX), .def = "1G" },
+	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
+	  .flags = OPTF_RELOAD, .def = "1G" },
 
 	{ KEY("ssd", "dir", OPT_PATH), FIELD(ssd.dir), .flags = OPTF_REQUIRED,
 	  .def = "/var/cache/tierfs" },
 	{ KEY("ssd", "size", OPT_SIZE_PCT), FIELD(ssd.size),
 	  .pct_off = offsetof(struct tfs_config, ssd.size_pct),
-	  RANGE(16 * MIB, UINT64_MAX), .def = "80%" },
+	  RANGE(16 * MIB, UINT64_MAX), .flags = OPTF_RELOAD, .def = "80%" },
 	{ KEY("ssd", "pin_max", OPT_SIZE_PCT), FIELD(ssd.pin_max),
 	  .pct_off = offsetof(struct tfs_config, ssd.pin_max_pct),
-	  RANGE(0, UINT64_MAX), .def = "50%" },
+	  RANGE(0, UINT64_MAX), .flags = OPTF_RELOAD, .def = "50%" },
 	{ KEY("ssd", "high_watermark", OPT_PERCENT), FIELD(ssd.high_watermark), RANGE(1, 100),
-	  .def = "90" },
+	  .flags = OPTF_RELOAD, .def = "90" },
 	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
-	  .def = "80" },
+	  .flags = OPTF_RELOAD, .def = "80" },
 
 	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
 	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },
 	{ KEY("cache", "policy", OPT_ENUM), FIELD(cache.policy), .names = policy_names,
 	  .def = "epoch" },
 	{ KEY("cache", "metadata_ttl", OPT_DURATION), FIELD(cache.metadata_ttl_ms),
-	  .flags = OPTF_FOREVER, RANGE(0, TFS_DURATION_FOREVER), .scale = 1, .def = "5m" },
+	  .flags = OPTF_FOREVER | OPTF_RELOAD, RANGE(0, TFS_DURATION_FOREVER), .scale = 1,
+	  .def = "5m" },
 	{ KEY("cache", "fetch_headers", OPT_BOOL), FIELD(cache.fetch_headers), .def = "false" },
 
 	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
 	  .def = "async" },
 	{ KEY("writeback", "delay", OPT_DURATION), FIELD(writeback.delay_ms), RANGE(0, HOUR),
 	  .scale = 1, .def = "0s" },
-	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders), RANGE(1, 256),
-	  .def = "4" },
+	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders),
+	  RANGE(1, TFS_WB_MAX_UPLOADERS), .flags = OPTF_RELOAD, .def = "4" },
 	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries), RANGE(0, 1000000),
 	  .def = "0" },
 	{ KEY("writeback", "retry_base", OPT_DURATION), FIELD(writeback.retry_base_ms),
@@ -172,12 +176,15 @@ static const struct opt options[] = {
 	{ KEY("writeback", "drain_timeout", OPT_DURATION), FIELD(writeback.drain_timeout_ms),
 	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
 
-	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers), RANGE(0, 256), .def = "8" },
+	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers),
+	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "8" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
 	  .def = "16M" },
 
-	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .def = "info" },
+	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD, .def = "info" },
 	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },
+
+	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -325,7 +332,8 @@ static const char *load_str(const struct tfs_config *cfg, const struct opt *o)
 
 static bool is_string(const struct opt *o)
 {
-	return o->type == OPT_STR || o->type == OPT_PATH || o->type == OPT_URL;
+	return o->type == OPT_STR || o->type == OPT_PATH || o->type == OPT_URL ||
+	       o->type == OPT_LISTEN;
 }
 
 static size_t opt_index(const struct opt *o)
@@ -499,6 +507,10 @@ static const char *describe_syntax(const struct opt *o, char *buf, size_t cap)
 	case OPT_URL:
 		snprintf(buf, cap, "http://HOST[:PORT] or https://HOST[:PORT], or empty");
 		break;
+	case OPT_LISTEN:
+		snprintf(buf, cap, "127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, [::1]:PORT, "
+			 "unix:/ABSOLUTE/PATH, or empty for none");
+		break;
 	case OPT_STR:
 		snprintf(buf, cap, "%s%s",
 			 o->flags & OPTF_TOKEN ? "letters, digits, '-', '_' and '.'" : "any text",
@@ -529,6 +541,8 @@ static const char *type_name(const struct opt *o)
 		return "log level";
 	case OPT_URL:
 		return "URL";
+	case OPT_LISTEN:
+		return "listen address";
 	default:
 		return "value";
 	}
@@ -656,6 +670,35 @@ static bool url_ok(const char *v, size_t *len)
 
 /* Parse and check `v` for option o.  Returns 0 with *out set, or EINVAL
  * with the reason (without the location) in msg. */
+/* The longest "key = value" line the file reader takes (libinih's line
+ * buffer as Debian builds it), so that every value a dump writes loads
+ * back. */
+#define LINE_CHARS_MAX 199
+
+/* Percentages keep six decimals: what the dump prints is what was parsed,
+ * so a dump loads back to the same values (and validates the same way). */
+static double round_pct(double d)
+{
+	char t[64];
+	snprintf(t, sizeof(t), "%.6f", d);
+	return strtod(t, NULL);
+}
+
+/* A percentage as the file syntax writes it: fixed point, no exponent,
+ * no trailing zeros. */
+static void fmt_pct(double d, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.6f", d);
+	char *dot = strchr(buf, '.');
+	if (dot) {
+		char *e = buf + strlen(buf);
+		while (e > dot + 1 && e[-1] == '0')
+			*--e = '\0';
+		if (e == dot + 1)
+			*dot = '\0';
+	}
+}
+
 static int parse_value(const struct opt *o, const char *v, union value *out, size_t *slen,
 		       char *msg, size_t cap)
 {
@@ -669,6 +712,7 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 	case OPT_STR:
 	case OPT_PATH:
 	case OPT_URL:
+	case OPT_LISTEN:
 		*slen = strlen(v);
 		for (const char *p = v; *p; p++) {
 			if (is_ctrl((unsigned char)*p)) {
@@ -676,6 +720,16 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 					 describe_syntax(o, allowed, sizeof(allowed)));
 				return EINVAL;
 			}
+		}
+		if (strlen(o->key) + 3 + strlen(v) > LINE_CHARS_MAX) {
+			snprintf(msg, cap, "the value is too long: a configuration line holds at most "
+				 "%d characters", LINE_CHARS_MAX);
+			return EINVAL;
+		}
+		if (*v == ';' || strstr(v, " ;") || strstr(v, "\t;")) {
+			snprintf(msg, cap, "%s: a ';' at the start or after a blank starts a comment in the "
+				 "configuration file", q);
+			return EINVAL;
 		}
 		if (*v == '\0') {
 			if (o->flags & OPTF_REQUIRED) {
@@ -689,6 +743,14 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 			return EINVAL;
 		} else if (o->type == OPT_URL && !url_ok(v, slen)) {
 			rc = EINVAL;
+		} else if (o->type == OPT_LISTEN) {
+			char why[160];
+
+			if (tfs_metrics_parse_listen(v, NULL, why, sizeof(why)) != 0) {
+				snprintf(msg, cap, "invalid %s %s: %s (allowed: %s)", type_name(o), q,
+					 why, describe_syntax(o, allowed, sizeof(allowed)));
+				return EINVAL;
+			}
 		} else if (o->flags & OPTF_TOKEN) {
 			for (const char *p = v; *p; p++) {
 				if (!is_alnum(*p) && *p != '-' && *p != '_' && *p != '.')
@@ -717,6 +779,8 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 		break;
 	case OPT_SIZE_PCT:
 		rc = tfs_parse_size_or_pct(v, &out->sp.bytes, &out->sp.pct);
+		if (rc == 0)
+			out->sp.pct = round_pct(out->sp.pct);
 		if (rc == 0 && out->sp.pct == 0.0 && !range_ok(o, out->sp.bytes))
 			rc = ERANGE;
 		break;
@@ -734,6 +798,8 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 		break;
 	case OPT_PERCENT:
 		rc = tfs_parse_percent(v, &out->d);
+		if (rc == 0)
+			out->d = round_pct(out->d);
 		if (rc == 0 && (out->d < (double)o->min || out->d > (double)o->max))
 			rc = ERANGE;
 		break;
@@ -780,7 +846,8 @@ static int store_value(struct tfs_config *cfg, const struct opt *o, const union 
 	switch (o->type) {
 	case OPT_STR:
 	case OPT_PATH:
-	case OPT_URL: {
+	case OPT_URL:
+	case OPT_LISTEN: {
 		char *s = NULL;
 		char *old;
 
@@ -956,6 +1023,14 @@ static char *read_line(char *str, int num, void *stream)
 	while (n && is_blank(*start)) {
 		start++;
 		n--;
+	}
+	if (n && (*start == ';' || *start == '#')) {
+		/* A comment: inih would skip it; hand it an empty line, so a
+		 * long comment is no error and line numbers stay right. */
+		if (num < 1)
+			return NULL;
+		str[0] = '\0';
+		return str;
 	}
 	if (memchr(start, '\0', n)) {
 		fail(c->err, &w, NULL, NULL, "NUL byte in line");
@@ -1190,8 +1265,10 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 	switch (o->type) {
 	case OPT_STR:
 	case OPT_PATH:
-	case OPT_URL: {
+	case OPT_URL:
+	case OPT_LISTEN: {
 		const char *s = load_str(cfg, o);
+		char why[160];
 		size_t len;
 
 		if (s == NULL || *s == '\0') {
@@ -1202,12 +1279,14 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 			}
 			return 0;
 		}
-		if ((o->type == OPT_PATH && *s != '/') || (o->type == OPT_URL && !url_ok(s, &len))) {
+		why[0] = '\0';
+		if ((o->type == OPT_PATH && *s != '/') || (o->type == OPT_URL && !url_ok(s, &len)) ||
+		    (o->type == OPT_LISTEN && tfs_metrics_parse_listen(s, NULL, why, sizeof(why)))) {
 			char q[QBUF];
 
-			fail(err, &w, o->section, o->key, "invalid %s %s (allowed: %s)", type_name(o),
-			     escape(q, sizeof(q), s, MAX_QUOTE, true),
-			     describe_syntax(o, allowed, sizeof(allowed)));
+			fail(err, &w, o->section, o->key, "invalid %s %s%s%s (allowed: %s)",
+			     type_name(o), escape(q, sizeof(q), s, MAX_QUOTE, true), why[0] ? ": " : "",
+			     why, describe_syntax(o, allowed, sizeof(allowed)));
 			return EINVAL;
 		}
 		return 0;
@@ -1238,7 +1317,8 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 		double pct = load_double(cfg, o->pct_off);
 
 		if (pct != 0.0) {
-			snprintf(v, sizeof(v), "%.15g%%", pct);
+			fmt_pct(pct, v, sizeof(v) - 1);
+			strcat(v, "%");
 			bad = !(pct > 0.0 && pct <= 100.0) || u != 0;
 		} else {
 			fmt_size(u, v, sizeof(v));
@@ -1249,7 +1329,7 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 	case OPT_PERCENT: {
 		double d = load_double(cfg, o->off);
 
-		snprintf(v, sizeof(v), "%.15g", d);
+		fmt_pct(d, v, sizeof(v));
 		bad = !(d >= (double)o->min && d <= (double)o->max);
 		break;
 	}
@@ -1362,6 +1442,73 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 	return 0;
 }
 
+/* ---- reload ---- */
+
+bool tfs_config_reloadable(const char *section, const char *key)
+{
+	const struct opt *o = find_opt(section, key);
+
+	return o && (o->flags & OPTF_RELOAD);
+}
+
+static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out);
+
+/* Copy option o's value and origin from `from` into `to`.  Returns 0 or
+ * ENOMEM (to unchanged). */
+static int copy_value(struct tfs_config *to, const struct tfs_config *from, const struct opt *o)
+{
+	if (is_string(o)) {
+		const char *s = load_str(from, o);
+		char *dup = s ? strdup(s) : NULL;
+		char *old;
+
+		if (s && dup == NULL)
+			return ENOMEM;
+		memcpy(&old, field(to, o->off), sizeof(old));
+		free(old);
+		memcpy(field(to, o->off), &dup, sizeof(dup));
+	} else {
+		memcpy(field(to, o->off), cfield(from, o->off), o->size);
+		if (o->type == OPT_SIZE_PCT)
+			memcpy(field(to, o->pct_off), cfield(from, o->pct_off), sizeof(double));
+	}
+	to->origin[opt_index(o)] = from->origin[opt_index(o)];
+	return 0;
+}
+
+int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cur,
+			    tfs_config_change_fn fn, void *ctx)
+{
+	struct tfs_dbuf a, b;
+	int rc = 0;
+
+	tfs_dbuf_init(&a, 64 * 1024);
+	tfs_dbuf_init(&b, 64 * 1024);
+	for (size_t i = 0; i < NOPTS && rc == 0; i++) {
+		const struct opt *o = &options[i];
+		bool reload = (o->flags & OPTF_RELOAD) != 0;
+
+		if (o->type == OPT_SOURCE)
+			continue;
+		tfs_dbuf_reset(&a);
+		tfs_dbuf_reset(&b);
+		rc = dump_value(cur, o, &a);
+		if (rc == 0)
+			rc = dump_value(next, o, &b);
+		if (rc)
+			break;
+		if (strcmp(tfs_dbuf_str(&a), tfs_dbuf_str(&b)) == 0)
+			continue;
+		if (fn)
+			fn(ctx, o->section, o->key, tfs_dbuf_str(&b), reload);
+		if (!reload)
+			rc = copy_value(next, cur, o);
+	}
+	tfs_dbuf_free(&a);
+	tfs_dbuf_free(&b);
+	return rc == EOVERFLOW ? ENOMEM : rc;
+}
+
 /* ---- dump ---- */
 
 static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out)
@@ -1372,7 +1519,8 @@ static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct 
 	switch (o->type) {
 	case OPT_STR:
 	case OPT_PATH:
-	case OPT_URL: {
+	case OPT_URL:
+	case OPT_LISTEN: {
 		const char *s = load_str(cfg, o);
 
 		return s ? tfs_dbuf_adds(out, s) : 0;
@@ -1391,8 +1539,10 @@ static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct 
 	case OPT_SIZE_PCT: {
 		double pct = load_double(cfg, o->pct_off);
 
-		if (pct != 0.0)
-			return tfs_dbuf_addf(out, "%.15g%%", pct);
+		if (pct != 0.0) {
+			fmt_pct(pct, buf, sizeof(buf));
+			return tfs_dbuf_addf(out, "%s%%", buf);
+		}
 		fmt_size(load_uint(cfg, o), buf, sizeof(buf));
 		break;
 	}
@@ -1400,7 +1550,8 @@ static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct 
 		fmt_duration(load_uint(cfg, o), buf, sizeof(buf));
 		break;
 	case OPT_PERCENT:
-		return tfs_dbuf_addf(out, "%.15g", load_double(cfg, o->off));
+		fmt_pct(load_double(cfg, o->off), buf, sizeof(buf));
+		break;
 	case OPT_ENUM: {
 		const char *n = enum_name(o->names, load_int(cfg, o));
 

@@ -16,8 +16,11 @@
  *	hand &cfg.ram, &cfg.ssd, ... to the layers; tfs_config_clear() at exit.
  *
  * After start-up every layer reads its own struct; nothing looks a setting
- * up by name.  The structs are plain data: no locking, read-only once the
- * layers are running.
+ * up by name.  The structs are plain data: no locking.  A reload (SIGHUP,
+ * `tierfs reload`) loads a new config the same way, then
+ * tfs_config_merge_reload() keeps only the keys that can change while
+ * mounted (tfs_config_reloadable()); the daemon hands those values to the
+ * layers' setters, which are thread safe.
  *
  * File syntax (libinih): "[section]" lines and "key = value" lines ("key:
  * value" works too).  Section and key names are case-insensitive.  Lines
@@ -50,6 +53,7 @@
 #include "cache.h"
 #include "dbuf.h"
 #include "log.h"
+#include "metrics.h"
 #include "prefetch.h"
 #include "ram.h"
 #include "s3.h"
@@ -72,7 +76,7 @@ struct tfs_config_origin {
 	bool cmdline;  /* set by tfs_config_set() */
 };
 
-#define TFS_CONFIG_MAX_OPTIONS 48
+#define TFS_CONFIG_MAX_OPTIONS 56
 
 struct tfs_config {
 	/* [backend].  bucket and prefix are not configuration keys: the
@@ -85,6 +89,7 @@ struct tfs_config {
 	struct tfs_writeback_config writeback;
 	struct tfs_prefetch_config prefetch;
 	struct tfs_log_config log;
+	struct tfs_metrics_config metrics;
 	char *path; /* the file loaded, or NULL (built-in defaults only) */
 
 	struct tfs_config_origin origin[TFS_CONFIG_MAX_OPTIONS];
@@ -133,6 +138,30 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
  * tfs_config_set().  The message starts with the file:line (or "command
  * line:") of the setting that was made last.  Returns 0 or EINVAL. */
 int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err);
+
+/* ---- reload ---- */
+
+/* Whether "section.key" can change while mounted: ram.size, ssd.size,
+ * ssd.pin_max, ssd.high_watermark, ssd.low_watermark,
+ * cache.metadata_ttl, writeback.uploaders, prefetch.workers and
+ * log.level.  Names are case-insensitive. */
+bool tfs_config_reloadable(const char *section, const char *key);
+
+/* Called by tfs_config_merge_reload() for each key whose value differs,
+ * with the new value as tfs_config_dump() writes it. */
+typedef void (*tfs_config_change_fn)(void *ctx, const char *section, const char *key,
+				     const char *value, bool reloadable);
+
+/* Reload: `next` is a freshly loaded configuration (defaults, file, -o),
+ * `cur` the one in force.  For each key whose value differs, calls fn
+ * (may be NULL); then copies the value (and its origin) of every key that
+ * is not reloadable from `cur` into `next`, so `next` holds what would be
+ * in force.  The caller then runs tfs_config_validate(next) (a reloadable
+ * value may not fit a key that kept its old value) and, if it passes,
+ * applies it and replaces `cur` with `next`.  Returns 0 or ENOMEM (next
+ * is then a mix: clear it). */
+int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cur,
+			    tfs_config_change_fn fn, void *ctx);
 
 /* Free the strings in *cfg (including backend.bucket/prefix and path) and
  * zero it.  Safe on a zeroed or already cleared struct.  Cannot fail. */

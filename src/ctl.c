@@ -889,7 +889,7 @@ static void *server_main(void *arg)
 
 /* Is something serving `path`?  0 when nothing is there (a stale socket is
  * removed), EADDRINUSE when a server accepts, EEXIST for a non-socket. */
-static int probe_existing(const struct tfs_ctl *c, const char *path)
+static int probe_existing(const char *path, const struct tfs_log *log, const char *who)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -898,7 +898,7 @@ static int probe_existing(const struct tfs_ctl *c, const char *path)
 	if (lstat(path, &st) != 0)
 		return errno == ENOENT ? 0 : errno;
 	if (!S_ISSOCK(st.st_mode)) {
-		tfs_err(c->log, "ctl: %s exists and is not a socket", path);
+		tfs_err(log, "%s: %s exists and is not a socket", who, path);
 		return EEXIST;
 	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -912,13 +912,10 @@ static int probe_existing(const struct tfs_ctl *c, const char *path)
 	close(fd);
 	if (rc == EAGAIN || rc == EINPROGRESS)
 		rc = EADDRINUSE; /* a full backlog: alive */
-	if (rc == EADDRINUSE) {
-		tfs_err(c->log, "ctl: another tierfs daemon serves this mountpoint (socket %s)",
-			path);
+	if (rc == EADDRINUSE)
 		return EADDRINUSE;
-	}
 	if (rc == ECONNREFUSED) {
-		tfs_info(c->log, "ctl: replacing the stale socket %s", path);
+		tfs_info(log, "%s: replacing the stale socket %s", who, path);
 		if (unlink(path) != 0 && errno != ENOENT)
 			return errno;
 		return 0;
@@ -926,10 +923,47 @@ static int probe_existing(const struct tfs_ctl *c, const char *path)
 	return rc == ENOENT ? 0 : rc;
 }
 
+int tfs_unix_listen(const char *path, mode_t mode, int backlog, const struct tfs_log *log,
+		    const char *who, struct stat *st, int *fdp)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t plen = strlen(path);
+	int fd, rc;
+
+	if (plen == 0 || plen >= sizeof(sa.sun_path)) {
+		tfs_err(log, "%s: socket path too long: %s", who, path);
+		return ENAMETOOLONG;
+	}
+	rc = probe_existing(path, log, who);
+	if (rc)
+		return rc;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = errno;
+		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
+		return rc;
+	}
+	memcpy(sa.sun_path, path, plen + 1);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rc = errno;
+		close(fd);
+		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
+		return rc;
+	}
+	if (chmod(path, mode) != 0 || lstat(path, st) != 0 || listen(fd, backlog) != 0) {
+		rc = errno;
+		unlink(path);
+		close(fd);
+		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
+		return rc;
+	}
+	*fdp = fd;
+	return 0;
+}
+
 static int ctl_open(struct tfs_ctl *c, const char *sock_path)
 {
 	char lock_path[TFS_CTL_SOCK_PATH_MAX + 8];
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int rc;
 
@@ -951,23 +985,12 @@ static int ctl_open(struct tfs_ctl *c, const char *sock_path)
 		tfs_err(c->log, "ctl: flock %s: %s", lock_path, strerror(rc));
 		return rc;
 	}
-	rc = probe_existing(c, sock_path);
+	rc = tfs_unix_listen(sock_path, 0600, LISTEN_BACKLOG, c->log, "ctl", &st, &c->lfd);
+	if (rc == EADDRINUSE)
+		tfs_err(c->log, "ctl: another tierfs daemon serves this mountpoint (socket %s)",
+			sock_path);
 	if (rc)
 		return rc;
-
-	c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (c->lfd < 0)
-		goto fail_errno;
-	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-	if (bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-		goto fail_errno;
-	if (chmod(sock_path, 0600) != 0 || lstat(sock_path, &st) != 0 ||
-	    listen(c->lfd, LISTEN_BACKLOG) != 0) {
-		rc = errno;
-		unlink(sock_path);
-		tfs_err(c->log, "ctl: %s: %s", sock_path, strerror(rc));
-		return rc;
-	}
 	c->sock_dev = st.st_dev;
 	c->sock_ino = st.st_ino;
 	if (pipe2(c->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -977,11 +1000,6 @@ static int ctl_open(struct tfs_ctl *c, const char *sock_path)
 		return rc;
 	}
 	return 0;
-
-fail_errno:
-	rc = errno;
-	tfs_err(c->log, "ctl: %s: %s", sock_path, strerror(rc));
-	return rc;
 }
 
 static void ctl_free(struct tfs_ctl *c)

@@ -16,6 +16,7 @@
 
 #include "ctl.h"
 #include "ram.h"
+#include "workers.h"
 
 struct tfs_follow {
 	struct tfs_layer *ram;
@@ -35,8 +36,7 @@ struct tfs_follow {
 	size_t *jobs;     /* queue of indexes to fetch */
 	size_t jhead, jlen, jcap;
 	bool stop;
-	pthread_t *threads;
-	unsigned nthreads;
+	struct tfs_workers pool;
 	uint64_t fetched, failed, opened_in_order, realigned, skipped_errors;
 };
 
@@ -108,9 +108,10 @@ static int fetch(struct tfs_follow *f, const char *key, uint64_t gen)
 
 static void *worker(void *arg)
 {
-	struct tfs_follow *f = arg;
+	struct tfs_worker *self = arg;
+	struct tfs_follow *f = self->ctx;
 	pthread_mutex_lock(&f->lock);
-	while (!f->stop) {
+	while (!f->stop && !tfs_workers_retire(self)) {
 		if (f->jlen == 0) {
 			pthread_cond_wait(&f->work, &f->lock);
 			continue;
@@ -249,6 +250,7 @@ void tfs_follow_stats(struct tfs_follow *f, struct json_object *out)
 	json_object_object_add(o, "order_files", json_object_new_uint64(f->n));
 	json_object_object_add(o, "position", json_object_new_uint64(f->pos));
 	json_object_object_add(o, "window", json_object_new_uint64(f->window));
+	json_object_object_add(o, "workers", json_object_new_uint64(tfs_workers_count(&f->pool)));
 	json_object_object_add(o, "prefetched_files", json_object_new_uint64(f->fetched));
 	json_object_object_add(o, "failed_files", json_object_new_uint64(f->failed));
 	json_object_object_add(o, "opened_in_order", json_object_new_uint64(f->opened_in_order));
@@ -270,23 +272,27 @@ int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta, unsigned wor
 	f->window = window ? window : 1;
 	f->jcap = (size_t)f->window * 2 + 16;
 	f->jobs = calloc(f->jcap, sizeof(*f->jobs));
-	f->threads = calloc(workers ? workers : 1, sizeof(*f->threads));
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->work, NULL);
-	if (f->jobs == NULL || f->threads == NULL) {
+	if (f->jobs == NULL || tfs_workers_init(&f->pool, TFS_FOLLOW_MAX_WORKERS, worker, f)) {
 		tfs_follow_destroy(f);
 		return ENOMEM;
 	}
-	for (unsigned i = 0; i < workers; i++) {
-		int rc = pthread_create(&f->threads[i], NULL, worker, f);
-		if (rc) {
-			tfs_follow_destroy(f);
-			return rc;
-		}
-		f->nthreads++;
+	int rc = tfs_workers_set(&f->pool, &f->lock, &f->work, workers, NULL, NULL);
+	if (rc) {
+		tfs_follow_destroy(f);
+		return rc;
 	}
 	*out = f;
 	return 0;
+}
+
+int tfs_follow_set_workers(struct tfs_follow *f, unsigned workers)
+{
+	int rc = tfs_workers_set(&f->pool, &f->lock, &f->work, workers, NULL, NULL);
+	if (rc)
+		tfs_err(f->log, "follow: cannot start workers: %s", strerror(rc));
+	return rc;
 }
 
 void tfs_follow_destroy(struct tfs_follow *f)
@@ -297,11 +303,9 @@ void tfs_follow_destroy(struct tfs_follow *f)
 	f->stop = true;
 	pthread_cond_broadcast(&f->work);
 	pthread_mutex_unlock(&f->lock);
-	for (unsigned i = 0; i < f->nthreads; i++)
-		pthread_join(f->threads[i], NULL);
+	tfs_workers_stop(&f->pool);
 	clear_order(f);
 	free(f->jobs);
-	free(f->threads);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->work);
 	free(f);

@@ -47,6 +47,14 @@ void tfs_follow_opened(struct tfs_follow *f, const char *key);
  * prefetched; for progress.  */
 void tfs_follow_position(struct tfs_follow *f, uint64_t *pos, uint64_t *len, uint64_t *fetched);
 
+/* The most fetch threads. */
+#define TFS_FOLLOW_MAX_WORKERS 256
+
+/* Reload: run `workers` fetch threads (extra ones leave after their
+ * current file; the window keeps its size).  Returns 0 or the
+ * pthread_create() error (logged).  Thread safe. */
+int tfs_follow_set_workers(struct tfs_follow *f, unsigned workers);
+
 /* Add a "follow" object to `out`. */
 void tfs_follow_stats(struct tfs_follow *f, struct json_object *out);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,18 @@ struct dirh {
 	char last[NAME_MAX + 1];
 	off_t last_off;
 };
+
+double tfs_fs_timeout(const struct tfs_fs *fs)
+{
+	uint64_t ttl = atomic_load(&fs->ttl_ms);
+
+	return ttl == UINT64_MAX ? FOREVER_S : (double)ttl / 1000.0;
+}
+
+void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms)
+{
+	atomic_store(&fs->ttl_ms, ttl_ms);
+}
 
 void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err)
 {
@@ -214,8 +227,8 @@ void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 	memset(e, 0, sizeof(*e));
 	e->ino = in->ino;
 	e->generation = 1;
-	e->attr_timeout = fs->timeout;
-	e->entry_timeout = fs->timeout;
+	e->attr_timeout = tfs_fs_timeout(fs);
+	e->entry_timeout = tfs_fs_timeout(fs);
 	tfs_fs_fill_stat(fs, in->ino, a, &e->attr);
 }
 
@@ -243,7 +256,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
-		struct fuse_entry_param e = { .ino = 0, .entry_timeout = fs->timeout };
+		struct fuse_entry_param e = { .ino = 0, .entry_timeout = tfs_fs_timeout(fs) };
 		tfs_fs_count(fs, OP_LOOKUP, 0);
 		fuse_reply_entry(req, &e);
 		return;
@@ -300,7 +313,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	tfs_fs_fill_stat(fs, ino, &a, &st);
 	tfs_fs_count(fs, OP_GETATTR, 0);
-	fuse_reply_attr(req, &st, fs->timeout);
+	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
 
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -319,7 +332,7 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	pthread_mutex_init(&h->lock, NULL);
 	fi->fh = (uintptr_t)h;
 	fi->cache_readdir = 0;
-	fi->keep_cache = fs->cfg.ttl_ms == UINT64_MAX;
+	fi->keep_cache = atomic_load(&fs->ttl_ms) == UINT64_MAX;
 	fuse_reply_open(req, fi);
 }
 
@@ -762,36 +775,104 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/* A file open for writing keeps its staged file open: take every
+	 * descriptor the hard limit allows (the soft limit is often 1024;
+	 * above fs.nr_open's default the raise would fail). */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max < (1u << 20) ? rl.rlim_max : (1u << 20);
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			tfs_warn(fs->log, "fuse: cannot raise the open files limit: %s", strerror(errno));
+	}
 	tfs_info(fs->log, "fuse: protocol %u.%u, max_read %u, max_readahead %u", conn->proto_major,
 		 conn->proto_minor, conn->max_read, conn->max_readahead);
 }
 
+/* Latency of the counted operations: each handler below is timed from its
+ * entry to its return.  Every handler replies before it returns (no reply
+ * is deferred to another thread), so that is the time to the reply plus
+ * the reply's write to the kernel.  `fs` is taken before the call: the
+ * request is gone once replied. */
+#define TIMED(op, fn, params, ...)                               \
+	static void timed_##fn params                            \
+	{                                                        \
+		struct tfs_fs *tfs = fs_of(req);                 \
+		uint64_t t0 = tfs_hist_now();                    \
+		fn(__VA_ARGS__);                                 \
+		tfs_hist_observe(&tfs->lat[op], t0);             \
+	}
+
+TIMED(OP_LOOKUP, fs_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent, name)
+TIMED(OP_GETATTR, fs_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
+      fi)
+TIMED(OP_READDIR, fs_readdir,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
+      size, off, fi)
+TIMED(OP_READDIR, fs_readdirplus,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
+      size, off, fi)
+TIMED(OP_OPEN, fs_open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino, fi)
+TIMED(OP_READ, fs_read,
+      (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
+      size, off, fi)
+TIMED(OP_STATFS, fs_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
+TIMED(OP_SETATTR, tfs_fs_setattr,
+      (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi), req,
+      ino, attr, to_set, fi)
+TIMED(OP_MKDIR, tfs_fs_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode), req,
+      parent, name, mode)
+TIMED(OP_CREATE, tfs_fs_mknod,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev), req, parent,
+      name, mode, rdev)
+TIMED(OP_CREATE, tfs_fs_create_file,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi),
+      req, parent, name, mode, fi)
+TIMED(OP_WRITE, tfs_fs_write,
+      (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+       struct fuse_file_info *fi), req, ino, buf, size, off, fi)
+TIMED(OP_FLUSH, tfs_fs_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
+      fi)
+TIMED(OP_FSYNC, tfs_fs_fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+      req, ino, datasync, fi)
+TIMED(OP_UNLINK, tfs_fs_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+      name)
+TIMED(OP_RMDIR, tfs_fs_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+      name)
+TIMED(OP_RENAME, tfs_fs_rename,
+      (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+       const char *newname, unsigned int flags), req, parent, name, newparent, newname, flags)
+TIMED(OP_CREATE, tfs_fs_symlink,
+      (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
+      name)
+TIMED(OP_CREATE, tfs_fs_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+      const char *newname), req, ino, newparent, newname)
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = fs_init,
-	.lookup = fs_lookup,
+	.lookup = timed_fs_lookup,
 	.forget = fs_forget,
 	.forget_multi = fs_forget_multi,
-	.getattr = fs_getattr,
+	.getattr = timed_fs_getattr,
 	.opendir = fs_opendir,
-	.readdir = fs_readdir,
-	.readdirplus = fs_readdirplus,
+	.readdir = timed_fs_readdir,
+	.readdirplus = timed_fs_readdirplus,
 	.releasedir = fs_releasedir,
-	.open = fs_open,
-	.read = fs_read,
+	.open = timed_fs_open,
+	.read = timed_fs_read,
 	.release = fs_release,
-	.statfs = fs_statfs,
-	.setattr = tfs_fs_setattr,
-	.mkdir = tfs_fs_mkdir,
-	.mknod = tfs_fs_mknod,
-	.create = tfs_fs_create_file,
-	.write = tfs_fs_write,
-	.flush = tfs_fs_flush,
-	.fsync = tfs_fs_fsync,
-	.unlink = tfs_fs_unlink,
-	.rmdir = tfs_fs_rmdir,
-	.rename = tfs_fs_rename,
-	.symlink = tfs_fs_symlink,
-	.link = tfs_fs_link,
+	.statfs = timed_fs_statfs,
+	.setattr = timed_tfs_fs_setattr,
+	.mkdir = timed_tfs_fs_mkdir,
+	.mknod = timed_tfs_fs_mknod,
+	.create = timed_tfs_fs_create_file,
+	.write = timed_tfs_fs_write,
+	.flush = timed_tfs_fs_flush,
+	.fsync = timed_tfs_fs_fsync,
+	.unlink = timed_tfs_fs_unlink,
+	.rmdir = timed_tfs_fs_rmdir,
+	.rename = timed_tfs_fs_rename,
+	.symlink = timed_tfs_fs_symlink,
+	.link = timed_tfs_fs_link,
 	.setxattr = tfs_fs_setxattr,
 	.getxattr = tfs_fs_getxattr,
 	.listxattr = tfs_fs_listxattr,
@@ -814,6 +895,9 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 			continue;
 		json_object_object_add(x, "count", json_object_new_uint64(atomic_load(&fs->ops[i])));
 		json_object_object_add(x, "errors", json_object_new_uint64(atomic_load(&fs->errs[i])));
+		struct json_object *lat = tfs_hist_json(&fs->lat[i]);
+		if (lat)
+			json_object_object_add(x, "latency", lat);
 		json_object_object_add(o, op_names[i], x);
 	}
 	json_object_object_add(o, "read_bytes", json_object_new_uint64(atomic_load(&fs->read_bytes)));
@@ -835,6 +919,13 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 		return rc;
 	}
 	fs->cfg = *cfg;
+	/* a copy: a reload frees the configuration's strings */
+	fs->cfg.statfs_dir = cfg->statfs_dir ? strdup(cfg->statfs_dir) : NULL;
+	if (cfg->statfs_dir && fs->cfg.statfs_dir == NULL) {
+		tfs_itable_destroy(fs->itable);
+		free(fs);
+		return ENOMEM;
+	}
 	fs->meta = meta;
 	fs->top = top;
 	fs->pf = pf;
@@ -844,7 +935,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
-	fs->timeout = cfg->ttl_ms == UINT64_MAX ? FOREVER_S : (double)cfg->ttl_ms / 1000.0;
+	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
 	fs->root_attr.type = TFS_FT_DIR;
 	fs->root_attr.mtime = (int64_t)time(NULL);
 	fs->root_attr.mode = fs->root_attr.uid = fs->root_attr.gid = TFS_META_UNSET;
@@ -858,5 +949,6 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 		return;
 	tfs_itable_destroy(fs->itable);
 	pthread_mutex_destroy(&fs->ns_lock);
+	free((char *)fs->cfg.statfs_dir);
 	free(fs);
 }

@@ -29,7 +29,7 @@ struct tfs_fs_config {
 	mode_t dir_mode;
 	uint64_t ttl_ms;  /* cache.metadata_ttl; UINT64_MAX: forever */
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
-	const char *statfs_dir; /* statfs reports this directory's filesystem */
+	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
 };
 
 struct tfs_fs;
@@ -55,7 +55,13 @@ void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
 /* The operations table; pass the fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *tfs_fs_ops(void);
 
-/* Add "fuse" counters (operations, errors, inodes) to `out`. */
+/* Reload: new cache.metadata_ttl for the kernel's entry and attribute
+ * timeouts (replies from now on) and directory page caching (opens from
+ * now on).  Thread safe (an atomic). */
+void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms);
+
+/* Add "fuse" counters (operations, errors, latency histograms, inodes) to
+ * `out`. */
 void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out);
 
 #endif

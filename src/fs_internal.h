@@ -14,6 +14,7 @@
 #include "dbuf.h"
 #include "follow.h"
 #include "fs.h"
+#include "hist.h"
 #include "writeback.h"
 
 #define FOREVER_S (365.0 * 86400.0)
@@ -37,10 +38,11 @@ struct tfs_fs {
 	const struct tfs_log *log;
 	uint64_t block_size;
 	uint64_t ra_blocks;
-	double timeout; /* kernel entry/attr timeout, seconds */
+	_Atomic uint64_t ttl_ms; /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
+	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
 };
 
 /* An open file.  Clean files read through the cache stack (obj); dirty
@@ -60,6 +62,9 @@ static inline struct tfs_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
+
+/* The kernel's entry and attribute timeout in seconds (from the TTL). */
+double tfs_fs_timeout(const struct tfs_fs *fs);
 
 void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err);
 /* Count and reply with an error. */

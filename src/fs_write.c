@@ -322,7 +322,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		tfs_fs_order_attr(fs, &a); /* O_TRUNC, utimes...: nothing to keep */
 		tfs_fs_fill_stat(fs, ino, &a, &st);
 		tfs_fs_count(fs, OP_SETATTR, 0);
-		fuse_reply_attr(req, &st, fs->timeout);
+		fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 		return;
 	}
 	if (rc == 0 && fs->wb == NULL)
@@ -371,7 +371,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	struct stat st;
 	tfs_fs_fill_stat(fs, ino, &a, &st);
 	tfs_fs_count(fs, OP_SETATTR, 0);
-	fuse_reply_attr(req, &st, fs->timeout);
+	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
 
 /* ---- directories and names ---- */

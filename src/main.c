@@ -7,10 +7,12 @@
 #include <fuse_lowlevel.h>
 #include <json-c/json_c_version.h>
 #include <lmdb.h>
+#include <microhttpd.h>
 #include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "commands.h"
 #include "dbuf.h"
@@ -27,6 +29,8 @@ static void usage(FILE *f)
 		"          upload pending writes, unmount, wait for the daemon to finish\n"
 		"  flush   MOUNTPOINT\n"
 		"          upload every pending write now and wait for it\n"
+		"  reload  MOUNTPOINT\n"
+		"          re-read the configuration and apply it without a remount\n"
 		"  warmup  [-j N] [--tier ssd|ram] [--pin] [--manifest FILE] MOUNTPOINT [PATH...]\n"
 		"          fill the cache with files before training (with progress)\n"
 		"  warmup  --follow MANIFEST MOUNTPOINT\n"
@@ -46,14 +50,29 @@ static void usage(FILE *f)
 		"See tierfs(1) and tierfs.conf(5).\n");
 }
 
+/* `tierfs --version`: our version, then the version of each library as
+ * linked at run time (inih has no version call: the one built against). */
 static void version(void)
 {
 	curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+	const XML_Expat_Version xv = XML_ExpatVersionInfo();
+	unsigned xx = XXH_versionNumber();
+	int lmaj = 0, lmin = 0, lpatch = 0;
+
+	(void)mdb_version(&lmaj, &lmin, &lpatch);
 	printf("tierfs %s\n", PACKAGE_VERSION);
-	printf("libfuse %s, libcurl %s, %s, LMDB %d.%d.%d, expat %d.%d.%d, json-c %s\n",
-	       fuse_pkgversion(), cv->version, OpenSSL_version(OPENSSL_VERSION), MDB_VERSION_MAJOR,
-	       MDB_VERSION_MINOR, MDB_VERSION_PATCH, XML_MAJOR_VERSION, XML_MINOR_VERSION,
-	       XML_MICRO_VERSION, json_c_version());
+	printf("libfuse3 %s (API %d)\n", fuse_pkgversion(), FUSE_USE_VERSION);
+	printf("libcurl %s%s%s\n", cv->version, cv->ssl_version ? " with " : "",
+	       cv->ssl_version ? cv->ssl_version : "");
+	printf("OpenSSL %s\n", OpenSSL_version(OPENSSL_VERSION_STRING));
+	printf("LMDB %d.%d.%d\n", lmaj, lmin, lpatch);
+	printf("expat %d.%d.%d\n", xv.major, xv.minor, xv.micro);
+	printf("json-c %s\n", json_c_version());
+	printf("libmicrohttpd %s\n", MHD_get_version());
+#ifdef TFS_INIH_VERSION
+	printf("inih %s\n", TFS_INIH_VERSION);
+#endif
+	printf("xxhash %u.%u.%u\n", xx / 10000, xx / 100 % 100, xx % 100);
 }
 
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
@@ -98,6 +117,15 @@ static int cmd_config(int argc, char **argv)
 				conf = argv[++i];
 			else
 				ovr[n_ovr++] = argv[++i];
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			printf("usage: tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...\n"
+			       "\n"
+			       "Print the effective configuration: the defaults, then CONF (default\n"
+			       "%s), then each -o in order, with the origin of\n"
+			       "every value that is not a default.  See tierfs.conf(5).\n",
+			       tfs_config_default_path());
+			free(ovr);
+			return TFS_EXIT_OK;
 		} else {
 			fprintf(stderr, "tierfs config: unexpected argument '%s'\n", argv[i]);
 			free(ovr);
@@ -151,6 +179,8 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_pin(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "flush") == 0) {
 		rc = tfs_cmd_flush(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "reload") == 0) {
+		rc = tfs_cmd_reload(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "stats") == 0) {
 		rc = tfs_cmd_stats(argc - 1, argv + 1);
 	} else {

@@ -470,7 +470,9 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 		free(r);
 		return tfs_ctl_fail(resp, EINVAL, "pinning is for the SSD tier (--tier ssd)");
 	}
-	unsigned jobs = ctx->default_jobs ? ctx->default_jobs : 8;
+	unsigned jobs = atomic_load(&ctx->default_jobs);
+	if (jobs == 0)
+		jobs = 8;
 	if (json_object_object_get_ex(req, "jobs", &v)) {
 		int64_t j = json_object_get_int64(v);
 		if (j < 1 || j > MAX_JOBS) {

@@ -25,6 +25,8 @@
 #ifndef TFS_WARMUP_H
 #define TFS_WARMUP_H
 
+#include <stdatomic.h>
+
 #include "ctl.h"
 #include "layer.h"
 #include "manifest.h"
@@ -38,7 +40,7 @@ struct tfs_warmup_ctx {
 	struct tfs_layer *ssd;    /* the SSD tier below it */
 	const struct tfs_log *log;
 	struct tfs_manifest_scope scope;
-	unsigned default_jobs;    /* prefetch.workers */
+	_Atomic unsigned default_jobs; /* prefetch.workers (a reload changes it) */
 };
 
 /* Register the commands above on `ctl`; `ctx` must outlive it.  Returns 0

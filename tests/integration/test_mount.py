@@ -632,7 +632,12 @@ class Ctx:
         return m
 
 
-def main():
+def run_suite(suite, tests):
+    """Run `tests` ([(name, fn(ctx))]) with this harness's command line
+    (TIERFS --backend local|moto [--only NAME] [--extended]), each in a
+    fresh work directory and bucket; print one line per test and end with
+    "SUITE: N passed, N failed".  Returns the exit status.  A test returns
+    "skip" to be skipped.  Other suites (test_ops.py) use it too."""
     ap = argparse.ArgumentParser()
     ap.add_argument("tierfs")
     ap.add_argument("--backend", default="local", choices=["local", "moto"])
@@ -641,10 +646,10 @@ def main():
     args = ap.parse_args()
     tierfs = os.path.abspath(args.tierfs)
     passed = failed = 0
-    for name, fn in TESTS:
+    for name, fn in tests:
         if args.only and args.only != name:
             continue
-        work = tempfile.mkdtemp(prefix="tierfs-mnt-")
+        work = tempfile.mkdtemp(prefix="tierfs-%s-" % suite)
         bucket = None
         ctx = None
         t0 = time.monotonic()
@@ -670,8 +675,13 @@ def main():
             if bucket:
                 bucket.close()
             shutil.rmtree(work, ignore_errors=True)
-    print("mount: %d passed, %d failed" % (passed, failed))
+        sys.stdout.flush()
+    print("%s: %d passed, %d failed" % (suite, passed, failed))
     return 1 if failed else 0
+
+
+def main():
+    return run_suite("mount", TESTS)
 
 
 if __name__ == "__main__":

@@ -353,7 +353,7 @@ Test(config, unknown_section)
 {
 	load_fails("[ram]\nsize = 2G\n[sdd]\nsize = 10G\n",
 		   "4: [sdd] size: unknown section [sdd] (allowed: backend, ram, ssd, cache, "
-		   "writeback, prefetch, log)");
+		   "writeback, prefetch, log, metrics)");
 }
 
 Test(config, unknown_key)
@@ -635,7 +635,7 @@ Test(config, override_errors)
 		  "command line: -o ram.size=1M: '1M' is out of range (allowed: 16M or more)");
 	set_fails("sdd.size=1G",
 		  "command line: -o sdd.size=1G: unknown section [sdd] (allowed: backend, ram, "
-		  "ssd, cache, writeback, prefetch, log)");
+		  "ssd, cache, writeback, prefetch, log, metrics)");
 	set_fails("ram.sise=1G",
 		  "command line: -o ram.sise=1G: unknown key 'sise' in section [ram] (allowed: "
 		  "size)");
@@ -898,4 +898,92 @@ Test(config, man_page_lists_every_key)
 	}
 	free(man);
 	free(all);
+}
+
+/* ---- [metrics] listen ---- */
+
+Test(config, metrics_listen_is_loopback_or_unix)
+{
+	cr_assert_null(cfg.metrics.listen, "off by default");
+	load_ok("[metrics]\nlisten = 127.0.0.1:9464\n");
+	cr_assert_str_eq(cfg.metrics.listen, "127.0.0.1:9464");
+	set_ok("metrics.listen=unix:/run/tierfs/m.sock");
+	set_ok("metrics.listen=[::1]:0");
+	set_ok("metrics.listen=");
+	cr_assert_null(cfg.metrics.listen);
+	load_fails("[metrics]\n\nlisten = 0.0.0.0:9464\n",
+		   "3: [metrics] listen: invalid listen address '0.0.0.0:9464': 0.0.0.0 is not a "
+		   "loopback address (allowed: 127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, "
+		   "[::1]:PORT, unix:/ABSOLUTE/PATH, or empty for none)");
+	set_fails("metrics.listen=unix:m.sock",
+		  "command line: -o metrics.listen=unix:m.sock: invalid listen address "
+		  "'unix:m.sock': a unix socket needs an absolute path (allowed: 127.0.0.1:PORT "
+		  "(any 127.x.y.z), localhost:PORT, [::1]:PORT, unix:/ABSOLUTE/PATH, or empty for "
+		  "none)");
+}
+
+/* ---- reload ---- */
+
+struct seen {
+	char applied[512], remount[512];
+};
+
+static void on_change(void *ctx, const char *section, const char *key, const char *value,
+		      bool reloadable)
+{
+	struct seen *s = ctx;
+	char *buf = reloadable ? s->applied : s->remount;
+	size_t n = strlen(buf);
+	snprintf(buf + n, 512 - n, "%s%s.%s=%s", n ? " " : "", section, key, value);
+}
+
+Test(config, reloadable_keys)
+{
+	cr_assert(tfs_config_reloadable("ram", "size"));
+	cr_assert(tfs_config_reloadable("SSD", "low_watermark"));
+	cr_assert(tfs_config_reloadable("cache", "metadata_ttl"));
+	cr_assert(tfs_config_reloadable("log", "level"));
+	cr_assert_not(tfs_config_reloadable("cache", "block_size"));
+	cr_assert_not(tfs_config_reloadable("metrics", "listen"));
+	cr_assert_not(tfs_config_reloadable("nosuch", "key"));
+}
+
+Test(config, merge_keeps_only_reloadable_changes)
+{
+	struct tfs_config next;
+	struct seen s = { "", "" };
+
+	load_ok("[ram]\nsize = 2G\n[ssd]\ndir = /srv/cache\n[cache]\nblock_size = 4M\n");
+	cr_assert_eq(tfs_config_defaults(&next), 0);
+	write_conf("[ram]\nsize = 3G\n[ssd]\ndir = /other\nhigh_watermark = 95\n"
+		   "[cache]\nblock_size = 4M\npolicy = lru\n[log]\nlevel = debug\n");
+	cr_assert_eq(tfs_config_load(&next, path, true, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_config_merge_reload(&next, &cfg, on_change, &s), 0);
+	cr_assert_str_eq(s.applied, "ram.size=3G ssd.high_watermark=95 log.level=debug");
+	cr_assert_str_eq(s.remount, "ssd.dir=/other cache.policy=lru");
+	cr_assert_eq(next.ram.size, 3 * GIB);
+	cr_assert_eq(next.ssd.high_watermark, 95.0);
+	cr_assert_eq(next.log.level, TFS_LOG_DEBUG);
+	cr_assert_str_eq(next.ssd.dir, "/srv/cache", "not reloadable: the value in force stays");
+	cr_assert_eq(next.cache.policy, TFS_POLICY_EPOCH);
+	cr_assert_eq(tfs_config_validate(&next, &err), 0, "%s", tfs_dbuf_str(&err));
+	tfs_config_clear(&next);
+}
+
+/* A reloadable value that does not fit a key kept at its old value is
+ * found by validating the merged configuration. */
+Test(config, merged_config_is_validated_again)
+{
+	struct tfs_config next;
+
+	load_ok("[cache]\nblock_size = 64M\n[ram]\nsize = 256M\n");
+	cr_assert_eq(tfs_config_defaults(&next), 0);
+	write_conf("[cache]\nblock_size = 1M\n[ram]\nsize = 32M\n");
+	cr_assert_eq(tfs_config_load(&next, path, true, &err), 0);
+	cr_assert_eq(tfs_config_validate(&next, &err), 0, "valid on its own");
+	cr_assert_eq(tfs_config_merge_reload(&next, &cfg, NULL, NULL), 0);
+	cr_assert_eq(tfs_config_validate(&next, &err), EINVAL);
+	cr_assert(strstr(tfs_dbuf_str(&err), "must be at least 4 times [cache] block_size (64M)"),
+		  "%s", tfs_dbuf_str(&err));
+	tfs_config_clear(&next);
 }

@@ -318,3 +318,38 @@ Test(ram, epoch_policy_keeps_a_stable_set)
 		      (unsigned long)cached);
 	cr_assert_eq(stat_of("evictions"), 0);
 }
+
+/* Reload: a smaller budget evicts cached blocks at once (whatever the
+ * policy), a larger one is used; blocks held stay valid. */
+Test(ram, set_size_shrinks_and_grows)
+{
+	make_ram(64, TFS_POLICY_EPOCH);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "resize", "\"e1\"", 40 * BS);
+	struct tfs_ram_block *b, *held;
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &held), 0);
+	for (uint64_t i = 1; i < 40; i++) {
+		cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+		tfs_ram_put(ram, b);
+	}
+	cr_assert_geq(stat_of("cached_bytes"), 30 * BS);
+	cr_assert_eq(tfs_ram_set_size(ram, 3 * BS), EINVAL, "below 4 blocks");
+	cr_assert_eq(stat_of("capacity_bytes"), 64 * BS, "a refused size changes nothing");
+
+	cr_assert_eq(tfs_ram_set_size(ram, 16 * BS), 0);
+	cr_assert_eq(stat_of("capacity_bytes"), 16 * BS);
+	/* cached <= cap - reserve (8 blocks), pool and cache within the cap */
+	cr_assert_leq(stat_of("cached_bytes"), 8 * BS);
+	cr_assert_leq(stat_of("used_bytes") + stat_of("pooled_bytes"), 16 * BS);
+	cr_assert_gt(stat_of("evictions"), 0);
+	check_block(&obj, 0, held); /* a held block survives the shrink */
+	tfs_ram_put(ram, held);
+
+	cr_assert_eq(tfs_ram_set_size(ram, 128 * BS), 0);
+	for (uint64_t i = 0; i < 40; i++) {
+		cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+		check_block(&obj, i, b);
+		tfs_ram_put(ram, b);
+	}
+	cr_assert_geq(stat_of("cached_bytes"), 40 * BS, "the larger budget holds all");
+}

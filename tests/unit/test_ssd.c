@@ -1015,3 +1015,39 @@ Test(ssd, concurrent_readers_under_eviction)
 	cr_assert_eq(st_get(&t, "used_bytes"), used);
 	t_fini(&t);
 }
+
+/* Reload: a smaller size takes effect at once and the background thread
+ * evicts down to it, whatever the policy (epoch would keep everything);
+ * an impossible size changes nothing. */
+Test(ssd, set_limits_shrinks_in_the_background)
+{
+	struct t t;
+	char key[16];
+	t_init(&t, TFS_POLICY_EPOCH, 80 * BS);
+	t_open(&t);
+	for (int o = 0; o < 10; o++) { /* 40 blocks, below the high watermark */
+		key_of(key, sizeof(key), "obj", o);
+		rd_all(&t, key, "e", obj_size(4));
+	}
+	cr_assert_eq(st_get(&t, "used_bytes"), 40 * BS);
+	struct tfs_ssd_config c = t.cfg;
+	c.size = 2 * BS;
+	cr_assert_eq(tfs_ssd_set_limits(t.ssd, &c), EINVAL, "below 4 blocks");
+	cr_assert_eq(st_get(&t, "capacity_bytes"), 80 * BS);
+
+	c.size = 20 * BS; /* high 18 blocks, low 10 */
+	cr_assert_eq(tfs_ssd_set_limits(t.ssd, &c), 0);
+	cr_assert_eq(st_get(&t, "capacity_bytes"), 20 * BS);
+	cr_assert_eq(st_get(&t, "high_watermark_bytes"), 18 * BS);
+	cr_assert(wait_le(&t, "used_bytes", 20 * BS), "usage %lu never came down to the capacity",
+		  (unsigned long)st_get(&t, "used_bytes"));
+	cr_assert_geq(st_get(&t, "evictions"), 5);
+	/* a fill beyond the new capacity is served, not cached */
+	key_of(key, sizeof(key), "new", 0);
+	rd_all(&t, key, "e", obj_size(4));
+
+	c.size = 200 * BS;
+	cr_assert_eq(tfs_ssd_set_limits(t.ssd, &c), 0);
+	cr_assert_eq(st_get(&t, "capacity_bytes"), 200 * BS);
+	t_fini(&t);
+}

@@ -21,6 +21,8 @@
 #include "local.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <time.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -33,6 +35,16 @@
 #include <unistd.h>
 
 #define TMP_PREFIX ".tierfs-tmp."
+/* Temporary files live in one directory at the root (its name starts
+ * with TMP_PREFIX, so it is never a key and never listed): a write cut
+ * short by kill -9 leaves its file there, and the next start removes
+ * what is old enough not to belong to a running writer. */
+#define TMP_DIR TMP_PREFIX "d"
+#define TMP_STALE_S 3600
+/* A directory marker ("dir/") is the directory plus this empty file in
+ * it (never a key, never listed): it keeps a directory made by mkdir when
+ * its last file is deleted, as a marker object does on S3. */
+#define MARKER_FILE TMP_PREFIX "dir"
 #define XATTR_PREFIX "user.tierfs.meta."
 #define COPY_CHUNK (1u << 20)
 
@@ -603,16 +615,17 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 	size_t dirlen = slash ? (size_t)(slash - key) + 1 : 0;
 	int rc, fd = -1;
 
+	(void)dirlen;
 	rc = make_parents(lb, key, false);
 	if (rc)
 		goto fail_nofile;
-	if (dirlen + sizeof(TMP_PREFIX) + 16 > sizeof(tmp)) {
-		rc = ENAMETOOLONG;
+	if (mkdirat(lb->root_fd, TMP_DIR, 0700) < 0 && errno != EEXIST) {
+		rc = errno;
 		goto fail_nofile;
 	}
 	for (int attempt = 0; attempt < 100; attempt++) {
 		unsigned r = (unsigned)random() ^ (unsigned)getpid() ^ ((unsigned)attempt << 20);
-		snprintf(tmp, sizeof(tmp), "%.*s" TMP_PREFIX "%08x", (int)dirlen, key, r);
+		snprintf(tmp, sizeof(tmp), TMP_DIR "/%u-%08x", (unsigned)getpid(), r);
 		fd = openat(lb->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -694,6 +707,16 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 		if (len != 0)
 			return EINVAL;
 		rc = make_parents(lb, key, true);
+		char marker[PATH_MAX];
+		if (rc == 0 && snprintf(marker, sizeof(marker), "%s" MARKER_FILE, key) >= (int)sizeof(marker))
+			rc = ENAMETOOLONG;
+		if (rc == 0) {
+			int mfd = openat(lb->root_fd, marker, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			if (mfd < 0)
+				rc = errno;
+			else
+				close(mfd);
+		}
 		struct stat st;
 		if (rc == 0 && fstatat(lb->root_fd, key, &st, 0) == 0) {
 			make_etag(&st, etag_out);
@@ -783,6 +806,11 @@ static int local_delete(void *priv, const char *key)
 	int rc = check_key(lb, key, &dir);
 	if (rc)
 		return rc;
+	if (dir) {
+		char marker[PATH_MAX];
+		if (snprintf(marker, sizeof(marker), "%s" MARKER_FILE, key) < (int)sizeof(marker))
+			(void)unlinkat(lb->root_fd, marker, 0);
+	}
 	if (unlinkat(lb->root_fd, key, dir ? AT_REMOVEDIR : 0) < 0) {
 		int e = errno;
 		if (e == ENOENT || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST || e == EISDIR)
@@ -816,6 +844,41 @@ static const struct tfs_backend_ops local_ops = {
 	.destroy = local_destroy,
 };
 
+/* Remove temporary files of writes cut short: those of processes that are
+ * gone, and any older than TMP_STALE_S (a live writer of another process
+ * sharing the directory is left alone). */
+static void sweep_tmp(struct local *lb)
+{
+	int fd = openat(lb->root_fd, TMP_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	time_t now = time(NULL);
+	unsigned removed = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		if (de->d_name[0] == '.' || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* "<pid>-<random>": a writer that is gone, or an old file. */
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		bool gone = *end == '-' && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+		if (!gone && now - st.st_mtime < TMP_STALE_S)
+			continue;
+		if (unlinkat(fd, de->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	if (removed)
+		tfs_info(lb->log, "local: removed %u temporary file(s) of interrupted writes in %s/%s",
+			 removed, lb->root, TMP_DIR);
+}
+
 int tfs_local_create(const struct tfs_local_config *cfg, const struct tfs_log *log,
 		     struct tfs_backend **out)
 {
@@ -838,6 +901,7 @@ int tfs_local_create(const struct tfs_local_config *cfg, const struct tfs_log *l
 		local_destroy(lb);
 		return e == ENOTDIR ? ENOTDIR : (e == EACCES ? EACCES : ENOENT);
 	}
+	sweep_tmp(lb);
 	int rc = tfs_backend_new(&local_ops, lb, lb->root, out);
 	if (rc)
 		local_destroy(lb);

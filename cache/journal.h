@@ -42,7 +42,10 @@ struct tfs_jrec {
 	int64_t mtime;
 	uint64_t closed_ms;  /* wall time of the last close or commit */
 	uint32_t attempts;   /* failed upload attempts so far */
-	uint32_t is_dir;     /* DELETE: also the "key/" marker */
+	uint32_t is_dir;     /* DELETE: also the "key/" marker.  PUT: also delete
+			      * the marker "key/" (a directory removed and made a
+			      * file before write-back); MKDIR: also delete the
+			      * object "key" (a file replaced by a directory) */
 	uint64_t mpu_gen;    /* generation the multipart state belongs to */
 	struct tfs_mpu mpu;  /* upload_id "" when none; etags owned */
 	char *path;          /* owned */

@@ -374,7 +374,55 @@ static bool name_ok(const char *name)
 }
 
 /* Delete the entries of directory `h` fetched before `start`. */
-static int prune(struct tfs_meta *m, const uint8_t h[HLEN], uint64_t start)
+/* Does directory `dir` hold, at any depth, an entry this mount wrote and
+ * has not written back (inside the caller's transaction)?  Such a
+ * directory stays although the bucket no longer lists it.  Bounded: past
+ * the bounds the answer is "yes" (keeping a directory is the safe side). */
+static bool local_below(struct tfs_meta *m, MDB_txn *txn, const char *dir, unsigned depth,
+			unsigned *budget)
+{
+	uint8_t h[HLEN];
+	MDB_cursor *c;
+	bool found = false;
+	if (depth > 32 || *budget == 0)
+		return true;
+	dir_hash(dir, h);
+	if (mdb_cursor_open(txn, m->entries, &c) != 0)
+		return true;
+	MDB_val k = { HLEN, h }, v;
+	int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (!found && rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
+		struct tfs_attr a;
+		uint64_t f;
+		(*budget)--;
+		if (*budget == 0) {
+			found = true;
+			break;
+		}
+		if (valid_rec(&v)) {
+			decode(&v, &a, &f);
+			if (a.local && a.type != TYPE_WHITEOUT) {
+				found = true;
+			} else if (a.type == TFS_FT_DIR && k.mv_size - HLEN <= NAME_MAX) {
+				char name[NAME_MAX + 1], sub[4096];
+				memcpy(name, (const char *)k.mv_data + HLEN, k.mv_size - HLEN);
+				name[k.mv_size - HLEN] = '\0';
+				if (tfs_meta_join(dir, name, sub, sizeof(sub)) == 0) {
+					/* The recursion has its own cursor; ours stays valid. */
+					found = local_below(m, txn, sub, depth + 1, budget);
+				}
+			}
+		}
+		if (!found)
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(c);
+	return found;
+}
+
+/* Delete the entries of directory `dir` (hash `h`) fetched before `start`,
+ * except this mount's own (LOCAL) entries and directories that hold some. */
+static int prune(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t start)
 {
 	MDB_txn *txn;
 	MDB_cursor *c;
@@ -395,7 +443,16 @@ static int prune(struct tfs_meta *m, const uint8_t h[HLEN], uint64_t start)
 			rc = mdb_cursor_del(c, 0);
 		} else {
 			decode(&v, &a, &fetched);
-			if (fetched < start && !a.local)
+			bool keep = a.local || fetched >= start;
+			if (!keep && a.type == TFS_FT_DIR && k.mv_size - HLEN <= NAME_MAX) {
+				char name[NAME_MAX + 1], sub[4096];
+				unsigned budget = 100000;
+				memcpy(name, (const char *)k.mv_data + HLEN, k.mv_size - HLEN);
+				name[k.mv_size - HLEN] = '\0';
+				keep = tfs_meta_join(dir, name, sub, sizeof(sub)) == 0 &&
+				       local_below(m, txn, sub, 0, &budget);
+			}
+			if (!keep)
 				rc = mdb_cursor_del(c, 0);
 		}
 		if (rc == 0)
@@ -593,12 +650,12 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 		return rc;
 	if (!any && dir[0] && !exists_locally(m, dir, h)) {
 		/* No key has this prefix: the directory is gone. */
-		int prc = prune(m, h, UINT64_MAX);
+		int prc = prune(m, dir, h, UINT64_MAX);
 		if (prc)
 			mdb_errno(m, prc, "prune");
 		return ENOENT;
 	}
-	int mrc = prune(m, h, start);
+	int mrc = prune(m, dir, h, start);
 	if (mrc == 0) {
 		MDB_txn *txn;
 		struct dirrec d = { .listed_ms = start };

@@ -288,6 +288,13 @@ static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 	if (rc == 0) {
 		if (r->gen <= old.gen)
 			r->gen = old.gen + 1;
+		/* A name removed and made again as the other type before
+		 * write-back: the new record must still remove the old key. */
+		if (old.op == TFS_J_DELETE &&
+		    ((r->op == TFS_J_MKDIR && !old.is_dir) || (r->op == TFS_J_PUT && old.is_dir)))
+			r->is_dir = 1;
+		else if (old.op == r->op && old.is_dir && (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
+			r->is_dir = 1;
 		if (r->mpu.upload_id[0] == '\0' && old.mpu.upload_id[0]) {
 			r->mpu = old.mpu;
 			r->mpu_gen = old.mpu_gen;
@@ -509,6 +516,36 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return found;
+}
+
+void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a)
+{
+	pthread_mutex_lock(&wb->lock);
+	file_tfs_attr(f, a);
+	pthread_mutex_unlock(&wb->lock);
+}
+
+void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
+			 const struct tfs_wb_attr *a)
+{
+	pthread_mutex_lock(&wb->lock);
+	if (mask & TFS_WB_SET_MODE)
+		f->attr.mode = a->mode;
+	if (mask & TFS_WB_SET_UID)
+		f->attr.uid = a->uid;
+	if (mask & TFS_WB_SET_GID)
+		f->attr.gid = a->gid;
+	if (mask & TFS_WB_SET_MTIME)
+		f->attr.mtime = a->mtime;
+	pthread_mutex_unlock(&wb->lock);
+}
+
+bool tfs_wb_file_detached(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	pthread_mutex_lock(&wb->lock);
+	bool d = f->path == NULL;
+	pthread_mutex_unlock(&wb->lock);
+	return d;
 }
 
 int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
@@ -1075,7 +1112,12 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu, save_mpu,
 				       &mc, etag);
 	tfs_obj_meta_clear(&om);
-	if (rc == EINVAL && r->mpu.upload_id[0]) {
+	if (rc == ECANCELED && r->mpu.upload_id[0]) {
+		/* The file changed meanwhile (save_mpu refused to record this
+		 * upload, so no record names it): abort it, or it is orphaned.
+		 * The newer generation is uploaded next. */
+		(void)tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id);
+	} else if (rc == EINVAL && r->mpu.upload_id[0]) {
 		/* The server refused the recorded parts: start over next time. */
 		tfs_warn(wb->log, "writeback: '%s': the multipart upload cannot be completed; "
 			 "aborting it and starting again", r->path);
@@ -1135,6 +1177,13 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 	char key[PATH_MAX + 2];
 	switch (r.op) {
 	case TFS_J_PUT:
+		if (r.is_dir) {
+			/* The name was a directory: its marker goes first. */
+			snprintf(key, sizeof(key), "%s/", r.path);
+			rc = tfs_backend_delete(wb->be, key);
+			if (rc)
+				break;
+		}
 		rc = do_put(wb, &r, retired);
 		if (rc == 0 && *retired) {
 			pthread_mutex_lock(&wb->lock);
@@ -1145,6 +1194,12 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		break;
 	case TFS_J_MKDIR: {
 		struct tfs_obj_meta om = { 0 };
+		if (r.is_dir) {
+			/* The name was a file: it goes first. */
+			rc = tfs_backend_delete(wb->be, r.path);
+			if (rc)
+				break;
+		}
 		set_meta_headers(&om, &r, true);
 		snprintf(key, sizeof(key), "%s/", r.path);
 		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);

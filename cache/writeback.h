@@ -121,6 +121,16 @@ struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path);
  * Returns true and fills *a if there is one. */
 bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a);
 
+/* The current attributes of `f` (size as written so far), even when it
+ * was detached by unlink or rename.  Cannot fail. */
+void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a);
+/* Change mode/uid/gid/mtime of `f` (TFS_WB_SET_* in `mask`) in memory:
+ * for a detached file, which is never uploaded.  Cannot fail. */
+void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
+			 const struct tfs_wb_attr *a);
+/* True when `f` was detached (unlinked or replaced by a rename). */
+bool tfs_wb_file_detached(struct tfs_wb *wb, struct tfs_wb_file *f);
+
 /* Drop a reference (`writer`: one taken by create/open_write).  A writer's
  * last close commits the file (tfs_wb_commit) first; the return value is
  * that commit's (sync mode: the upload's) result. */

@@ -296,6 +296,20 @@ static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
 	fuse_reply_none(req);
 }
 
+/* The staged copy a handle reads, if any.  A handle opened on a clean
+ * object switches to the staged copy once the file is written through
+ * this mount (it then sees those writes at once, as on a local
+ * filesystem); it keeps that reference until it is closed. */
+static struct tfs_wb_file *handle_staged(struct tfs_fs *fs, struct fh *h)
+{
+	pthread_mutex_lock(&h->lock);
+	if (h->wf == NULL && h->order == NULL && fs->wb)
+		h->wf = tfs_wb_find(fs->wb, h->key); /* a reference, or NULL */
+	struct tfs_wb_file *wf = h->wf;
+	pthread_mutex_unlock(&h->lock);
+	return wf;
+}
+
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -304,9 +318,29 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct tfs_attr a;
 	struct stat st;
 	char path[PATH_MAX];
+	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
 	int rc = tfs_fs_ino_path(fs, ino, path, &in);
-	if (rc == 0)
+	void *staged = NULL;
+	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
+		/* fstat() of an open file whose name was unlinked or replaced. */
+		if (staged)
+			tfs_wb_file_attr(fs->wb, staged, &a);
+	} else if (rc == 0 && h && handle_staged(fs, h)) {
+		/* fstat() of an open file: its staged copy, even if its name
+		 * was unlinked or replaced meanwhile. */
+		tfs_wb_file_attr(fs->wb, h->wf, &a);
+	} else if (rc == 0) {
 		rc = inode_attr(fs, in, path, &a);
+		if (rc == ENOENT && h && h->obj.etag[0]) {
+			/* An open clean file whose name is gone: its version. */
+			memset(&a, 0, sizeof(a));
+			a.type = TFS_FT_FILE;
+			a.size = h->obj.size;
+			a.mode = a.uid = a.gid = TFS_META_UNSET;
+			a.mtime = fs->root_attr.mtime;
+			rc = 0;
+		}
+	}
 	if (rc) {
 		tfs_fs_reply_err(req, OP_GETATTR, rc);
 		return;
@@ -671,7 +705,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	uint64_t bs = fs->block_size;
 	uint64_t start = (uint64_t)off;
-	if (h->wf) {
+	if (handle_staged(fs, h)) {
 		read_staged(req, fs, h, size, off);
 		return;
 	}

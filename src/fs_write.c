@@ -327,6 +327,42 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	}
 	if (rc == 0 && fs->wb == NULL)
 		rc = EROFS;
+	struct tfs_wb_file *dwf = NULL;
+	void *dstaged = NULL;
+	struct tfs_attr dsnap;
+	if (rc == 0 && h && h->wf && tfs_wb_file_detached(fs->wb, h->wf))
+		dwf = h->wf;
+	else if (rc == 0 && tfs_itable_detached(fs->itable, in, &dsnap, &dstaged) && dstaged)
+		dwf = dstaged;
+	if (dwf) {
+		/* ftruncate/fchmod/futimens on a file whose name is gone: its
+		 * staged copy changes, and is never uploaded. */
+		struct tfs_wb_attr na = { 0 };
+		unsigned mask = 0;
+		if (to_set & FUSE_SET_ATTR_SIZE)
+			rc = tfs_wb_truncate(fs->wb, dwf, (uint64_t)attr->st_size);
+		if (to_set & FUSE_SET_ATTR_MODE) {
+			mask |= TFS_WB_SET_MODE;
+			na.mode = attr->st_mode & 07777;
+		}
+		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+			mask |= TFS_WB_SET_MTIME;
+			na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (int64_t)time(NULL)
+								      : (int64_t)attr->st_mtim.tv_sec;
+		}
+		if (rc == 0 && mask)
+			tfs_wb_file_setattr(fs->wb, dwf, mask, &na);
+		if (rc) {
+			tfs_fs_reply_err(req, OP_SETATTR, rc);
+			return;
+		}
+		struct stat st;
+		tfs_wb_file_attr(fs->wb, dwf, &a);
+		tfs_fs_fill_stat(fs, ino, &a, &st);
+		tfs_fs_count(fs, OP_SETATTR, 0);
+		fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
+		return;
+	}
 	if (rc == 0 && path[0] == '\0')
 		rc = EPERM; /* the root has no object to hold attributes */
 	if (rc == 0)
@@ -426,6 +462,21 @@ static void drop_cached(struct tfs_fs *fs, const char *path)
 	tfs_layer_invalidate(fs->top, obj.id);
 }
 
+static void release_staged(void *ctx, void *staged)
+{
+	(void)tfs_wb_release(ctx, staged, false);
+}
+
+/* Detach the inode at `path`, keeping what fstat() of its open handles
+ * needs (`staged`: a reference, handed over). */
+static int keep_detached(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, void *staged)
+{
+	tfs_itable_set_release(fs->itable, release_staged, fs->wb);
+	if (tfs_itable_detach_keep(fs->itable, path, a, staged) != 0)
+		tfs_warn(fs->log, "'%s': out of memory detaching its inode", path);
+	return 0;
+}
+
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -444,9 +495,14 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 			rc = EISDIR;
 		if (rc == 0 && dir)
 			rc = dir_empty(fs, path);
+		struct tfs_wb_file *staged = rc == 0 && !dir ? tfs_wb_find(fs->wb, path) : NULL;
 		if (rc == 0)
 			rc = tfs_wb_remove(fs->wb, path, dir);
 		pthread_mutex_unlock(&fs->ns_lock);
+		if (rc && staged)
+			(void)tfs_wb_release(fs->wb, staged, false);
+		else if (rc == 0)
+			rc = keep_detached(fs, path, &a, staged);
 	}
 	if (rc == 0) {
 		if (tfs_itable_detach(fs->itable, path) != 0)
@@ -656,7 +712,12 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		if (rc == 0)
 			rc = rename_dir(fs, from, to, &sa, &budget);
 	} else if (rc == 0) {
+		struct tfs_wb_file *staged = dex == 0 ? tfs_wb_find(fs->wb, to) : NULL;
 		rc = rename_file(fs, from, to, &sa);
+		if (rc == 0 && dex == 0)
+			keep_detached(fs, to, &da, staged);
+		else if (staged)
+			(void)tfs_wb_release(fs->wb, staged, false);
 	}
 	pthread_mutex_unlock(&fs->ns_lock);
 	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)

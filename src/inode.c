@@ -19,7 +19,19 @@ struct tfs_itable {
 	uint64_t count;
 	uint64_t next_ino;
 	struct tfs_inode *root;
+	void (*release)(void *ctx, void *staged);
+	void *release_ctx;
 };
+
+/* Free an inode (lock held). */
+static void free_inode(struct tfs_itable *t, struct tfs_inode *in)
+{
+	if (in->staged && t->release)
+		t->release(t->release_ctx, in->staged);
+	free(in->snap);
+	free(in->path);
+	free(in);
+}
 
 static uint64_t hash_str(const char *s)
 {
@@ -126,8 +138,7 @@ void tfs_itable_destroy(struct tfs_itable *t)
 		struct tfs_inode *in = t->by_ino[i];
 		while (in) {
 			struct tfs_inode *n = in->next_ino;
-			free(in->path);
-			free(in);
+			free_inode(t, in);
 			in = n;
 		}
 	}
@@ -191,8 +202,7 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
 		if (in->nlookup == 0) {
 			unlink_out(t, in);
 			t->count--;
-			free(in->path);
-			free(in);
+			free_inode(t, in);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -293,6 +303,49 @@ static int detach_locked(struct tfs_itable *t, const char *path)
 	}
 	free(v);
 	return 0;
+}
+
+int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct tfs_attr *snap,
+			   void *staged)
+{
+	pthread_mutex_lock(&t->lock);
+	struct tfs_inode *at = NULL;
+	for (struct tfs_inode *in = t->by_path[path_bucket(t, path)]; in; in = in->next_path)
+		if (strcmp(in->path, path) == 0 && in->type == snap->type)
+			at = in;
+	struct tfs_attr *copy = at ? malloc(sizeof(*copy)) : NULL;
+	if (at && copy && at->snap == NULL && at->staged == NULL) {
+		*copy = *snap;
+		at->snap = copy;
+		at->staged = staged;
+		copy = NULL;
+		staged = NULL;
+	}
+	free(copy);
+	if (staged && t->release)
+		t->release(t->release_ctx, staged);
+	int rc = detach_locked(t, path);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+void tfs_itable_set_release(struct tfs_itable *t, void (*fn)(void *ctx, void *staged), void *ctx)
+{
+	t->release = fn;
+	t->release_ctx = ctx;
+}
+
+bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
+			 void **staged)
+{
+	pthread_mutex_lock(&t->lock);
+	bool d = in->snap != NULL;
+	if (d) {
+		*a = *in->snap;
+		*staged = in->staged;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return d;
 }
 
 int tfs_itable_detach(struct tfs_itable *t, const char *path)

@@ -29,6 +29,8 @@ struct tfs_inode {
 	uint64_t nlookup;
 	uint64_t kernel_etag; /* hash of the version whose pages the kernel may hold; 0: none */
 	enum tfs_ftype type;  /* immutable */
+	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
+	void *staged;          /* ... and its staged copy, released with the inode */
 	char *path;           /* "" for the root, else "a/b"; changed by rename
 			       * under the table lock: read it with tfs_itable_path() */
 };
@@ -67,6 +69,21 @@ int tfs_itable_rename(struct tfs_itable *t, const char *from, const char *to);
 /* After an unlink or rmdir: detach the inodes at `path` and below, so a
  * new file of the same name gets a new inode.  Returns 0 or ENOMEM. */
 int tfs_itable_detach(struct tfs_itable *t, const char *path);
+
+/* Like tfs_itable_detach(), and the inode that was exactly at `path`
+ * keeps `snap` (copied) and `staged` (a reference handed over, released
+ * with the release function when the inode goes; may be NULL), so fstat()
+ * of a file still open after its name went keeps working.  Returns 0 or
+ * ENOMEM (then `staged` is released). */
+int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct tfs_attr *snap,
+			   void *staged);
+/* The release function for `staged` references (set once, before use). */
+void tfs_itable_set_release(struct tfs_itable *t, void (*fn)(void *ctx, void *staged), void *ctx);
+/* For a detached inode: its snapshot (copied to *a) and staged copy
+ * (*staged, borrowed for the duration of a request on the inode).
+ * Returns false for a live inode. */
+bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
+			 void **staged);
 
 /* Number of live inodes. */
 uint64_t tfs_itable_count(struct tfs_itable *t);

@@ -120,7 +120,8 @@ def t_manifest_with_bad_entries(ctx):
 
 
 def t_interrupted_warmup_finishes_on_rerun(ctx):
-    files = dataset(ctx.bucket, n=300, size=(20_000, 60_000))
+    # Enough files that -j 1 is still running when the signal comes.
+    files = dataset(ctx.bucket, n=1500 if ctx.bucket.kind == "local" else 300, size=(20_000, 60_000))
     m = ctx.mount("interrupt").mount()
     try:
         p = subprocess.Popen([m.tierfs, "warmup", "-j", "1", m.mnt], stdout=subprocess.PIPE,

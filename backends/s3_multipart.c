@@ -337,6 +337,43 @@ static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *
 
 /* ---- backend operations (keys relative to the prefix) ---- */
 
+struct sweep_ctx {
+	struct s3 *s;
+	const char *fk, *keep;
+	unsigned aborted;
+};
+
+static int sweep_one(void *ctx, const char *key, const char *upload_id)
+{
+	struct sweep_ctx *c = ctx;
+	if (strcmp(key, c->fk) == 0 && strcmp(upload_id, c->keep) != 0 &&
+	    abort_upload(c->s, c->fk, upload_id) == 0)
+		c->aborted++;
+	return 0;
+}
+
+/* After `keep` completed `fk`: abort the other uploads of exactly that
+ * key.  A CreateMultipartUpload whose reply was lost and was retried
+ * leaves an upload nobody knows; the key's newest object is ours now, so
+ * uploads of it still open are stale.  Best effort: errors are logged by
+ * the calls, never returned. */
+static void sweep_stale_uploads(struct s3 *s, const char *fk, const char *keep)
+{
+	struct tfs_http_resp r;
+	char what[600];
+	snprintf(what, sizeof(what), "ListMultipartUploads s3://%s/%s", s->cfg.bucket, fk);
+	struct tfs_kv q[3] = { { "uploads", NULL }, { "prefix", fk }, { "max-uploads", "1000" } };
+	if (send_simple(s, "GET", NULL, q, 3, what, 200, &r) == 0) {
+		struct sweep_ctx c = { s, fk, keep, 0 };
+		(void)tfs_s3_xml_each_upload(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), sweep_one, &c,
+					     NULL);
+		if (c.aborted)
+			tfs_info(s->log, "s3: %s: aborted %u stale multipart upload(s) of the key", what,
+				 c.aborted);
+	}
+	tfs_http_resp_clear(&r);
+}
+
 int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx,
 		     char etag_out[TFS_ETAG_MAX])
@@ -373,6 +410,7 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 		if (rc == 0)
 			rc = complete_upload(s, fk, st, etag_out);
 		if (rc == 0) {
+			sweep_stale_uploads(s, fk, st->upload_id);
 			st->upload_id[0] = '\0';
 			break;
 		}

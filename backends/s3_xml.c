@@ -719,32 +719,70 @@ int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id)
 
 /* ---- ListMultipartUploadsResult ---- */
 
+struct uploads_ctx {
+	size_t count;
+	char *key, *id;
+	tfs_s3_upload_fn fn;
+	void *fctx;
+};
+
 static int uploads_start(struct xp *xp, enum xp_name id)
 {
-	size_t *count = xp->ctx;
+	struct uploads_ctx *uc = xp->ctx;
 	if (xp->depth == 1)
 		return id == N_LIST_MPU_RESULT ? 0 : EIO;
-	if (xp->depth == 2 && id == N_UPLOAD)
-		(*count)++;
+	if (xp->depth == 2 && id == N_UPLOAD) {
+		uc->count++;
+		free(uc->key);
+		free(uc->id);
+		uc->key = uc->id = NULL;
+	}
+	if (xp->depth == 3 && uc->fn && (id == N_KEY || id == N_UPLOAD_ID))
+		xp_capture(xp);
 	return 0;
 }
 
 static int uploads_end(struct xp *xp, enum xp_name id, bool captured)
 {
-	(void)xp;
-	(void)id;
-	(void)captured;
+	struct uploads_ctx *uc = xp->ctx;
+	if (captured && xp->depth == 3 && (id == N_KEY || id == N_UPLOAD_ID)) {
+		if (id == N_UPLOAD_ID)
+			xp_text_trimmed(xp);
+		char *t = xp_text_steal(xp);
+		if (t == NULL)
+			return ENOMEM;
+		char **slot = id == N_KEY ? &uc->key : &uc->id;
+		free(*slot);
+		*slot = t;
+		return 0;
+	}
+	if (xp->depth == 2 && id == N_UPLOAD && uc->fn && uc->key && uc->id) {
+		int rc = uc->fn(uc->fctx, uc->key, uc->id);
+		free(uc->key);
+		free(uc->id);
+		uc->key = uc->id = NULL;
+		return rc;
+	}
 	return 0;
 }
 
 static const struct xp_kind uploads_kind = { uploads_start, uploads_end };
 
+int tfs_s3_xml_each_upload(const char *body, size_t len, tfs_s3_upload_fn fn, void *ctx,
+			   size_t *count)
+{
+	struct uploads_ctx uc = { .fn = fn, .fctx = ctx };
+	int rc = xp_run(&uploads_kind, &uc, body, len);
+	free(uc.key);
+	free(uc.id);
+	if (count)
+		*count = rc ? 0 : uc.count;
+	return rc;
+}
+
 int tfs_s3_xml_parse_uploads(const char *body, size_t len, size_t *count)
 {
-	size_t n = 0;
-	int rc = xp_run(&uploads_kind, &n, body, len);
-	*count = rc ? 0 : n;
-	return rc;
+	return tfs_s3_xml_each_upload(body, len, NULL, NULL, count);
 }
 
 /* ---- CompleteMultipartUploadResult / CopyObjectResult ---- */

@@ -43,6 +43,12 @@ int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id);
  * under the root (0 on error).  Truncation is not reported: callers want
  * the first page only. */
 int tfs_s3_xml_parse_uploads(const char *body, size_t len, size_t *count);
+/* The same, calling fn(ctx, key, upload_id) for each <Upload> (key as
+ * sent, with the bucket's prefix; the strings are borrowed for the call).
+ * fn's non-zero return stops the parse and is returned. */
+typedef int (*tfs_s3_upload_fn)(void *ctx, const char *key, const char *upload_id);
+int tfs_s3_xml_each_upload(const char *body, size_t len, tfs_s3_upload_fn fn, void *ctx,
+			   size_t *count);
 
 /* <CompleteMultipartUploadResult><ETag> or <CopyObjectResult><ETag> (the
  * same extractor serves both: the first ETag element under the root).  A

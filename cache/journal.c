@@ -170,6 +170,7 @@ int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out)
 {
 	uint8_t kb[KEY_LEN];
+	memset(out, 0, sizeof(*out)); /* callers clear it on every path */
 	key_of(j, path, kb);
 	MDB_val k = { sizeof(kb), kb }, v;
 	int rc = mdb_get(txn, j->dbi, &k, &v);

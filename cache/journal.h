@@ -66,8 +66,9 @@ struct tfs_journal {
  * Returns 0 or EIO. */
 int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out);
 
-/* Read the record of `path` into *out (which the caller clears).
- * Returns 0, ENOENT, EINVAL (undecodable), ENOMEM or EIO. */
+/* Read the record of `path` into *out, which is zeroed first (so the
+ * caller may clear it whatever the result).  Returns 0, ENOENT, EINVAL
+ * (undecodable), ENOMEM or EIO. */
 int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out);
 /* Write *r under r->path.  Returns 0, ENOMEM, EIO or ENOSPC. */
 int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_jrec *r);

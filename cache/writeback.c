@@ -295,6 +295,8 @@ static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 			r->is_dir = 1;
 		else if (old.op == r->op && old.is_dir && (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
 			r->is_dir = 1;
+		else if (r->op == TFS_J_DELETE && old.op == TFS_J_PUT && old.is_dir)
+			r->is_dir = 1; /* the marker the PUT was to remove goes too */
 		if (r->mpu.upload_id[0] == '\0' && old.mpu.upload_id[0]) {
 			r->mpu = old.mpu;
 			r->mpu_gen = old.mpu_gen;

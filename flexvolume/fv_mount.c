@@ -586,7 +586,9 @@ int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *
 			tfs_info(log, "mount %s: already mounted", v.target);
 			goto out;
 		}
-		if (rc != ENOTCONN && rc != ESTALE) {
+		/* A FUSE connection whose daemon died answers ENOTCONN, or
+		 * ECONNABORTED once the kernel has aborted it. */
+		if (rc != ENOTCONN && rc != ESTALE && rc != ECONNABORTED) {
 			say(msg, "%s is mounted but does not answer: %s", v.target, strerror(rc));
 			goto out;
 		}

@@ -1051,14 +1051,32 @@ out_args:
 
 /* ---- umount ---- */
 
-static bool socket_alive(const char *sock)
+/* Whether the daemon answers; *pid (may be NULL) gets its pid. */
+static bool socket_alive(const char *sock, pid_t *pid)
 {
-	struct json_object *req = json_object_new_object(), *res = NULL;
+	struct json_object *req = json_object_new_object(), *res = NULL, *p;
 	json_object_object_add(req, "cmd", json_object_new_string("stats"));
 	int rc = tfs_ctl_call_ex(sock, req, 2000, NULL, NULL, &res, NULL);
+	if (rc == 0 && pid && json_object_object_get_ex(res, "pid", &p))
+		*pid = (pid_t)json_object_get_int(p);
 	json_object_put(req);
 	json_object_put(res);
 	return rc == 0;
+}
+
+/* Whether process `pid` still runs (a zombie counts as gone). */
+static bool process_alive(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *close_paren = strrchr(buf, ')');
+	return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z';
 }
 
 /* Ask the daemon to upload what is pending before the unmount.  Returns
@@ -1179,6 +1197,9 @@ int tfs_cmd_umount(int argc, char **argv)
 	bool have_sock = tfs_ctl_socket_path(mp, sock, sizeof(sock)) == 0;
 	int rc;
 	uint64_t left_files = 0, left_bytes = 0;
+	pid_t daemon_pid = 0;
+	if (have_sock)
+		(void)socket_alive(sock, &daemon_pid);
 	bool drained = have_sock && drain(sock, false, &left_files, &left_bytes, NULL);
 	if (geteuid() == 0) {
 		rc = umount2(mp, 0) == 0 ? 0 : errno;
@@ -1196,8 +1217,11 @@ int tfs_cmd_umount(int argc, char **argv)
 		fprintf(stderr, "tierfs: umount '%s': %s\n", mp, strerror(rc));
 		return TFS_EXIT_FAIL;
 	}
-	/* Wait (bounded) for the daemon to finish its teardown. */
-	for (int i = 0; have_sock && i < 300 && socket_alive(sock); i++) {
+	/* Wait (bounded) for the daemon to finish its teardown: its socket
+	 * goes first, then the process, once uploads in flight have ended and
+	 * the index is closed (a new mount must not start before that). */
+	for (int i = 0; have_sock && i < 600 && (socket_alive(sock, NULL) ||
+						   (daemon_pid > 0 && process_alive(daemon_pid))); i++) {
 		struct timespec ts = { 0, 100 * 1000000L };
 		nanosleep(&ts, NULL);
 	}

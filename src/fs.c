@@ -646,11 +646,12 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * counts as sequential when it starts near where the last one ended.  The
  * window (prefetch.readahead) is refilled in runs of half its size, each
  * run fetched with one request to the tiers below (one GET when cold). */
-static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t end)
+static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *obj, uint64_t off,
+		       uint64_t end)
 {
 	if (fs->pf == NULL || fs->ra_blocks == 0)
 		return;
-	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(&h->obj, bs);
+	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(obj, bs);
 	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
 	uint64_t slack = fs->ra_blocks * bs;
 	uint64_t from = 0, to = 0;
@@ -675,7 +676,7 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, uint64_t off, uint64_t e
 	pthread_mutex_unlock(&h->lock);
 	for (uint64_t i = from; i < to; i += run) {
 		unsigned n = (unsigned)(to - i < run ? to - i : run);
-		if (tfs_prefetch_run(fs->pf, &h->obj, i, n, TFS_RAM_ONCE) == EAGAIN)
+		if (tfs_prefetch_run(fs->pf, obj, i, n, TFS_RAM_ONCE) == EAGAIN)
 			break;
 	}
 }
@@ -705,6 +706,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	uint64_t bs = fs->block_size;
 	uint64_t start = (uint64_t)off;
+	bool retried = false;
+again:
 	if (handle_staged(fs, h)) {
 		read_staged(req, fs, h, size, off);
 		return;
@@ -714,20 +717,38 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_buf(req, NULL, 0); /* the control file reads as empty */
 		return;
 	}
-	if (start >= h->obj.size || size == 0) {
+	struct tfs_obj obj; /* this read's version (a retry may move h->obj on) */
+	pthread_mutex_lock(&h->lock);
+	obj = h->obj;
+	pthread_mutex_unlock(&h->lock);
+	if (start >= obj.size && size && !retried) {
+		/* At or past the end of the version this handle knows: a newer
+		 * one (appended through this mount and written back meanwhile,
+		 * as `tail -f` expects) may be longer. */
+		struct tfs_attr na;
+		if (tfs_fs_attr(fs, h->key, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
+		    strcmp(na.etag, obj.etag) != 0) {
+			pthread_mutex_lock(&h->lock);
+			tfs_obj_init(&h->obj, h->key, na.etag, na.size);
+			pthread_mutex_unlock(&h->lock);
+			retried = true;
+			goto again;
+		}
+	}
+	if (start >= obj.size || size == 0) {
 		tfs_fs_count(fs, OP_READ, 0);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	uint64_t end = start + size < h->obj.size ? start + size : h->obj.size;
+	uint64_t end = start + size < obj.size ? start + size : obj.size;
 	uint64_t first = start / bs, last = (end - 1) / bs;
-	read_ahead(fs, h, start, end);
+	read_ahead(fs, h, &obj, start, end);
 
 	struct tfs_ram_block *b;
 	int rc;
 	if (first == last) {
 		/* The common case: one block, replied from its buffer. */
-		rc = tfs_ram_get(fs->top, &h->obj, first, TFS_RAM_WAIT, &b);
+		rc = tfs_ram_get(fs->top, &obj, first, TFS_RAM_WAIT, &b);
 		if (rc == 0) {
 			const char *data = tfs_ram_block_data(b);
 			tfs_fs_count(fs, OP_READ, 0);
@@ -741,7 +762,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		char *buf = malloc((size_t)(end - start));
 		rc = buf ? 0 : ENOMEM;
 		for (uint64_t i = first; rc == 0 && i <= last; i++) {
-			rc = tfs_ram_get(fs->top, &h->obj, i, TFS_RAM_WAIT, &b);
+			rc = tfs_ram_get(fs->top, &obj, i, TFS_RAM_WAIT, &b);
 			if (rc)
 				break;
 			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
@@ -759,9 +780,26 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		}
 		free(buf);
 	}
+	if (rc == ESTALE && !retried) {
+		/* The object was replaced (by this mount's write-back, or in
+		 * the bucket): later reads see the new version, as on a local
+		 * filesystem; one read() never mixes two versions. */
+		struct tfs_attr na;
+		if (tfs_fs_attr(fs, h->key, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
+		    strcmp(na.etag, obj.etag) != 0) {
+			pthread_mutex_lock(&h->lock);
+			tfs_obj_init(&h->obj, h->key, na.etag, na.size);
+			h->ra_next = 0;
+			pthread_mutex_unlock(&h->lock);
+			tfs_info(fs->log, "read '%s': the object changed while open; reading ETag %s now",
+				 h->key, na.etag);
+			retried = true;
+			goto again;
+		}
+	}
 	if (rc == ESTALE)
 		tfs_warn(fs->log, "read '%s': the object changed while open (was ETag %s); reopen it",
-			 h->key, h->obj.etag);
+			 h->key, obj.etag);
 	else
 		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", h->key, start, strerror(rc));
 	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);

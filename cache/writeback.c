@@ -291,8 +291,8 @@ static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 		/* A name removed and made again as the other type before
 		 * write-back: the new record must still remove the old key. */
 		if (old.op == TFS_J_DELETE &&
-		    ((r->op == TFS_J_MKDIR && !old.is_dir) || (r->op == TFS_J_PUT && old.is_dir)))
-			r->is_dir = 1;
+		    (r->op == TFS_J_MKDIR || (r->op == TFS_J_PUT && old.is_dir)))
+			r->is_dir = 1; /* a DELETE of "key" (and maybe "key/") must still happen */
 		else if (old.op == r->op && old.is_dir && (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
 			r->is_dir = 1;
 		else if (r->op == TFS_J_DELETE && old.op == TFS_J_PUT && old.is_dir)

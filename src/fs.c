@@ -296,15 +296,37 @@ static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
 	fuse_reply_none(req);
 }
 
+/* Point handle `h` at version `a` of the object now at `path` (the old
+ * key string stays alive until the handle goes: reads in flight use it).
+ * Returns 0 or ENOMEM. */
+static int move_version(struct fh *h, const char *path, const struct tfs_attr *a)
+{
+	char *key = strdup(path);
+	pthread_mutex_lock(&h->lock);
+	char **r = key ? realloc(h->retired_keys, (h->n_retired + 1) * sizeof(*r)) : NULL;
+	if (r == NULL) {
+		pthread_mutex_unlock(&h->lock);
+		free(key);
+		return ENOMEM;
+	}
+	h->retired_keys = r;
+	h->retired_keys[h->n_retired++] = h->key;
+	h->key = key;
+	tfs_obj_init(&h->obj, h->key, a->etag, a->size);
+	h->ra_next = 0;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
 /* The staged copy a handle reads, if any.  A handle opened on a clean
  * object switches to the staged copy once the file is written through
  * this mount (it then sees those writes at once, as on a local
  * filesystem); it keeps that reference until it is closed. */
-static struct tfs_wb_file *handle_staged(struct tfs_fs *fs, struct fh *h)
+static struct tfs_wb_file *handle_staged(struct tfs_fs *fs, struct fh *h, const char *cur)
 {
 	pthread_mutex_lock(&h->lock);
-	if (h->wf == NULL && h->order == NULL && fs->wb)
-		h->wf = tfs_wb_find(fs->wb, h->key); /* a reference, or NULL */
+	if (h->wf == NULL && h->order == NULL && fs->wb && cur)
+		h->wf = tfs_wb_find(fs->wb, cur); /* a reference, or NULL */
 	struct tfs_wb_file *wf = h->wf;
 	pthread_mutex_unlock(&h->lock);
 	return wf;
@@ -325,7 +347,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		/* fstat() of an open file whose name was unlinked or replaced. */
 		if (staged)
 			tfs_wb_file_attr(fs->wb, staged, &a);
-	} else if (rc == 0 && h && handle_staged(fs, h)) {
+	} else if (rc == 0 && h && handle_staged(fs, h, path)) {
 		/* fstat() of an open file: its staged copy, even if its name
 		 * was unlinked or replaced meanwhile. */
 		tfs_wb_file_attr(fs->wb, h->wf, &a);
@@ -576,6 +598,9 @@ void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
 		tfs_dbuf_free(h->order);
 		free(h->order);
 	}
+	for (size_t i = 0; i < h->n_retired; i++)
+		free(h->retired_keys[i]);
+	free(h->retired_keys);
 	pthread_mutex_destroy(&h->lock);
 	free(h->key);
 	free(h);
@@ -701,14 +726,18 @@ static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, size_t 
 
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	uint64_t bs = fs->block_size;
 	uint64_t start = (uint64_t)off;
 	bool retried = false;
+	/* The file's path now (it follows renames); NULL once its name is
+	 * gone: then the handle keeps the version it has. */
+	char cur[PATH_MAX];
+	const char *curp = tfs_fs_ino_path(fs, ino, cur, NULL) == 0 && strncmp(cur, "//", 2) != 0
+				   ? cur : NULL;
 again:
-	if (handle_staged(fs, h)) {
+	if (handle_staged(fs, h, curp)) {
 		read_staged(req, fs, h, size, off);
 		return;
 	}
@@ -726,11 +755,8 @@ again:
 		 * one (appended through this mount and written back meanwhile,
 		 * as `tail -f` expects) may be longer. */
 		struct tfs_attr na;
-		if (tfs_fs_attr(fs, h->key, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
-		    strcmp(na.etag, obj.etag) != 0) {
-			pthread_mutex_lock(&h->lock);
-			tfs_obj_init(&h->obj, h->key, na.etag, na.size);
-			pthread_mutex_unlock(&h->lock);
+		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
+		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
 			retried = true;
 			goto again;
 		}
@@ -785,23 +811,19 @@ again:
 		 * the bucket): later reads see the new version, as on a local
 		 * filesystem; one read() never mixes two versions. */
 		struct tfs_attr na;
-		if (tfs_fs_attr(fs, h->key, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
-		    strcmp(na.etag, obj.etag) != 0) {
-			pthread_mutex_lock(&h->lock);
-			tfs_obj_init(&h->obj, h->key, na.etag, na.size);
-			h->ra_next = 0;
-			pthread_mutex_unlock(&h->lock);
+		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
+		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
 			tfs_info(fs->log, "read '%s': the object changed while open; reading ETag %s now",
-				 h->key, na.etag);
+				 curp, na.etag);
 			retried = true;
 			goto again;
 		}
 	}
 	if (rc == ESTALE)
 		tfs_warn(fs->log, "read '%s': the object changed while open (was ETag %s); reopen it",
-			 h->key, obj.etag);
+			 obj.key, obj.etag);
 	else
-		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", h->key, start, strerror(rc));
+		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", obj.key, start, strerror(rc));
 	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
 }
 

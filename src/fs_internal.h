@@ -49,7 +49,9 @@ struct tfs_fs {
  * ones (wf non-NULL) read and write their staged copy. */
 struct fh {
 	struct tfs_obj obj;
-	char *key;
+	char *key;              /* the path at open, or after the last version move */
+	char **retired_keys;    /* earlier keys (reads in flight may still use them) */
+	size_t n_retired;
 	struct tfs_wb_file *wf; /* staged copy, or NULL */
 	struct tfs_dbuf *order; /* the control file TFS_FOLLOW_FILE: what was written */
 	bool writer;            /* opened for writing (holds a writer count) */

@@ -1038,6 +1038,16 @@ static char *read_line(char *str, int num, void *stream)
 		c->rc = EINVAL;
 		return NULL;
 	}
+	if (num >= 1 && n >= (size_t)num) {
+		/* An inline comment (" ;", as the dump's origins are) is
+		 * dropped by inih anyway: only what precedes it must fit. */
+		for (size_t i = 1; i < n && i < (size_t)num; i++) {
+			if (start[i] == ';' && (start[i - 1] == ' ' || start[i - 1] == '\t')) {
+				n = i;
+				break;
+			}
+		}
+	}
 	if (num < 1 || n >= (size_t)num) {
 		fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)", num - 1);
 		c->err_line = c->lineno;

@@ -104,8 +104,10 @@ run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/t
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
 step "write path: local backend and moto"
-run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
-run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto
+# A fixed seed keeps the randomized tests (random_small_writes,
+# reference_model*) reproducible in CI; --extended adds fresh seeds.
+run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local --seed 7
+run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto --seed 7
 
 step "warm-up, pinning, sampler-order prefetch: local backend and moto"
 run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend local
@@ -133,6 +135,7 @@ if [ $extended = 1 ]; then
 		--extended --only ten_thousand_open_files,big_directory_listing,index_page_faults
 	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
 		--extended --only crash_rounds
+	run "write, random seeds" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
 	# The Debian package: dpkg-buildpackage in a copy of the tree, install,
 	# mount with the installed commands, purge (needs root).
 	run "deb" tests/integration/test_deb.sh

@@ -1328,7 +1328,8 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 
 		if (pct != 0.0) {
 			fmt_pct(pct, v, sizeof(v) - 1);
-			strcat(v, "%");
+			size_t vl = strlen(v);
+			snprintf(v + vl, sizeof(v) - vl, "%%");
 			bad = !(pct > 0.0 && pct <= 100.0) || u != 0;
 		} else {
 			fmt_size(u, v, sizeof(v));

@@ -268,7 +268,9 @@ Test(metrics, tcp_port_zero_reports_the_real_port)
 	cr_assert_eq(tfs_metrics_start("127.0.0.1:0", "/mnt/x", collect, NULL, &tlog, &m), 0);
 	const char *a = tfs_metrics_address(m);
 	cr_assert(strncmp(a, "127.0.0.1:", 10) == 0, "%s", a);
-	cr_assert_neq(atoi(a + 10), 0, "%s", a);
+	char *end;
+	unsigned long port = strtoul(a + 10, &end, 10);
+	cr_assert(*end == '\0' && port > 0 && port < 65536, "%s", a);
 	tfs_metrics_stop(m);
 	cr_assert_eq(tfs_metrics_start("0.0.0.0:0", "/mnt/x", collect, NULL, &tlog, &m), EINVAL);
 }

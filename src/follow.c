@@ -30,8 +30,11 @@ struct tfs_follow {
 	size_t n;
 	uint32_t *slots;  /* open addressing: index + 1, 0 empty */
 	size_t nslots;    /* power of two, >= 2n */
+	uint64_t *seen;   /* bit per index: opened in this pass */
 	uint64_t gen;     /* bumped by every set: stale jobs are dropped */
-	size_t pos;       /* highest index opened in order (+1); 0 none */
+	size_t pos;       /* highest index opened in this pass (+1); 0 none */
+	size_t cur;       /* where the reader is (+1): the window starts here */
+	size_t back;      /* last open far behind the window (+1); 0 none */
 	size_t next;      /* next index to fetch */
 	size_t *jobs;     /* queue of indexes to fetch */
 	size_t jhead, jlen, jcap;
@@ -139,7 +142,7 @@ static void *worker(void *arg)
 /* Queue indexes up to pos + window.  Lock held. */
 static void refill(struct tfs_follow *f)
 {
-	size_t end = f->pos + f->window;
+	size_t end = f->cur + f->window;
 	if (end > f->n)
 		end = f->n;
 	while (f->next < end && f->jlen < f->jcap) {
@@ -153,20 +156,40 @@ void tfs_follow_opened(struct tfs_follow *f, const char *key)
 {
 	pthread_mutex_lock(&f->lock);
 	size_t idx = find(f, key);
-	if (idx != SIZE_MAX) {
-		f->opened_in_order++;
-		/* Readers in several threads open slightly out of order: only
-		 * a jump beyond the window, or back before it, realigns. */
-		if (idx + 1 > f->pos)
-			f->pos = idx + 1;
-		if (idx + 1 > f->next || idx + 1 + 2 * (size_t)f->window < f->next) {
-			f->realigned++;
-			f->pos = idx + 1;
-			f->next = idx + 1;
-			f->jlen = 0; /* what was queued is behind or far ahead now */
-		}
-		refill(f);
+	if (idx == SIZE_MAX) {
+		pthread_mutex_unlock(&f->lock);
+		return;
 	}
+	f->opened_in_order++;
+	/* Readers in several threads open slightly out of order, and a
+	 * stalled thread may open its file long after the others moved on.
+	 * So a jump beyond the window realigns forward at once, but going
+	 * back needs more than one late open:
+	 * - a file well behind the reader opened again in this pass is a new
+	 *   epoch in the same order, and the pass starts over (loaders that
+	 *   open a file twice reopen it at once, not a window later);
+	 * - two first opens in a row far behind the window, close together,
+	 *   mean the reader went back to files it skipped. */
+	bool again = (f->seen[idx / 64] >> (idx % 64)) & 1;
+	bool behind = idx + 1 + 2 * (size_t)f->window < f->next;
+	if (again && (idx == 0 || idx + 1 + f->window < f->cur)) {
+		memset(f->seen, 0, (f->n + 63) / 64 * sizeof(*f->seen));
+		f->realigned++;
+		f->pos = f->cur = f->next = idx + 1;
+		f->jlen = 0;
+	} else if (idx + 1 > f->next ||
+		   (behind && f->back && idx + 1 > f->back && idx + 1 <= f->back + f->window)) {
+		f->realigned++;
+		f->cur = f->next = idx + 1;
+		f->jlen = 0; /* what was queued is behind or far ahead */
+	} else if (idx + 1 > f->cur) {
+		f->cur = idx + 1;
+	}
+	f->back = behind ? idx + 1 : 0;
+	f->seen[idx / 64] |= 1ull << (idx % 64);
+	if (idx + 1 > f->pos)
+		f->pos = idx + 1;
+	refill(f);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -176,8 +199,10 @@ static void clear_order(struct tfs_follow *f)
 		free(f->order[i]);
 	free(f->order);
 	free(f->slots);
+	free(f->seen);
 	f->order = NULL;
 	f->slots = NULL;
+	f->seen = NULL;
 	f->n = f->nslots = 0;
 }
 
@@ -193,9 +218,11 @@ int tfs_follow_set(struct tfs_follow *f, const struct tfs_manifest *m)
 	while (nslots < 2 * n)
 		nslots *= 2;
 	uint32_t *slots = calloc(nslots, sizeof(*slots));
-	if (order == NULL || slots == NULL) {
+	uint64_t *seen = calloc((n + 63) / 64 + 1, sizeof(*seen));
+	if (order == NULL || slots == NULL || seen == NULL) {
 		free(order);
 		free(slots);
+		free(seen);
 		return ENOMEM;
 	}
 	size_t k = 0;
@@ -208,6 +235,7 @@ int tfs_follow_set(struct tfs_follow *f, const struct tfs_manifest *m)
 				free(order[--k]);
 			free(order);
 			free(slots);
+			free(seen);
 			return ENOMEM;
 		}
 		size_t j = hash(order[k]) & (nslots - 1);
@@ -220,10 +248,11 @@ int tfs_follow_set(struct tfs_follow *f, const struct tfs_manifest *m)
 	clear_order(f);
 	f->order = order;
 	f->slots = slots;
+	f->seen = seen;
 	f->n = n;
 	f->nslots = nslots;
 	f->gen++;
-	f->pos = f->next = 0;
+	f->pos = f->cur = f->back = f->next = 0;
 	f->jlen = 0;
 	f->skipped_errors += m->errors;
 	refill(f); /* the reader's first files, before it opens any */

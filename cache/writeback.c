@@ -400,9 +400,28 @@ static int copy_in(struct tfs_wb *wb, const char *path, const struct tfs_attr *a
 	return 0;
 }
 
+/* The caller found `path` dirty (no ETag: clean == NULL), but it is not
+ * any more: its upload retired it after the caller looked.  Its uploaded
+ * version is in the metadata cache now (the retirement wrote it there
+ * before the staged file went).  Fills *a and returns true if `path` is an
+ * object in the bucket.  Lock not held. */
+static bool retired_meanwhile(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t dl = slash ? (size_t)(slash - path) : 0;
+	if (dl >= sizeof(dir))
+		return false;
+	memcpy(dir, path, dl);
+	dir[dl] = '\0';
+	return tfs_meta_lookup(wb->meta, dir, slash ? slash + 1 : path, a, NULL) == 0 &&
+	       a->type == TFS_FT_FILE && a->etag[0] != '\0';
+}
+
 int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, bool trunc,
 		      struct tfs_wb_file **out)
 {
+	struct tfs_attr now;
 	pthread_mutex_lock(&wb->lock);
 	struct ent *e = ent_find(wb, path);
 	if (e && e->file) {
@@ -421,6 +440,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		return 0;
 	}
 	pthread_mutex_unlock(&wb->lock);
+	if (clean == NULL && retired_meanwhile(wb, path, &now))
+		clean = &now; /* without this, its data would be lost */
 
 	/* Copy-on-write: stage the object outside the lock, then publish. */
 	struct tfs_wb_file *f;
@@ -711,6 +732,8 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 {
 	int rc = 0;
 	uint64_t gen = 0;
+	struct tfs_attr now;
+again:
 	pthread_mutex_lock(&wb->lock);
 	struct ent *e = ent_find(wb, path);
 	if (e && e->file) {
@@ -733,7 +756,10 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 	}
 	if (clean == NULL) {
 		pthread_mutex_unlock(&wb->lock);
-		return ENOENT;
+		if (!retired_meanwhile(wb, path, &now))
+			return ENOENT;
+		clean = &now;
+		goto again; /* dirty again meanwhile?  Then that copy changes. */
 	}
 	/* A clean object: a META record (server-side copy with new headers). */
 	struct tfs_attr na = *clean;

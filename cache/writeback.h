@@ -108,8 +108,10 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 
 /* Open `path` for writing.  If it is dirty already the same file is
  * returned; otherwise `clean` (its attributes in the bucket; may be NULL
- * for "no such object") is copied into staging through the cache stack,
- * unless `trunc`.  One reference and one writer are taken.  Returns 0,
+ * for "no such object", or when the caller saw it dirty: if its upload
+ * retired it since, the uploaded version is found in the metadata cache)
+ * is copied into staging through the cache stack, unless `trunc`.  One
+ * reference and one writer are taken.  Returns 0,
  * ENOMEM, EIO/ENOSPC (staging full), or the cache's error (ESTALE: the
  * object changed; ENOENT). */
 int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, bool trunc,
@@ -150,7 +152,8 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable);
 
 /* Change mode/uid/gid/mtime (fields set in `mask`, TFS_WB_SET_*) of `path`:
  * a dirty file's attributes change in place; a clean object (`clean`, its
- * attributes) gets a META record.  Returns 0, ENOENT, EIO, ENOSPC. */
+ * attributes; NULL as for tfs_wb_open_write()) gets a META record.
+ * Returns 0, ENOENT, EIO, ENOSPC. */
 enum { TFS_WB_SET_MODE = 1, TFS_WB_SET_UID = 2, TFS_WB_SET_GID = 4, TFS_WB_SET_MTIME = 8 };
 int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, unsigned mask,
 		   const struct tfs_wb_attr *a);

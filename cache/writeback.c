@@ -1153,6 +1153,18 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 			struct tfs_mpu none = { 0 };
 			(void)save_mpu(&mc, &none, UINT_MAX);
 		}
+	} else if (rc != 0 && rc != ECANCELED && f) {
+		/* A file truncated while it was read fails the upload ("shorter
+		 * than promised"): not a failure when it changed meanwhile, as
+		 * its next generation is uploaded anyway. */
+		pthread_mutex_lock(&wb->lock);
+		bool changed = e->file != f || f->seq != seq0;
+		pthread_mutex_unlock(&wb->lock);
+		if (changed) {
+			tfs_debug(wb->log, "writeback: '%s' changed during its upload (%s): uploading "
+				  "it again", r->path, strerror(rc));
+			rc = ECANCELED;
+		}
 	}
 	if (rc == 0) {
 		pthread_mutex_lock(&wb->lock);

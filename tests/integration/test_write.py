@@ -899,6 +899,38 @@ def t_random_small_writes(ctx):
         fresh.umount()
 
 
+def t_reopen_while_uploading(ctx):
+    """A file closed and reopened for writing again and again, with
+    write-back at once: each reopen races the upload of the last close,
+    which retires the staged copy.  An open that saw the file staged and
+    found it retired must stage the uploaded version, not an empty file
+    (the data lost when that race was lost)."""
+    rnd = random.Random(11)
+    want = bytearray(data_for("reopen", 65536))
+    ctx.bucket.put("r/f", bytes(want))
+    m = ctx.mount("reopen", FAST).mount()
+    path = os.path.join(m.mnt, "r/f")
+    try:
+        for i in range(8000):
+            off = rnd.randrange(len(want))
+            b = bytes([rnd.randrange(256)])
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, b, off)
+            finally:
+                os.close(fd)
+            want[off] = b[0]
+            if i % 500 == 0:
+                assert read(path) == want, "after %d reopens the file differs" % (i + 1)
+        assert read(path) == want
+        poll(lambda: drained(m), 60, "write-back to finish")
+        assert bucket_get(ctx.bucket, "r/f") == want, "the bucket differs"
+        st = wb(m)
+        assert st["uploads"] + st["reuploads"] > 1, "no upload ran between the reopens: %s" % st
+    finally:
+        m.umount()
+
+
 def t_thousands_of_small_files(ctx):
     """3000 files of 0..8 KiB across 6 directories, written through the
     mount; listed and read back at once, then every one verified in the
@@ -1932,6 +1964,7 @@ TESTS = [
     ("parallel_writers", t_parallel_writers),
     ("sequential_checkpoint", t_sequential_checkpoint),
     ("random_small_writes", t_random_small_writes),
+    ("reopen_while_uploading", t_reopen_while_uploading),
     ("thousands_of_small_files", t_thousands_of_small_files),
     ("readers_during_writeback", t_readers_during_writeback),
     ("reference_model", t_reference_model),

@@ -1041,9 +1041,11 @@ static char *read_line(char *str, int num, void *stream)
 	if (num >= 1 && n >= (size_t)num) {
 		/* An inline comment (" ;", as the dump's origins are) is
 		 * dropped by inih anyway: only what precedes it must fit. */
-		for (size_t i = 1; i < n && i < (size_t)num; i++) {
+		for (size_t i = 1; i < n; i++) {
 			if (start[i] == ';' && (start[i - 1] == ' ' || start[i - 1] == '\t')) {
 				n = i;
+				while (n && is_blank(start[n - 1]))
+					n--; /* inih strips these too */
 				break;
 			}
 		}

@@ -523,6 +523,21 @@ Test(config, line_numbers_after_long_lines)
 	load_fails(text, "2: line too long (more than 199 characters)");
 }
 
+/* A dump with origins puts "  ; line N" after the longest value: the
+ * comment may reach past the limit, only what precedes it counts. */
+Test(config, inline_comment_past_the_line_limit)
+{
+	char text[1024];
+	char value[190];
+
+	memset(value, 'x', sizeof(value) - 1);
+	value[sizeof(value) - 1] = '\0';
+	snprintf(text, sizeof(text), "[backend]\nprofile = %s  ; line 2 of a long origin\n", value);
+	cr_assert_gt(strlen(strchr(text, '\n') + 1), 210);
+	load_ok(text);
+	cr_assert_eq(strlen(cfg.backend.profile), 189);
+}
+
 Test(config, nul_byte)
 {
 	static const char text[] = "[ram]\nsize = 2G\0\n";

@@ -632,22 +632,27 @@ class Ctx:
         return m
 
 
-def run_suite(suite, tests):
+def run_suite(suite, tests, add_args=None, setup=None):
     """Run `tests` ([(name, fn(ctx))]) with this harness's command line
-    (TIERFS --backend local|moto [--only NAME] [--extended]), each in a
-    fresh work directory and bucket; print one line per test and end with
-    "SUITE: N passed, N failed".  Returns the exit status.  A test returns
-    "skip" to be skipped.  Other suites (test_ops.py) use it too."""
+    (TIERFS --backend local|moto [--only NAME[,NAME...]] [--extended], plus
+    what `add_args(parser)` adds), each in a fresh work directory and
+    bucket; `setup(ctx, args)` may copy options into the context.  Print one
+    line per test and end with "SUITE: N passed, N failed".  Returns the
+    exit status.  A test returns "skip" to be skipped.  Every suite of
+    tests/integration that mounts tierfs uses it."""
     ap = argparse.ArgumentParser()
     ap.add_argument("tierfs")
     ap.add_argument("--backend", default="local", choices=["local", "moto"])
-    ap.add_argument("--only")
+    ap.add_argument("--only", help="run only these tests (comma-separated names)")
     ap.add_argument("--extended", action="store_true", help="also the long scale tests")
+    if add_args:
+        add_args(ap)
     args = ap.parse_args()
     tierfs = os.path.abspath(args.tierfs)
+    only = set(args.only.split(",")) if args.only else None
     passed = failed = 0
     for name, fn in tests:
-        if args.only and args.only != name:
+        if only and name not in only:
             continue
         work = tempfile.mkdtemp(prefix="tierfs-%s-" % suite)
         bucket = None
@@ -656,6 +661,8 @@ def run_suite(suite, tests):
         try:
             bucket = Bucket(args.backend, work)
             ctx = Ctx(tierfs, bucket, work, args.extended)
+            if setup:
+                setup(ctx, args)
             res = fn(ctx)
             if res == "skip":
                 print("skip %s (%s)" % (name, args.backend))
@@ -664,7 +671,7 @@ def run_suite(suite, tests):
                 print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
         except Exception:  # noqa: BLE001
             failed += 1
-            print("FAIL %s (%s)" % (name, args.backend))
+            print("FAIL %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
             traceback.print_exc()
             for m in (ctx.mounts if ctx else []):
                 print("---- %s log:\n%s" % (m.mnt, m.log_tail()))

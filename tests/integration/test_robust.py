@@ -20,7 +20,6 @@ checks that a refused file stops the mount.
 
 Prints one line per test and ends with "robust: N passed, N failed".
 """
-import argparse
 import contextlib
 import glob
 import hashlib
@@ -32,14 +31,12 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 
-from test_mount import Bucket, Ctx, data_for, poll, read, rss_anon
+from test_mount import data_for, poll, read, rss_anon, run_suite
 from test_write import bucket_get, kill9, write
 
 MIB = 1 << 20
@@ -1157,47 +1154,7 @@ TESTS = [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tierfs")
-    ap.add_argument("--backend", default="local", choices=["local", "moto"])
-    ap.add_argument("--only", help="run only this test (comma-separated names)")
-    ap.add_argument("--extended", action="store_true", help="also the long scale tests")
-    args = ap.parse_args()
-    tierfs = os.path.abspath(args.tierfs)
-    only = set(args.only.split(",")) if args.only else None
-    passed = failed = 0
-    for name, fn in TESTS:
-        if only and name not in only:
-            continue
-        work = tempfile.mkdtemp(prefix="tierfs-rob-")
-        bucket = ctx = None
-        t0 = time.monotonic()
-        try:
-            bucket = Bucket(args.backend, work)
-            ctx = Ctx(tierfs, bucket, work, args.extended)
-            res = fn(ctx)
-            if res == "skip":
-                print("skip %s (%s)" % (name, args.backend))
-            else:
-                passed += 1
-                print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
-        except Exception:  # noqa: BLE001
-            failed += 1
-            print("FAIL %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
-            traceback.print_exc()
-            for m in (ctx.mounts if ctx else []):
-                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
-        finally:
-            for m in (ctx.mounts if ctx else []):
-                if os.path.ismount(m.mnt):
-                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
-            if bucket:
-                bucket.close()
-            shutil.rmtree(work, ignore_errors=True)
-        sys.stdout.flush()
-    print("robust: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
+    return run_suite("robust", TESTS)
 
 if __name__ == "__main__":
     sys.exit(main())

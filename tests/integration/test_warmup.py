@@ -7,19 +7,15 @@ Uses the harness of test_mount.py (Bucket, Mount).  Backend GETs are
 counted through `tierfs stats --json`.  Ends with
 "warmup: N passed, N failed".
 """
-import argparse
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 
-from test_mount import Bucket, Ctx, data_for, poll, read, rss_anon
+from test_mount import data_for, poll, read, rss_anon, run_suite
 
 MIB = 1 << 20
 
@@ -331,44 +327,7 @@ TESTS = [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tierfs")
-    ap.add_argument("--backend", default="local", choices=["local", "moto"])
-    ap.add_argument("--only")
-    args = ap.parse_args()
-    tierfs_bin = os.path.abspath(args.tierfs)
-    passed = failed = 0
-    for name, fn in TESTS:
-        if args.only and args.only != name:
-            continue
-        work = tempfile.mkdtemp(prefix="tierfs-warm-")
-        bucket = ctx = None
-        t0 = time.monotonic()
-        try:
-            bucket = Bucket(args.backend, work)
-            ctx = Ctx(tierfs_bin, bucket, work)
-            res = fn(ctx)
-            if res == "skip":
-                print("skip %s (%s)" % (name, args.backend))
-            else:
-                passed += 1
-                print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
-        except Exception:  # noqa: BLE001
-            failed += 1
-            print("FAIL %s (%s)" % (name, args.backend))
-            traceback.print_exc()
-            for m in (ctx.mounts if ctx else []):
-                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
-        finally:
-            for m in (ctx.mounts if ctx else []):
-                if os.path.ismount(m.mnt):
-                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
-            if bucket:
-                bucket.close()
-            shutil.rmtree(work, ignore_errors=True)
-    print("warmup: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
+    return run_suite("warmup", TESTS)
 
 if __name__ == "__main__":
     sys.exit(main())

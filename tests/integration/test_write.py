@@ -18,21 +18,18 @@ random_small_writes), --ops N sets its length.  Tests whose failure
 message starts with "BUG" are reproducers of tierfs bugs the randomized
 tests found; they fail until the bug is fixed.
 """
-import argparse
 import errno
 import hashlib
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import traceback
 
-from test_mount import BUCKET, Bucket, Ctx, data_for, poll, read
+from test_mount import BUCKET, data_for, poll, read, run_suite
 
 MIB = 1 << 20
 
@@ -1981,48 +1978,15 @@ TESTS = [
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tierfs")
-    ap.add_argument("--backend", default="local", choices=["local", "moto"])
-    ap.add_argument("--only")
-    ap.add_argument("--extended", action="store_true")
-    ap.add_argument("--seed", type=int, help="seed of the randomized tests (default: a random one, printed)")
-    ap.add_argument("--ops", type=int, help="operations of the reference-model tests")
-    args = ap.parse_args()
-    tierfs = os.path.abspath(args.tierfs)
-    passed = failed = 0
-    for name, fn in TESTS:
-        if args.only and args.only != name:
-            continue
-        work = tempfile.mkdtemp(prefix="tierfs-wr-")
-        bucket = ctx = None
-        t0 = time.monotonic()
-        try:
-            bucket = Bucket(args.backend, work)
-            ctx = Ctx(tierfs, bucket, work, args.extended)
-            ctx.seed, ctx.ops = args.seed, args.ops
-            res = fn(ctx)
-            if res == "skip":
-                print("skip %s (%s)" % (name, args.backend))
-            else:
-                passed += 1
-                print("ok   %s (%s, %.1fs)" % (name, args.backend, time.monotonic() - t0))
-        except Exception:  # noqa: BLE001
-            failed += 1
-            print("FAIL %s (%s)" % (name, args.backend))
-            traceback.print_exc()
-            for m in (ctx.mounts if ctx else []):
-                print("---- %s log:\n%s" % (m.mnt, m.log_tail()))
-        finally:
-            for m in (ctx.mounts if ctx else []):
-                if os.path.ismount(m.mnt):
-                    subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
-            if bucket:
-                bucket.close()
-            shutil.rmtree(work, ignore_errors=True)
-    print("write: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    def add_args(ap):
+        ap.add_argument("--seed", type=int,
+                        help="seed of the randomized tests (default: a random one, printed)")
+        ap.add_argument("--ops", type=int, help="operations of the reference-model tests")
 
+    def setup(ctx, args):
+        ctx.seed, ctx.ops = args.seed, args.ops
+
+    return run_suite("write", TESTS, add_args, setup)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,14 @@
 #                  file .tierfs-order first; the goal is >= 2x
 #
 # usage: bench/prefetch.sh [--server rgw|moto] [--small N] [--threads N]
-#                          [--reps N] [--out FILE]
+#                          [--reps N] [--latency MS] [--out FILE]
+#
+# --latency MS puts tests/faults/s3_fault_proxy.py between the clients
+# (curl and tierfs) and the server, holding every reply's headers back MS
+# milliseconds: the time to first byte of a real object store (S3 answers
+# a small GET in tens of ms), which a loopback server does not have.  The
+# dataset is uploaded directly.  Extra tierfs settings go in TIERFS_OPTS
+# (e.g. TIERFS_OPTS="-o prefetch.workers=32").
 set -euo pipefail
 
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -20,6 +27,7 @@ SERVER=rgw
 SMALL=3000
 THREADS=8
 REPS=3
+LATENCY=0
 OUT=
 WORK=${TFS_BENCH_DIR:-/var/tmp/tierfs-bench}
 export TFS_TEST_BUCKET=${TFS_TEST_BUCKET:-tierfs-test}
@@ -30,12 +38,13 @@ while [ $# -gt 0 ]; do
         --small) SMALL=${2:?}; shift 2 ;;
         --threads) THREADS=${2:?}; shift 2 ;;
         --reps) REPS=${2:?}; shift 2 ;;
+        --latency) LATENCY=${2:?}; shift 2 ;;
         --out) OUT=${2:?}; shift 2 ;;
         -h | --help) usage ;;
         *) echo "prefetch.sh: unknown argument '$1'" >&2; usage ;;
     esac
 done
-case "$SMALL$THREADS$REPS" in *[!0-9]*) echo "prefetch.sh: numbers expected" >&2; exit 2 ;; esac
+case "$SMALL$THREADS$REPS$LATENCY" in *[!0-9]*) echo "prefetch.sh: numbers expected" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || die "must run as root (drop_caches and FUSE mounts)"
 unset AWS_CA_BUNDLE CEPH_ARGS CEPH_CONF
 
@@ -52,6 +61,17 @@ export TFS_RGW_MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-$((2 << 30))}
 start_server
 log "$SERVER up at $EP; uploading $SMALL files"
 python3 "$BENCH_DIR/dataset.py" upload "$DATA" 2>&1 | sed 's/^/    /' >&2
+if [ "$LATENCY" != 0 ]; then
+    python3 "$BENCH_DIR/../tests/faults/s3_fault_proxy.py" --upstream "$EP" --no-control \
+        --rate latency=1 --latency-ms "$LATENCY" --latency-where headers --seed 1 \
+        --port-file "$RUN/proxy.port" --log "$RUN/logs/proxy.log" >/dev/null &
+    PROXY_PID=$!
+    for _ in $(seq 100); do [ -s "$RUN/proxy.port" ] && break; sleep 0.1; done
+    [ -s "$RUN/proxy.port" ] || die "the latency proxy did not start: $(cat "$RUN/logs/proxy.log")"
+    EP=http://127.0.0.1:$(cat "$RUN/proxy.port")
+    log "latency proxy (${LATENCY} ms before each reply's headers) at $EP"
+    trap 'rc=$?; kill "$PROXY_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
+fi
 peer_configs
 
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
@@ -101,18 +121,22 @@ for rep in $(seq "$REPS"); do
     done
 done
 
-report=$(python3 - "$RUN/prefetch.tsv" "$SMALL" "$THREADS" "$COMMAND" <<'PY'
+report=$(python3 - "$RUN/prefetch.tsv" "$SMALL" "$THREADS" "$COMMAND" "$LATENCY" "${TIERFS_OPTS:-}" <<'PY'
 import statistics, sys, collections, subprocess, platform, os
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     k, rep, s = line.split("\t")
     rows[k].append(float(s))
-n, threads, cmd = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+n, threads, cmd, latency, opts = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
 med = {k: statistics.median(v) for k, v in rows.items()}
 print("### bench/prefetch.sh: warm-up and sampler-order prefetch")
 print()
 print("- command: `%s`" % cmd)
 print("- %d files of 90-130 KiB, %d threads, medians of %d repetitions" % (n, threads, len(rows["curl"])))
+if latency:
+    print("- every reply's headers held back %d ms by tests/faults/s3_fault_proxy.py (time to first byte)" % latency)
+if opts:
+    print("- tierfs mount options: `%s`" % opts)
 print()
 print("| measure | seconds | files/s | ratio |")
 print("|---|---|---|---|")

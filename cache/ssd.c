@@ -2,35 +2,11 @@
  * object) indexed in LMDB, with checksums, access-order eviction and
  * crash recovery.
  *
- * ON DISK
- *
- *   <dir>/data/XX/<hex>   the cached blocks of one object: <hex> is the 64
- *                         hex digits of obj->id (SHA-256 of the key), XX its
- *                         first two.  Block idx lives at offset
- *                         idx * block_size; missing blocks are holes.  Names
- *                         come only from the hash, so no object key can name
- *                         a path outside the cache directory.  Files 0600,
- *                         directories 0700, opened with O_NOFOLLOW.
- *   <dir>/data/trash/     data files renamed here by the transaction that
- *                         deletes their records, then unlinked after it
- *                         commits (a rename is O(1); freeing a large file's
- *                         extents is not, and must not happen inside a write
- *                         transaction).  Emptied at start-up.
- *
- *   Named databases in the shared LMDB environment (integers big-endian in
- *   keys, so they sort numerically; little-endian in values):
- *
- *   ssd_objects  id[32] -> u32 record version (1), u32 flags (bit 0:
- *                PINNED, never evicted), u64 size, u64 last_tick,
- *                u64 cached_bytes, u16 etag_len, u16 key_len, etag text,
- *                key text (at most 1024 bytes; for logs and debugging).
- *   ssd_blocks   id[32] + be64 idx -> u64 XXH3-64 of the block's bytes,
- *                u32 len.
- *   ssd_atime    be64 last_tick + id[32] -> empty.  Oldest first: the
- *                eviction order.
- *   ssd_state    "format" -> u32 (1); "clock" -> u64 logical clock;
- *                "reuse" -> f64 mean + u64 samples (struct tfs_reuse), so
- *                the epoch policy's learning survives a restart.
+ * This file is the layer: lookup, admission, fill, read_block, put_block,
+ * pins, invalidate, stats, create/destroy.  ON DISK (the cache directory
+ * and the LMDB records) is described in ssd_index.c, which implements the
+ * format; the background thread (eviction, sweep) is ssd_evict.c; the
+ * state they share and its LOCKING are in ssd_internal.h.
  *
  * STATES
  *
@@ -126,31 +102,14 @@
  *   evictor, woken at once, has deleted objects down to it, ignoring the
  *   policy while usage exceeds the capacity; meanwhile every fill is
  *   bypassed.  Readers are never blocked by this.
- *
- * LOCKING
- *
- *   lock        (mutex) the id table (pins, EVICTING marks, deferred
- *               invalidations, touches), the reuse estimator, `kick`.  It
- *               is a leaf: never held across LMDB, file I/O or the inner
- *               layer.  Condition `unmarked`: an EVICTING mark was
- *               cleared.  Condition `wake`: the background thread.
- *   flush_lock  (mutex) serialises touch flushes; protects flush_buf and
- *               persisted_clock.  Held across the flush write transaction.
- *   LMDB's writer lock is taken by every write transaction; transactions
- *   are short and never wait for anything but the disk.
- *   Order: flush_lock -> lock, and flush_lock -> LMDB writer.  Nothing
- *   takes flush_lock or lock while in a write transaction, and no thread
- *   waits on `unmarked` while it holds a transaction.
- *   Atomics: clock, used, charged, objects, counters, broken, stop, and the
- *   limits (capacity, high, low, pin_max, gap_floor).
  */
 #include "config.h"
 
 #include "ssd.h"
+#include "ssd_internal.h"
 
 #include "fdio.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -172,181 +131,7 @@
 #include "policy.h"
 #include "units.h"
 
-#define SSD_FORMAT 1
-#define REC_VERSION 1
-#define ID_LEN TFS_OBJ_ID_LEN
-
-/* object record layout */
-#define OFF_VERSION 0
-#define OFF_FLAGS 4
-#define OFF_SIZE 8
-#define OFF_TICK 16
-#define OFF_CACHED 24
-#define OFF_ETAG_LEN 32
-#define OFF_KEY_LEN 34
-#define OBJ_HDR 36
-#define KEY_TEXT_MAX 1024
-#define OBJ_VAL_MAX (OBJ_HDR + TFS_ETAG_MAX + KEY_TEXT_MAX)
-
-#define BLK_KEY_LEN (ID_LEN + 8)
-#define BLK_VAL_LEN 12
-#define ATIME_KEY_LEN (8 + ID_LEN)
-
-/* "XX/" + 64 hex + NUL */
-#define REL_LEN (3 + 2 * ID_LEN + 1)
-/* "trash/" + 64 hex + "." + 20 digits + NUL */
-#define TRASH_LEN (6 + 2 * ID_LEN + 1 + 20 + 1)
-
-/* id table: open addressing, linear probing, power of two */
-#define TAB_SLOTS 16384u
-#define TAB_MASK (TAB_SLOTS - 1)
-#define TOUCH_MAX 4096u
-
-#define FLUSH_MS 1000
-#define SCAN_LIMIT 4096     /* atime entries examined to find a candidate */
-#define EVICT_MISSES 1000   /* candidates lost to races before a pass gives up */
-#define SWEEP_BUDGET_MS 200 /* sweep work per background iteration */
-#define SWEEP_DONE 257      /* sweep_pos: 0 trash, 1..256 data/XX, then done */
-#define GAP_FLOOR_DIV 16    /* visit gap floor = capacity blocks / 16 */
-#define MIN_CAP_BLOCKS 4
-
-struct ent {
-	uint8_t id[ID_LEN];
-	uint64_t touch;  /* tick of the latest unflushed access, 0: none */
-	uint32_t pins;   /* readers inside read_block for this id */
-	bool used;
-	bool evicting;   /* records and file being deleted */
-	bool doomed;     /* invalidated while pinned: drop at the last unpin */
-};
-
-struct touch {
-	uint8_t id[ID_LEN];
-	uint64_t tick;
-};
-
-struct obj_rec {
-	uint32_t flags;
-	uint64_t size;
-	uint64_t last_tick;
-	uint64_t cached;
-	char etag[TFS_ETAG_MAX];
-};
-
-struct blk_rec {
-	uint64_t sum;
-	uint32_t len;
-};
-
-struct ssd {
-	struct tfs_layer *inner;
-	const struct tfs_log *log;
-	MDB_env *env; /* borrowed */
-	MDB_dbi objs, blks, atime, state;
-	enum tfs_policy policy;
-	uint64_t bs;
-	char *dir;
-	int datafd; /* <dir>/data */
-	/* Limits: set at creation and by tfs_ssd_set_limits() (reload), so
-	 * atomics; readers may combine values of two generations briefly. */
-	_Atomic uint64_t capacity, high, low;
-	_Atomic uint64_t gap_floor;
-
-	_Atomic uint64_t clock;
-	_Atomic uint64_t used;    /* sum of cached block lengths (I2) */
-	_Atomic uint64_t charged; /* used + bytes reserved by fills in flight */
-	_Atomic uint64_t objects;
-	_Atomic uint64_t pinned;  /* sum of the sizes of PINNED objects */
-	_Atomic uint64_t pin_max; /* most bytes pinned at once */
-	_Atomic uint64_t trash_seq;
-	atomic_bool broken; /* index damaged at run time: pass through */
-	atomic_bool stop;
-
-	pthread_mutex_t lock;
-	pthread_cond_t unmarked;
-	pthread_cond_t wake;
-	struct ent *tab;   /* TAB_SLOTS entries */
-	size_t tab_count;  /* used slots */
-	size_t touched;    /* entries with touch != 0 */
-	struct tfs_reuse reuse;
-	bool kick;
-
-	pthread_mutex_t flush_lock;
-	struct touch *flush_buf; /* TOUCH_MAX */
-	uint64_t persisted_clock;
-
-	pthread_t thread;
-	unsigned sweep_pos; /* background thread only */
-	uint64_t swept;     /* background thread only */
-
-	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
-
-	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions,
-		evicted_bytes, corrupt, write_errors;
-};
-
 /* ---- small helpers ---- */
-
-static void put_le16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static uint16_t get_le16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static const char hexdig[] = "0123456789abcdef";
 
 static void hex_id(const uint8_t id[ID_LEN], char out[2 * ID_LEN + 1])
 {
@@ -355,15 +140,6 @@ static void hex_id(const uint8_t id[ID_LEN], char out[2 * ID_LEN + 1])
 		out[2 * i + 1] = hexdig[id[i] & 15];
 	}
 	out[2 * ID_LEN] = '\0';
-}
-
-static int unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
 }
 
 /* "XX/<hex>", relative to datafd */
@@ -386,66 +162,9 @@ static void add_u64(struct json_object *o, const char *k, uint64_t v)
 	json_object_object_add(o, k, json_object_new_uint64(v));
 }
 
-static void count(_Atomic uint64_t *c, uint64_t n)
-{
-	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
-
-/* Committed usage changed by `delta` (two's complement for negative). */
-static MDB_val mval(const void *p, size_t n);
-
-/* Shared usage.  Several daemons may share one tier (one cache per node,
- * docs/kubernetes.md): the tier's cached bytes and object count live in
- * ssd_state "usage" (u64 used, u64 objects) and every transaction that
- * changes records adds its delta there, so all processes agree; each
- * process mirrors the value in `used` (and `charged` = used + its own
- * fills in flight). */
-static int shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_delta,
-		      uint64_t *used_now)
-{
-	uint8_t vb[16];
-	MDB_val k = mval("usage", 5), v;
-	uint64_t used = 0, objs = 0;
-	int rc = mdb_get(txn, s->state, &k, &v);
-	if (rc == 0 && v.mv_size == 16) {
-		used = get_le64(v.mv_data);
-		objs = get_le64((const uint8_t *)v.mv_data + 8);
-	} else if (rc && rc != MDB_NOTFOUND) {
-		return rc;
-	}
-	used = (int64_t)used + used_delta < 0 ? 0 : (uint64_t)((int64_t)used + used_delta);
-	objs = (int64_t)objs + obj_delta < 0 ? 0 : (uint64_t)((int64_t)objs + obj_delta);
-	put_le64(vb, used);
-	put_le64(vb + 8, objs);
-	v = mval(vb, 16);
-	*used_now = used;
-	return mdb_put(txn, s->state, &k, &v, 0);
-}
-
-/* Mirror the shared usage after a commit (or a refresh). */
-static void usage_sync(struct ssd *s, uint64_t used_now)
-{
-	uint64_t old = atomic_exchange(&s->used, used_now);
-	atomic_fetch_add(&s->charged, used_now - old); /* wraps correctly */
-}
-
-/* Read the shared usage (the background thread does this each round). */
-static void usage_refresh(struct ssd *s)
-{
-	MDB_txn *txn;
-	MDB_val k = mval("usage", 5), v;
-	if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0)
-		return;
-	if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 16) {
-		usage_sync(s, get_le64(v.mv_data));
-		atomic_store(&s->objects, get_le64((const uint8_t *)v.mv_data + 8));
-	}
-	mdb_txn_abort(txn);
-}
-
 /* An LMDB failure at run time: log (rate-limited) and, if the index is
  * damaged, disable the tier until a restart.  Returns the errno. */
-static int lmdb_trouble(struct ssd *s, int rc, const char *what)
+int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what)
 {
 	uint64_t sup = 0;
 
@@ -466,84 +185,14 @@ static int lmdb_trouble(struct ssd *s, int rc, const char *what)
 	return tfs_lmdb_errno(rc);
 }
 
-/* lmdb_trouble() for an operation on one object: the message names its
+/* ssd_lmdb_trouble() for an operation on one object: the message names its
  * key. */
 static int lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key)
 {
 	char w[160];
 
 	snprintf(w, sizeof(w), "%s '%.100s'", what, key);
-	return lmdb_trouble(s, rc, w);
-}
-
-/* ---- records ---- */
-
-static int obj_decode(const MDB_val *v, struct obj_rec *r)
-{
-	const uint8_t *p = v->mv_data;
-	size_t el, kl;
-
-	if (v->mv_size < OBJ_HDR || v->mv_size > OBJ_VAL_MAX ||
-	    get_le32(p + OFF_VERSION) != REC_VERSION)
-		return EINVAL;
-	el = get_le16(p + OFF_ETAG_LEN);
-	kl = get_le16(p + OFF_KEY_LEN);
-	if (el >= TFS_ETAG_MAX || kl > KEY_TEXT_MAX || OBJ_HDR + el + kl != v->mv_size)
-		return EINVAL;
-	r->flags = get_le32(p + OFF_FLAGS);
-	r->size = get_le64(p + OFF_SIZE);
-	r->last_tick = get_le64(p + OFF_TICK);
-	r->cached = get_le64(p + OFF_CACHED);
-	memcpy(r->etag, p + OBJ_HDR, el);
-	r->etag[el] = '\0';
-	return 0;
-}
-
-/* A new record for obj in vb; returns its length. */
-static size_t obj_encode(uint8_t vb[OBJ_VAL_MAX], const struct tfs_obj *obj, uint64_t tick)
-{
-	size_t el = strlen(obj->etag);
-	size_t kl = strlen(obj->key);
-
-	if (kl > KEY_TEXT_MAX)
-		kl = KEY_TEXT_MAX;
-	put_le32(vb + OFF_VERSION, REC_VERSION);
-	put_le32(vb + OFF_FLAGS, 0);
-	put_le64(vb + OFF_SIZE, obj->size);
-	put_le64(vb + OFF_TICK, tick);
-	put_le64(vb + OFF_CACHED, 0);
-	put_le16(vb + OFF_ETAG_LEN, (uint16_t)el);
-	put_le16(vb + OFF_KEY_LEN, (uint16_t)kl);
-	memcpy(vb + OBJ_HDR, obj->etag, el);
-	memcpy(vb + OBJ_HDR + el, obj->key, kl);
-	return OBJ_HDR + el + kl;
-}
-
-static int blk_decode(const MDB_val *v, struct blk_rec *b)
-{
-	if (v->mv_size != BLK_VAL_LEN)
-		return EINVAL;
-	b->sum = get_le64(v->mv_data);
-	b->len = get_le32((const uint8_t *)v->mv_data + 8);
-	return 0;
-}
-
-static void blk_key(uint8_t k[BLK_KEY_LEN], const uint8_t id[ID_LEN], uint64_t idx)
-{
-	memcpy(k, id, ID_LEN);
-	put_be64(k + ID_LEN, idx);
-}
-
-static void atime_key(uint8_t k[ATIME_KEY_LEN], uint64_t tick, const uint8_t id[ID_LEN])
-{
-	put_be64(k, tick);
-	memcpy(k + 8, id, ID_LEN);
-}
-
-static MDB_val mval(const void *p, size_t n)
-{
-	MDB_val v = { .mv_size = n, .mv_data = (void *)p };
-	return v;
+	return ssd_lmdb_trouble(s, rc, w);
 }
 
 /* ---- the id table (caller holds s->lock) ---- */
@@ -630,7 +279,7 @@ static int pin(struct ssd *s, const uint8_t id[ID_LEN])
 }
 
 /* Mark `id` EVICTING if nobody reads or touched it.  Returns true if marked. */
-static bool mark(struct ssd *s, const uint8_t id[ID_LEN])
+bool ssd_mark(struct ssd *s, const uint8_t id[ID_LEN])
 {
 	struct ent *e;
 	bool ok = false;
@@ -649,7 +298,7 @@ static bool mark(struct ssd *s, const uint8_t id[ID_LEN])
 	return ok;
 }
 
-static void unmark(struct ssd *s, const uint8_t id[ID_LEN])
+void ssd_unmark(struct ssd *s, const uint8_t id[ID_LEN])
 {
 	struct ent *e;
 
@@ -691,8 +340,6 @@ static int open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
 	return openat(s->datafd, rel, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 
-
-
 /* Inside a write txn: is the file at id's path the inode open as fd? */
 static bool same_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
 {
@@ -707,7 +354,7 @@ static bool same_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
 
 /* Inside a write txn: rename id's data file into trash/.  Returns true and
  * sets `trash` if a file was moved (the caller unlinks it after commit). */
-static bool move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TRASH_LEN])
+bool ssd_move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TRASH_LEN])
 {
 	char rel[REL_LEN], hex[2 * ID_LEN + 1];
 
@@ -725,7 +372,7 @@ static bool move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TR
 	return false;
 }
 
-static void unlink_trash(struct ssd *s, const char *trash)
+void ssd_unlink_trash(struct ssd *s, const char *trash)
 {
 	if (unlinkat(s->datafd, trash, 0) != 0 && errno != ENOENT)
 		tfs_warn(s->log, "ssd: cannot remove '%s/data/%s': %s", s->dir, trash,
@@ -734,15 +381,13 @@ static void unlink_trash(struct ssd *s, const char *trash)
 
 /* ---- dropping objects and blocks ---- */
 
-#define ANY_TICK UINT64_MAX
-
 /* Delete every record of `id` and move its file to trash, in one write
  * txn.  With expect_tick != ANY_TICK (the evictor) the object must still
  * have that last_tick and not be PINNED, else EAGAIN.  The caller holds
  * the EVICTING mark or a pin.  Returns 0 (*freed = bytes), ENOENT (no
  * record), EAGAIN, or an errno (logged). */
-static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
-		       uint64_t *freed)
+int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
+		    uint64_t *freed)
 {
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;
@@ -756,13 +401,13 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 	*freed = 0;
 	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc)
-		return lmdb_trouble(s, rc, "drop: begin");
+		return ssd_lmdb_trouble(s, rc, "drop: begin");
 	rc = mdb_get(txn, s->objs, &k, &v);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble(s, rc, "drop: get");
+		return rc == MDB_NOTFOUND ? ENOENT : ssd_lmdb_trouble(s, rc, "drop: get");
 	}
-	valid = obj_decode(&v, &r) == 0;
+	valid = ssd_obj_decode(&v, &r) == 0;
 	if (expect_tick != ANY_TICK &&
 	    (!valid || r.last_tick != expect_tick || (r.flags & TFS_SSD_OBJ_PINNED))) {
 		mdb_txn_abort(txn);
@@ -770,7 +415,7 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 	}
 	/* blocks: every key with the id prefix */
 	rc = mdb_cursor_open(txn, s->blks, &cur);
-	blk_key(bk, id, 0);
+	ssd_blk_key(bk, id, 0);
 	while (rc == 0) {
 		MDB_val ck = mval(bk, BLK_KEY_LEN), cv;
 		rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE);
@@ -786,7 +431,7 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 	if (cur)
 		mdb_cursor_close(cur);
 	if (rc == 0 && valid) {
-		atime_key(ak, r.last_tick, id);
+		ssd_atime_key(ak, r.last_tick, id);
 		MDB_val akv = mval(ak, ATIME_KEY_LEN);
 		rc = mdb_del(txn, s->atime, &akv, NULL);
 		if (rc == MDB_NOTFOUND)
@@ -796,18 +441,18 @@ static int drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_
 		rc = mdb_del(txn, s->objs, &k, NULL);
 	uint64_t used_now = 0;
 	if (rc == 0)
-		rc = shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &used_now);
+		rc = ssd_shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &used_now);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return lmdb_trouble(s, rc, "drop");
+		return ssd_lmdb_trouble(s, rc, "drop");
 	}
-	moved = move_to_trash(s, id, trash);
+	moved = ssd_move_to_trash(s, id, trash);
 	rc = mdb_txn_commit(txn);
 	if (moved)
-		unlink_trash(s, trash);
+		ssd_unlink_trash(s, trash);
 	if (rc)
-		return lmdb_trouble(s, rc, "drop: commit");
-	usage_sync(s, used_now);
+		return ssd_lmdb_trouble(s, rc, "drop: commit");
+	ssd_usage_sync(s, used_now);
 	if (valid) {
 		*freed = r.cached;
 		if (r.flags & TFS_SSD_OBJ_PINNED) {
@@ -825,8 +470,8 @@ static void drop_marked(struct ssd *s, const uint8_t id[ID_LEN])
 {
 	uint64_t freed;
 
-	(void)drop_object(s, id, ANY_TICK, &freed);
-	unmark(s, id);
+	(void)ssd_drop_object(s, id, ANY_TICK, &freed);
+	ssd_unmark(s, id);
 }
 
 /* A cached block failed verification: delete its record if it is still
@@ -843,19 +488,19 @@ static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
 	bool dropped = false;
 	int rc;
 
-	blk_key(bk, obj->id, idx);
+	ssd_blk_key(bk, obj->id, idx);
 	MDB_val bkv = mval(bk, BLK_KEY_LEN), bv;
 	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc) {
-		lmdb_trouble(s, rc, "drop block: begin");
+		ssd_lmdb_trouble(s, rc, "drop block: begin");
 		return true;
 	}
 	rc = mdb_get(txn, s->objs, &k, &v);
-	if (rc == 0 && obj_decode(&v, &r) == 0 && strcmp(r.etag, obj->etag) == 0) {
+	if (rc == 0 && ssd_obj_decode(&v, &r) == 0 && strcmp(r.etag, obj->etag) == 0) {
 		size_t vlen = v.mv_size;
 		memcpy(vb, v.mv_data, vlen);
 		rc = mdb_get(txn, s->blks, &bkv, &bv);
-		if (rc == 0 && blk_decode(&bv, &b) == 0 && b.sum == seen->sum &&
+		if (rc == 0 && ssd_blk_decode(&bv, &b) == 0 && b.sum == seen->sum &&
 		    b.len == seen->len) {
 			put_le64(vb + OFF_CACHED, r.cached >= b.len ? r.cached - b.len : 0);
 			v = mval(vb, vlen);
@@ -864,22 +509,22 @@ static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
 			if (rc == 0)
 				rc = mdb_put(txn, s->objs, &k, &v, 0);
 			if (rc == 0)
-				rc = shared_add(s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
-						&used_now);
+				rc = ssd_shared_add(s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
+						    &used_now);
 			if (rc == 0)
 				rc = mdb_txn_commit(txn);
 			else
 				mdb_txn_abort(txn);
 			txn = NULL;
 			if (rc == 0)
-				usage_sync(s, used_now);
+				ssd_usage_sync(s, used_now);
 			dropped = true;
 		}
 	}
 	if (txn)
 		mdb_txn_abort(txn);
 	if (rc && rc != MDB_NOTFOUND)
-		lmdb_trouble(s, rc, "drop block");
+		ssd_lmdb_trouble(s, rc, "drop block");
 	return dropped;
 }
 
@@ -901,33 +546,28 @@ static int lookup(struct ssd *s, const uint8_t id[ID_LEN], uint64_t idx, struct 
 	memset(lk, 0, sizeof(*lk));
 	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return lmdb_trouble(s, rc, "lookup: begin");
+		return ssd_lmdb_trouble(s, rc, "lookup: begin");
 	rc = mdb_get(txn, s->objs, &k, &v);
 	if (rc == 0) {
 		lk->have_obj = true;
-		lk->bad_obj = obj_decode(&v, &lk->rec) != 0;
-		blk_key(bk, id, idx);
+		lk->bad_obj = ssd_obj_decode(&v, &lk->rec) != 0;
+		ssd_blk_key(bk, id, idx);
 		k = mval(bk, BLK_KEY_LEN);
 		rc = mdb_get(txn, s->blks, &k, &v);
 		if (rc == 0)
-			lk->have_blk = blk_decode(&v, &lk->blk) == 0;
+			lk->have_blk = ssd_blk_decode(&v, &lk->blk) == 0;
 	}
 	mdb_txn_abort(txn);
 	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_trouble(s, rc, "lookup");
+		return ssd_lmdb_trouble(s, rc, "lookup");
 	return 0;
 }
 
 /* ---- admission ---- */
 
-struct victim {
-	uint8_t id[ID_LEN];
-	uint64_t tick;
-};
-
 /* The oldest object that could be evicted now (see ADMISSION).  Returns
  * 0, ENOENT (none within SCAN_LIMIT entries) or an errno. */
-static int oldest_candidate(struct ssd *s, struct victim *out)
+int ssd_oldest_candidate(struct ssd *s, struct victim *out)
 {
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;
@@ -937,7 +577,7 @@ static int oldest_candidate(struct ssd *s, struct victim *out)
 
 	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return lmdb_trouble(s, rc, "scan: begin");
+		return ssd_lmdb_trouble(s, rc, "scan: begin");
 	rc = mdb_cursor_open(txn, s->atime, &cur);
 	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
 		const uint8_t *p = k.mv_data;
@@ -952,7 +592,7 @@ static int oldest_candidate(struct ssd *s, struct victim *out)
 		if (k.mv_size != ATIME_KEY_LEN || is_busy(s, p + 8))
 			continue;
 		ok = mval(p + 8, ID_LEN);
-		if (mdb_get(txn, s->objs, &ok, &ov) != 0 || obj_decode(&ov, &r) != 0 ||
+		if (mdb_get(txn, s->objs, &ok, &ov) != 0 || ssd_obj_decode(&ov, &r) != 0 ||
 		    (r.flags & TFS_SSD_OBJ_PINNED))
 			continue;
 		memcpy(out->id, p + 8, ID_LEN);
@@ -964,10 +604,10 @@ static int oldest_candidate(struct ssd *s, struct victim *out)
 	mdb_txn_abort(txn);
 	if (rc == MDB_NOTFOUND)
 		return ENOENT;
-	return rc ? lmdb_trouble(s, rc, "scan") : 0;
+	return rc ? ssd_lmdb_trouble(s, rc, "scan") : 0;
 }
 
-static bool may_go(struct ssd *s, const struct victim *v)
+bool ssd_may_go(struct ssd *s, const struct victim *v)
 {
 	struct tfs_reuse r;
 	uint64_t now = atomic_load(&s->clock);
@@ -989,7 +629,7 @@ static bool admit(struct ssd *s, size_t len)
 	struct victim v;
 
 	if (c + len > atomic_load(&s->high)) {
-		if (s->policy != TFS_POLICY_LRU && (oldest_candidate(s, &v) != 0 || !may_go(s, &v)))
+		if (s->policy != TFS_POLICY_LRU && (ssd_oldest_candidate(s, &v) != 0 || !ssd_may_go(s, &v)))
 			return false;
 		wake_bg(s);
 	}
@@ -1061,7 +701,7 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	if (rc && rc != MDB_NOTFOUND)
 		goto fail;
 	if (existed) {
-		if (obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0) {
+		if (ssd_obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0) {
 			mdb_txn_abort(txn);
 			return EBUSY;
 		}
@@ -1070,17 +710,17 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 		old_tick = r.last_tick;
 		cached = r.cached;
 	} else {
-		vlen = obj_encode(vb, obj, tick);
+		vlen = ssd_obj_encode(vb, obj, tick);
 	}
 	if (!same_file(s, obj->id, fd)) {
 		mdb_txn_abort(txn);
 		return EBUSY;
 	}
 
-	blk_key(bk, obj->id, idx);
+	ssd_blk_key(bk, obj->id, idx);
 	MDB_val bkv = mval(bk, BLK_KEY_LEN), bv;
 	rc = mdb_get(txn, s->blks, &bkv, &bv);
-	if (rc == 0 && blk_decode(&bv, &b) == 0)
+	if (rc == 0 && ssd_blk_decode(&bv, &b) == 0)
 		delta -= (int64_t)b.len; /* a concurrent fill of the same block won */
 	else if (rc && rc != MDB_NOTFOUND)
 		goto fail;
@@ -1095,13 +735,13 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	if (!existed || new_tick != old_tick) {
 		MDB_val akv;
 		if (existed) {
-			atime_key(ak, old_tick, obj->id);
+			ssd_atime_key(ak, old_tick, obj->id);
 			akv = mval(ak, ATIME_KEY_LEN);
 			rc = mdb_del(txn, s->atime, &akv, NULL);
 			if (rc && rc != MDB_NOTFOUND)
 				goto fail;
 		}
-		atime_key(ak, new_tick, obj->id);
+		ssd_atime_key(ak, new_tick, obj->id);
 		akv = mval(ak, ATIME_KEY_LEN);
 		v = mval(NULL, 0);
 		rc = mdb_put(txn, s->atime, &akv, &v, 0);
@@ -1115,13 +755,13 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	if (rc)
 		goto fail;
 	uint64_t used_now = 0;
-	rc = shared_add(s, txn, delta, existed ? 0 : 1, &used_now);
+	rc = ssd_shared_add(s, txn, delta, existed ? 0 : 1, &used_now);
 	if (rc)
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		return lmdb_trouble_key(s, rc, "fill: commit", obj->key);
-	usage_sync(s, used_now);
+	ssd_usage_sync(s, used_now);
 	if (!existed)
 		atomic_fetch_add(&s->objects, 1);
 	return 0;
@@ -1168,8 +808,6 @@ static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const v
 
 /* ---- touches ---- */
 
-static void flush_touches(struct ssd *s);
-
 /* Note an access at `tick` (caller holds s->lock).  Returns false when the
  * table of pending touches is full (the caller flushes and retries). */
 static bool touch_locked(struct ssd *s, struct ent *e, uint64_t tick)
@@ -1207,7 +845,7 @@ static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick,
 	}
 	if (touch && !touch_locked(s, e, tick)) {
 		pthread_mutex_unlock(&s->lock);
-		flush_touches(s);
+		ssd_flush_touches(s);
 		pthread_mutex_lock(&s->lock);
 		e = tab_find(s, obj->id);
 		(void)touch_locked(s, e, tick); /* still full: the touch is lost */
@@ -1226,7 +864,7 @@ static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick,
 
 /* Write pending touches: last_tick and atime entries, plus the clock and
  * the estimator, in one transaction. */
-static void flush_touches(struct ssd *s)
+void ssd_flush_touches(struct ssd *s)
 {
 	struct tfs_reuse reuse;
 	uint64_t clock, sb[2];
@@ -1263,17 +901,17 @@ static void flush_touches(struct ssd *s)
 			rc = 0;
 			continue;
 		}
-		if (rc || obj_decode(&v, &r) != 0 || r.last_tick >= t->tick)
+		if (rc || ssd_obj_decode(&v, &r) != 0 || r.last_tick >= t->tick)
 			continue;
 		size_t vlen = v.mv_size;
 		memcpy(vb, v.mv_data, vlen);
 		put_le64(vb + OFF_TICK, t->tick);
-		atime_key(ak, r.last_tick, t->id);
+		ssd_atime_key(ak, r.last_tick, t->id);
 		akv = mval(ak, ATIME_KEY_LEN);
 		rc = mdb_del(txn, s->atime, &akv, NULL);
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
-		atime_key(ak, t->tick, t->id);
+		ssd_atime_key(ak, t->tick, t->id);
 		akv = mval(ak, ATIME_KEY_LEN);
 		v = mval(NULL, 0);
 		if (rc == 0)
@@ -1305,7 +943,7 @@ static void flush_touches(struct ssd *s)
 		mdb_txn_abort(txn);
 	}
 	if (rc)
-		lmdb_trouble(s, rc, "flushing access times");
+		ssd_lmdb_trouble(s, rc, "flushing access times");
 
 	/* Clear the notes we wrote (or lost), unless a newer access came in;
 	 * until now they kept the objects out of the evictor's reach. */
@@ -1392,7 +1030,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
 		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
 			  lk.bad_obj ? "(unreadable)" : lk.rec.etag, obj->etag);
-		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
 		memset(&lk, 0, sizeof(lk));
 	}
 	if (lk.have_blk && read_cached(s, obj, idx, buf, len, &lk.blk)) {
@@ -1424,7 +1062,7 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	if (lookup(s, obj->id, idx, &lk) != 0)
 		memset(&lk, 0, sizeof(lk));
 	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
-		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
 		memset(&lk, 0, sizeof(lk));
 	}
 	bool filled = lk.have_blk || fill(s, obj, idx, buf, len, tick, lk.have_obj);
@@ -1449,7 +1087,7 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 	if (lookup(s, obj->id, first, &lk0) != 0)
 		memset(&lk0, 0, sizeof(lk0));
 	if (lk0.have_obj && (lk0.bad_obj || strcmp(lk0.rec.etag, obj->etag) != 0)) {
-		(void)drop_object(s, obj->id, ANY_TICK, &freed);
+		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
 		memset(&lk0, 0, sizeof(lk0));
 	}
 	any_cached = lk0.have_blk;
@@ -1511,7 +1149,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		goto out;
 	}
 	rc = mdb_get(txn, s->objs, &k, &v);
-	if (rc == 0 && (obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0))
+	if (rc == 0 && (ssd_obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0))
 		rc = MDB_NOTFOUND;
 	if (rc == 0 && pinned && r.cached < r.size)
 		rc = MDB_NOTFOUND; /* pin only what is wholly cached */
@@ -1633,194 +1271,6 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 	tfs_layer_stats(s->inner, out);
 }
 
-/* ---- background: eviction, sweep ---- */
-
-static void evict(struct ssd *s)
-{
-	uint64_t n = 0, bytes = 0, start_used = atomic_load(&s->used);
-	int misses = 0;
-	bool flushed = false;
-
-	while (atomic_load(&s->used) > atomic_load(&s->low) && !atomic_load(&s->stop) &&
-	       !atomic_load(&s->broken) && misses < EVICT_MISSES) {
-		struct victim v;
-		uint64_t freed;
-		int rc = oldest_candidate(s, &v);
-		/* Above the capacity (it was lowered by a reload): evict down
-		 * to it whatever the policy says. */
-		bool over = atomic_load(&s->used) > atomic_load(&s->capacity);
-
-		if (rc == ENOENT && !flushed) {
-			/* Every object was read since the last flush: write the
-			 * touches so the atime order covers them, and look again. */
-			flush_touches(s);
-			flushed = true;
-			continue;
-		}
-		if (rc != 0 || (!over && !may_go(s, &v)))
-			break;
-		if (!mark(s, v.id)) {
-			misses++;
-			continue;
-		}
-		rc = drop_object(s, v.id, v.tick, &freed);
-		unmark(s, v.id);
-		if (rc == 0) {
-			n++;
-			bytes += freed;
-			count(&s->evictions, 1);
-			count(&s->evicted_bytes, freed);
-		} else if (rc == EAGAIN || rc == ENOENT) {
-			misses++;
-		} else {
-			break;
-		}
-	}
-	if (n > 0)
-		tfs_debug(s->log, "ssd: evicted %" PRIu64 " objects (%" PRIu64 " bytes): %" PRIu64
-			  " -> %" PRIu64 " bytes cached (high %" PRIu64 ", low %" PRIu64 ")",
-			  n, bytes, start_used, atomic_load(&s->used), atomic_load(&s->high),
-			  atomic_load(&s->low));
-}
-
-static bool has_record(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	MDB_txn *txn = NULL;
-	MDB_val k = mval(id, ID_LEN), v;
-	int rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
-
-	if (rc)
-		return true; /* unsure: keep it */
-	rc = mdb_get(txn, s->objs, &k, &v);
-	mdb_txn_abort(txn);
-	return rc != MDB_NOTFOUND;
-}
-
-/* Remove a data file that has no object record (left by a crash between
- * pwrite and commit, or by a wiped index). */
-static void remove_orphan(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	MDB_txn *txn = NULL;
-	MDB_val k = mval(id, ID_LEN), v;
-	char trash[TRASH_LEN];
-	bool moved = false;
-
-	if (!mark(s, id))
-		return;
-	if (mdb_txn_begin(s->env, NULL, 0, &txn) == 0) {
-		if (mdb_get(txn, s->objs, &k, &v) == MDB_NOTFOUND)
-			moved = move_to_trash(s, id, trash);
-		mdb_txn_abort(txn);
-	}
-	unmark(s, id);
-	if (moved) {
-		unlink_trash(s, trash);
-		s->swept++;
-	}
-}
-
-static void sweep_dir(struct ssd *s, const char *name, bool trash)
-{
-	struct dirent *d;
-	DIR *dir;
-	int fd = openat(s->datafd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-
-	if (fd < 0)
-		return;
-	dir = fdopendir(fd);
-	if (dir == NULL) {
-		close(fd);
-		return;
-	}
-	while ((d = readdir(dir)) != NULL) {
-		uint8_t id[ID_LEN];
-		bool ok = true;
-
-		if (d->d_name[0] == '.')
-			continue;
-		if (trash) {
-			(void)unlinkat(fd, d->d_name, 0);
-			continue;
-		}
-		if (strlen(d->d_name) != 2 * ID_LEN || memcmp(d->d_name, name, 2) != 0)
-			continue; /* not ours */
-		for (int i = 0; i < ID_LEN && ok; i++) {
-			int hi = unhex(d->d_name[2 * i]), lo = unhex(d->d_name[2 * i + 1]);
-			ok = hi >= 0 && lo >= 0;
-			id[i] = (uint8_t)(hi << 4 | lo);
-		}
-		if (ok && !has_record(s, id))
-			remove_orphan(s, id);
-	}
-	closedir(dir);
-}
-
-/* Some of the start-up sweep: trash/, then data/00 .. data/ff. */
-static void sweep_step(struct ssd *s)
-{
-	uint64_t start = mono_ms();
-
-	while (s->sweep_pos < SWEEP_DONE && mono_ms() - start < SWEEP_BUDGET_MS &&
-	       !atomic_load(&s->stop)) {
-		char name[3];
-		if (s->sweep_pos == 0) {
-			sweep_dir(s, "trash", true);
-		} else {
-			name[0] = hexdig[(s->sweep_pos - 1) >> 4];
-			name[1] = hexdig[(s->sweep_pos - 1) & 15];
-			name[2] = '\0';
-			sweep_dir(s, name, false);
-		}
-		s->sweep_pos++;
-	}
-	if (s->sweep_pos == SWEEP_DONE && s->swept > 0)
-		tfs_info(s->log, "ssd: removed %" PRIu64 " data files that had no index record",
-			 s->swept);
-}
-
-static void *bg_main(void *arg)
-{
-	struct ssd *s = arg;
-	uint64_t next_flush = mono_ms() + FLUSH_MS;
-
-	pthread_mutex_lock(&s->lock);
-	while (!atomic_load(&s->stop)) {
-		if (!s->kick && s->sweep_pos >= SWEEP_DONE) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t now = mono_ms(), wait = next_flush > now ? next_flush - now : 0;
-			ts.tv_sec += (time_t)(wait / 1000);
-			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&s->wake, &s->lock, &ts);
-		}
-		s->kick = false;
-		if (atomic_load(&s->stop))
-			break;
-		pthread_mutex_unlock(&s->lock);
-
-		uint64_t now = mono_ms();
-		if (now >= next_flush) {
-			usage_refresh(s); /* other daemons sharing the tier */
-			flush_touches(s);
-			int rc = mdb_env_sync(s->env, 1);
-			if (rc)
-				lmdb_trouble(s, rc, "sync");
-			next_flush = now + FLUSH_MS;
-		}
-		if (atomic_load(&s->used) > atomic_load(&s->high))
-			evict(s);
-		if (s->sweep_pos < SWEEP_DONE)
-			sweep_step(s);
-		pthread_mutex_lock(&s->lock);
-	}
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
 /* ---- create / destroy ---- */
 
 static void ssd_free(struct ssd *s)
@@ -1851,10 +1301,10 @@ static void ssd_destroy(struct tfs_layer *l)
 	pthread_mutex_unlock(&s->lock);
 	pthread_join(s->thread, NULL);
 	if (!atomic_load(&s->broken)) {
-		flush_touches(s);
+		ssd_flush_touches(s);
 		rc = mdb_env_sync(s->env, 1);
 		if (rc)
-			lmdb_trouble(s, rc, "sync");
+			ssd_lmdb_trouble(s, rc, "sync");
 	}
 	tfs_layer_destroy(s->inner);
 	ssd_free(s);
@@ -1976,126 +1426,6 @@ int tfs_ssd_set_limits(struct tfs_layer *l, const struct tfs_ssd_config *cfg)
 	return 0;
 }
 
-/* Open the DBIs; check the format; empty them if `wipe` or the format is
- * not ours. */
-static int open_dbs(struct ssd *s, bool wipe)
-{
-	static const char *const names[] = { "ssd_objects", "ssd_blocks", "ssd_atime",
-					     "ssd_state" };
-	MDB_dbi *dbis[] = { &s->objs, &s->blks, &s->atime, &s->state };
-	MDB_txn *txn = NULL;
-	MDB_val k = mval("format", 6), v;
-	uint8_t fb[4];
-	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-
-	for (int i = 0; i < 4 && rc == 0; i++)
-		rc = mdb_dbi_open(txn, names[i], MDB_CREATE, dbis[i]);
-	if (rc == 0) {
-		rc = mdb_get(txn, s->state, &k, &v);
-		if (rc == 0 && (v.mv_size != 4 || get_le32(v.mv_data) != SSD_FORMAT)) {
-			tfs_warn(s->log, "ssd: the index in LMDB has an unknown format: "
-				 "starting with an empty SSD cache");
-			wipe = true;
-		} else if (rc == MDB_NOTFOUND) {
-			MDB_stat st;
-			rc = mdb_stat(txn, s->objs, &st);
-			if (rc == 0 && st.ms_entries > 0)
-				wipe = true;
-		}
-	}
-	for (int i = 0; i < 4 && rc == 0 && wipe; i++)
-		rc = mdb_drop(txn, *dbis[i], 0);
-	if (rc == 0) {
-		put_le32(fb, SSD_FORMAT);
-		v = mval(fb, 4);
-		rc = mdb_put(txn, s->state, &k, &v, 0);
-	}
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
-	else if (txn)
-		mdb_txn_abort(txn);
-	if (rc)
-		return tfs_lmdb_fail(s->log, rc, "ssd: opening the index databases");
-	return 0;
-}
-
-/* Sum cached bytes, count objects, restore the clock and estimator.
- * Returns 0, EINVAL (a malformed record), or an LMDB code. */
-static int load_state(struct ssd *s)
-{
-	MDB_txn *txn = NULL;
-	MDB_cursor *cur = NULL;
-	MDB_val k, v;
-	uint64_t used = 0, n = 0, clock = 0, pinned = 0;
-	/* A write transaction: the recount and the shared "usage" it writes
-	 * are atomic with respect to other daemons sharing the tier. */
-	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-
-	if (rc)
-		return rc;
-	rc = mdb_cursor_open(txn, s->objs, &cur);
-	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-		struct obj_rec r;
-		if (k.mv_size != ID_LEN || obj_decode(&v, &r) != 0) {
-			rc = EINVAL;
-			break;
-		}
-		used += r.cached;
-		if (r.flags & TFS_SSD_OBJ_PINNED)
-			pinned += r.size;
-		n++;
-	}
-	if (cur)
-		mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND)
-		rc = 0;
-	if (rc == 0)
-		rc = mdb_cursor_open(txn, s->atime, &cur);
-	if (rc == 0) {
-		rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
-		if (rc == 0 && k.mv_size == ATIME_KEY_LEN)
-			clock = get_be64(k.mv_data);
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
-		mdb_cursor_close(cur);
-	}
-	if (rc == 0) {
-		k = mval("clock", 5);
-		if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 8 &&
-		    get_le64(v.mv_data) > clock)
-			clock = get_le64(v.mv_data);
-		k = mval("reuse", 5);
-		if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 16) {
-			uint64_t bits = get_le64(v.mv_data);
-			memcpy(&s->reuse.mean, &bits, sizeof(double));
-			s->reuse.samples = get_le64((const uint8_t *)v.mv_data + 8);
-			if (!(s->reuse.mean >= 0.0)) /* NaN or negative: forget it */
-				memset(&s->reuse, 0, sizeof(s->reuse));
-		}
-	}
-	if (rc == 0) {
-		uint8_t ub[16];
-		put_le64(ub, used);
-		put_le64(ub + 8, n);
-		k = mval("usage", 5);
-		v = mval(ub, 16);
-		rc = mdb_put(txn, s->state, &k, &v, 0);
-	}
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-	if (rc == 0) {
-		atomic_store(&s->used, used);
-		atomic_store(&s->charged, used);
-		atomic_store(&s->objects, n);
-		atomic_store(&s->pinned, pinned);
-		atomic_store(&s->clock, clock);
-		s->persisted_clock = clock;
-	}
-	return rc;
-}
-
 int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_config *cc,
 		   MDB_env *env, struct tfs_layer *inner, const struct tfs_log *log,
 		   struct tfs_layer **out)
@@ -2147,24 +1477,24 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	if (rc == 0)
 		rc = resolve_capacity(s, cfg);
 	if (rc == 0)
-		rc = open_dbs(s, false);
+		rc = ssd_open_dbs(s, false);
 	if (rc)
 		goto fail;
-	rc = load_state(s);
+	rc = ssd_load_state(s);
 	if (rc) {
 		/* A damaged or foreign index is only a cache: empty it, and the
 		 * sweep removes the data files it described. */
 		tfs_warn(s->log, "ssd: the cache index is unreadable (%s): starting empty",
 			 rc == EINVAL ? "malformed record" : mdb_strerror(rc));
-		rc = open_dbs(s, true);
+		rc = ssd_open_dbs(s, true);
 		if (rc == 0)
-			rc = load_state(s);
+			rc = ssd_load_state(s);
 		if (rc) {
 			rc = tfs_lmdb_fail(s->log, rc, "ssd: cannot rebuild the cache index");
 			goto fail;
 		}
 	}
-	rc = pthread_create(&s->thread, NULL, bg_main, s);
+	rc = pthread_create(&s->thread, NULL, ssd_bg_main, s);
 	if (rc) {
 		tfs_err(log, "ssd: cannot start the background thread: %s", strerror(rc));
 		goto fail;

@@ -11,7 +11,7 @@
  * the admission rule allows.  A cache failure (disk full, I/O error,
  * damaged index) never fails a read: the tier then passes reads through.
  *
- * On disk (see ssd.c for the full format and the crash behaviour):
+ * On disk (see ssd_index.c for the full format, ssd.c for the crash behaviour):
  *   <dir>/data/XX/<64 hex of obj->id>   one sparse file per object, block
  *                                       idx at offset idx * block_size
  *   <dir>/data/trash/                   files being deleted

@@ -1,0 +1,314 @@
+/* ssd_internal.h - state and helpers shared by the files of the SSD tier:
+ * ssd.c (the layer: lookup, admission, fill, read_block, pins, stats,
+ * create/destroy), ssd_index.c (the on-disk format: LMDB records, shared
+ * usage, opening and recounting the index) and ssd_evict.c (the
+ * background thread: eviction and the sweep).  Not for use outside
+ * cache/ssd*.c; the tier's interface is ssd.h.  The STATES and INVARIANTS
+ * (I1-I5) these files keep are described at the top of ssd.c.
+ *
+ * LOCKING
+ *
+ *   lock        (mutex) the id table (pins, EVICTING marks, deferred
+ *               invalidations, touches), the reuse estimator, `kick`.  It
+ *               is a leaf: never held across LMDB, file I/O or the inner
+ *               layer.  Condition `unmarked`: an EVICTING mark was
+ *               cleared.  Condition `wake`: the background thread.
+ *   flush_lock  (mutex) serialises touch flushes; protects flush_buf and
+ *               persisted_clock.  Held across the flush write transaction.
+ *   LMDB's writer lock is taken by every write transaction; transactions
+ *   are short and never wait for anything but the disk.
+ *   Order: flush_lock -> lock, and flush_lock -> LMDB writer.  Nothing
+ *   takes flush_lock or lock while in a write transaction, and no thread
+ *   waits on `unmarked` while it holds a transaction.
+ *   Atomics: clock, used, charged, objects, counters, broken, stop, and the
+ *   limits (capacity, high, low, pin_max, gap_floor).
+ */
+#ifndef TFS_SSD_INTERNAL_H
+#define TFS_SSD_INTERNAL_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "log.h"
+#include "policy.h"
+#include "ssd.h"
+
+#define ID_LEN TFS_OBJ_ID_LEN
+
+/* object record layout */
+#define OFF_VERSION 0
+#define OFF_FLAGS 4
+#define OFF_SIZE 8
+#define OFF_TICK 16
+#define OFF_CACHED 24
+#define OFF_ETAG_LEN 32
+#define OFF_KEY_LEN 34
+#define OBJ_HDR 36
+#define KEY_TEXT_MAX 1024
+#define OBJ_VAL_MAX (OBJ_HDR + TFS_ETAG_MAX + KEY_TEXT_MAX)
+
+#define BLK_KEY_LEN (ID_LEN + 8)
+#define BLK_VAL_LEN 12
+#define ATIME_KEY_LEN (8 + ID_LEN)
+
+/* "XX/" + 64 hex + NUL */
+#define REL_LEN (3 + 2 * ID_LEN + 1)
+/* "trash/" + 64 hex + "." + 20 digits + NUL */
+#define TRASH_LEN (6 + 2 * ID_LEN + 1 + 20 + 1)
+
+/* id table: open addressing, linear probing, power of two */
+#define TAB_SLOTS 16384u
+#define TAB_MASK (TAB_SLOTS - 1)
+#define TOUCH_MAX 4096u
+
+#define FLUSH_MS 1000
+#define SCAN_LIMIT 4096     /* atime entries examined to find a candidate */
+#define EVICT_MISSES 1000   /* candidates lost to races before a pass gives up */
+#define SWEEP_BUDGET_MS 200 /* sweep work per background iteration */
+#define SWEEP_DONE 257      /* sweep_pos: 0 trash, 1..256 data/XX, then done */
+#define GAP_FLOOR_DIV 16    /* visit gap floor = capacity blocks / 16 */
+#define MIN_CAP_BLOCKS 4
+
+/* ssd_drop_object(): any last_tick will do (not the evictor) */
+#define ANY_TICK UINT64_MAX
+
+struct ent {
+	uint8_t id[ID_LEN];
+	uint64_t touch;  /* tick of the latest unflushed access, 0: none */
+	uint32_t pins;   /* readers inside read_block for this id */
+	bool used;
+	bool evicting;   /* records and file being deleted */
+	bool doomed;     /* invalidated while pinned: drop at the last unpin */
+};
+
+struct touch {
+	uint8_t id[ID_LEN];
+	uint64_t tick;
+};
+
+struct obj_rec {
+	uint32_t flags;
+	uint64_t size;
+	uint64_t last_tick;
+	uint64_t cached;
+	char etag[TFS_ETAG_MAX];
+};
+
+struct blk_rec {
+	uint64_t sum;
+	uint32_t len;
+};
+
+struct ssd {
+	struct tfs_layer *inner;
+	const struct tfs_log *log;
+	MDB_env *env; /* borrowed */
+	MDB_dbi objs, blks, atime, state;
+	enum tfs_policy policy;
+	uint64_t bs;
+	char *dir;
+	int datafd; /* <dir>/data */
+	/* Limits: set at creation and by tfs_ssd_set_limits() (reload), so
+	 * atomics; readers may combine values of two generations briefly. */
+	_Atomic uint64_t capacity, high, low;
+	_Atomic uint64_t gap_floor;
+
+	_Atomic uint64_t clock;
+	_Atomic uint64_t used;    /* sum of cached block lengths (I2) */
+	_Atomic uint64_t charged; /* used + bytes reserved by fills in flight */
+	_Atomic uint64_t objects;
+	_Atomic uint64_t pinned;  /* sum of the sizes of PINNED objects */
+	_Atomic uint64_t pin_max; /* most bytes pinned at once */
+	_Atomic uint64_t trash_seq;
+	atomic_bool broken; /* index damaged at run time: pass through */
+	atomic_bool stop;
+
+	pthread_mutex_t lock;
+	pthread_cond_t unmarked;
+	pthread_cond_t wake;
+	struct ent *tab;   /* TAB_SLOTS entries */
+	size_t tab_count;  /* used slots */
+	size_t touched;    /* entries with touch != 0 */
+	struct tfs_reuse reuse;
+	bool kick;
+
+	pthread_mutex_t flush_lock;
+	struct touch *flush_buf; /* TOUCH_MAX */
+	uint64_t persisted_clock;
+
+	pthread_t thread;
+	unsigned sweep_pos; /* background thread only */
+	uint64_t swept;     /* background thread only */
+
+	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
+
+	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions,
+		evicted_bytes, corrupt, write_errors;
+};
+
+/* an eviction candidate: ssd_oldest_candidate() */
+struct victim {
+	uint8_t id[ID_LEN];
+	uint64_t tick;
+};
+
+/* ---- small helpers (byte order, clock, counters) ---- */
+
+static inline void put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static inline uint16_t get_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static inline uint64_t get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static const char hexdig[] = "0123456789abcdef";
+
+static inline void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static inline MDB_val mval(const void *p, size_t n)
+{
+	MDB_val v = { .mv_size = n, .mv_data = (void *)p };
+	return v;
+}
+
+/* ---- ssd_index.c: records, shared usage, opening the index ---- */
+
+/* Decode an object record: 0, or EINVAL (malformed or another version).  No lock. */
+int ssd_obj_decode(const MDB_val *v, struct obj_rec *r);
+
+/* Encode a new object record (flags 0, cached 0) into vb; returns its length.  No lock. */
+size_t ssd_obj_encode(uint8_t vb[OBJ_VAL_MAX], const struct tfs_obj *obj, uint64_t tick);
+
+/* Decode a block record: 0, or EINVAL (wrong size).  No lock. */
+int ssd_blk_decode(const MDB_val *v, struct blk_rec *b);
+
+/* The ssd_blocks key of block idx of id.  Cannot fail.  No lock. */
+void ssd_blk_key(uint8_t k[BLK_KEY_LEN], const uint8_t id[ID_LEN], uint64_t idx);
+
+/* The ssd_atime key of id accessed at tick.  Cannot fail.  No lock. */
+void ssd_atime_key(uint8_t k[ATIME_KEY_LEN], uint64_t tick, const uint8_t id[ID_LEN]);
+
+/* In the caller's write txn: add the deltas to the shared usage, set *used_now.
+ * Returns 0 or an LMDB code (not logged; the caller aborts).  No lock. */
+int ssd_shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_delta,
+		   uint64_t *used_now);
+
+/* After the commit: mirror the shared usage in `used` and `charged`.  Atomics, no lock. */
+void ssd_usage_sync(struct ssd *s, uint64_t used_now);
+
+/* Reread the shared usage (read txn); on any error the old values stay.  No lock. */
+void ssd_usage_refresh(struct ssd *s);
+
+/* Open the DBIs, check the format, empty them if `wipe` or foreign: 0 or an errno
+ * (logged).  Creation only. */
+int ssd_open_dbs(struct ssd *s, bool wipe);
+
+/* Recount usage and pins, restore the clock and estimator: 0, EINVAL (a malformed
+ * record) or an LMDB code (not logged).  Creation only. */
+int ssd_load_state(struct ssd *s);
+
+/* ---- ssd.c: used by the background thread ---- */
+
+/* Log an LMDB failure (rate-limited), disable the tier if the index is damaged;
+ * returns the errno.  Takes none of the tier's locks. */
+int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what);
+
+/* Mark id EVICTING unless it is busy (or the id table is full); true if marked.
+ * Takes s->lock. */
+bool ssd_mark(struct ssd *s, const uint8_t id[ID_LEN]);
+
+/* Clear id's EVICTING mark and wake the readers waiting on it.  Takes s->lock. */
+void ssd_unmark(struct ssd *s, const uint8_t id[ID_LEN]);
+
+/* In a write txn: rename id's data file into trash/; true (and `trash` set) if
+ * moved, false if absent or failed (logged).  No lock. */
+bool ssd_move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TRASH_LEN]);
+
+/* After the commit: unlink a file ssd_move_to_trash() moved (failure logged).  No lock. */
+void ssd_unlink_trash(struct ssd *s, const char *trash);
+
+/* Delete id's records and file in one write txn; the caller holds its EVICTING
+ * mark or a pin, not s->lock.  Returns 0 (*freed), ENOENT, EAGAIN (expect_tick
+ * given and not matched, or PINNED) or an errno (logged). */
+int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
+		    uint64_t *freed);
+
+/* Write pending touches, clock and estimator in one txn (failure logged, touches
+ * lost).  Takes flush_lock then s->lock: the caller holds neither, nor a txn. */
+void ssd_flush_touches(struct ssd *s);
+
+/* The oldest evictable object: 0, ENOENT (none in SCAN_LIMIT entries) or an
+ * errno (logged).  Read txn; takes s->lock per entry. */
+int ssd_oldest_candidate(struct ssd *s, struct victim *out);
+
+/* Does the policy let v go now?  Takes s->lock. */
+bool ssd_may_go(struct ssd *s, const struct victim *v);
+
+/* ---- ssd_evict.c ---- */
+
+/* The background thread's start routine (arg: the struct ssd): flush, sync,
+ * evict, sweep until s->stop; returns NULL.  Joined by ssd_destroy(). */
+void *ssd_bg_main(void *arg);
+
+#endif

@@ -139,7 +139,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* Queue indexes up to pos + window.  Lock held. */
+/* Queue indexes up to cur + window.  Lock held. */
 static void refill(struct tfs_follow *f)
 {
 	size_t end = f->cur + f->window;

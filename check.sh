@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # check.sh - install what is missing, build, and run every test.
 #   ./check.sh             the full default run (about 5 minutes on 2 cores)
-#   ./check.sh --extended  also the long suites (crash rounds, packaging:
-#                          builds, installs and purges the Debian package)
+#   ./check.sh --extended  also the long suites (crash rounds, every FUSE
+#                          suite under ASan + UBSan, ThreadSanitizer,
+#                          packaging: builds, installs and purges the
+#                          Debian package)
 # Ends with one line "check: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -39,7 +41,7 @@ run() {
 	local name=$1; shift
 	local log
 	log=$(mktemp)
-	local rc=0
+	local rc=0 failed0=$failed
 	"$@" >"$log" 2>&1 || rc=$?
 	local syn plain
 	syn=$(grep -a 'Synthesis:' "$log" | tail -n 1 || true)
@@ -63,7 +65,9 @@ run() {
 		passed=$((passed + 1))
 	fi
 	if [ $rc -ne 0 ]; then
-		[ -z "$syn" ] && failed=$((failed + 1))
+		# A failure the counts do not show (a crash, sanitizer reports)
+		# counts as one.
+		[ "$failed" -eq "$failed0" ] && failed=$((failed + 1))
 		failures+=("$name")
 		echo "FAIL: $name"
 		tail -n 60 "$log"
@@ -124,6 +128,14 @@ run "cli" tests/integration/test_cli.sh "$top/build/tierfs"
 run "man" tests/integration/test_man.sh "$top/build/tierfs"
 run "tls" tests/integration/test_tls.sh "$top/build/tierfs"
 
+step "sanitizers: FUSE suites under ASan + UBSan (build-san; tests/harness/sanitize.sh)"
+# Every sanitizer report of the daemon, the CLI and the tests fails the
+# suite; --extended runs every suite, and ThreadSanitizer (docs/testing.md).
+san=tests/harness/sanitize.sh
+run "asan mount local" $san asan python3 tests/integration/test_mount.py "$top/build-san/tierfs" --backend local
+run "asan write local" $san asan python3 tests/integration/test_write.py "$top/build-san/tierfs" \
+	--backend local --seed 7
+
 step "make distcheck (tarball builds, installs and passes its unit tests)"
 run "distcheck" make -C build -s distcheck
 
@@ -136,6 +148,34 @@ if [ $extended = 1 ]; then
 	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
 		--extended --only crash_rounds
 	run "write, random seeds" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
+	step "extended: every FUSE suite under ASan + UBSan"
+	sb="$top/build-san/tierfs"
+	for suite in warmup robust shared ops; do # mount and write ran above
+		run "asan $suite local" $san asan python3 tests/integration/test_$suite.py "$sb" --backend local
+	done
+	for suite in mount warmup robust shared ops; do
+		run "asan $suite moto" $san asan python3 tests/integration/test_$suite.py "$sb" --backend moto
+	done
+	run "asan write moto" $san asan python3 tests/integration/test_write.py "$sb" --backend moto --seed 7
+	run "asan faults" $san asan python3 tests/integration/test_faults.py "$sb"
+	run "asan flexvolume" $san asan python3 tests/integration/test_flexvolume.py \
+		"$top/build-san/tierfs-flexvolume" "$sb"
+
+	step "extended: ThreadSanitizer (build-tsan): unit tests and the concurrent FUSE suites"
+	mkdir -p build-tsan
+	(cd build-tsan && { [ -f Makefile ] || ../configure -q --enable-werror --enable-tsan; } &&
+		make -s -j"$jobs" check TESTS=)
+	for t in build-tsan/tests/unit/test_*; do
+		[ -x "$t" ] && run "tsan $(basename "$t")" $san tsan "$t"
+	done
+	tb="$top/build-tsan/tierfs"
+	for suite in mount warmup shared ops; do
+		run "tsan $suite local" $san tsan python3 tests/integration/test_$suite.py "$tb" --backend local
+	done
+	run "tsan write local" $san tsan python3 tests/integration/test_write.py "$tb" --backend local --seed 7
+	run "tsan mount moto" $san tsan python3 tests/integration/test_mount.py "$tb" --backend moto
+	run "tsan faults" $san tsan python3 tests/integration/test_faults.py "$tb"
+
 	# The Debian package: dpkg-buildpackage in a copy of the tree, install,
 	# mount with the installed commands, purge (needs root).
 	run "deb" tests/integration/test_deb.sh

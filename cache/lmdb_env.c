@@ -245,6 +245,12 @@ static int probe_in_child(const char *dir, uint64_t map_size, int *sig)
 		struct rlimit no_core = { 0, 0 };
 		MDB_env *env = NULL;
 		(void)setrlimit(RLIMIT_CORE, &no_core);
+		/* The parent looks for death by a signal.  A sanitizer's handler
+		 * (--enable-sanitizers, --enable-tsan) would turn the fault into a
+		 * report and exit status 1, and the parent would then open the
+		 * damaged index itself and die of the same fault. */
+		signal(SIGSEGV, SIG_DFL);
+		signal(SIGBUS, SIG_DFL);
 		int rc = env_open_once(dir, map_size, &env);
 		if (rc == 0)
 			mdb_env_close(env);

@@ -198,12 +198,14 @@ static long daemon_pid(const char *target)
 }
 
 /* The environment of what we start: a fixed PATH and the node's proxy
- * settings; nothing else of the kubelet's. */
+ * settings; nothing else of the kubelet's.  The sanitizer options too: they
+ * mean nothing to a normal build, and with a sanitized one
+ * (tests/harness/sanitize.sh) they send the daemon's reports to files. */
 static void child_env(char **env, size_t cap)
 {
 	static const char *const pass[] = {
 		"http_proxy=", "https_proxy=", "no_proxy=", "HTTP_PROXY=", "HTTPS_PROXY=",
-		"NO_PROXY=",
+		"NO_PROXY=", "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS=",
 	};
 	size_t n = 0;
 

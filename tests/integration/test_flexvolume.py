@@ -136,6 +136,11 @@ class Kubelet:
                 for k, v in kv.items():
                     f.write("%s = %s\n" % (k, v))
         self.env = {"PATH": KUBELET_PATH, "HOME": "/root", "TIERFS_FLEXVOLUME_CONF": self.conf}
+        # tests/harness/sanitize.sh: the reports of a sanitized driver and
+        # daemon go to files (the driver passes these on to the daemon).
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
+            if k in os.environ:
+                self.env[k] = os.environ[k]
 
     def call(self, *args, timeout=CALL_TIMEOUT):
         """Run the driver; return (exit status, reply object, raw output)."""

@@ -353,12 +353,63 @@ def t_kill9_recovery(ctx):
         m.umount()
 
 
+def t_sigterm_with_open_file(ctx):
+    """SIGTERM while a file is open: once the session ends the kernel sends
+    no RELEASE for it, so the daemon releases the handle itself and exits
+    (LeakSanitizer found the handle leaked, after a lazy unmount)."""
+    ctx.bucket.put("open.bin", b"still open")
+    m = ctx.mount("term").mount()
+    pid = m.pid()
+    f = open(os.path.join(m.mnt, "open.bin"), "rb")
+    try:
+        assert f.read() == b"still open"
+        os.kill(pid, signal.SIGTERM)
+        poll(lambda: not os.path.exists("/proc/%d" % pid) or
+             open("/proc/%d/stat" % pid).read().split()[2] == "Z", 20, "the daemon to exit")
+        with open(m.logfile) as lf:
+            log = lf.read()
+        assert "released 1 file handle(s) still open when the FUSE session ended" in log, m.log_tail()
+    finally:
+        try:
+            f.close()
+        except OSError:
+            pass  # ENOTCONN: the daemon is gone
+        subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+
+
 def rss_anon(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("RssAnon:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+_sanitizer = {}
+
+
+def sanitizer(tierfs):
+    """"asan" or "tsan" if TIERFS is built with --enable-sanitizers or
+    --enable-tsan (it links the sanitizer's runtime), else None."""
+    if tierfs not in _sanitizer:
+        r = subprocess.run(["ldd", tierfs], capture_output=True, text=True)
+        libs = r.stdout
+        _sanitizer[tierfs] = "asan" if "libasan" in libs else "tsan" if "libtsan" in libs else None
+    return _sanitizer[tierfs]
+
+
+def assert_rss(ctx, rss, limit, what="RssAnon"):
+    """Assert the daemon's RssAnon bound, except with a sanitized build:
+    ASan keeps up to 256 MiB of freed blocks in quarantine and pads every
+    block, TSan maps shadow memory, and all of it counts in RssAnon without
+    being tierfs's memory.  The normal build's run of the same suite checks
+    the bound (check.sh runs both)."""
+    san = sanitizer(ctx.tierfs)
+    if san:
+        print("    %s bound not checked under %s: %.1f MiB (limit %.1f MiB)" %
+              (what, san, rss / 2**20, limit / 2**20))
+        return
+    assert rss <= limit, "%s %.1f MiB > %.1f MiB" % (what, rss / 2**20, limit / 2**20)
 
 
 def t_rss_bound_64_readers(ctx):
@@ -398,7 +449,8 @@ def t_rss_bound_64_readers(ctx):
         assert not errors, errors[:3]
         limit = 32 * (1 << 20) + 64 * (1 << 20)
         print("    RssAnon peak %.1f MiB (limit %.1f MiB)" % (peak[0] / 2**20, limit / 2**20))
-        assert 0 < peak[0] <= limit, "RssAnon peak %d > %d" % (peak[0], limit)
+        assert peak[0] > 0
+        assert_rss(ctx, peak[0], limit, "RssAnon peak")
     finally:
         m.umount()
 
@@ -559,7 +611,7 @@ def t_big_directory(ctx):
         assert set(names) == {"f%06d" % i for i in range(n)}
         rss = rss_anon(pid)
         print("    %d entries; daemon RssAnon %.1f MiB" % (n, rss / 2**20))
-        assert rss <= 32 * 2**20 + 64 * 2**20, rss
+        assert_rss(ctx, rss, 32 * 2**20 + 64 * 2**20)
         st = m.stats()
         pages = st["metadata"]["list_pages"]
         assert pages >= n // 1000, pages
@@ -594,7 +646,7 @@ def t_million_objects(ctx):
         peak = max(peak, rss_anon(pid))
         print("    %d objects walked; daemon RssAnon peak %.1f MiB" % (count, peak / 2**20))
         assert count == dirs * per, count
-        assert peak <= 32 * 2**20 + 64 * 2**20, peak
+        assert_rss(ctx, peak, 32 * 2**20 + 64 * 2**20, "RssAnon peak")
     finally:
         m.umount()
 
@@ -606,6 +658,7 @@ TESTS = [
     ("change_detected_after_ttl", t_change_detected_after_ttl),
     ("missing_is_enoent", t_missing_is_enoent),
     ("kill9_recovery", t_kill9_recovery),
+    ("sigterm_with_open_file", t_sigterm_with_open_file),
     ("rss_bound_64_readers", t_rss_bound_64_readers),
     ("watermark_eviction", t_watermark_eviction),
     ("offline_with_ttl_forever", t_offline_with_ttl_forever),

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from test_mount import data_for, poll, read, rss_anon, run_suite
+from test_mount import assert_rss, data_for, poll, read, rss_anon, run_suite
 
 MIB = 1 << 20
 
@@ -186,7 +186,7 @@ def t_ram_budget_during_prefetch(ctx):
         assert r.returncode == 0 and r2.returncode == 0, r.stdout + r2.stdout
         st = stats(m)["ram"]
         assert st["used_bytes"] <= st["capacity_bytes"], st
-        assert peak[0] <= 32 * MIB + 64 * MIB, "RssAnon %d MiB" % (peak[0] >> 20)
+        assert_rss(ctx, peak[0], 32 * MIB + 64 * MIB)
         read_all(m, files)
     finally:
         m.umount()

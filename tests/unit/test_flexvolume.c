@@ -187,7 +187,7 @@ Test(opts, limits)
 	v.num++;
 	cr_assert_not(fv_opt_within(FV_OPT_RAM_SIZE, &v, 4 * GIB));
 	v.pct = true;
-	cr_assert(fv_opt_within(FV_OPT_SSD_SIZE, &v, 1), "N% cannot be compared");
+	cr_assert(fv_opt_within(FV_OPT_SSD_SIZE, &v, 1), "N%% cannot be compared");
 	v = (struct fv_value){ .num = 500 };
 	cr_assert_not(fv_opt_within(FV_OPT_METADATA_TTL, &v, 1000));
 	v.num = UINT64_MAX;

@@ -661,14 +661,18 @@ static void report(int fd, const char *msg)
  * start can report the real cause to the parent. */
 struct tee {
 	struct tfs_log inner;
+	pthread_mutex_t lock; /* last_error: any thread may log an error */
 	char last_error[512];
 };
 
 static void tee_sink(void *ctx, enum tfs_log_level level, const char *line)
 {
 	struct tee *t = ctx;
-	if (level == TFS_LOG_ERROR)
+	if (level == TFS_LOG_ERROR) {
+		pthread_mutex_lock(&t->lock);
 		snprintf(t->last_error, sizeof(t->last_error), "%s", line);
+		pthread_mutex_unlock(&t->lock);
+	}
 	if ((int)level <= atomic_load(&t->inner.level))
 		t->inner.sink(t->inner.ctx, level, line);
 }
@@ -676,7 +680,7 @@ static void tee_sink(void *ctx, enum tfs_log_level level, const char *line)
 static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, struct mount_opts *o,
 		      struct fuse_args *fargs, const struct tfs_fs_config *fsc, int status_fd)
 {
-	struct tee tee = { 0 };
+	struct tee tee = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct tfs_log log;
 	struct hup hup = { .sigfd = -1, .stopfd = -1 };
 	sigset_t hupset, oldmask;
@@ -858,9 +862,12 @@ out_signals:
 	fuse_remove_signal_handlers(se);
 out:
 	if (fail) {
-		char msg[1024];
-		snprintf(msg, sizeof(msg), "%s: %s%s%s", fail, strerror(rc), tee.last_error[0] ? "; " : "",
-			 tee.last_error);
+		char msg[1024], last[sizeof(tee.last_error)];
+		/* A copy: the threads already started may still log errors. */
+		pthread_mutex_lock(&tee.lock);
+		memcpy(last, tee.last_error, sizeof(last));
+		pthread_mutex_unlock(&tee.lock);
+		snprintf(msg, sizeof(msg), "%s: %s%s%s", fail, strerror(rc), last[0] ? "; " : "", last);
 		tfs_err(&log, "mount of %s on %s failed: %s", o->source, o->mountpoint, msg);
 		report(status_fd, msg);
 	}

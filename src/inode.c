@@ -331,8 +331,12 @@ int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct 
 
 void tfs_itable_set_release(struct tfs_itable *t, void (*fn)(void *ctx, void *staged), void *ctx)
 {
+	/* Under the lock: free_inode() reads them, in a FORGET on another
+	 * FUSE thread, while an unlink sets them (ThreadSanitizer). */
+	pthread_mutex_lock(&t->lock);
 	t->release = fn;
 	t->release_ctx = ctx;
+	pthread_mutex_unlock(&t->lock);
 }
 
 bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,

@@ -77,7 +77,9 @@ int tfs_itable_detach(struct tfs_itable *t, const char *path);
  * ENOMEM (then `staged` is released). */
 int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct tfs_attr *snap,
 			   void *staged);
-/* The release function for `staged` references (set once, before use). */
+/* The release function for `staged` references.  Takes the table's lock:
+ * fs_write.c sets it before each detach, while other threads may be
+ * freeing inodes. */
 void tfs_itable_set_release(struct tfs_itable *t, void (*fn)(void *ctx, void *staged), void *ctx);
 /* For a detached inode: its snapshot (copied to *a) and staged copy
  * (*staged, borrowed for the duration of a request on the inode).

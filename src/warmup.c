@@ -44,7 +44,10 @@ struct run {
 	pthread_cond_t more, room, progressed;
 	struct item q[QUEUE_CAP];
 	size_t head, len;
-	bool done_adding, stop;
+	bool done_adding;
+	/* Set under the lock (with the broadcasts); the walk and the workers
+	 * also read it without the lock, between blocks: atomic. */
+	atomic_bool stop;
 	/* counters */
 	uint64_t files_total, bytes_total, files_done, bytes_done;
 	uint64_t fetched_files, fetched_bytes, cached_files, cached_bytes, failed_files, skipped_files;

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ struct mini_http {
 	char *requests[MAX_SCRIPT];
 	int n_requests;
 	int n_conns;
-	volatile int stop;
+	atomic_int stop; /* set by mini_http_stop(), read by the server thread */
 };
 
 static void send_all(int fd, const char *p, size_t n)

@@ -154,7 +154,7 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 {
 	struct tfs_fs *fs = fs_of(req);
 	(void)in;
-	struct fh *h = tfs_fs_fh_new(TFS_FOLLOW_FILE);
+	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
 	if (h)
 		h->order = malloc(sizeof(*h->order));
 	if (h == NULL || h->order == NULL || fs->follow == NULL) {
@@ -579,7 +579,7 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 /* ---- data ---- */
 
-struct fh *tfs_fs_fh_new(const char *key)
+struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key)
 {
 	struct fh *h = calloc(1, sizeof(*h));
 	if (h == NULL || (h->key = strdup(key)) == NULL) {
@@ -587,11 +587,25 @@ struct fh *tfs_fs_fh_new(const char *key)
 		return NULL;
 	}
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&fs->fh_lock);
+	h->next = fs->open_fhs;
+	if (h->next)
+		h->next->prev = h;
+	fs->open_fhs = h;
+	pthread_mutex_unlock(&fs->fh_lock);
 	return h;
 }
 
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
 {
+	pthread_mutex_lock(&fs->fh_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->open_fhs = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->fh_lock);
 	if (h->wf)
 		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
 	if (h->order) {
@@ -630,7 +644,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
-	struct fh *h = tfs_fs_fh_new(path);
+	struct fh *h = tfs_fs_fh_new(fs, path);
 	if (h == NULL) {
 		tfs_fs_reply_err(req, OP_OPEN, ENOMEM);
 		return;
@@ -1027,6 +1041,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->be = be;
 	fs->log = log;
 	pthread_mutex_init(&fs->ns_lock, NULL);
+	pthread_mutex_init(&fs->fh_lock, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
 	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
@@ -1041,8 +1056,22 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 {
 	if (fs == NULL)
 		return;
+	/* The session has ended: no RELEASE is coming for these (found by
+	 * LeakSanitizer after a lazy unmount).  Release them as it would. */
+	unsigned n = 0;
+	while (fs->open_fhs) {
+		/* Never committed: a file its writer did not close is no
+		 * complete version (as after a crash, only what was closed or
+		 * fsynced before is uploaded). */
+		fs->open_fhs->writer = false;
+		tfs_fs_fh_free(fs, fs->open_fhs);
+		n++;
+	}
+	if (n)
+		tfs_info(fs->log, "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_itable_destroy(fs->itable);
 	pthread_mutex_destroy(&fs->ns_lock);
+	pthread_mutex_destroy(&fs->fh_lock);
 	free((char *)fs->cfg.statfs_dir);
 	free(fs);
 }

@@ -41,6 +41,8 @@ struct tfs_fs {
 	_Atomic uint64_t ttl_ms; /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
+	pthread_mutex_t fh_lock;   /* open_fhs */
+	struct fh *open_fhs;       /* every handle given to the kernel and not released */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
 	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
 };
@@ -58,6 +60,7 @@ struct fh {
 	pthread_mutex_t lock;   /* protects next_off and ra_next */
 	uint64_t next_off;      /* where a sequential reader continues */
 	uint64_t ra_next;       /* first block not yet handed to prefetch */
+	struct fh *prev, *next; /* in fs->open_fhs */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)
@@ -83,8 +86,11 @@ int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a);
 /* The path of inode `ino` into buf (PATH_MAX).  Returns 0, ESTALE (no such
  * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode. */
 int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **in);
-/* Allocate and free file handles. */
-struct fh *tfs_fs_fh_new(const char *key);
+/* Allocate and free file handles.  The fs keeps a list of them: the
+ * kernel sends no RELEASE for files still open when the connection ends
+ * (the last close after a lazy unmount, or the daemon stopped), and
+ * tfs_fs_destroy() releases those. */
+struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key);
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
 
 /* The control file TFS_FOLLOW_FILE at the root (src/follow.h). */

@@ -116,7 +116,7 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 	int rc = tfs_fs_attr(fs, path, &a);
 	if (rc == 0 && a.type != in->type)
 		rc = ESTALE;
-	if (rc == 0 && (h = tfs_fs_fh_new(path)) == NULL)
+	if (rc == 0 && (h = tfs_fs_fh_new(fs, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0)
 		rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
@@ -164,7 +164,7 @@ void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 		rc = EISDIR;
 	else if (ex != 0 && ex != ENOENT)
 		rc = ex;
-	if (rc == 0 && (h = tfs_fs_fh_new(path)) == NULL)
+	if (rc == 0 && (h = tfs_fs_fh_new(fs, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0) {
 		if (ex == 0) {

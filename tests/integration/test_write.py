@@ -465,6 +465,37 @@ def t_attrs_and_unsupported(ctx):
         m.umount()
 
 
+def t_sigterm_does_not_commit_an_unclosed_file(ctx):
+    """The daemon stopped (SIGTERM) while a writer still has a file open:
+    what it wrote since its last close is no complete version and must not
+    replace the object, neither now nor from the journal at the next mount
+    (an unclosed file is treated as after a crash)."""
+    ctx.bucket.put("u/ckpt.bin", b"old complete checkpoint")
+    m = ctx.mount("unclosed", FAST).mount()
+    pid = m.pid()
+    fd = os.open(os.path.join(m.mnt, "u/ckpt.bin"), os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"NEW, HALF WRITTEN", 0)
+        os.kill(pid, signal.SIGTERM)
+        poll(lambda: dead(pid), 30, "the daemon to exit")
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # ENOTCONN: the daemon is gone
+        subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+    poll(lambda: not os.path.ismount(m.mnt), 10, "the mount to go")
+    assert bucket_get(ctx.bucket, "u/ckpt.bin") == b"old complete checkpoint", "replaced at exit"
+    m.mount()
+    try:
+        poll(lambda: drained(m), 30, "write-back to finish")
+        assert bucket_get(ctx.bucket, "u/ckpt.bin") == b"old complete checkpoint", \
+            "replaced from the journal at the next mount"
+        assert read(os.path.join(m.mnt, "u/ckpt.bin")) == b"old complete checkpoint"
+    finally:
+        m.umount()
+
+
 def t_fsync_and_close_survive_kill9(ctx):
     m = ctx.mount("crash", SLOW).mount()
     closed = {"closed/%d" % i: data_for("c%d" % i, random.randrange(1, 300000)) for i in range(10)}
@@ -1950,6 +1981,7 @@ TESTS = [
     ("rename", t_rename),
     ("attrs_and_unsupported", t_attrs_and_unsupported),
     ("fsync_and_close_survive_kill9", t_fsync_and_close_survive_kill9),
+    ("sigterm_does_not_commit_an_unclosed_file", t_sigterm_does_not_commit_an_unclosed_file),
     ("crash_rounds", t_crash_rounds),
     ("multipart_resumes_after_kill9", t_multipart_resumes_after_kill9),
     ("rewrite_during_upload", t_rewrite_during_upload),

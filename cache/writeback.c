@@ -587,13 +587,16 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 		if (f->path == NULL) {
 			free_file(wb, f, true); /* detached: never uploaded */
 		} else if (!f->journaled) {
-			/* Clean (uploaded) or never changed: staging goes. */
+			/* Clean (uploaded) or never changed: staging goes.  Unless
+			 * a writer never closed it (the daemon stopping with the
+			 * file open): its bytes stay for lost+found, as after a
+			 * crash. */
 			struct ent *e = ent_find(wb, f->path);
 			if (e && e->file == f) {
 				e->file = NULL;
 				ent_maybe_free(wb, e);
 			}
-			free_file(wb, f, true);
+			free_file(wb, f, f->writers == 0);
 		} else if (f->fd >= 0) {
 			close(f->fd); /* reopened on demand */
 			f->fd = -1;

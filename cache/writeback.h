@@ -135,7 +135,10 @@ bool tfs_wb_file_detached(struct tfs_wb *wb, struct tfs_wb_file *f);
 
 /* Drop a reference (`writer`: one taken by create/open_write).  A writer's
  * last close commits the file (tfs_wb_commit) first; the return value is
- * that commit's (sync mode: the upload's) result. */
+ * that commit's (sync mode: the upload's) result.  A writer's reference
+ * dropped with `writer` false (the daemon stopping with the file open)
+ * commits nothing, and an uncommitted staged copy is left for the next
+ * mount's lost+found. */
 int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer);
 
 /* Data.  Return 0, ENOSPC (writeback.staging_size reached, or the disk is

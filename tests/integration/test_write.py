@@ -19,6 +19,7 @@ message starts with "BUG" are reproducers of tierfs bugs the randomized
 tests found; they fail until the bug is fixed.
 """
 import errno
+import glob
 import hashlib
 import os
 import random
@@ -468,8 +469,8 @@ def t_attrs_and_unsupported(ctx):
 def t_sigterm_does_not_commit_an_unclosed_file(ctx):
     """The daemon stopped (SIGTERM) while a writer still has a file open:
     what it wrote since its last close is no complete version and must not
-    replace the object, neither now nor from the journal at the next mount
-    (an unclosed file is treated as after a crash)."""
+    replace the object, neither now nor from the journal at the next mount;
+    as after a crash, its staged copy goes to lost+found."""
     ctx.bucket.put("u/ckpt.bin", b"old complete checkpoint")
     m = ctx.mount("unclosed", FAST).mount()
     pid = m.pid()
@@ -492,6 +493,10 @@ def t_sigterm_does_not_commit_an_unclosed_file(ctx):
         assert bucket_get(ctx.bucket, "u/ckpt.bin") == b"old complete checkpoint", \
             "replaced from the journal at the next mount"
         assert read(os.path.join(m.mnt, "u/ckpt.bin")) == b"old complete checkpoint"
+        # ... and its bytes are not thrown away: lost+found has them.
+        found = [read(p) for p in glob.glob(os.path.join(m.cache, "*", "lost+found", "*"))]
+        assert b"NEW, HALF WRITTEN" + b"old complete checkpoint"[len(b"NEW, HALF WRITTEN"):] in found, \
+            "the unclosed file's staged copy is not in lost+found: %r" % found
     finally:
         m.umount()
 

@@ -84,6 +84,12 @@ static void reply_open(fuse_req_t req, enum fs_op op, struct fh *h, struct fuse_
 	fi->fh = (uintptr_t)h;
 	fi->keep_cache = 0;
 	fi->noflush = 0;
+	/* A write-only handle bypasses the kernel's page cache: its writes
+	 * reach the daemon straight from the writer's pages, one copy fewer
+	 * than copying them into the page cache first (which nobody reads
+	 * back: the next open drops the pages of a changed file anyway).  A
+	 * handle that can read keeps the page cache, so mmap works on it. */
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
 	tfs_fs_count(fs, op, 0);
 	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
 	if (rc == -ENOENT)

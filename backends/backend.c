@@ -309,6 +309,47 @@ int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char
 	return account(be, TFS_OP_DELETE, be->ops->abort_upload(be->priv, key, upload_id), 0, t0);
 }
 
+bool tfs_backend_multipart_geometry(const struct tfs_backend *be, uint64_t *threshold,
+				    uint64_t *part_size, unsigned *parallel)
+{
+	*threshold = UINT64_MAX;
+	*part_size = 0;
+	*parallel = 1;
+	if (be->ops->multipart_geometry == NULL || be->ops->upload_begin == NULL ||
+	    be->ops->upload_part == NULL)
+		return false;
+	be->ops->multipart_geometry(be->priv, threshold, part_size, parallel);
+	return true;
+}
+
+int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const struct tfs_obj_meta *meta,
+			     char upload_id[TFS_UPLOAD_ID_MAX])
+{
+	upload_id[0] = '\0';
+	if (!key_ok(key))
+		return EINVAL;
+	if (be->ops->upload_begin == NULL)
+		return ENOTSUP;
+	uint64_t t0 = tfs_hist_now();
+	int rc = be->ops->upload_begin(be->priv, key, meta, upload_id);
+	if (rc)
+		upload_id[0] = '\0';
+	return account(be, TFS_OP_PUT, rc, 0, t0);
+}
+
+int tfs_backend_upload_part(struct tfs_backend *be, const char *key, const char *upload_id,
+			    unsigned idx, struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX])
+{
+	if (!key_ok(key) || upload_id == NULL || upload_id[0] == '\0' || src.kind == TFS_IO_IOV ||
+	    idx >= 10000)
+		return EINVAL;
+	if (be->ops->upload_part == NULL)
+		return ENOTSUP;
+	uint64_t t0 = tfs_hist_now();
+	int rc = be->ops->upload_part(be->priv, key, upload_id, idx, src, len, etag_out);
+	return account(be, TFS_OP_PUT, rc, len, t0);
+}
+
 int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t *out)
 {
 	*out = 0;

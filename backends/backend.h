@@ -278,6 +278,37 @@ int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tf
  * multipart. */
 int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char *upload_id);
 
+/* ---- multipart uploads of a file still being written ----
+ *
+ * For write-back that uploads a file while it grows: create the upload
+ * with tfs_backend_upload_begin(), send full parts as they are written
+ * with tfs_backend_upload_part(), and once the length is known hand a
+ * struct tfs_mpu with the parts' ETags (part_size the geometry's) to
+ * tfs_backend_put_resumable(), which uploads the parts still missing and
+ * completes the upload.  An upload given up on must be aborted with
+ * tfs_backend_abort_upload(), as for a resumable put. */
+
+/* Whether the backend has multipart uploads; if so, a put of at least
+ * *threshold bytes is a multipart upload with parts of *part_size bytes
+ * (while it needs at most 10,000 of them), *parallel parts at once.
+ * Cannot fail. */
+bool tfs_backend_multipart_geometry(const struct tfs_backend *be, uint64_t *threshold,
+				    uint64_t *part_size, unsigned *parallel);
+
+/* CreateMultipartUpload of `key` with meta's user metadata (meta may be
+ * NULL); the new upload's id goes to upload_id.  ENOTSUP without
+ * multipart; otherwise errors as tfs_backend_put(). */
+int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const struct tfs_obj_meta *meta,
+			     char upload_id[TFS_UPLOAD_ID_MAX]);
+
+/* Upload part `idx` (0-based, < 10,000) of `upload_id`: `len` bytes from
+ * `src` (a buffer or fd; src.off is the part's own start).  etag_out gets
+ * the part's ETag.  ENOTSUP without multipart, EINVAL for a bad index,
+ * length or IOV source; ENOENT when the server no longer knows the
+ * upload; otherwise errors as tfs_backend_put(). */
+int tfs_backend_upload_part(struct tfs_backend *be, const char *key, const char *upload_id,
+			    unsigned idx, struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
+
 /* Test/ops helper: the number of multipart uploads in progress under
  * `prefix` ("" or NULL = all under the backend root), from the first page
  * of ListMultipartUploads, so at most 1000.  A backend without multipart

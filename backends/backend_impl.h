@@ -35,6 +35,12 @@ struct tfs_backend_ops {
 			     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
 			     void *ctx, char etag_out[TFS_ETAG_MAX]);
 	int (*abort_upload)(void *priv, const char *key, const char *upload_id);
+	int (*upload_begin)(void *priv, const char *key, const struct tfs_obj_meta *meta,
+			    char upload_id[TFS_UPLOAD_ID_MAX]);
+	int (*upload_part)(void *priv, const char *key, const char *upload_id, unsigned idx,
+			   struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
+	void (*multipart_geometry)(void *priv, uint64_t *threshold, uint64_t *part_size,
+				   unsigned *parallel);
 	int (*count_uploads)(void *priv, const char *prefix, size_t *out);
 	void (*destroy)(void *priv);
 };

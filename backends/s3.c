@@ -252,6 +252,7 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 			.dst = c->dst,
 			.dst_cap = c->dst_cap,
 			.dst_skip = c->dst_skip,
+			.slow_reply = c->slow_reply,
 		};
 		rc = tfs_http_perform(s->pool, &req, resp);
 		curl_slist_free_all(headers);
@@ -635,6 +636,9 @@ static const struct tfs_backend_ops s3_ops = {
 	.wants_multipart = s3_wants_multipart,
 	.put_resumable = s3_put_resumable,
 	.abort_upload = s3_abort_upload,
+	.upload_begin = s3_upload_begin,
+	.upload_part = s3_upload_part,
+	.multipart_geometry = s3_multipart_geometry,
 	.count_uploads = s3_count_uploads,
 	.destroy = s3_destroy,
 };

@@ -322,7 +322,10 @@ static void setup(struct tfs_http_pool *p, CURL *h, const struct tfs_http_req *r
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)p->cfg.connect_timeout_ms);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)p->cfg.low_speed_time_s);
+	long slow = (long)p->cfg.low_speed_time_s;
+	if (req->slow_reply && slow < TFS_HTTP_SLOW_REPLY_S)
+		slow = TFS_HTTP_SLOW_REPLY_S;
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, slow);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)p->cfg.low_speed_limit);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);

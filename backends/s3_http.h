@@ -53,7 +53,13 @@ struct tfs_http_req {
 	const struct tfs_io *dst;
 	uint64_t dst_cap;  /* at most this many bytes go to dst */
 	uint64_t dst_skip; /* bytes to drop first when the reply is a full 200 */
+	/* The server may think for minutes before it answers (S3 documents
+	 * this for CompleteMultipartUpload, which assembles the object):
+	 * the low-speed limit then allows TFS_HTTP_SLOW_REPLY_S of silence. */
+	bool slow_reply;
 };
+
+#define TFS_HTTP_SLOW_REPLY_S 900
 
 /* What came back.  Owns its memory: tfs_http_resp_clear(). */
 struct tfs_http_resp {

@@ -31,6 +31,7 @@ struct s3_call {
 	const struct tfs_io *dst; /* 2xx body destination, see tfs_http_req */
 	uint64_t dst_cap;
 	uint64_t dst_skip;
+	bool slow_reply; /* see tfs_http_req */
 };
 
 /* Sign and send `c`, retrying transport failures, 5xx, 429 and
@@ -63,6 +64,14 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 		     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx,
 		     char etag_out[TFS_ETAG_MAX]);
 int s3_abort_upload(void *priv, const char *key, const char *upload_id);
+/* The streaming-upload operations (s3_multipart.c), with the contracts of
+ * tfs_backend_upload_begin(), tfs_backend_upload_part() and
+ * tfs_backend_multipart_geometry(). */
+int s3_upload_begin(void *priv, const char *key, const struct tfs_obj_meta *meta,
+		    char upload_id[TFS_UPLOAD_ID_MAX]);
+int s3_upload_part(void *priv, const char *key, const char *upload_id, unsigned idx,
+		   struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
+void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size, unsigned *parallel);
 int s3_count_uploads(void *priv, const char *prefix, size_t *out);
 
 /* Single-request PUT. */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -122,25 +123,23 @@ static int abort_upload(struct s3 *s, const char *key, const char *upload_id)
 	return rc == ENOENT ? 0 : rc;
 }
 
-static int upload_part(struct mpu *m, unsigned idx, char etag[TFS_ETAG_MAX])
+/* UploadPart: part `idx` (0-based) of upload `upload_id` of full key `fk`,
+ * `len` bytes from `src` (its offset already at the part).  `nparts` only
+ * names the part in logs (0: not known yet). */
+static int put_part(struct s3 *s, const char *fk, const char *upload_id, unsigned idx,
+		    unsigned nparts, struct tfs_io src, uint64_t len, char etag[TFS_ETAG_MAX])
 {
-	struct s3 *s = m->s;
 	struct tfs_http_resp r;
-	char num[16], what[600];
-	uint64_t off = (uint64_t)idx * m->st->part_size;
-	uint64_t len = m->len - off < m->st->part_size ? m->len - off : m->st->part_size;
+	char num[16], total[16] = "?", what[600];
 
 	snprintf(num, sizeof(num), "%u", idx + 1);
-	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", m->st->upload_id } };
-	struct tfs_http_body body = { .src = m->src, .len = len };
-	if (m->src.kind == TFS_IO_BUF)
-		body.src.cbuf = (const char *)m->src.cbuf + off;
-	else
-		body.src.off = m->src.off + (off_t)off;
-	snprintf(what, sizeof(what), "PUT s3://%s/%s part %u/%u", s->cfg.bucket, m->key, idx + 1,
-		 m->st->nparts);
+	if (nparts)
+		snprintf(total, sizeof(total), "%u", nparts);
+	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", upload_id } };
+	struct tfs_http_body body = { .src = src, .len = len };
+	snprintf(what, sizeof(what), "PUT s3://%s/%s part %u/%s", s->cfg.bucket, fk, idx + 1, total);
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "PUT", .key = m->key, .query = q, .n_query = 2, .body = &body };
+	struct s3_call c = { .method = "PUT", .key = fk, .query = q, .n_query = 2, .body = &body };
 	int rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
@@ -152,6 +151,18 @@ static int upload_part(struct mpu *m, unsigned idx, char etag[TFS_ETAG_MAX])
 		memcpy(etag, r.etag, TFS_ETAG_MAX);
 	tfs_http_resp_clear(&r);
 	return rc;
+}
+
+static int upload_part(struct mpu *m, unsigned idx, char etag[TFS_ETAG_MAX])
+{
+	uint64_t off = (uint64_t)idx * m->st->part_size;
+	uint64_t len = m->len - off < m->st->part_size ? m->len - off : m->st->part_size;
+	struct tfs_io src = m->src;
+	if (src.kind == TFS_IO_BUF)
+		src.cbuf = (const char *)src.cbuf + off;
+	else
+		src.off += (off_t)off;
+	return put_part(m->s, m->key, m->st->upload_id, idx, m->st->nparts, src, len, etag);
 }
 
 /* Record a finished part in the state and tell fn, unless fn already
@@ -233,16 +244,51 @@ static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64
 	return m.fn_err ? m.fn_err : m.err;
 }
 
-/* CreateMultipartUpload into a reset state (old upload id dropped: the
- * caller made sure it is gone), then tell fn. */
-static int start_upload(struct s3 *s, const char *key, uint64_t len, const struct tfs_obj_meta *meta,
-			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx)
+/* CreateMultipartUpload of full key `fk` with meta's headers; the new
+ * upload's id goes to upload_id. */
+static int create_upload(struct s3 *s, const char *fk, const struct tfs_obj_meta *meta,
+			 char upload_id[TFS_UPLOAD_ID_MAX])
 {
 	struct tfs_http_resp r;
 	struct tfs_kv *h = NULL;
 	size_t nh = 0;
 	char what[512];
-	char *upload_id = NULL;
+	char *id = NULL;
+
+	int rc = s3_meta_headers(meta, 0, &h, &nh);
+	if (rc)
+		return rc;
+	snprintf(what, sizeof(what), "CreateMultipartUpload s3://%s/%s", s->cfg.bucket, fk);
+	struct tfs_kv q[1] = { { "uploads", NULL } };
+	tfs_http_resp_init(&r);
+	struct s3_call c = { .method = "POST", .key = fk, .query = q, .n_query = 1, .headers = h,
+			     .n_headers = nh };
+	rc = s3_call(s, &c, what, &r);
+	if (rc == 0 && r.status != 200)
+		rc = s3_fail(s, what, &r);
+	if (rc == 0) {
+		rc = tfs_s3_xml_parse_upload_id(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), &id);
+		if (rc)
+			tfs_err(s->log, "s3: %s: malformed reply", what);
+	}
+	tfs_http_resp_clear(&r);
+	s3_meta_headers_free(h, 0, nh);
+	if (rc == 0 && strlen(id) >= TFS_UPLOAD_ID_MAX) {
+		tfs_err(s->log, "s3: %s: upload id of %zu bytes is too long", what, strlen(id));
+		abort_upload(s, fk, id);
+		rc = EIO;
+	}
+	if (rc == 0)
+		memcpy(upload_id, id, strlen(id) + 1);
+	free(id);
+	return rc;
+}
+
+/* CreateMultipartUpload into a reset state (old upload id dropped: the
+ * caller made sure it is gone), then tell fn. */
+static int start_upload(struct s3 *s, const char *key, uint64_t len, const struct tfs_obj_meta *meta,
+			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx)
+{
 	uint64_t part_size = choose_part_size(s, len);
 
 	st->upload_id[0] = '\0';
@@ -250,35 +296,9 @@ static int start_upload(struct s3 *s, const char *key, uint64_t len, const struc
 	if (rc)
 		return rc;
 	st->part_size = part_size;
-	rc = s3_meta_headers(meta, 0, &h, &nh);
-	if (rc)
-		return rc;
-	snprintf(what, sizeof(what), "CreateMultipartUpload s3://%s/%s", s->cfg.bucket, key);
-	struct tfs_kv q[1] = { { "uploads", NULL } };
-	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "POST", .key = key, .query = q, .n_query = 1, .headers = h,
-			     .n_headers = nh };
-	rc = s3_call(s, &c, what, &r);
-	if (rc == 0 && r.status != 200)
-		rc = s3_fail(s, what, &r);
-	if (rc == 0) {
-		rc = tfs_s3_xml_parse_upload_id(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), &upload_id);
-		if (rc)
-			tfs_err(s->log, "s3: %s: malformed reply", what);
-	}
-	tfs_http_resp_clear(&r);
-	s3_meta_headers_free(h, 0, nh);
-	if (rc == 0 && strlen(upload_id) >= sizeof(st->upload_id)) {
-		tfs_err(s->log, "s3: %s: upload id of %zu bytes is too long", what, strlen(upload_id));
-		abort_upload(s, key, upload_id);
-		rc = EIO;
-	}
-	if (rc == 0) {
-		memcpy(st->upload_id, upload_id, strlen(upload_id) + 1);
-		if (fn)
-			rc = fn(ctx, st, UINT_MAX);
-	}
-	free(upload_id);
+	rc = create_upload(s, key, meta, st->upload_id);
+	if (rc == 0 && fn)
+		rc = fn(ctx, st, UINT_MAX);
 	return rc;
 }
 
@@ -309,7 +329,8 @@ static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *
 	struct tfs_kv q[1] = { { "uploadId", st->upload_id } };
 	struct tfs_http_body body = { .src = tfs_io_cbuf(tfs_dbuf_str(&xml)), .len = tfs_dbuf_len(&xml) };
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "POST", .key = key, .query = q, .n_query = 1, .body = &body };
+	struct s3_call c = { .method = "POST", .key = key, .query = q, .n_query = 1, .body = &body,
+			     .slow_reply = true };
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
@@ -374,6 +395,61 @@ static void sweep_stale_uploads(struct s3 *s, const char *fk, const char *keep)
 	tfs_http_resp_clear(&r);
 }
 
+/* The ETag S3 gives an object completed from the parts of st: the MD5 of
+ * the parts' binary MD5s, "-" and the number of parts.  False when a part
+ * ETag is not a quoted MD5 (then nothing can be told). */
+static bool multipart_etag(const struct tfs_mpu *st, char out[TFS_ETAG_MAX])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	bool ok = md && EVP_DigestInit_ex(md, EVP_md5(), NULL) == 1;
+	for (unsigned i = 0; ok && i < st->nparts; i++) {
+		const char *e = st->etags[i];
+		unsigned char bin[16];
+		ok = strlen(e) == 34 && e[0] == '"' && e[33] == '"';
+		for (int j = 0; ok && j < 16; j++) {
+			unsigned v;
+			ok = sscanf(e + 1 + 2 * j, "%2x", &v) == 1;
+			bin[j] = (unsigned char)v;
+		}
+		ok = ok && EVP_DigestUpdate(md, bin, sizeof(bin)) == 1;
+	}
+	unsigned char sum[16];
+	unsigned n = 0;
+	ok = ok && EVP_DigestFinal_ex(md, sum, &n) == 1 && n == 16;
+	EVP_MD_CTX_free(md);
+	if (!ok)
+		return false;
+	char *p = out;
+	*p++ = '"';
+	for (int j = 0; j < 16; j++)
+		p += sprintf(p, "%02x", sum[j]);
+	snprintf(p, TFS_ETAG_MAX - 33, "-%u\"", st->nparts);
+	return true;
+}
+
+/* The upload of st is gone: was it completed by an earlier attempt whose
+ * reply was lost (a timeout while the server assembled the object)?  Then
+ * the object carries the ETag its parts make, and nothing is left to do. */
+static bool completed_already(struct s3 *s, const char *fk, const struct tfs_mpu *st,
+			      char etag_out[TFS_ETAG_MAX])
+{
+	char want[TFS_ETAG_MAX];
+	if (st->etags == NULL || !multipart_etag(st, want))
+		return false;
+	for (unsigned i = 0; i < st->nparts; i++)
+		if (st->etags[i][0] == '\0')
+			return false;
+	struct tfs_obj_meta hm = { 0 };
+	bool done = s3_head_full(s, fk, &hm) == 0 && strcmp(hm.etag, want) == 0;
+	tfs_obj_meta_clear(&hm);
+	if (done) {
+		memcpy(etag_out, want, TFS_ETAG_MAX);
+		tfs_info(s->log, "s3: s3://%s/%s: upload %s was completed by an earlier attempt",
+			 s->cfg.bucket, fk, st->upload_id);
+	}
+	return done;
+}
+
 int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		     const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx,
 		     char etag_out[TFS_ETAG_MAX])
@@ -394,6 +470,11 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 		rc = upload_exists(s, fk, st->upload_id); /* ENOENT: restarted below */
 	}
 	while (rc == 0 || (rc == ENOENT && resume && !by_fn)) {
+		if (rc == ENOENT && completed_already(s, fk, st, etag_out)) {
+			st->upload_id[0] = '\0';
+			rc = 0;
+			break;
+		}
 		if (rc == ENOENT) {
 			/* NoSuchUpload: the saved upload is gone (aborted,
 			 * expired, or never existed): start a new one. */
@@ -428,6 +509,37 @@ int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t 
 		s3_abort_upload(s, key, st.upload_id);
 	tfs_mpu_clear(&st);
 	return rc;
+}
+
+int s3_upload_begin(void *priv, const char *key, const struct tfs_obj_meta *meta,
+		    char upload_id[TFS_UPLOAD_ID_MAX])
+{
+	struct s3 *s = priv;
+	char *fk = s3_full_key(s, key);
+	int rc = fk ? create_upload(s, fk, meta, upload_id) : ENOMEM;
+	free(fk);
+	return rc;
+}
+
+int s3_upload_part(void *priv, const char *key, const char *upload_id, unsigned idx,
+		   struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX])
+{
+	struct s3 *s = priv;
+	if (idx >= MAX_PARTS || len > MAX_PART_SIZE)
+		return EINVAL;
+	char *fk = s3_full_key(s, key);
+	int rc = fk ? put_part(s, fk, upload_id, idx, 0, src, len, etag_out) : ENOMEM;
+	free(fk);
+	return rc;
+}
+
+void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size, unsigned *parallel)
+{
+	const struct s3 *s = priv;
+	*threshold = s->cfg.multipart_threshold > s->cfg.part_size ? s->cfg.multipart_threshold
+								    : s->cfg.part_size + 1;
+	*part_size = s->cfg.part_size;
+	*parallel = s->cfg.upload_parallel ? s->cfg.upload_parallel : 1;
 }
 
 int s3_abort_upload(void *priv, const char *key, const char *upload_id)

@@ -812,6 +812,76 @@ Test(conformance, resumable_put_only_completion_left, .timeout = 300)
 	free(data);
 }
 
+static void mpu_copy(struct tfs_mpu *dst, const struct tfs_mpu *src)
+{
+	*dst = (struct tfs_mpu){ .part_size = src->part_size };
+	cr_assert_eq(tfs_mpu_alloc(dst, src->nparts), 0);
+	memcpy(dst->upload_id, src->upload_id, sizeof(dst->upload_id));
+	memcpy(dst->etags, src->etags, (size_t)src->nparts * sizeof(*src->etags));
+}
+
+Test(conformance, resumable_put_completed_but_reply_lost, .timeout = 300)
+{
+	if (!is_s3())
+		cr_skip_test("no multipart on this backend (see the other resumable tests)");
+	size_t len = (10u << 20) + 4321; /* three parts */
+	unsigned char *data = pattern_buf(len, 27);
+	struct tfs_mpu st = { 0 }, other;
+	put_interrupted("rl/obj", data, len, 3, &st);
+	/* The completion happens, but its reply never reaches the caller,
+	 * whose state still names the upload. */
+	mpu_copy(&other, &st);
+	(void)put_to_end("rl/obj", data, len, &other);
+	tfs_mpu_clear(&other);
+	uint64_t req0 = put_stat(false);
+	struct mpu_log l = put_to_end("rl/obj", data, len, &st);
+	cr_assert_eq(l.created + l.parts, 0, "uploaded again although the object is complete");
+	cr_assert_eq(put_stat(false) - req0, 0);
+	cr_assert_str_eq(st.upload_id, "");
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+	free(data);
+}
+
+Test(conformance, streamed_parts_then_resumable_completion, .timeout = 300)
+{
+	uint64_t threshold, part_size;
+	unsigned parallel;
+	char id[TFS_UPLOAD_ID_MAX], etag[TFS_ETAG_MAX];
+	if (!is_s3()) {
+		cr_assert(!tfs_backend_multipart_geometry(be, &threshold, &part_size, &parallel));
+		cr_assert_eq(tfs_backend_upload_begin(be, "st/obj", NULL, id), ENOTSUP);
+		cr_assert_eq(tfs_backend_upload_part(be, "st/obj", "x", 0, tfs_io_cbuf(""), 0, etag),
+			     ENOTSUP);
+		return;
+	}
+	cr_assert(tfs_backend_multipart_geometry(be, &threshold, &part_size, &parallel));
+	cr_assert(threshold > part_size && part_size >= (5u << 20) && parallel >= 1);
+	size_t len = 2 * part_size + 4321; /* three parts, two sent while "written" */
+	unsigned char *data = pattern_buf(len, 28);
+	cr_assert_eq(tfs_backend_upload_begin(be, "st/obj", NULL, id), 0);
+	cr_assert_neq(id[0], '\0');
+	cr_assert_eq(open_uploads(), 1);
+	struct tfs_mpu st = { .part_size = part_size };
+	cr_assert_eq(tfs_mpu_alloc(&st, 3), 0);
+	memcpy(st.upload_id, id, sizeof(id));
+	for (unsigned i = 0; i < 2; i++) {
+		int rc = tfs_backend_upload_part(be, "st/obj", id, i, tfs_io_cbuf(data + i * part_size),
+						 part_size, st.etags[i]);
+		cr_assert_eq(rc, 0, "part %u: %s", i, strerror(rc));
+		cr_assert_neq(st.etags[i][0], '\0');
+	}
+	cr_assert_eq(tfs_backend_upload_part(be, "st/obj", id, 10000, tfs_io_cbuf(data), 1, etag), EINVAL);
+	uint64_t req0 = put_stat(false);
+	struct mpu_log l = put_to_end("st/obj", data, len, &st);
+	cr_assert_eq(l.created, 0, "a new upload was started");
+	cr_assert_eq(l.parts, 1, "%u parts uploaded at completion, expected only the last", l.parts);
+	cr_assert_eq(put_stat(false) - req0, 1);
+	cr_assert_eq(open_uploads(), 0);
+	tfs_mpu_clear(&st);
+	free(data);
+}
+
 /* fn that aborts the upload under the put after its first part. */
 struct vanish {
 	struct mpu_log log;

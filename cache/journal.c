@@ -164,7 +164,10 @@ int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 	unsigned int n = 0;
 	EVP_Digest(owner, strlen(owner), md, &n, EVP_sha256(), NULL);
 	memcpy(out->owner, md, TFS_JOURNAL_OWNER_LEN);
-	return lmdb_err(mdb_dbi_open(txn, "wb_journal", MDB_CREATE, &out->dbi));
+	int rc = mdb_dbi_open(txn, "wb_journal", MDB_CREATE, &out->dbi);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "wb_streams", MDB_CREATE, &out->streams);
+	return lmdb_err(rc);
 }
 
 int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out)
@@ -228,6 +231,66 @@ int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn f
 		}
 		ret = fn(ctx, &r); /* r.path NULL when undecodable */
 		tfs_jrec_clear(&r);
+	}
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}
+
+/* ---- streams ---- */
+
+static void stream_key(const struct tfs_journal *j, const char *upload_id, uint8_t k[KEY_LEN])
+{
+	unsigned int n = 0;
+	memcpy(k, j->owner, TFS_JOURNAL_OWNER_LEN);
+	EVP_Digest(upload_id, strlen(upload_id), k + TFS_JOURNAL_OWNER_LEN, &n, EVP_sha256(), NULL);
+}
+
+int tfs_journal_stream_add(MDB_txn *txn, const struct tfs_journal *j, const char *key,
+			   const char *upload_id)
+{
+	uint8_t kb[KEY_LEN];
+	size_t kl = strlen(key) + 1, ul = strlen(upload_id) + 1;
+	char *buf = malloc(kl + ul);
+	if (buf == NULL)
+		return ENOMEM;
+	memcpy(buf, key, kl);
+	memcpy(buf + kl, upload_id, ul);
+	stream_key(j, upload_id, kb);
+	MDB_val k = { sizeof(kb), kb }, v = { kl + ul, buf };
+	int rc = mdb_put(txn, j->streams, &k, &v, 0);
+	free(buf);
+	return lmdb_err(rc);
+}
+
+int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char *upload_id)
+{
+	uint8_t kb[KEY_LEN];
+	stream_key(j, upload_id, kb);
+	MDB_val k = { sizeof(kb), kb };
+	int rc = mdb_del(txn, j->streams, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+}
+
+int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_stream_fn fn,
+			    void *ctx)
+{
+	MDB_cursor *c;
+	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
+	int rc = mdb_cursor_open(txn, j->streams, &c);
+	if (rc)
+		return lmdb_err(rc);
+	int ret = 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
+	     memcmp(k.mv_data, j->owner, TFS_JOURNAL_OWNER_LEN) == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		const char *p = v.mv_data, *end = p + v.mv_size;
+		const char *z = v.mv_size ? memchr(p, '\0', v.mv_size) : NULL;
+		if (z == NULL || z + 1 >= end || end[-1] != '\0' || memchr(z + 1, '\0', (size_t)(end - z - 1)) != end - 1)
+			continue; /* undecodable: skipped */
+		ret = fn(ctx, p, z + 1);
 	}
 	mdb_cursor_close(c);
 	if (ret)

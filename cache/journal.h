@@ -59,6 +59,7 @@ void tfs_jrec_clear(struct tfs_jrec *r);
 /* One mount's journal in the shared DB. */
 struct tfs_journal {
 	MDB_dbi dbi;
+	MDB_dbi streams; /* open uploads of files being written (wb_stream.h) */
 	uint8_t owner[TFS_JOURNAL_OWNER_LEN];
 };
 
@@ -81,6 +82,21 @@ int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
  * fn's value or EIO. */
 typedef int (*tfs_journal_fn)(void *ctx, const struct tfs_jrec *r);
 int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx);
+
+/* The table of streams: multipart uploads begun for files still being
+ * written (cache/wb_stream.h), so that the next mount can abort those a
+ * crash left behind.  Keyed by owner and SHA-256(upload_id); the value is
+ * the key and the upload id. */
+int tfs_journal_stream_add(MDB_txn *txn, const struct tfs_journal *j, const char *key,
+			   const char *upload_id);
+/* A missing entry is fine.  Returns 0 or EIO. */
+int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char *upload_id);
+/* Call fn for every stream of this owner, stopping at its first non-zero
+ * return (returned).  Entries that do not decode are skipped.  Returns 0,
+ * fn's value or EIO.  fn must not change the table. */
+typedef int (*tfs_journal_stream_fn)(void *ctx, const char *key, const char *upload_id);
+int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_stream_fn fn,
+			    void *ctx);
 
 /* Encode/decode, exposed for unit tests.  encode: *out malloc'd. */
 int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len);

@@ -28,6 +28,7 @@
 #include "fdio.h"
 #include "journal.h"
 #include "ram.h"
+#include "wb_stream.h"
 #include "workers.h"
 
 struct tfs_wb_file {
@@ -40,6 +41,13 @@ struct tfs_wb_file {
 	uint64_t committed_seq;
 	int refs, writers;
 	bool journaled;      /* a PUT record describes it */
+	/* Streaming (wb_stream.h): `appending` while the file has only been
+	 * appended to since it was empty, by one writer; `stream` once it is
+	 * being uploaded as it is written, with the attributes its upload
+	 * was created with. */
+	bool appending;
+	struct tfs_wb_stream *stream;
+	uint32_t stream_mode, stream_uid, stream_gid;
 };
 
 struct ent {
@@ -52,6 +60,8 @@ struct ent {
 	int last_err;        /* result of the last attempt */
 	uint64_t due_ms, next_try_ms, bytes;
 	unsigned attempts;
+	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
+	uint64_t stream_gen;
 	struct ent *next;
 };
 
@@ -76,6 +86,9 @@ struct tfs_wb {
 	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
 	struct tfs_workers pool; /* the uploaders (none when mode = off) */
+	struct tfs_wb_streams *streams; /* NULL: no streaming */
+	pthread_t sweeper;              /* aborts uploads of streams a crash left */
+	bool sweeper_started;
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };
@@ -124,6 +137,7 @@ static void ent_maybe_free(struct tfs_wb *wb, struct ent *e)
 {
 	if (e->has_job || e->running || e->file)
 		return;
+	tfs_wb_stream_cancel(e->stream);
 	struct ent **pp = &wb->tab[bucket(e->path)];
 	while (*pp != e)
 		pp = &(*pp)->next;
@@ -154,8 +168,11 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 			 strerror(errno));
 }
 
+static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
+
 static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 {
+	tfs_wb_stream_cancel(f->stream);
 	wb->staged -= f->size; /* callers hold the lock */
 	if (f->fd >= 0)
 		close(f->fd);
@@ -163,6 +180,63 @@ static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_stag
 		unlink_staged(wb, f->staging_id);
 	free(f->path);
 	free(f);
+}
+
+/* `f` is no longer written by appending only: cancel its stream.  Lock
+ * held. */
+static void stream_break(struct tfs_wb_file *f)
+{
+	f->appending = false;
+	tfs_wb_stream_cancel(f->stream);
+	f->stream = NULL;
+}
+
+/* After an append: start streaming `f` once it is big enough, or tell its
+ * stream how far it got.  Lock held. */
+static void stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	if (f->stream) {
+		tfs_wb_stream_grow(f->stream, f->size);
+		return;
+	}
+	if (wb->streams == NULL || f->path == NULL || f->size < tfs_wb_streams_threshold(wb->streams))
+		return;
+	/* The object's headers are fixed now; mtime is left out (the
+	 * object's Last-Modified stands for it), so that only a change of
+	 * mode or owner before close makes the stream useless. */
+	struct tfs_jrec r = { .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid };
+	struct tfs_obj_meta om = { 0 };
+	set_meta_headers(&om, &r, false, false);
+	int rc = tfs_wb_stream_start(wb->streams, f->path, f->fd, f->size, &om, &f->stream);
+	if (rc == 0) {
+		f->stream_mode = f->attr.mode;
+		f->stream_uid = f->attr.uid;
+		f->stream_gid = f->attr.gid;
+	} else {
+		f->appending = false; /* EBUSY or worse: upload it after close */
+		if (rc != EBUSY)
+			tfs_warn(wb->log, "writeback: cannot upload '%s' while it is written: %s",
+				 f->path, strerror(rc));
+	}
+}
+
+/* The last writer closed `f`, committed as generation `gen` of `e`: its
+ * stream goes to `e` for the uploader to finish.  Lock held. */
+static void stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen)
+{
+	f->appending = false;
+	if (f->stream == NULL)
+		return;
+	tfs_wb_stream_cancel(e->stream); /* an older generation's */
+	e->stream = NULL;
+	if (f->attr.mode != f->stream_mode || f->attr.uid != f->stream_uid ||
+	    f->attr.gid != f->stream_gid) {
+		stream_break(f); /* its upload has the wrong headers */
+		return;
+	}
+	e->stream = f->stream;
+	e->stream_gen = gen;
+	f->stream = NULL;
 }
 
 /* A new dirty file with a fresh, empty staged file.  Lock held. */
@@ -352,6 +426,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 		if (e->file) {
 			/* O_CREAT|O_TRUNC over a dirty file: replace it. */
 			struct tfs_wb_file *old = e->file;
+			stream_break(old);
 			free(old->path);
 			old->path = NULL;
 			if (old->refs == 0)
@@ -361,6 +436,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 		f->refs = 1;
 		f->writers = 1;
 		f->seq = 1;
+		f->appending = true;
 		rc = journal_file(wb, e, f);
 		if (rc) {
 			e->file = NULL;
@@ -427,7 +503,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
-		f->writers++;
+		if (++f->writers > 1)
+			stream_break(f); /* two writers: not one append stream */
 		pthread_mutex_unlock(&wb->lock);
 		int rc = file_fd(wb, f);
 		if (rc == 0 && trunc)
@@ -476,6 +553,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	f->refs = 1;
 	f->writers = 1;
 	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */
+	f->appending = f->size == 0;
 	pthread_mutex_lock(&wb->lock);
 	e = ent_get(wb, path);
 	if (e == NULL) {
@@ -484,7 +562,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		/* Someone staged it meanwhile: use theirs. */
 		struct tfs_wb_file *theirs = e->file;
 		theirs->refs++;
-		theirs->writers++;
+		if (++theirs->writers > 1)
+			stream_break(theirs);
 		free_file(wb, f, true);
 		pthread_mutex_unlock(&wb->lock);
 		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
@@ -621,6 +700,8 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 {
 	pthread_mutex_lock(&wb->lock);
 	int rc = off + len > f->size ? reserve(wb, off + len - f->size, f->path) : 0;
+	if (f->appending && (off != f->size || f->writers > 1))
+		stream_break(f);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -637,6 +718,8 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	}
 	f->attr.mtime = (int64_t)time(NULL);
 	f->seq++;
+	if (f->appending && off + len == f->size)
+		stream_grow(wb, f);
 	pthread_mutex_unlock(&wb->lock);
 	return 0;
 }
@@ -655,6 +738,12 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 		return rc;
 	}
 	pthread_mutex_lock(&wb->lock);
+	if (size == 0) {
+		stream_break(f); /* empty again: appending starts over */
+		f->appending = f->writers <= 1;
+	} else if (size != f->size) {
+		stream_break(f);
+	}
 	wb->staged += size;
 	wb->staged -= f->size;
 	f->size = size;
@@ -708,6 +797,13 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 		struct ent *e = ent_find(wb, f->path);
 		gen = e ? e->gen : 0;
 	}
+	if (f->writers == 0) {
+		struct ent *e = f->path && gen && rc == 0 ? ent_find(wb, f->path) : NULL;
+		if (e && e->file == f)
+			stream_hand_over(e, f, gen);
+		else
+			stream_break(f);
+	}
 	if (f->path && gen)
 		path = strdup(f->path);
 	int fd = f->fd >= 0 ? dup(f->fd) : -1;
@@ -741,6 +837,8 @@ again:
 	struct ent *e = ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
+		if (mask)
+			stream_break(f); /* its upload's headers are fixed */
 		if (mask & TFS_WB_SET_MODE)
 			f->attr.mode = a->mode;
 		if (mask & TFS_WB_SET_UID)
@@ -806,8 +904,11 @@ again:
 static void detach(struct tfs_wb *wb, struct ent *e)
 {
 	struct tfs_wb_file *f = e->file;
+	tfs_wb_stream_cancel(e->stream); /* its upload is of this name */
+	e->stream = NULL;
 	if (f == NULL)
 		return;
+	stream_break(f);
 	e->file = NULL;
 	free(f->path);
 	f->path = NULL;
@@ -915,6 +1016,9 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		rc = txn_end(wb, txn, rc, "rename", from);
 		if (rc == 0) {
 			detach(wb, dst);
+			stream_break(f); /* its upload is of the old name */
+			tfs_wb_stream_cancel(src->stream);
+			src->stream = NULL;
 			src->file = NULL;
 			free(f->path);
 			f->path = newpath;
@@ -994,7 +1098,7 @@ enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb)
 
 /* ---- uploaders ---- */
 
-static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir)
+static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
 {
 	char v[32];
 	if (r->mode != TFS_META_UNSET) {
@@ -1010,8 +1114,10 @@ static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, 
 		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
 		tfs_obj_meta_set(om, "gid", v);
 	}
-	snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
-	tfs_obj_meta_set(om, "mtime", v);
+	if (mtime) {
+		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
+		tfs_obj_meta_set(om, "mtime", v);
+	}
 }
 
 struct mpu_ctx {
@@ -1106,6 +1212,49 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
 	return retired;
 }
 
+/* If the file of record `r` was streamed while it was written, and the
+ * stream is of this generation, make its upload the record's multipart
+ * state, so that only the parts still missing are sent.  A stream of an
+ * older generation is cancelled.  Best effort: on any failure the file is
+ * uploaded whole. */
+static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, uint64_t size,
+			struct mpu_ctx *mc)
+{
+	struct tfs_wb_stream *ws = NULL;
+	pthread_mutex_lock(&wb->lock);
+	if (e && e->stream) {
+		if (e->stream_gen == r->gen)
+			ws = e->stream;
+		else
+			tfs_wb_stream_cancel(e->stream);
+		e->stream = NULL;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	if (ws == NULL)
+		return;
+	struct tfs_mpu st;
+	if (tfs_wb_stream_finish(ws, size, &st) != 0)
+		return;
+	if (r->mpu.upload_id[0] && tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
+		/* The record's own upload stays: the stream's is the one to drop. */
+		if (tfs_backend_abort_upload(wb->be, r->path, st.upload_id) == 0)
+			(void)tfs_wb_stream_forget(wb->streams, r->path, st.upload_id);
+		tfs_mpu_clear(&st);
+		return;
+	}
+	tfs_mpu_clear(&r->mpu);
+	r->mpu = st;
+	r->mpu_gen = r->gen;
+	if (save_mpu(mc, &r->mpu, UINT_MAX) == 0) {
+		(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+	} else {
+		/* Rewritten meanwhile, or the journal failed: drop it. */
+		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
+			(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+		tfs_mpu_clear(&r->mpu);
+	}
+}
+
 static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 {
 	int fd = open_staged(wb, r->staging_id, O_RDONLY);
@@ -1136,10 +1285,11 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
 			tfs_mpu_clear(&r->mpu);
 	}
-	struct tfs_obj_meta om = { 0 };
-	set_meta_headers(&om, r, false);
-	char etag[TFS_ETAG_MAX] = "";
 	struct mpu_ctx mc = { wb, r->path, r->gen };
+	take_stream(wb, e, r, size, &mc);
+	struct tfs_obj_meta om = { 0 };
+	set_meta_headers(&om, r, false, true);
+	char etag[TFS_ETAG_MAX] = "";
 	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu, save_mpu,
 				       &mc, etag);
 	tfs_obj_meta_clear(&om);
@@ -1243,7 +1393,7 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 			if (rc)
 				break;
 		}
-		set_meta_headers(&om, &r, true);
+		set_meta_headers(&om, &r, true, true);
 		snprintf(key, sizeof(key), "%s/", r.path);
 		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);
 		tfs_obj_meta_clear(&om);
@@ -1273,7 +1423,7 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 	case TFS_J_META: {
 		struct tfs_obj_meta om = { 0 };
 		char etag[TFS_ETAG_MAX] = "";
-		set_meta_headers(&om, &r, false);
+		set_meta_headers(&om, &r, false, true);
 		rc = tfs_backend_copy(wb->be, r.path, r.path, &om, etag);
 		tfs_obj_meta_clear(&om);
 		if (rc == ENOENT) {
@@ -1476,10 +1626,14 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	static const char *const names[] = { "pending_files", "dirty_bytes", "failed_files", "uploading",
 					     "open_files", "uploads", "upload_bytes", "deletes",
 					     "mkdirs", "attr_updates", "attempt_failures",
-					     "reuploads", "recovered" };
+					     "reuploads", "recovered", "streams", "streams_finished",
+					     "streams_cancelled", "streamed_parts" };
+	struct tfs_wb_streams_stats ss = { 0 };
+	if (wb->streams)
+		tfs_wb_streams_stats(wb->streams, &ss);
 	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
 			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
-			    wb->recovered };
+			    wb->recovered, ss.started, ss.finished, ss.cancelled, ss.parts };
 	pthread_mutex_unlock(&wb->lock);
 	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
 		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
@@ -1530,6 +1684,104 @@ int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n)
 }
 
 /* ---- start-up ---- */
+
+/* ---- streams (wb_stream.h) ---- */
+
+/* wb_stream's reg callback: the table of open stream uploads. */
+static int stream_reg(void *ctx, const char *key, const char *upload_id, bool add)
+{
+	struct tfs_wb *wb = ctx;
+	MDB_txn *txn;
+	pthread_mutex_lock(&wb->lock);
+	int rc = txn_begin(wb, &txn);
+	if (rc == 0) {
+		rc = add ? tfs_journal_stream_add(txn, &wb->j, key, upload_id)
+			 : tfs_journal_stream_del(txn, &wb->j, upload_id);
+		rc = txn_end(wb, txn, rc, add ? "stream begins" : "stream ends", key);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+struct orphan {
+	char *key, *upload_id;
+	struct orphan *next;
+};
+
+static int collect_orphan(void *ctx, const char *key, const char *upload_id)
+{
+	struct orphan **list = ctx;
+	struct orphan *o = calloc(1, sizeof(*o));
+	if (o == NULL || (o->key = strdup(key)) == NULL || (o->upload_id = strdup(upload_id)) == NULL) {
+		if (o)
+			free(o->key);
+		free(o);
+		return ENOMEM;
+	}
+	o->next = *list;
+	*list = o;
+	return 0;
+}
+
+/* At start-up, in the background: the uploads of streams that an earlier
+ * run left registered (a crash while a file was written, or an abort that
+ * failed) are aborted, unless a journal record took the upload over. */
+static void *sweeper(void *arg)
+{
+	struct tfs_wb *wb = arg;
+	struct orphan *list = NULL;
+	MDB_txn *txn;
+	if (mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) != 0)
+		return NULL;
+	(void)tfs_journal_stream_each(txn, &wb->j, collect_orphan, &list);
+	mdb_txn_abort(txn);
+	unsigned aborted = 0;
+	while (list) {
+		struct orphan *o = list;
+		list = o->next;
+		bool stop, taken = false;
+		pthread_mutex_lock(&wb->lock);
+		stop = wb->stop;
+		struct tfs_jrec r;
+		if (!stop && mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) == 0) {
+			taken = tfs_journal_get(txn, &wb->j, o->key, &r) == 0 && r.op == TFS_J_PUT &&
+				strcmp(r.mpu.upload_id, o->upload_id) == 0;
+			tfs_jrec_clear(&r);
+			mdb_txn_abort(txn);
+		}
+		pthread_mutex_unlock(&wb->lock);
+		if (!stop && (taken || tfs_backend_abort_upload(wb->be, o->key, o->upload_id) == 0)) {
+			aborted += !taken;
+			(void)stream_reg(wb, o->key, o->upload_id, false);
+		}
+		free(o->key);
+		free(o->upload_id);
+		free(o);
+	}
+	if (aborted)
+		tfs_info(wb->log, "writeback: aborted %u multipart upload(s) of files that were being "
+			 "written when the last run ended", aborted);
+	return NULL;
+}
+
+/* Streaming, when the settings and the backend allow it.  Returns 0 or
+ * an errno (logged). */
+static int streams_init(struct tfs_wb *wb)
+{
+	const struct tfs_writeback_config *cfg = &wb->cfg;
+	struct tfs_wb_streams_config sc = {
+		.be = wb->be, .log = wb->log, .max_streams = cfg->uploaders,
+		.reg = stream_reg, .reg_ctx = wb,
+	};
+	bool at_close = cfg->mode == TFS_WB_SYNC || (cfg->mode == TFS_WB_ASYNC && cfg->delay_ms == 0);
+	if (!cfg->stream || !at_close ||
+	    !tfs_backend_multipart_geometry(wb->be, &sc.threshold, &sc.part_size, &sc.parallel))
+		return 0;
+	int rc = tfs_wb_streams_create(&sc, &wb->streams);
+	if (rc)
+		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s", strerror(rc));
+	return rc;
+}
 
 struct load_ctx {
 	struct tfs_wb *wb;
@@ -1743,6 +1995,15 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
 			 wb->recovered);
 	if (cfg->mode != TFS_WB_OFF) {
+		rc = streams_init(wb);
+		if (rc)
+			goto fail;
+		rc = pthread_create(&wb->sweeper, NULL, sweeper, wb);
+		if (rc) {
+			tfs_err(log, "writeback: cannot start a thread: %s", strerror(rc));
+			goto fail;
+		}
+		wb->sweeper_started = true;
 		rc = tfs_workers_init(&wb->pool, TFS_WB_MAX_UPLOADERS, uploader, wb);
 		if (rc)
 			goto fail;
@@ -1769,6 +2030,26 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	pthread_cond_broadcast(&wb->done);
 	pthread_mutex_unlock(&wb->lock);
 	tfs_workers_stop(&wb->pool);
+	if (wb->sweeper_started)
+		pthread_join(wb->sweeper, NULL);
+	if (wb->streams) {
+		/* Streams still running stop without aborting their uploads
+		 * (the server may be down): the next mount aborts them. */
+		tfs_wb_streams_shutdown(wb->streams);
+		pthread_mutex_lock(&wb->lock);
+		for (size_t i = 0; i < NBUCKETS; i++)
+			for (struct ent *e = wb->tab[i]; e; e = e->next) {
+				tfs_wb_stream_cancel(e->stream);
+				e->stream = NULL;
+				if (e->file) {
+					tfs_wb_stream_cancel(e->file->stream);
+					e->file->stream = NULL;
+				}
+			}
+		pthread_mutex_unlock(&wb->lock);
+		tfs_wb_streams_destroy(wb->streams);
+		wb->streams = NULL;
+	}
 	for (size_t i = 0; i < NBUCKETS; i++) {
 		struct ent *e = wb->tab[i];
 		while (e) {

@@ -1979,6 +1979,168 @@ def t_reference_model_racing_uploads(ctx):
     run_model(ctx, "reference_model_racing_uploads", "model-racing", cfg, nops, flush_ops=False)
 
 
+# ------------------------------------------------ streaming (wb_stream.h)
+
+STREAM = {"writeback": {"delay": "0s"},
+          "backend": {"multipart_threshold": "10M", "part_size": "5M", "upload_parallel": "2"}}
+
+
+def stream_parts(b, key):
+    """Parts on the server in the multipart uploads of `key` in progress."""
+    n = 0
+    for u in bucket_uploads(b):
+        if u["Key"] == b.prefix + key:
+            r = b.s3.list_parts(Bucket=BUCKET, Key=u["Key"], UploadId=u["UploadId"])
+            n += len(r.get("Parts", []))
+    return n
+
+
+def stream_start(ctx, name, key, nbytes, cfg=STREAM):
+    """Mount, create `key` and append nbytes of it, and wait until the
+    server holds two parts of it while the file is still open.  Returns
+    (mount, fd, data written)."""
+    m = ctx.mount(name, cfg).mount()
+    data = data_for(name, nbytes)
+    fd = os.open(os.path.join(m.mnt, key), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        assert os.write(fd, data) == len(data)
+        poll(lambda: stream_parts(ctx.bucket, key) >= 2, 30,
+             "parts of '%s' to reach the server before close" % key)
+    except BaseException:
+        os.close(fd)
+        m.umount()
+        raise
+    return m, fd, data
+
+
+def t_streamed_checkpoint(ctx):
+    """A file written from its start by appending is uploaded while it is
+    written (parts reach the server before close); after close only the
+    rest goes up, and the object is byte-exact with no upload left over."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    m, fd, head = stream_start(ctx, "stream", "ckpt.bin", 20 * MIB)
+    try:
+        tail = data_for("stream-tail", 17 * MIB + 123)
+        assert os.write(fd, tail) == len(tail)
+        os.close(fd)
+        flush(m)
+        assert bucket_get(ctx.bucket, "ckpt.bin") == head + tail, "the object is not what was written"
+        assert bucket_uploads(ctx.bucket) == [], "multipart uploads left"
+        s = wb(m)
+        assert s["streams"] == 1 and s["streams_finished"] == 1, s
+        assert s["streamed_parts"] >= 2, s
+        assert s["streams_cancelled"] == 0, s
+        assert read(os.path.join(m.mnt, "ckpt.bin")) == head + tail
+    finally:
+        m.umount()
+
+
+def t_stream_cancelled_by_other_changes(ctx):
+    """Anything but an append cancels the stream: the upload made so far
+    is aborted and the file is uploaded whole after close.  Covers a write
+    before the end, a truncate, an unlink and a rename of the open file."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    more = data_for("more", 3 * MIB)
+
+    # A write into what was already sent.
+    m, fd, data = stream_start(ctx, "streampw", "a.bin", 16 * MIB)
+    try:
+        os.pwrite(fd, b"PATCHED!", 1 * MIB)
+        os.write(fd, more)
+        os.close(fd)
+        want = data[:MIB] + b"PATCHED!" + data[MIB + 8:] + more
+        flush(m)
+        assert bucket_get(ctx.bucket, "a.bin") == want, "a.bin: the write before the end was lost"
+        assert bucket_uploads(ctx.bucket) == [], "a.bin: the cancelled upload was not aborted"
+        s = wb(m)
+        assert s["streams_cancelled"] == 1 and s["streams_finished"] == 0, s
+    finally:
+        m.umount()
+
+    # A truncate below what was sent, then appending again.
+    m, fd, data = stream_start(ctx, "streamtr", "b.bin", 16 * MIB)
+    try:
+        os.ftruncate(fd, 7 * MIB)
+        os.lseek(fd, 7 * MIB, os.SEEK_SET)
+        os.write(fd, more)
+        os.close(fd)
+        flush(m)
+        assert bucket_get(ctx.bucket, "b.bin") == data[:7 * MIB] + more, "b.bin differs"
+        assert bucket_uploads(ctx.bucket) == [], "b.bin: the cancelled upload was not aborted"
+    finally:
+        m.umount()
+
+    # Unlinked while written: nothing reaches the bucket.
+    m, fd, data = stream_start(ctx, "streamrm", "c.bin", 16 * MIB)
+    try:
+        os.unlink(os.path.join(m.mnt, "c.bin"))
+        os.write(fd, more)
+        os.close(fd)
+        flush(m)
+        assert bucket_get(ctx.bucket, "c.bin") is None, "an unlinked file reached the bucket"
+        poll(lambda: bucket_uploads(ctx.bucket) == [], 20, "c.bin: the upload to be aborted")
+    finally:
+        m.umount()
+
+    # Renamed while written: the new name gets the whole file.
+    m, fd, data = stream_start(ctx, "streammv", "d.bin", 16 * MIB)
+    try:
+        os.rename(os.path.join(m.mnt, "d.bin"), os.path.join(m.mnt, "e.bin"))
+        os.write(fd, more)
+        os.close(fd)
+        flush(m)
+        assert bucket_get(ctx.bucket, "e.bin") == data + more, "e.bin differs"
+        assert bucket_get(ctx.bucket, "d.bin") is None, "the old name stayed"
+        poll(lambda: bucket_uploads(ctx.bucket) == [], 20, "d.bin: the upload to be aborted")
+    finally:
+        m.umount()
+
+    # utimens, or chmod, of the open file: the object gets the new headers.
+    for key, change, want in [("f.bin", lambda fd: os.utime(fd, (1500000000, 1500000000)),
+                               {"mtime": "1500000000"}),
+                              ("g.bin", lambda fd: os.fchmod(fd, 0o600), {"mode": str(0o100600)})]:
+        m, fd, data = stream_start(ctx, "stream" + key[0], key, 16 * MIB)
+        try:
+            os.write(fd, more)
+            change(fd)  # after the last write, which sets mtime
+            os.close(fd)
+            flush(m)
+            assert bucket_get(ctx.bucket, key) == data + more, "%s differs" % key
+            h = bucket_head(ctx.bucket, key)
+            assert all(h.get(k) == v for k, v in want.items()), (key, h)
+            assert bucket_uploads(ctx.bucket) == [], "%s: the cancelled upload was not aborted" % key
+        finally:
+            m.umount()
+
+
+def t_stream_killed_leaves_no_upload(ctx):
+    """kill -9 while a streamed file is open: the next mount aborts the
+    upload begun for it (registered in the journal's table of streams),
+    leaving none behind, and uploads what was staged (a new file; see the
+    durability table of docs/semantics.md) from the start."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    m, fd, data = stream_start(ctx, "streamkill", "k.bin", 16 * MIB)
+    try:
+        kill9(m)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    assert len(bucket_uploads(ctx.bucket)) == 1, "the stream's upload should still be open"
+    m.mount()
+    try:
+        poll(lambda: bucket_uploads(ctx.bucket) == [], 30, "the next mount to abort the upload")
+        flush(m)
+        assert bucket_get(ctx.bucket, "k.bin") == data, "k.bin is not what was staged"
+        assert bucket_uploads(ctx.bucket) == [], "multipart uploads left"
+    finally:
+        m.umount()
+
+
 TESTS = [
     ("create_read_own_writes_and_upload", t_create_read_own_writes_and_upload),
     ("overwrite_is_copy_on_write", t_overwrite_is_copy_on_write),
@@ -2011,6 +2173,9 @@ TESTS = [
     ("local_crash_leaves_no_temp_files", t_local_crash_leaves_no_temp_files),
     ("rewrites_leave_no_multipart_upload", t_rewrites_leave_no_multipart_upload),
     ("umount_waits_for_the_daemon", t_umount_waits_for_the_daemon),
+    ("streamed_checkpoint", t_streamed_checkpoint),
+    ("stream_cancelled_by_other_changes", t_stream_cancelled_by_other_changes),
+    ("stream_killed_leaves_no_upload", t_stream_killed_leaves_no_upload),
 ]
 
 

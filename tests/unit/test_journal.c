@@ -149,3 +149,64 @@ Test(journal, lmdb_put_get_del_each)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	cr_assert_eq(system(cmd), 0);
 }
+
+struct seen {
+	int n;
+	char key[64], id[64];
+};
+
+static int stream_fn(void *ctx, const char *key, const char *upload_id)
+{
+	struct seen *s = ctx;
+	s->n++;
+	snprintf(s->key, sizeof(s->key), "%s", key);
+	snprintf(s->id, sizeof(s->id), "%s", upload_id);
+	return 0;
+}
+
+Test(journal, stream_table_per_owner)
+{
+	char dir[] = "/tmp/tfs-journal-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	MDB_env *env;
+	MDB_txn *txn;
+	struct tfs_journal jn, other;
+	cr_assert_eq(mdb_env_create(&env), 0);
+	cr_assert_eq(mdb_env_set_maxdbs(env, 4), 0);
+	cr_assert_eq(mdb_env_open(env, dir, MDB_NOTLS, 0600), 0);
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	cr_assert_eq(tfs_journal_open(txn, "/mnt/a", &jn), 0);
+	cr_assert_eq(tfs_journal_open(txn, "/mnt/b", &other), 0);
+	cr_assert_eq(tfs_journal_stream_add(txn, &jn, "ckpt/a.pt", "upload-1"), 0);
+	cr_assert_eq(tfs_journal_stream_add(txn, &jn, "ckpt/b.pt", "upload-2"), 0);
+	cr_assert_eq(tfs_journal_stream_add(txn, &other, "ckpt/a.pt", "upload-3"), 0);
+	/* A record of the same path is a different table. */
+	struct tfs_jrec r = sample();
+	cr_assert_eq(tfs_journal_put(txn, &jn, &r), 0);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+
+	cr_assert_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	struct seen s = { 0 };
+	cr_assert_eq(tfs_journal_stream_each(txn, &jn, stream_fn, &s), 0);
+	cr_assert_eq(s.n, 2);
+	cr_assert_eq(tfs_journal_stream_del(txn, &jn, "upload-2"), 0);
+	cr_assert_eq(tfs_journal_stream_del(txn, &jn, "never-there"), 0);
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(tfs_journal_stream_each(txn, &jn, stream_fn, &s), 0);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.key, "ckpt/a.pt");
+	cr_assert_str_eq(s.id, "upload-1");
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(tfs_journal_stream_each(txn, &other, stream_fn, &s), 0);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.id, "upload-3");
+	int n = 0;
+	cr_assert_eq(tfs_journal_each(txn, &jn, count_fn, &n), 0);
+	cr_assert_eq(n, 1, "streams showed up as journal records");
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	tfs_jrec_clear(&r);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}

@@ -89,6 +89,7 @@ struct tfs_wb {
 	struct tfs_wb_streams *streams; /* NULL: no streaming */
 	pthread_t sweeper;              /* aborts uploads of streams a crash left */
 	bool sweeper_started;
+	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };
@@ -1723,18 +1724,27 @@ static int collect_orphan(void *ctx, const char *key, const char *upload_id)
 	return 0;
 }
 
+static void free_orphans(struct orphan *list)
+{
+	while (list) {
+		struct orphan *o = list;
+		list = o->next;
+		free(o->key);
+		free(o->upload_id);
+		free(o);
+	}
+}
+
 /* At start-up, in the background: the uploads of streams that an earlier
  * run left registered (a crash while a file was written, or an abort that
- * failed) are aborted, unless a journal record took the upload over. */
+ * failed), listed in wb->orphans before this run could start a stream,
+ * are aborted, unless a journal record took the upload over. */
 static void *sweeper(void *arg)
 {
 	struct tfs_wb *wb = arg;
-	struct orphan *list = NULL;
+	struct orphan *list = wb->orphans;
 	MDB_txn *txn;
-	if (mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) != 0)
-		return NULL;
-	(void)tfs_journal_stream_each(txn, &wb->j, collect_orphan, &list);
-	mdb_txn_abort(txn);
+	wb->orphans = NULL;
 	unsigned aborted = 0;
 	while (list) {
 		struct orphan *o = list;
@@ -1998,6 +2008,16 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		rc = streams_init(wb);
 		if (rc)
 			goto fail;
+		if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
+			rc = tfs_journal_stream_each(txn, &wb->j, collect_orphan, &wb->orphans);
+			mdb_txn_abort(txn);
+		} else {
+			rc = EIO;
+		}
+		if (rc) {
+			tfs_err(log, "writeback: cannot read the journal's streams: %s", strerror(rc));
+			goto fail;
+		}
 		rc = pthread_create(&wb->sweeper, NULL, sweeper, wb);
 		if (rc) {
 			tfs_err(log, "writeback: cannot start a thread: %s", strerror(rc));
@@ -2032,6 +2052,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	tfs_workers_stop(&wb->pool);
 	if (wb->sweeper_started)
 		pthread_join(wb->sweeper, NULL);
+	free_orphans(wb->orphans);
 	if (wb->streams) {
 		/* Streams still running stop without aborting their uploads
 		 * (the server may be down): the next mount aborts them. */

@@ -13,8 +13,8 @@
 #   --fs LIST           comma-separated peers (default
 #                       s3fs,rclone,rclone-wb0,tierfs; rclone-wb0 is rclone
 #                       with --vfs-write-back 0s instead of its 5 s default;
-#                       also tierfs-d0, tierfs with writeback.delay = 0
-#                       instead of 1s)
+#                       also tierfs-nostream, tierfs with
+#                       writeback.stream = false: uploads start at close)
 #   --reps N            repetitions of everything, interleaved; the report
 #                       shows medians (default 3)
 #   --out FILE          also append the Markdown report to FILE
@@ -80,7 +80,7 @@ done
 if [ "$REPS" -lt 1 ]; then echo "write.sh: --reps must be >= 1" >&2; exit 2; fi
 PEERS=
 for p in ${FS_LIST//,/ }; do
-    case "$p" in s3fs | rclone | rclone-wb0 | tierfs | tierfs-d0) PEERS="$PEERS $p" ;; *) echo "write.sh: unknown fs '$p'" >&2; exit 2 ;; esac
+    case "$p" in s3fs | rclone | rclone-wb0 | tierfs | tierfs-nostream) PEERS="$PEERS $p" ;; *) echo "write.sh: unknown fs '$p'" >&2; exit 2 ;; esac
 done
 
 [ "$(id -u)" = 0 ] || die "must run as root (FUSE mounts)"
@@ -277,7 +277,7 @@ skip_all() { # skip_all FS: record every size of FS as skipped
 mount_peer() { # mount_peer FS: mount_fs with the peer's variant options
     case "$1" in
         rclone-wb0) mount_fs "$1" --vfs-write-back 0s ;;
-        tierfs-d0) mount_fs "$1" -o writeback.delay=0 ;;
+        tierfs-nostream) mount_fs "$1" -o writeback.stream=false ;;
         *) mount_fs "$1" ;;
     esac
 }
@@ -336,14 +336,14 @@ meta direct "$DIRECT"
 meta reps "$REPS"
 peer_meta
 meta peer_rclone-wb0 "$(rclone version 2>/dev/null | head -1): the same with \`--vfs-write-back 0s\`"
-meta peer_tierfs-d0 "the same tierfs with \`-o writeback.delay=0\`"
+meta peer_tierfs-nostream "the same tierfs with \`-o writeback.stream=false\`"
 meta boto3 "boto3 $(python3 -c 'import boto3; print(boto3.__version__)' 2>/dev/null) \`upload_file\` with the default TransferConfig (${BOTO3_CFG:-?})"
 if [ "$TIERFS_OK" = 1 ]; then
     meta tierfs_binary "$TIERFS_NOTE"
     # shellcheck disable=SC2086 # TIERFS_OPTS is a list of words
     meta tierfs_write "$("$TIERFS" config -c "$RUN/tierfs.conf" ${TIERFS_OPTS:-} 2>/dev/null |
         awk -F' = ' '/^\[/ { s = substr($0, 2, length($0) - 2) }
-                     s == "writeback" && ($1 == "mode" || $1 == "delay" || $1 == "uploaders") ||
+                     s == "writeback" && ($1 == "mode" || $1 == "delay" || $1 == "uploaders" || $1 == "stream") ||
                      s == "backend" && ($1 == "multipart_threshold" || $1 == "part_size" || $1 == "upload_parallel") {
                          printf "%s%s.%s = %s", n++ ? ", " : "", s, $1, $2 }')"
 fi

@@ -13,8 +13,8 @@
 #   --fs LIST           comma-separated peers (default
 #                       s3fs,rclone,rclone-wb0,tierfs; rclone-wb0 is rclone
 #                       with --vfs-write-back 0s instead of its 5 s default;
-#                       also tierfs-nostream, tierfs with
-#                       writeback.stream = false: uploads start at close)
+#                       also tierfs-stream, tierfs with
+#                       writeback.stream = true: uploads while writing)
 #   --reps N            repetitions of everything, interleaved; the report
 #                       shows medians (default 3)
 #   --out FILE          also append the Markdown report to FILE
@@ -27,7 +27,8 @@
 # signed HEAD, polled every 50 ms after close, sees the object with its full
 # size.  In the first repetition every object is also fetched and compared
 # with the source by sha256.  Baselines: boto3 upload_file (default
-# TransferConfig) and `tierfs backend put`, each timed.  Objects are deleted
+# TransferConfig) and `tierfs backend put`, each timed, with the same HEAD
+# polling running beside them (its cost is part of every FS's durable time).  Objects are deleted
 # after each measurement (and RGW's garbage collected), so the server holds
 # one checkpoint at a time.
 #
@@ -80,7 +81,7 @@ done
 if [ "$REPS" -lt 1 ]; then echo "write.sh: --reps must be >= 1" >&2; exit 2; fi
 PEERS=
 for p in ${FS_LIST//,/ }; do
-    case "$p" in s3fs | rclone | rclone-wb0 | tierfs | tierfs-nostream) PEERS="$PEERS $p" ;; *) echo "write.sh: unknown fs '$p'" >&2; exit 2 ;; esac
+    case "$p" in s3fs | rclone | rclone-wb0 | tierfs | tierfs-stream) PEERS="$PEERS $p" ;; *) echo "write.sh: unknown fs '$p'" >&2; exit 2 ;; esac
 done
 
 [ "$(id -u)" = 0 ] || die "must run as root (FUSE mounts)"
@@ -179,6 +180,18 @@ wait_durable() {
     done
 }
 
+# poll_beside KEY: the HEAD polling of wait_durable, run beside a direct
+# upload (until killed) so that the baselines bear the same load as the
+# file systems, whose durable time is measured with it: every poll forks a
+# curl and costs the server a HEAD, on a box whose two cores the server
+# and the client already share.
+poll_beside() {
+    while :; do
+        curl -sS -I -o /dev/null -m 10 "${CURL_SIGN[@]}" "$EP/$BUCKET/$1" 2>/dev/null || true
+        sleep "$(printf '0.%06d' "$POLL_US")"
+    done
+}
+
 # same_bytes KEY MIB: GET KEY and compare its sha256 with the checkpoint's
 same_bytes() {
     local got
@@ -241,6 +254,8 @@ run_direct() {
     key=ckpt-$who-${mib}M-r$REP.bin
     preread "$src"
     sync
+    poll_beside "$key" &
+    local poller=$!
     case "$who" in
         boto3)
             out=$(python3 "$BENCH_DIR/dataset.py" put "$src" "$key" 2>>"$RUN/logs/boto3.err") || rc=$?
@@ -258,6 +273,8 @@ run_direct() {
             secs=$(secs_since "$t0" "$t1")
             ;;
     esac
+    kill "$poller" 2>/dev/null || true
+    wait "$poller" 2>/dev/null || true
     if [ "$rc" != 0 ] || [ -z "$secs" ]; then
         log "$who $mib MiB: FAILED (rc $rc; see $RUN/logs/$who.*)"
         record "$who" "$mib" fail $((mib * MIB)) - - - -
@@ -277,7 +294,7 @@ skip_all() { # skip_all FS: record every size of FS as skipped
 mount_peer() { # mount_peer FS: mount_fs with the peer's variant options
     case "$1" in
         rclone-wb0) mount_fs "$1" --vfs-write-back 0s ;;
-        tierfs-nostream) mount_fs "$1" -o writeback.stream=false ;;
+        tierfs-stream) mount_fs "$1" -o writeback.stream=true ;;
         *) mount_fs "$1" ;;
     esac
 }
@@ -336,7 +353,7 @@ meta direct "$DIRECT"
 meta reps "$REPS"
 peer_meta
 meta peer_rclone-wb0 "$(rclone version 2>/dev/null | head -1): the same with \`--vfs-write-back 0s\`"
-meta peer_tierfs-nostream "the same tierfs with \`-o writeback.stream=false\`"
+meta peer_tierfs-stream "the same tierfs with \`-o writeback.stream=true\`"
 meta boto3 "boto3 $(python3 -c 'import boto3; print(boto3.__version__)' 2>/dev/null) \`upload_file\` with the default TransferConfig (${BOTO3_CFG:-?})"
 if [ "$TIERFS_OK" = 1 ]; then
     meta tierfs_binary "$TIERFS_NOTE"
@@ -348,6 +365,6 @@ if [ "$TIERFS_OK" = 1 ]; then
                          printf "%s%s.%s = %s", n++ ? ", " : "", s, $1, $2 }')"
 fi
 meta writer "ckpt_writer: source mmap'd from the page cache, $((BLOCK / MIB)) MiB write()s, close(), no fsync"
-meta poll "signed curl HEAD every $((POLL_US / 1000)) ms after close() returns"
+meta poll "signed curl HEAD every $((POLL_US / 1000)) ms after close() returns; the same polling runs beside the direct uploads"
 
 finish_report "$BENCH_DIR/write_report.py"

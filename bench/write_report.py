@@ -6,7 +6,7 @@ per measurement:
 
   who  size_mib  status  bytes  total  close_call  durable  verified  rep
 
-who is a peer (s3fs, rclone, rclone-wb0, tierfs, tierfs-nostream) or a direct upload (boto3,
+who is a peer (s3fs, rclone, rclone-wb0, tierfs, tierfs-stream) or a direct upload (boto3,
 tierfs-put); status ok, fail, bad (wrong bytes) or skip; total is open() to
 close() returning, close_call the close() alone, durable the start of the
 write until the object was in the bucket, all in seconds ("-" where it does
@@ -20,13 +20,13 @@ import sys
 from report import header, load_meta, table
 
 MIB = 1024 * 1024
-PEERS = ["s3fs", "rclone", "rclone-wb0", "tierfs", "tierfs-nostream"]
+PEERS = ["s3fs", "rclone", "rclone-wb0", "tierfs", "tierfs-stream"]
 DIRECT = ["boto3", "tierfs-put"]
 LABELS = {
     "boto3": "direct: boto3 `upload_file`",
     "tierfs-put": "direct: `tierfs backend put`",
     "rclone-wb0": "rclone `--vfs-write-back 0s`",
-    "tierfs-nostream": "tierfs `writeback.stream=false`",
+    "tierfs-stream": "tierfs `writeback.stream=true`",
 }
 CLOSE_TARGET = 2.0    # tierfs's close at least 2× faster than rclone's
 DURABLE_TARGET = 1.2  # tierfs durable within 1.2× the best direct upload

@@ -170,7 +170,7 @@ static const struct opt options[] = {
 	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
 	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
 	  RANGE(1, HOUR), .scale = 1, .def = "5m" },
-	{ KEY("writeback", "stream", OPT_BOOL), FIELD(writeback.stream), .def = "true" },
+	{ KEY("writeback", "stream", OPT_BOOL), FIELD(writeback.stream), .def = "false" },
 	{ KEY("writeback", "staging_size", OPT_SIZE_PCT), FIELD(writeback.staging_size),
 	  .pct_off = offsetof(struct tfs_config, writeback.staging_size_pct),
 	  RANGE(MIB, UINT64_MAX), .def = "20%" },

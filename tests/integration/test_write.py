@@ -1981,7 +1981,7 @@ def t_reference_model_racing_uploads(ctx):
 
 # ------------------------------------------------ streaming (wb_stream.h)
 
-STREAM = {"writeback": {"delay": "0s"},
+STREAM = {"writeback": {"delay": "0s", "stream": "true"},
           "backend": {"multipart_threshold": "10M", "part_size": "5M", "upload_parallel": "2"}}
 
 

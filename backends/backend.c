@@ -107,6 +107,7 @@ void tfs_list_page_clear(struct tfs_list_page *p)
 void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, size_t len)
 {
 	const char *src = data;
+	int done = io->progress ? io->progress->ndone : 0;
 	for (int i = 0; i < io->iovcnt && len; i++) {
 		size_t seg = io->iov[i].iov_len;
 		if (pos >= seg) {
@@ -114,10 +115,22 @@ void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, si
 			continue;
 		}
 		size_t n = seg - (size_t)pos < len ? seg - (size_t)pos : len;
-		memcpy((char *)io->iov[i].iov_base + pos, src, n);
+		if (i >= done) /* a reported buffer may be in use: never rewrite it */
+			memcpy((char *)io->iov[i].iov_base + pos, src, n);
 		src += n;
 		len -= n;
 		pos = 0;
+	}
+}
+
+void tfs_io_iov_filled(const struct tfs_io *io, uint64_t filled)
+{
+	struct tfs_io_progress *p = io->progress;
+	if (p == NULL)
+		return;
+	while (p->ndone < io->iovcnt && p->done_bytes + io->iov[p->ndone].iov_len <= filled) {
+		p->done_bytes += io->iov[p->ndone].iov_len;
+		p->done(p->ctx, p->ndone++);
 	}
 }
 

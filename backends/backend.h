@@ -98,6 +98,24 @@ struct tfs_io {
 	off_t off; /* TFS_IO_FD: file offset of the first byte */
 	const struct iovec *iov; /* TFS_IO_IOV: the buffers, in order */
 	int iovcnt;
+	struct tfs_io_progress *progress; /* TFS_IO_IOV, optional: see below */
+};
+
+/* Progress of a TFS_IO_IOV get_range: done(ctx, i) is called once for each
+ * buffer i, in order, from the thread that called get_range, as soon as the
+ * buffer holds all its bytes of a reply the backend has accepted (status,
+ * version), so a caller can hand out the first blocks of a long GET before
+ * the last ones arrive.  A backend that cannot vouch for bytes before the
+ * whole read is checked (the local one: an object rewritten in place)
+ * reports them only at the end.  `ndone` buffers (`done_bytes` bytes) have
+ * been reported; a retry never writes into them again.  Buffers reported
+ * stay valid even if the call then fails.  Start with ndone = done_bytes =
+ * 0. */
+struct tfs_io_progress {
+	void (*done)(void *ctx, int i);
+	void *ctx;
+	int ndone;
+	uint64_t done_bytes;
 };
 
 static inline struct tfs_io tfs_io_buf(void *buf)
@@ -125,12 +143,18 @@ static inline struct tfs_io tfs_io_iov(const struct iovec *iov, int iovcnt)
 {
 	struct tfs_io io = { .kind = TFS_IO_IOV, .fd = -1, .iov = iov, .iovcnt = iovcnt };
 	io.buf = NULL;
+	io.progress = NULL;
 	return io;
 }
 
 /* Copy `len` bytes to byte position `pos` of a TFS_IO_IOV destination;
- * bytes beyond the buffers are dropped.  Cannot fail. */
+ * bytes beyond the buffers, and bytes of buffers already reported done
+ * (io->progress), are dropped.  Cannot fail. */
 void tfs_io_iov_copy(const struct tfs_io *io, uint64_t pos, const void *data, size_t len);
+
+/* Report to io->progress (if any) every buffer that the first `filled`
+ * bytes of a TFS_IO_IOV destination complete.  Cannot fail. */
+void tfs_io_iov_filled(const struct tfs_io *io, uint64_t filled);
 
 /* Per-operation counters, updated by the dispatch wrappers.  Each call
  * counts one request (and one error if it fails), except:

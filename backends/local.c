@@ -568,6 +568,9 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 			rc = ESTALE;
 		}
 	}
+	/* Only now are the bytes known to be of one version. */
+	if (rc == 0 && dst.kind == TFS_IO_IOV)
+		tfs_io_iov_filled(&dst, *got);
 	close(fd);
 	if (rc && rc != ESTALE) {
 		tfs_err(lb->log, "local: read '%s': %s", key, strerror(rc));

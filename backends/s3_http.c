@@ -232,6 +232,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
 			memcpy((char *)d->buf + x->resp->got, data, len);
 		} else if (d->kind == TFS_IO_IOV) {
 			tfs_io_iov_copy(d, x->resp->got, data, len);
+			tfs_io_iov_filled(d, x->resp->got + len);
 		} else {
 			int rc = tfs_pwrite_all(d->fd, data, len, d->off + (off_t)x->resp->got);
 			if (rc) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "backend.h"
 #include "log.h"
@@ -107,6 +108,59 @@ Test(s3_retry, truncated_body_is_retried_never_served)
 	cr_assert_eq(got, 10);
 	cr_assert_eq(memcmp(buf, "0123456789", 10), 0);
 	cr_assert_eq(mini_http_count(srv), 2);
+}
+
+struct seen {
+	char order[8];
+	int n;
+	char *bufs[3];
+};
+
+/* Report callback: record the order, then scribble over the buffer, as a
+ * reader could not, to show a retry never writes into it again. */
+static void on_done(void *ctx, int i)
+{
+	struct seen *s = ctx;
+	s->order[s->n++] = (char)('0' + i);
+	memset(s->bufs[i], '#', 4);
+}
+
+Test(s3_retry, scattered_get_reports_buffers_as_they_fill_and_a_retry_spares_them)
+{
+	/* 3 buffers of 4 bytes; the first reply is cut after 6 bytes: buffer
+	 * 0 is whole (reported), buffer 1 is not. */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "abcdefghijkl", .truncate_after = 6));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "abcdefghijkl"));
+	char b0[4], b1[4], b2[4];
+	struct iovec iov[3] = { { b0, 4 }, { b1, 4 }, { b2, 4 } };
+	struct seen seen = { .bufs = { b0, b1, b2 } };
+	struct tfs_io_progress prog = { .done = on_done, .ctx = &seen };
+	struct tfs_io dst = tfs_io_iov(iov, 3);
+	dst.progress = &prog;
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 12, "\"e\"", dst, &got, NULL), 0);
+	cr_assert_eq(got, 12);
+	cr_assert_eq(mini_http_count(srv), 2);
+	cr_assert_eq(seen.n, 3);
+	cr_assert_eq(memcmp(seen.order, "012", 3), 0, "each buffer once, in order");
+	cr_assert_eq(prog.ndone, 3);
+	cr_assert_eq(prog.done_bytes, 12);
+	cr_assert_eq(memcmp(b0, "####", 4), 0, "the retry rewrote a reported buffer");
+	cr_assert_eq(memcmp(b1, "####", 4), 0);
+}
+
+Test(s3_retry, scattered_get_error_reports_nothing_it_did_not_get)
+{
+	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></Error>"));
+	char b0[4], b1[4];
+	struct iovec iov[2] = { { b0, 4 }, { b1, 4 } };
+	struct seen seen = { .bufs = { b0, b1 } };
+	struct tfs_io_progress prog = { .done = on_done, .ctx = &seen };
+	struct tfs_io dst = tfs_io_iov(iov, 2);
+	dst.progress = &prog;
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 8, "\"e\"", dst, &got, NULL), ESTALE);
+	cr_assert_eq(seen.n, 0, "an error body must not count as data");
 }
 
 Test(s3_retry, reply_cut_in_its_headers_is_retried)

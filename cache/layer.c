@@ -43,18 +43,28 @@ int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 }
 
 int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[])
+			  void *const bufs[], struct tfs_io_progress *progress)
 {
 	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
 		return EINVAL;
 	if (n > 1 && l->ops->read_blocks)
-		return l->ops->read_blocks(l, obj, first, n, bufs);
+		return l->ops->read_blocks(l, obj, first, n, bufs, progress);
 	for (unsigned i = 0; i < n; i++) {
 		int rc = l->ops->read_block(l, obj, first + i, bufs[i]);
 		if (rc)
 			return rc;
+		tfs_layer_block_done(progress, i, tfs_obj_block_len(obj, first + i, l->block_size));
 	}
 	return 0;
+}
+
+void tfs_layer_block_done(struct tfs_io_progress *progress, unsigned i, size_t len)
+{
+	if (progress == NULL || (unsigned)progress->ndone != i)
+		return;
+	progress->ndone++;
+	progress->done_bytes += len;
+	progress->done(progress->ctx, (int)i);
 }
 
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
@@ -111,7 +121,7 @@ static int be_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 }
 
 static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[])
+			  void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct be_layer *b = l->priv;
 	struct iovec iov[TFS_MAX_RUN];
@@ -124,8 +134,12 @@ static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 		iov[i].iov_len = tfs_obj_block_len(obj, first + i, l->block_size);
 		want += iov[i].iov_len;
 	}
+	struct tfs_io dst = tfs_io_iov(iov, (int)n);
+	/* Blocks are handed out as they arrive only when If-Match pins the
+	 * version they belong to. */
+	dst.progress = obj->etag[0] ? progress : NULL; /* one buffer per block */
 	int rc = tfs_backend_get_range(b->be, obj->key, first * l->block_size, want,
-				       obj->etag[0] ? obj->etag : NULL, tfs_io_iov(iov, (int)n), &got, NULL);
+				       obj->etag[0] ? obj->etag : NULL, dst, &got, NULL);
 	if (rc == 0 && got != want) {
 		tfs_warn(b->log, "cache: '%s' blocks %" PRIu64 "+%u: %zu of %zu bytes: object changed",
 			 obj->key, first, n, got, want);

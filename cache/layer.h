@@ -29,6 +29,7 @@
 
 #define TFS_OBJ_ID_LEN 32 /* SHA-256 of the key */
 #define TFS_MAX_RUN 64    /* most blocks in one read_blocks() */
+#define TFS_PAGE_ALIGN 4096u /* RAM tier buffers start at this alignment (O_DIRECT) */
 
 struct json_object;
 
@@ -56,9 +57,14 @@ struct tfs_layer_ops {
 	/* Optional: fill bufs[0..n) with blocks first..first+n-1 of obj (all
 	 * within the object), as read_block would, but in one request where
 	 * the layer can (one ranged GET instead of n).  NULL: the dispatcher
-	 * calls read_block n times.  On error no buffer is meaningful. */
+	 * calls read_block n times.  `progress` (may be NULL) is told of each
+	 * block, in order, as soon as it is complete and will not change
+	 * (struct tfs_io_progress in backend.h, one buffer per block); on
+	 * error the reported blocks are good and no other buffer is
+	 * meaningful.  A layer may report fewer blocks than it filled (none):
+	 * on success every block is good. */
 	int (*read_blocks)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
-			   unsigned n, void *const bufs[]);
+			   unsigned n, void *const bufs[], struct tfs_io_progress *progress);
 	/* Optional: store `buf` as block `idx` of obj, a version the caller
 	 * knows to be current (write-back: the bytes it just uploaded), so it
 	 * is not downloaded again.  Best effort: failures are logged, not
@@ -85,7 +91,11 @@ struct tfs_layer {
 /* Dispatch helpers; `l` NULL is a no-op for invalidate/stats/destroy. */
 int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
 int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[]);
+			  void *const bufs[], struct tfs_io_progress *progress);
+/* For read_blocks implementations: report block i of the run (`len`
+ * bytes) to `progress` if it is the next one due; NULL is a no-op.
+ * Cannot fail. */
+void tfs_layer_block_done(struct tfs_io_progress *progress, unsigned i, size_t len);
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
 /* Offer a clean block to the first layer below `l` (inclusive) that keeps
  * data written back (the SSD tier).  Cannot fail. */

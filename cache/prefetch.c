@@ -15,12 +15,7 @@
 #include <string.h>
 
 struct job {
-	char *key;
-	char etag[TFS_ETAG_MAX];
-	uint64_t size;
-	uint64_t idx;
-	unsigned n; /* blocks in the run */
-	int flags;  /* for tfs_ram_fill_run() */
+	struct tfs_ram_claim *claim; /* blocks claimed in the RAM tier */
 };
 
 struct tfs_prefetch {
@@ -52,15 +47,10 @@ static void *worker(void *arg)
 		pf->len--;
 		pthread_mutex_unlock(&pf->lock);
 
-		struct tfs_obj obj;
-		tfs_obj_init(&obj, j.key, j.etag, j.size);
-		int rc = tfs_ram_fill_run(pf->ram, &obj, j.idx, j.n, j.flags, NULL);
-		free(j.key);
+		int rc = tfs_ram_fill_claim(pf->ram, j.claim);
 		pthread_mutex_lock(&pf->lock);
 		if (rc == 0)
 			pf->done++;
-		else if (rc == EAGAIN)
-			pf->dropped++;
 		else
 			pf->failed++;
 		pthread_mutex_unlock(&pf->lock);
@@ -72,29 +62,40 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 {
 	if (pf == NULL)
 		return EAGAIN;
-	if (n == 0 || tfs_ram_has(pf->ram, obj, idx))
-		return 0;
-	char *key = strdup(obj->key);
-	if (key == NULL)
-		return ENOMEM;
-	pthread_mutex_lock(&pf->lock);
-	if (pf->len == pf->cap || pf->stop || tfs_workers_count(&pf->pool) == 0) {
-		pf->dropped++;
+	uint64_t end = idx + n;
+	while (idx < end) {
+		struct tfs_ram_claim *c;
+		unsigned want = end - idx > TFS_MAX_RUN ? TFS_MAX_RUN : (unsigned)(end - idx);
+		pthread_mutex_lock(&pf->lock);
+		bool open = !pf->stop && pf->len < pf->cap && tfs_workers_count(&pf->pool) > 0;
+		if (!open)
+			pf->dropped++;
 		pthread_mutex_unlock(&pf->lock);
-		free(key);
-		return EAGAIN;
+		if (!open)
+			return EAGAIN;
+		int rc = tfs_ram_claim_run(pf->ram, obj, idx, want, flags | TFS_RAM_SKIP, &c);
+		if (rc == EAGAIN) {
+			pthread_mutex_lock(&pf->lock);
+			pf->dropped++; /* no budget */
+			pthread_mutex_unlock(&pf->lock);
+		}
+		if (rc || c == NULL)
+			return rc; /* or every block is present: 0 */
+		idx = tfs_ram_claim_first(c) + tfs_ram_claim_len(c);
+		pthread_mutex_lock(&pf->lock);
+		if (pf->len == pf->cap || pf->stop) {
+			/* Filled up or stopped meanwhile: its readers fetch it. */
+			pf->dropped++;
+			pthread_mutex_unlock(&pf->lock);
+			tfs_ram_cancel_claim(pf->ram, c);
+			return EAGAIN;
+		}
+		pf->q[(pf->head + pf->len) % pf->cap].claim = c;
+		pf->len++;
+		pf->queued++;
+		pthread_cond_signal(&pf->work);
+		pthread_mutex_unlock(&pf->lock);
 	}
-	struct job *j = &pf->q[(pf->head + pf->len) % pf->cap];
-	j->key = key;
-	memcpy(j->etag, obj->etag, sizeof(j->etag));
-	j->size = obj->size;
-	j->idx = idx;
-	j->n = n;
-	j->flags = flags;
-	pf->len++;
-	pf->queued++;
-	pthread_cond_signal(&pf->work);
-	pthread_mutex_unlock(&pf->lock);
 	return 0;
 }
 
@@ -124,7 +125,7 @@ void tfs_prefetch_destroy(struct tfs_prefetch *pf)
 	pthread_mutex_unlock(&pf->lock);
 	tfs_workers_stop(&pf->pool);
 	while (pf->len) {
-		free(pf->q[pf->head].key);
+		tfs_ram_cancel_claim(pf->ram, pf->q[pf->head].claim);
 		pf->head = (pf->head + 1) % pf->cap;
 		pf->len--;
 	}
@@ -138,6 +139,19 @@ int tfs_prefetch_set_workers(struct tfs_prefetch *pf, unsigned workers)
 {
 	unsigned old, now;
 	int rc = tfs_workers_set(&pf->pool, &pf->lock, &pf->work, workers, &old, &now);
+	/* With no worker left, nothing would fill the queued claims: give
+	 * them back to their readers. */
+	pthread_mutex_lock(&pf->lock);
+	while (tfs_workers_count(&pf->pool) == 0 && pf->len) {
+		struct tfs_ram_claim *c = pf->q[pf->head].claim;
+		pf->head = (pf->head + 1) % pf->cap;
+		pf->len--;
+		pf->dropped++;
+		pthread_mutex_unlock(&pf->lock);
+		tfs_ram_cancel_claim(pf->ram, c);
+		pthread_mutex_lock(&pf->lock);
+	}
+	pthread_mutex_unlock(&pf->lock);
 	if (rc)
 		tfs_err(pf->log, "prefetch: cannot start worker threads: %s (%u running)",
 			strerror(rc), now);

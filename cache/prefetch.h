@@ -32,11 +32,14 @@ struct json_object;
 int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer *ram,
 			const struct tfs_log *log, struct tfs_prefetch **out);
 
-/* Queue blocks idx..idx+n-1 of `obj` (the key is copied), to be filled
- * with one request to the tiers below (tfs_ram_fill_run() with `flags`,
- * 0 or TFS_RAM_ONCE for streamed read-ahead).  Returns 0;
- * EAGAIN when the queue is full or prefetching is off; ENOMEM.  A run whose
- * first block is already in RAM is skipped (0). */
+/* Read ahead blocks idx..idx+n-1 of `obj`: the ones neither cached nor
+ * being filled are claimed in the RAM tier now, in the caller's thread
+ * (tfs_ram_claim_run() with `flags`, 0 or TFS_RAM_ONCE for streamed
+ * read-ahead), so a reader that comes for them next waits for this fetch;
+ * each stretch of them (at most TFS_MAX_RUN blocks) is queued to be filled
+ * with one request to the tiers below.  Returns 0 (also when everything
+ * is present); EAGAIN when the queue is full, prefetching is off or the
+ * budget is spent (the rest is not claimed); ENOMEM. */
 int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
 		     int flags);
 

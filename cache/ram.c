@@ -2,7 +2,7 @@
  *
  * States of a block:
  *   FILLING  allocated, one thread is reading it from the inner layer;
- *            others wait on `filled`.
+ *            others wait on `filled` (the slot of its bucket).
  *   READY    holds data.  `admitted` blocks are in the cache (on the LRU
  *            list, evictable once unreferenced); the others are transient:
  *            freed when the last reference goes.
@@ -36,6 +36,8 @@
 
 enum state { FILLING, READY };
 
+#define FILL_SLOTS 64 /* condition variables for fills (a power of two) */
+
 struct tfs_ram_block {
 	uint8_t id[TFS_OBJ_ID_LEN];
 	uint64_t idx;
@@ -60,7 +62,10 @@ struct ram {
 	enum tfs_policy policy;
 	uint64_t cap, reserve;
 	pthread_mutex_t lock; /* protects everything below */
-	pthread_cond_t filled; /* a fill finished */
+	/* A fill finished: waiters for a block wait on the slot of its hash
+	 * bucket, so a fill wakes only the readers of that block (and of a
+	 * few others), not every reader waiting for any block. */
+	pthread_cond_t filled[FILL_SLOTS];
 	pthread_cond_t budget; /* bytes were released */
 	struct tfs_ram_block **table;
 	size_t nbuckets; /* power of two */
@@ -92,6 +97,11 @@ static size_t bucket_of(const struct ram *r, const uint8_t id[TFS_OBJ_ID_LEN], u
 	h ^= idx * 0x9E3779B97F4A7C15ull;
 	h ^= h >> 29;
 	return (size_t)(h & (r->nbuckets - 1));
+}
+
+static pthread_cond_t *fill_cond(struct ram *r, const struct tfs_ram_block *b)
+{
+	return &r->filled[bucket_of(r, b->id, b->idx) & (FILL_SLOTS - 1)];
 }
 
 static struct tfs_ram_block *find(struct ram *r, const uint8_t id[TFS_OBJ_ID_LEN], uint64_t idx)
@@ -152,8 +162,10 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 	}
 }
 
-/* A buffer of `len` bytes: from the pool when it fits, else malloc.
- * Frees pooled buffers first if the budget needs their room. */
+/* A buffer of `len` bytes: from the pool when it fits, else a new one.
+ * Frees pooled buffers first if the budget needs their room.  Buffers are
+ * page-aligned, so the SSD tier can write a whole block with O_DIRECT
+ * straight from it. */
 static char *buffer(struct ram *r, size_t len)
 {
 	if (len == r->block_size && r->npool) {
@@ -164,7 +176,8 @@ static char *buffer(struct ram *r, size_t len)
 		free(r->pool[--r->npool]);
 		r->pooled -= r->block_size;
 	}
-	return malloc(len);
+	void *p = NULL;
+	return posix_memalign(&p, TFS_PAGE_ALIGN, len) == 0 ? p : NULL;
 }
 
 /* The oldest admitted, unreferenced block, or NULL. */
@@ -226,9 +239,10 @@ static void end_fill(struct ram *r, struct tfs_ram_block *b, int rc)
 {
 	b->state = READY;
 	b->err = rc;
-	pthread_cond_broadcast(&r->filled);
+	pthread_cond_broadcast(fill_cond(r, b));
 	if (rc) {
-		r->fill_errors++;
+		if (rc != ECANCELED)
+			r->fill_errors++;
 		if (b->linked)
 			table_unlink(r, b);
 		return;
@@ -267,13 +281,16 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	if (b) {
 		b->refs++;
 		while (b->state == FILLING)
-			pthread_cond_wait(&r->filled, &r->lock);
+			pthread_cond_wait(fill_cond(r, b), &r->lock);
 		if (b->err) {
 			rc = b->err;
 			b->refs--;
 			if (b->refs == 0)
 				drop(r, b);
 			pthread_mutex_unlock(&r->lock);
+			/* A claimed read-ahead that was dropped: fill it here. */
+			if (rc == ECANCELED)
+				return tfs_ram_get(l, obj, idx, flags, out);
 			return rc;
 		}
 		r->hits++;
@@ -327,21 +344,47 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	return 0;
 }
 
-int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-		     int flags, unsigned *filled)
+struct tfs_ram_claim {
+	struct ram *r;
+	struct tfs_obj obj; /* obj.key points to key */
+	char *key;
+	uint64_t first;
+	unsigned n;
+	struct tfs_ram_block *blocks[TFS_MAX_RUN];
+};
+
+int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+		      int flags, struct tfs_ram_claim **out)
 {
 	struct ram *r = l->priv;
-	struct tfs_ram_block *run[TFS_MAX_RUN];
-	void *bufs[TFS_MAX_RUN];
+	struct tfs_ram_claim *c;
+	uint64_t nblocks = tfs_obj_blocks(obj, l->block_size);
 	unsigned k = 0;
 
+	*out = NULL;
 	if (n > TFS_MAX_RUN)
 		n = TFS_MAX_RUN;
-	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
+	if (n == 0 || first + n > nblocks)
 		return EINVAL;
+	c = malloc(sizeof(*c));
+	if (c == NULL || (c->key = strdup(obj->key)) == NULL) {
+		free(c);
+		return ENOMEM;
+	}
+	c->r = r;
+	c->obj = *obj;
+	c->obj.key = c->key;
+	pthread_mutex_lock(&r->lock);
+	if (flags & TFS_RAM_SKIP) {
+		/* Start at the first block neither cached nor being filled. */
+		for (; n > 0; first++, n--) {
+			struct tfs_ram_block *b = find(r, obj->id, first);
+			if (b == NULL || strcmp(b->etag, obj->etag) != 0)
+				break;
+		}
+	}
 	/* Claim the leading blocks that are neither cached nor being filled,
 	 * as far as the budget allows without waiting. */
-	pthread_mutex_lock(&r->lock);
 	for (; k < n; k++) {
 		uint64_t idx = first + k;
 		size_t len = tfs_obj_block_len(obj, idx, l->block_size);
@@ -353,29 +396,103 @@ int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t fi
 		if (r->used + len > r->cap)
 			break;
 		r->clock++;
-		run[k] = start_fill(r, obj, idx, len);
-		if (run[k] == NULL)
+		c->blocks[k] = start_fill(r, obj, idx, len);
+		if (c->blocks[k] == NULL)
 			break;
-		run[k]->once = (flags & TFS_RAM_ONCE) != 0;
-		run[k]->pass = (flags & TFS_RAM_PASS) != 0;
-		bufs[k] = run[k]->data;
+		c->blocks[k]->once = (flags & TFS_RAM_ONCE) != 0;
+		c->blocks[k]->pass = (flags & TFS_RAM_PASS) != 0;
 	}
 	pthread_mutex_unlock(&r->lock);
-	if (filled)
-		*filled = k;
-	if (k == 0)
-		return EAGAIN;
+	if (k == 0) {
+		free(c->key);
+		free(c);
+		/* Nothing left to claim is not an error; no budget is. */
+		return n == 0 ? 0 : EAGAIN;
+	}
+	c->first = first;
+	c->n = k;
+	*out = c;
+	return 0;
+}
 
-	int rc = tfs_layer_read_blocks(r->inner, obj, first, k, bufs);
+uint64_t tfs_ram_claim_first(const struct tfs_ram_claim *c)
+{
+	return c->first;
+}
+
+unsigned tfs_ram_claim_len(const struct tfs_ram_claim *c)
+{
+	return c->n;
+}
+
+static void claim_free(struct tfs_ram_claim *c)
+{
+	free(c->key);
+	free(c);
+}
+
+/* A block of a claim arrived whole: readers may have it before the rest. */
+static void claim_block_done(void *ctx, int i)
+{
+	struct tfs_ram_claim *c = ctx;
+	struct ram *r = c->r;
+	pthread_mutex_lock(&r->lock);
+	end_fill(r, c->blocks[i], 0);
+	pthread_mutex_unlock(&r->lock);
+}
+
+int tfs_ram_fill_claim(struct tfs_layer *l, struct tfs_ram_claim *c)
+{
+	struct ram *r = l->priv;
+	void *bufs[TFS_MAX_RUN];
+	for (unsigned i = 0; i < c->n; i++)
+		bufs[i] = c->blocks[i]->data;
+	/* Blocks become READY as they arrive (claim_block_done); the claim
+	 * keeps its reference to every buffer until the inner layer is done
+	 * with them all (the SSD tier writes them after the last one). */
+	struct tfs_io_progress progress = { .done = claim_block_done, .ctx = c };
+	int rc = tfs_layer_read_blocks(r->inner, &c->obj, c->first, c->n, bufs, &progress);
 
 	pthread_mutex_lock(&r->lock);
-	for (unsigned i = 0; i < k; i++) {
-		end_fill(r, run[i], rc);
-		if (--run[i]->refs == 0 && (rc || !run[i]->admitted))
-			drop(r, run[i]);
+	for (unsigned i = 0; i < c->n; i++) {
+		struct tfs_ram_block *b = c->blocks[i];
+		bool ok = i < (unsigned)progress.ndone || rc == 0;
+		if (i >= (unsigned)progress.ndone)
+			end_fill(r, b, ok ? 0 : rc);
+		if (--b->refs == 0 && (!ok || !b->admitted))
+			drop(r, b);
 	}
 	pthread_mutex_unlock(&r->lock);
+	claim_free(c);
 	return rc;
+}
+
+void tfs_ram_cancel_claim(struct tfs_layer *l, struct tfs_ram_claim *c)
+{
+	struct ram *r = l->priv;
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < c->n; i++) {
+		struct tfs_ram_block *b = c->blocks[i];
+		end_fill(r, b, ECANCELED); /* waiters fill it themselves */
+		if (--b->refs == 0)
+			drop(r, b);
+	}
+	pthread_mutex_unlock(&r->lock);
+	claim_free(c);
+}
+
+int tfs_ram_fill_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
+		     int flags, unsigned *filled)
+{
+	struct tfs_ram_claim *c;
+	if (filled)
+		*filled = 0;
+	int rc = tfs_ram_claim_run(l, obj, first, n, flags & ~TFS_RAM_SKIP, &c);
+	if (rc)
+		return rc;
+	if (filled)
+		*filled = c->n;
+	return tfs_ram_fill_claim(l, c);
 }
 
 void tfs_ram_release(struct tfs_layer *l, struct tfs_ram_block *b, bool consumed)
@@ -526,7 +643,8 @@ static void ram_destroy(struct tfs_layer *l)
 	free(r->pool);
 	tfs_layer_destroy(r->inner);
 	pthread_mutex_destroy(&r->lock);
-	pthread_cond_destroy(&r->filled);
+	for (size_t i = 0; i < FILL_SLOTS; i++)
+		pthread_cond_destroy(&r->filled[i]);
 	pthread_cond_destroy(&r->budget);
 	free(r->table);
 	free(r);
@@ -582,7 +700,8 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
 	}
 	r->lru.next = r->lru.prev = &r->lru;
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->filled, NULL);
+	for (size_t i = 0; i < FILL_SLOTS; i++)
+		pthread_cond_init(&r->filled[i], NULL);
 	pthread_cond_init(&r->budget, NULL);
 	l->ops = &ram_ops;
 	l->priv = r;

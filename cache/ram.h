@@ -54,6 +54,8 @@ enum tfs_ram_get_flags {
 	TFS_RAM_PASS = 4,   /* fill_run: fill the tiers below (warm-up into the
 			     * SSD tier) without keeping the blocks in RAM;
 			     * readers waiting on the fill still get them */
+	TFS_RAM_SKIP = 8,   /* claim_run: start after the leading blocks that
+			     * are cached or being filled */
 };
 
 /* Get block `idx` of `obj`, filling it from the inner layer on a miss.
@@ -65,13 +67,43 @@ int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, 
 /* Prefetch: fill the blocks first.. of obj that are neither cached nor
  * being filled, up to n (at most TFS_MAX_RUN) and as far as the budget
  * allows without waiting, with one read_blocks() on the inner layer (one
- * GET for a cold run).  Stops at the first block already present.
+ * GET for a cold run), handing each block to its waiters as it arrives.
+ * Stops at the first block already present.
  * `flags` is 0, TFS_RAM_ONCE or TFS_RAM_PASS.  *filled (may be NULL) gets
  * the number of blocks it claimed (first..first+*filled-1).  Returns 0,
  * EAGAIN (nothing to do: the first block is present or no budget), or the
  * inner layer's error.  Takes no reference. */
 int tfs_ram_fill_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n,
 		     int flags, unsigned *filled);
+
+/* Read-ahead in two steps: claim blocks now, in the reader's thread, so a
+ * reader that comes next waits for them instead of fetching them again;
+ * fill them later on a worker.
+ *
+ * tfs_ram_claim_run() claims, as tfs_ram_fill_run() would fill, the blocks
+ * first.. of obj up to n (at most TFS_MAX_RUN) that are neither cached nor
+ * being filled, as far as the budget allows without waiting, stopping at
+ * the first block present; with TFS_RAM_SKIP it first skips the blocks
+ * present at the start.  Claimed blocks are in state FILLING: readers wait
+ * for them.  `flags` as for fill_run, plus TFS_RAM_SKIP.  Returns 0 and
+ * *out (the caller owns it and must hand it to exactly one of
+ * tfs_ram_fill_claim() or tfs_ram_cancel_claim()), or 0 and *out NULL
+ * when every block of the range is present (SKIP); EAGAIN when the first
+ * block to claim is present or there is no budget; EINVAL; ENOMEM. */
+struct tfs_ram_claim;
+int tfs_ram_claim_run(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t first, unsigned n,
+		      int flags, struct tfs_ram_claim **out);
+/* The claimed blocks: first.. first+len-1. */
+uint64_t tfs_ram_claim_first(const struct tfs_ram_claim *c);
+unsigned tfs_ram_claim_len(const struct tfs_ram_claim *c);
+/* Fill a claim with one read_blocks() on the inner layer (one GET when
+ * cold); each block is handed to its waiters as soon as it arrives.
+ * Frees the claim.  Returns 0 or the inner layer's error, after which the
+ * blocks that arrived whole stay cached and the others are dropped. */
+int tfs_ram_fill_claim(struct tfs_layer *ram, struct tfs_ram_claim *c);
+/* Give a claim up unfilled (a full queue, shutdown): its waiters fetch the
+ * blocks themselves.  Frees the claim.  Cannot fail. */
+void tfs_ram_cancel_claim(struct tfs_layer *ram, struct tfs_ram_claim *c);
 
 /* Drop a reference.  Cannot fail. */
 void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);

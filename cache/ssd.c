@@ -1073,7 +1073,7 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
  * layer fills them all (one GET instead of n), then each is written;
  * otherwise block by block, so cached blocks are still served locally. */
 static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			   void *const bufs[])
+			   void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct ssd *s = l->priv;
 	struct lookup lk, lk0;
@@ -1098,8 +1098,13 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 		goto one_by_one;
 	}
 	count(&s->misses, n);
-	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs);
-	for (unsigned i = 0; rc == 0 && i < n; i++)
+	/* The caller may use each block as it arrives; it is written here
+	 * once the whole run is in (the caller keeps every buffer until this
+	 * returns). */
+	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, progress);
+	/* A run cut short keeps the blocks that came whole. */
+	unsigned good = rc == 0 ? n : progress ? (unsigned)progress->ndone : 0;
+	for (unsigned i = 0; i < good; i++)
 		filled |= fill(s, obj, first + i, bufs[i], tfs_obj_block_len(obj, first + i, s->bs), tick,
 			       lk0.have_obj || filled);
 	finish(s, obj, tick, &lk0, false, lk0.have_obj && !filled);
@@ -1110,6 +1115,7 @@ one_by_one:
 		rc = ssd_read_block(l, obj, first + i, bufs[i]);
 		if (rc)
 			return rc;
+		tfs_layer_block_done(progress, i, tfs_obj_block_len(obj, first + i, s->bs));
 	}
 	return 0;
 }

@@ -683,8 +683,14 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 /* Read-ahead for sequential readers.  The kernel sends its own readahead
  * as parallel requests that may arrive slightly out of order, so a read
  * counts as sequential when it starts near where the last one ended.  The
- * window (prefetch.readahead) is refilled in runs of half its size, each
- * run fetched with one request to the tiers below (one GET when cold). */
+ * window (twice prefetch.readahead, the kernel's own window, so the
+ * daemon's fetches stay ahead of the kernel's requests) starts at the
+ * read's own first block and is refilled in runs of half
+ * prefetch.readahead, each fetched with one request to the tiers below
+ * (one GET when cold) whose blocks are handed out as they arrive.  The
+ * blocks are claimed under the handle's lock before the read itself asks
+ * for its block, so the kernel's parallel requests wait for the run that
+ * covers them instead of racing it with GETs of their own. */
 static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *obj, uint64_t off,
 		       uint64_t end)
 {
@@ -692,8 +698,8 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *ob
 		return;
 	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(obj, bs);
 	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
-	uint64_t slack = fs->ra_blocks * bs;
-	uint64_t from = 0, to = 0;
+	uint64_t window = 2 * fs->ra_blocks;
+	uint64_t slack = window * bs;
 	if (run > TFS_MAX_RUN)
 		run = TFS_MAX_RUN;
 	pthread_mutex_lock(&h->lock);
@@ -701,23 +707,25 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *ob
 	if (end > h->next_off || !sequential)
 		h->next_off = end;
 	if (sequential) {
-		uint64_t cur = (end + bs - 1) / bs;
-		from = h->ra_next > cur ? h->ra_next : cur;
-		to = cur + fs->ra_blocks;
+		uint64_t cur = off / bs;
+		uint64_t from = h->ra_next > cur ? h->ra_next : cur;
+		uint64_t to = cur + 1 + window;
 		if (to > nblocks)
 			to = nblocks;
 		/* Wait until a whole run is free, except at the end. */
-		if (from < to && (to - from >= run || to == nblocks))
+		if (from < to && (to - from >= run || to == nblocks || from == cur))
 			h->ra_next = to;
 		else
 			from = to;
+		for (uint64_t i = from; i < to; i += run) {
+			unsigned n = (unsigned)(to - i < run ? to - i : run);
+			if (tfs_prefetch_run(fs->pf, obj, i, n, TFS_RAM_ONCE) == EAGAIN) {
+				h->ra_next = i; /* retried by the next read */
+				break;
+			}
+		}
 	}
 	pthread_mutex_unlock(&h->lock);
-	for (uint64_t i = from; i < to; i += run) {
-		unsigned n = (unsigned)(to - i < run ? to - i : run);
-		if (tfs_prefetch_run(fs->pf, obj, i, n, TFS_RAM_ONCE) == EAGAIN)
-			break;
-	}
 }
 
 /* A dirty file reads its staged copy: the writer's own bytes at once. */

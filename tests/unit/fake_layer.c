@@ -45,17 +45,27 @@ static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t id
 }
 
 static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
-			    unsigned n, void *const bufs[])
+			    unsigned n, void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct fake_layer *f = l->priv;
+	int fail = atomic_load(&f->fail_with);
+	unsigned good = fail ? (unsigned)atomic_load(&f->fail_after) : n;
 	atomic_fetch_add(&f->multi_calls, 1);
 	for (unsigned i = 0; i < n; i++) {
 		size_t len = tfs_obj_block_len(obj, first + i, l->block_size);
 		unsigned char *p = bufs[i];
 		for (size_t j = 0; j < len; j++)
 			p[j] = fake_byte(obj->key, obj->etag, (first + i) * l->block_size + j);
+		if (i < good)
+			tfs_layer_block_done(progress, i, len);
+		while (i == 0 && atomic_load(&f->gate)) {
+			atomic_store(&f->at_gate, 1);
+			struct timespec ts = { 0, 1000000L };
+			nanosleep(&ts, NULL);
+		}
+		atomic_store(&f->at_gate, 0);
 	}
-	return atomic_load(&f->fail_with);
+	return fail;
 }
 
 static void fake_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])

@@ -14,6 +14,12 @@ struct fake_layer {
 	atomic_int delay_ms;
 	atomic_int invalidations;
 	atomic_int multi_calls; /* read_blocks calls */
+	/* read_blocks reports each block to its progress as it is filled:
+	 * with fail_with set, it reports `fail_after` blocks and then fails;
+	 * while `gate` is 1 it waits after reporting the first block. */
+	atomic_int fail_after;
+	atomic_int gate;
+	atomic_int at_gate; /* 1 while read_blocks waits at the gate */
 };
 
 /* The byte at `off` of object (key, etag). */

@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +194,144 @@ Test(ram, prefetch_run_is_one_inner_request)
 	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 7, 3, 0, NULL), EIO);
 	cr_assert(!tfs_ram_has(ram, &obj, 7));
 	atomic_store(&fake.fail_with, 0);
+}
+
+static void *run_0_4(void *arg)
+{
+	const struct tfs_obj *obj = arg;
+	return (void *)(intptr_t)tfs_ram_fill_run(ram, obj, 0, 4, TFS_RAM_ONCE, NULL);
+}
+
+Test(ram, run_blocks_are_served_as_they_arrive)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "stream", "\"e\"", 8 * BS);
+	/* The inner layer reports block 0, then stalls: a reader of block 0
+	 * gets it without waiting for the rest of the run. */
+	atomic_store(&fake.gate, 1);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, run_0_4, &obj), 0);
+	while (!atomic_load(&fake.at_gate))
+		sched_yield();
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);
+	check_block(&obj, 0, b);
+	cr_assert_eq(atomic_load(&fake.at_gate), 1, "the run must still be in progress");
+	tfs_ram_release(ram, b, true);
+	atomic_store(&fake.gate, 0);
+	void *rc;
+	pthread_join(t, &rc);
+	cr_assert_eq((intptr_t)rc, 0);
+	for (uint64_t i = 1; i < 4; i++) {
+		cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+		check_block(&obj, i, b);
+		tfs_ram_release(ram, b, true);
+	}
+	cr_assert_eq(atomic_load(&fake.calls), 0, "served from the run, not refetched");
+	cr_assert_eq(stat_of("used_bytes"), 0, "every streamed block freed once read");
+}
+
+Test(ram, a_run_cut_short_keeps_the_blocks_that_came_whole)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "cut", "\"e\"", 8 * BS);
+	atomic_store(&fake.fail_with, EIO);
+	atomic_store(&fake.fail_after, 2);
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 5, 0, NULL), EIO);
+	atomic_store(&fake.fail_with, 0);
+	cr_assert(tfs_ram_has(ram, &obj, 0) && tfs_ram_has(ram, &obj, 1));
+	for (uint64_t i = 2; i < 5; i++)
+		cr_assert(!tfs_ram_has(ram, &obj, i), "block %d of a failed run is cached", (int)i);
+	struct tfs_ram_block *b;
+	for (uint64_t i = 0; i < 2; i++) {
+		cr_assert_eq(tfs_ram_get(ram, &obj, i, TFS_RAM_WAIT, &b), 0);
+		check_block(&obj, i, b);
+		tfs_ram_put(ram, b);
+	}
+	cr_assert_eq(atomic_load(&fake.calls), 0, "the whole blocks are not fetched again");
+	cr_assert_eq(stat_of("used_bytes"), 2 * BS);
+}
+
+struct get_arg {
+	const struct tfs_obj *obj;
+	uint64_t idx;
+	int rc;
+	bool ok;
+};
+
+static void *get_one(void *arg)
+{
+	struct get_arg *a = arg;
+	struct tfs_ram_block *b;
+	a->rc = tfs_ram_get(ram, a->obj, a->idx, TFS_RAM_WAIT, &b);
+	if (a->rc == 0) {
+		const unsigned char *d = tfs_ram_block_data(b);
+		a->ok = true;
+		for (size_t i = 0; i < tfs_ram_block_len(b); i++)
+			a->ok &= d[i] == fake_byte(a->obj->key, a->obj->etag, a->idx * BS + i);
+		tfs_ram_put(ram, b);
+	}
+	return NULL;
+}
+
+Test(ram, claimed_blocks_are_waited_for_not_fetched_again)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "claim", "\"e\"", 8 * BS);
+	struct tfs_ram_claim *c;
+	cr_assert_eq(tfs_ram_claim_run(ram, &obj, 0, 4, TFS_RAM_ONCE, &c), 0);
+	cr_assert_not_null(c);
+	cr_assert_eq(tfs_ram_claim_first(c), 0);
+	cr_assert_eq(tfs_ram_claim_len(c), 4);
+	/* A reader of a claimed block waits for the claim's fill. */
+	struct get_arg a = { .obj = &obj, .idx = 2 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, get_one, &a), 0);
+	cr_assert_eq(tfs_ram_fill_claim(ram, c), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.rc, 0);
+	cr_assert(a.ok);
+	cr_assert_eq(atomic_load(&fake.calls), 0, "a claimed block was fetched twice");
+	cr_assert_eq(atomic_load(&fake.multi_calls), 1);
+	/* SKIP starts after the blocks present (0..3) and stops at the next
+	 * present one (6). */
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_get(ram, &obj, 6, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_put(ram, b);
+	cr_assert_eq(tfs_ram_claim_run(ram, &obj, 0, 8, TFS_RAM_SKIP, &c), 0);
+	cr_assert_not_null(c);
+	cr_assert_eq(tfs_ram_claim_first(c), 4);
+	cr_assert_eq(tfs_ram_claim_len(c), 2, "a claim stops at the next present block");
+	tfs_ram_cancel_claim(ram, c);
+	/* Without SKIP a present first block claims nothing. */
+	cr_assert_eq(tfs_ram_claim_run(ram, &obj, 0, 4, 0, &c), EAGAIN);
+	cr_assert_null(c);
+	/* Every block present: nothing to do, and no error. */
+	cr_assert_eq(tfs_ram_claim_run(ram, &obj, 0, 4, TFS_RAM_SKIP, &c), 0);
+	cr_assert_null(c);
+}
+
+Test(ram, a_cancelled_claim_is_fetched_by_its_reader)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "cancel", "\"e\"", 8 * BS);
+	struct tfs_ram_claim *c;
+	cr_assert_eq(tfs_ram_claim_run(ram, &obj, 4, 3, 0, &c), 0);
+	struct get_arg a = { .obj = &obj, .idx = 5 };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, get_one, &a), 0);
+	tfs_ram_cancel_claim(ram, c);
+	pthread_join(t, NULL);
+	cr_assert_eq(a.rc, 0, "a cancelled claim must not fail its reader");
+	cr_assert(a.ok);
+	cr_assert_eq(atomic_load(&fake.calls), 1, "the reader fetched block 5 itself");
+	cr_assert_eq(stat_of("fill_errors"), 0);
+	cr_assert(!tfs_ram_has(ram, &obj, 4) && !tfs_ram_has(ram, &obj, 6));
+	cr_assert_eq(stat_of("used_bytes"), 1 * BS, "only block 5 is held");
 }
 
 Test(ram, prefetch_run_never_waits_for_budget)

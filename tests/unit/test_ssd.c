@@ -78,13 +78,15 @@ static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t id
 }
 
 static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
-			    unsigned n, void *const bufs[])
+			    unsigned n, void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct fake *f = l->priv;
 	atomic_fetch_add(&f->multi_calls, 1);
-	for (unsigned i = 0; i < n; i++)
-		fake_bytes(obj->key, obj->etag, first + i, bufs[i],
-			   tfs_obj_block_len(obj, first + i, l->block_size));
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = tfs_obj_block_len(obj, first + i, l->block_size);
+		fake_bytes(obj->key, obj->etag, first + i, bufs[i], len);
+		tfs_layer_block_done(progress, i, len);
+	}
 	return 0;
 }
 
@@ -336,7 +338,7 @@ Test(ssd, cold_run_is_one_inner_request)
 	for (int i = 0; i < 4; i++)
 		bufs[i] = malloc(BS);
 	/* Blocks 2..5, nothing cached: one read_blocks below, all cached. */
-	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 2, 4, (void *const *)bufs), 0);
+	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 2, 4, (void *const *)bufs, NULL), 0);
 	cr_assert_eq(atomic_load(&t.fk.multi_calls), 1);
 	cr_assert_eq(atomic_load(&t.fk.calls), 0);
 	unsigned char *want = malloc(BS);
@@ -350,7 +352,7 @@ Test(ssd, cold_run_is_one_inner_request)
 	cr_assert_eq(atomic_load(&t.fk.calls), 0, "a block of the run must hit");
 	/* A run that overlaps cached blocks goes block by block: 0 and 1 are
 	 * fetched singly, 2 is served from the tier. */
-	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 0, 3, (void *const *)bufs), 0);
+	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 0, 3, (void *const *)bufs, NULL), 0);
 	cr_assert_eq(atomic_load(&t.fk.multi_calls), 1);
 	cr_assert_eq(atomic_load(&t.fk.calls), 2);
 	for (int i = 0; i < 4; i++)

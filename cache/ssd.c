@@ -770,6 +770,45 @@ fail:
 	return lmdb_trouble_key(s, rc, "fill", obj->key);
 }
 
+/* Write block bytes at `off` of the data file `fd`.  With s->direct the
+ * write bypasses the page cache (O_DIRECT): no copy into it, no second copy
+ * of data the kernel already caches for the mount itself, and no
+ * write-back later.  O_DIRECT wants the buffer, offset and length aligned:
+ * offsets are (block_size is a multiple of TFS_PAGE_ALIGN); a buffer that
+ * is not, or a length that is not (an object's last block), goes through
+ * an aligned copy padded with zeros past the object's end, bytes that are
+ * never read.  A filesystem that refuses O_DIRECT turns it off for good
+ * (logged once).  Returns 0 or an errno. */
+static int write_data(struct ssd *s, int fd, const void *buf, size_t len, off_t off)
+{
+	if (!atomic_load(&s->direct))
+		return tfs_pwrite_all(fd, buf, len, off);
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
+		goto refused;
+	size_t up = (len + TFS_PAGE_ALIGN - 1) / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
+	void *bounce = NULL;
+	const void *src = buf;
+	if ((uintptr_t)buf % TFS_PAGE_ALIGN != 0 || up != len) {
+		if (posix_memalign(&bounce, TFS_PAGE_ALIGN, up) != 0)
+			return ENOMEM;
+		memcpy(bounce, buf, len);
+		memset((char *)bounce + len, 0, up - len);
+		src = bounce;
+	}
+	int rc = tfs_pwrite_all(fd, src, up, off);
+	free(bounce);
+	if (rc != EINVAL)
+		return rc;
+refused:
+	if (atomic_exchange(&s->direct, false))
+		tfs_info(s->log, "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
+			 s->dir);
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl & ~O_DIRECT);
+	return tfs_pwrite_all(fd, buf, len, off);
+}
+
 /* Cache a block the inner layer just returned.  Never fails the read.
  * Returns true if the block is now indexed. */
 static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
@@ -787,7 +826,7 @@ static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const v
 		atomic_fetch_sub(&s->charged, len);
 		return false;
 	}
-	rc = tfs_pwrite_all(fd, buf, len, (off_t)(idx * s->bs));
+	rc = write_data(s, fd, buf, len, (off_t)(idx * s->bs));
 	if (rc) {
 		write_failed(s, obj, rc, "cannot write to");
 		if (!have_obj)
@@ -1462,6 +1501,7 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	s->env = env;
 	s->policy = cc->policy;
 	s->bs = cc->block_size;
+	atomic_store(&s->direct, cfg->direct_io);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->flush_lock, NULL);
 	pthread_cond_init(&s->unmarked, NULL);

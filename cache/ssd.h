@@ -27,6 +27,7 @@
 #ifndef TFS_SSD_H
 #define TFS_SSD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <lmdb.h>
@@ -50,6 +51,10 @@ struct tfs_ssd_config {
 	 * capacity (pin_max 0, 0 <= pin_max_pct <= 100). */
 	uint64_t pin_max;
 	double pin_max_pct;
+	/* Write data files with O_DIRECT (when the filesystem takes it):
+	 * fills skip the page cache, which the kernel already spends on the
+	 * mount's own copy of the data. */
+	bool direct_io;
 };
 
 /* Object record flag: never evicted by the watermarks or the policy. */

@@ -126,6 +126,8 @@ struct ssd {
 	_Atomic uint64_t pin_max; /* most bytes pinned at once */
 	_Atomic uint64_t trash_seq;
 	atomic_bool broken; /* index damaged at run time: pass through */
+	atomic_bool direct; /* fills write with O_DIRECT (ssd.direct_io, and the
+			     * filesystem takes it) */
 	atomic_bool stop;
 
 	pthread_mutex_t lock;

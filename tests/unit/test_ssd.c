@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -177,6 +178,7 @@ static void t_init(struct t *t, enum tfs_policy policy, uint64_t size)
 	t->cfg.size = size;
 	t->cfg.high_watermark = 90;
 	t->cfg.low_watermark = 50;
+	t->cfg.direct_io = true; /* the default */
 	t->cc.block_size = BS;
 	t->cc.policy = policy;
 	pthread_mutex_init(&t->cap.mu, NULL);
@@ -714,6 +716,56 @@ Test(ssd, full_disk_passes_through, .fini = unmount_tmpfs)
 	cr_assert_eq(umount2(data, MNT_DETACH), 0);
 	tmpfs_at[0] = '\0';
 	t_fini(&t);
+}
+
+/* Pages of `path` in the page cache. */
+static size_t resident_pages(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	struct stat st;
+	cr_assert_eq(fstat(fd, &st), 0);
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = ((size_t)st.st_size + pg - 1) / pg, res = 0;
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	unsigned char *vec = malloc(n);
+	cr_assert_eq(mincore(m, (size_t)st.st_size, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		res += vec[i] & 1;
+	free(vec);
+	munmap(m, (size_t)st.st_size);
+	close(fd);
+	return res;
+}
+
+/* Fills with direct_io leave nothing in the page cache, and the blocks,
+ * the short last one too (written padded), read back right after a
+ * restart; without it the bytes go through the page cache. */
+Test(ssd, direct_io_fills_skip_the_page_cache)
+{
+	char path[256];
+	uint64_t size = obj_size(3) + 1000; /* a last block of 1000 bytes */
+	for (int direct = 1; direct >= 0; direct--) {
+		struct t t;
+		t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+		t.cfg.direct_io = direct;
+		t_open(&t);
+		rd_all(&t, "dio", "e", size);
+		data_path(&t, "dio", path, sizeof(path));
+		size_t res = resident_pages(path);
+		if (direct)
+			cr_assert_eq(res, 0, "%zu pages of a direct fill in the page cache", res);
+		else
+			cr_assert_gt(res, 0, "a buffered fill bypassed the page cache");
+		t_close(&t);
+		t_open(&t);
+		int calls = atomic_load(&t.fk.calls);
+		rd_all(&t, "dio", "e", size);
+		cr_assert_eq(atomic_load(&t.fk.calls), calls, "refetched after a restart");
+		cr_assert_eq(st_get(&t, "corrupt"), 0);
+		t_close(&t);
+		t_fini(&t);
+	}
 }
 
 Test(ssd, network_fs_refused)

@@ -110,11 +110,14 @@ int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_d
 		wipe_free((char *)buf, cap);
 		return fail(err, name, "empty");
 	}
-	size_t line = strlen(file_key(name)) + 1 + (size_t)len;
-	if (line > FV_CREDS_MAX_LINE) {
+	size_t max = FV_CREDS_MAX_LINE - strlen(file_key(name)) - 1;
+	if (strcmp(name, "sessionToken") == 0 && max > FV_SESSION_TOKEN_MAX)
+		max = FV_SESSION_TOKEN_MAX;
+	else if (strcmp(name, "accessKey") == 0 && max > FV_ACCESS_KEY_MAX)
+		max = FV_ACCESS_KEY_MAX;
+	if ((size_t)len > max) {
 		wipe_free((char *)buf, cap);
-		return fail(err, name, "%d characters long; at most %zu are accepted", len,
-			    FV_CREDS_MAX_LINE - strlen(file_key(name)) - 1);
+		return fail(err, name, "%d characters long; at most %zu are accepted", len, max);
 	}
 	*out = (char *)buf;
 	return 0;

@@ -29,13 +29,24 @@ struct fv_creds {
  * keeps a hostile Secret from making a huge file. */
 #define FV_CREDS_MAX_LINE 16383
 
+/* The longest keys the daemon can sign with (backends/s3.c, sign()): it
+ * sends "x-amz-security-token: TOKEN" as a header line of at most 16384
+ * bytes, and the Authorization value, which holds the access key with the
+ * credential scope, the signed header names and the signature, is at most
+ * 4096 bytes.  A longer key would pass here and fail every request of the
+ * daemon with "cannot sign the request"; refusing it here names the key.
+ * AWS access key IDs have at most 128 characters. */
+#define FV_SESSION_TOKEN_MAX (16384 - 22) /* strlen("x-amz-security-token: ") */
+#define FV_ACCESS_KEY_MAX 1024
+
 /* Decode the base64 `b64` of secret key `name` ("secretKey") into a new
  * NUL-terminated string *out (the caller wipes it: fv_creds_clear() or
  * explicit_bzero() then free()).  The key must be standard base64 with
  * padding (blanks and newlines around it are ignored) and decode to
- * printable ASCII without blanks, and "aws_..._key=VALUE" must fit in
- * FV_CREDS_MAX_LINE.  Returns 0; EINVAL with "secret NAME: why" in err
- * (may be NULL; never the value); ENOMEM. */
+ * printable ASCII without blanks, "aws_..._key=VALUE" must fit in
+ * FV_CREDS_MAX_LINE, a sessionToken in FV_SESSION_TOKEN_MAX and an
+ * accessKey in FV_ACCESS_KEY_MAX characters.  Returns 0; EINVAL with
+ * "secret NAME: why" in err (may be NULL; never the value); ENOMEM. */
 int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_dbuf *err);
 
 /* Write `c` (access_key and secret_key set) to `path`, mode 0600, via a

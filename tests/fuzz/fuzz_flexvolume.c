@@ -215,6 +215,12 @@ static void check_cred(const char *name, const char *v)
 	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
 		CHECK("fv_creds", *p > 0x20 && *p < 0x7f, "%s has byte 0x%02x", name, *p);
 	CHECK("fv_creds", strlen(v) <= FV_CREDS_MAX_LINE, "%s has %zu bytes", name, strlen(v));
+	/* What the daemon can sign with (fv_secrets.h). */
+	if (strcmp(name, "sessionToken") == 0)
+		CHECK("fv_creds", strlen(v) <= FV_SESSION_TOKEN_MAX, "%s has %zu bytes", name,
+		      strlen(v));
+	if (strcmp(name, "accessKey") == 0)
+		CHECK("fv_creds", strlen(v) <= FV_ACCESS_KEY_MAX, "%s has %zu bytes", name, strlen(v));
 }
 
 /* ---- the secret never in a message ---- */

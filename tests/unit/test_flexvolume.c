@@ -599,6 +599,43 @@ Test(secrets, length_limit)
 	free(b64);
 }
 
+Test(secrets, session_token_and_access_key_limits)
+{
+	/* The limits docs/kubernetes.md, tierfs-flexvolume(8) and
+	 * deploy/secret.yaml state: what the daemon's signer sends
+	 * (tests/integration/test_flexvolume.py mounts at the limit). */
+	static const struct { const char *name; size_t fit; } k[] = {
+		{ "sessionToken", 16362 }, { "accessKey", 1024 }, { "secretKey", 16361 },
+	};
+	char *plain = malloc(16400), *b64 = malloc(2 * 16400), *out;
+
+	cr_assert_eq(FV_SESSION_TOKEN_MAX, 16362);
+	cr_assert_eq(FV_ACCESS_KEY_MAX, 1024);
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		size_t fit = k[i].fit;
+
+		memset(plain, 'T', fit + 1);
+		plain[fit] = '\0';
+		encode(plain, b64);
+		cr_assert_eq(fv_secret_decode(k[i].name, b64, &out, &err), 0, "%s: %s", k[i].name,
+			     tfs_dbuf_str(&err));
+		cr_assert_eq(strlen(out), fit);
+		free(out);
+		plain[fit] = 'T';
+		plain[fit + 1] = '\0';
+		encode(plain, b64);
+		out = (char *)"unchanged";
+		cr_assert_eq(fv_secret_decode(k[i].name, b64, &out, &err), EINVAL, "%s", k[i].name);
+		cr_assert_null(out);
+		char want[128];
+		snprintf(want, sizeof(want), "secret %s: %zu characters long; at most %zu are accepted",
+			 k[i].name, fit + 1, fit);
+		cr_assert_str_eq(tfs_dbuf_str(&err), want);
+	}
+	free(plain);
+	free(b64);
+}
+
 Test(secrets, credentials_file)
 {
 	struct fv_creds c = { strdup("AKIA"), strdup("s/k+e"), strdup("tok") };

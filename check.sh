@@ -175,6 +175,8 @@ if [ $extended = 1 ]; then
 	run "tsan write local" $san tsan python3 tests/integration/test_write.py "$tb" --backend local --seed 7
 	run "tsan mount moto" $san tsan python3 tests/integration/test_mount.py "$tb" --backend moto
 	run "tsan faults" $san tsan python3 tests/integration/test_faults.py "$tb"
+	run "tsan flexvolume" $san tsan python3 tests/integration/test_flexvolume.py \
+		"$top/build-tsan/tierfs-flexvolume" "$tb"
 
 	# The Debian package: dpkg-buildpackage in a copy of the tree, install,
 	# mount with the installed commands, purge (needs root).

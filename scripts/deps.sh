@@ -13,8 +13,10 @@ BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
   libmicrohttpd-dev"
 TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
   radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
-# setpriv (tests/integration/test_flexvolume.py reads a mount as another uid)
-TEST_PKGS="$TEST_PKGS util-linux"
+# setpriv (tests/integration/test_flexvolume.py reads a mount as another uid);
+# unshare and nsenter (test_ops.py's syslog test); PyYAML
+# (test_flexvolume.py parses flexvolume/deploy/*.yaml)
+TEST_PKGS="$TEST_PKGS util-linux python3-yaml"
 # clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh)
 TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev"
 BENCH_PKGS="s3fs rclone fio hyperfine"
@@ -33,10 +35,11 @@ esac
 
 missing=""
 for p in $pkgs; do
-	# python3-boto3/botocore may come from pip (moto's environment) instead.
+	# python3-boto3/botocore/yaml may come from pip (moto's environment) instead.
 	case $p in
 	python3-botocore) python3 -c 'import botocore' 2>/dev/null && continue ;;
 	python3-boto3) python3 -c 'import boto3' 2>/dev/null && continue ;;
+	python3-yaml) python3 -c 'import yaml' 2>/dev/null && continue ;;
 	esac
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		missing="$missing $p"

@@ -19,8 +19,10 @@ test_mount.py's Bucket).  Needs root and /dev/fuse.
 Ends with "flexvolume: N passed, N failed (...)".
 """
 import base64
+import errno
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -100,6 +102,83 @@ def configmap_conf(path):
             elif inside:
                 break
     return "".join(out).rstrip("\n") + "\n"
+
+
+# A FUSE server, in Python on the raw kernel protocol, that answers INIT
+# and then every request with ESTALE: what a mount whose daemon is gone
+# looks like when the kernel does not say ENOTCONN (anchors §5: "ENOTCONN
+# or ESTALE means still mounted").  It mounts itself as fuse.tierfs on
+# argv[1] with source argv[2], prints "ready", prints the opcode of every
+# request it answers, and exits when the mount goes (read() gives ENODEV).
+ESTALE_FUSE = r"""
+import ctypes, errno, os, struct, sys
+target, source = sys.argv[1], sys.argv[2]
+fd = os.open("/dev/fuse", os.O_RDWR)
+libc = ctypes.CDLL(None, use_errno=True)
+data = "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other" % fd
+if libc.mount(source.encode(), target.encode(), b"fuse.tierfs", 2 | 4, data.encode()) != 0:
+    sys.exit("mount: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+while True:
+    try:
+        req = os.read(fd, 1 << 17)
+    except OSError as e:
+        if e.errno in (errno.EINTR, errno.ENOENT):
+            continue
+        break
+    length, opcode, unique = struct.unpack_from("<IIQ", req)
+    if opcode in (2, 36, 42):  # FORGET, INTERRUPT, BATCH_FORGET: no reply
+        continue
+    out, err = b"", -errno.ESTALE
+    if opcode == 26:  # INIT: fuse_init_out of protocol 7.31, max_write 4096
+        out, err = struct.pack("<IIIIHHIIHHI28x", 7, 31, 0, 0, 0, 0, 4096, 1, 0, 0, 0), 0
+    elif opcode == 38:  # DESTROY
+        err = 0
+    print(opcode, flush=True)
+    try:
+        os.write(fd, struct.pack("<IiQ", 16 + len(out), err, unique) + out)
+    except OSError:
+        pass
+"""
+
+
+def parse_ini(text):
+    """{section: {key: value}} of a tierfs.conf-syntax text (names lower-case)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            cur = out.setdefault(line[1:-1].strip().lower(), {})
+        elif "=" in line and cur is not None:
+            k, v = line.split("=", 1)
+            cur[k.strip().lower()] = v.strip()
+    return out
+
+
+def set_ini(text, changes):
+    """`text` with {section: {key: value}} replaced in place (comments and
+    order kept); keys it lacks are added at the end of their section."""
+    todo = {s: dict(kv) for s, kv in changes.items()}
+    out, cur = [], None
+
+    def flush():
+        for k, v in todo.pop(cur, {}).items():
+            out.append("%s = %s" % (k, v))
+    for line in text.splitlines():
+        st = line.strip()
+        if st.startswith("["):
+            flush()
+            cur = st[1:-1].strip()
+        elif "=" in st and st[0] not in "#;" and cur in todo:
+            k = st.split("=", 1)[0].strip()
+            if k in todo[cur]:
+                line = "%s = %s" % (k, todo[cur].pop(k))
+        out.append(line)
+    flush()
+    assert not todo, "sections missing: %s" % todo
+    return "\n".join(out) + "\n"
 
 
 class Kubelet:
@@ -426,6 +505,64 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
         self.assert_nothing_left(t)
 
+    def stale_mount(self, t):
+        """Kill the volume's daemon, detach its corpse and put an ESTALE
+        answering FUSE mount of the same type and source in its place."""
+        pid = stats(t)["pid"]
+        os.kill(pid, 9)
+        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        self.assertEqual(subprocess.run(["umount", "-l", t]).returncode, 0)
+        fake = subprocess.Popen([sys.executable, "-c", ESTALE_FUSE, t, self.source],
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: fake.poll() is None and (fake.kill(), fake.wait()))
+        self.assertEqual(fake.stdout.readline(), "ready\n")
+        with self.assertRaises(OSError) as cm:
+            os.statvfs(t)
+        self.assertEqual(cm.exception.errno, errno.ESTALE)
+        [mi] = mountinfo(t)
+        self.assertEqual(mi[mi.index("-") + 1], "fuse.tierfs")
+        return fake
+
+    def test_unmount_stale_mount(self):
+        """ESTALE is still mounted, as ENOTCONN is (test_unmount_dead_mount):
+        unmount unmounts it and keeps the writable volume's cache."""
+        self.put("x", b"x")
+        t = self.target()
+        self.mount_ok(t, {"readOnly": "false"})
+        fake = self.stale_mount(t)
+        rc, reply, raw = self.k.unmount(t)
+        self.assertEqual(reply, {"status": "Success"}, raw)
+        self.assertEqual(mountinfo(t), [])
+        self.assertEqual(fake.wait(timeout=30), 0, "the stale mount's server is still serving")
+        # statfs (opcode 17): ours in stale_mount(), then tierfs umount's.
+        self.assertGreaterEqual(fake.stdout.read().split().count("17"), 2,
+                                "the unmount never met the ESTALE")
+        [h] = self.k.state_dirs()
+        with open(os.path.join(self.k.state, h, "volume.json")) as f:
+            self.assertEqual(json.load(f)["phase"], "kept")
+        self.assertIn("kept the cache", self.k.log_text())
+        os.makedirs(t, exist_ok=True)
+        self.mount_ok(t)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assert_nothing_left(t)
+
+    def test_stale_mount_is_mounted_again(self):
+        """A mount answering ESTALE is detached and mounted again, as a
+        dead one answering ENOTCONN is (test_dead_mount_is_mounted_again)."""
+        self.put("x", b"again")
+        t = self.target()
+        self.mount_ok(t)
+        fake = self.stale_mount(t)
+        self.mount_ok(t)
+        self.assertIn("the mount is dead (%s); mounting again" % os.strerror(errno.ESTALE),
+                      self.k.log_text())
+        self.assertEqual(fake.wait(timeout=30), 0, "the stale mount's server is still serving")
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"again")
+        self.assertEqual(len(mountinfo(t)), 1)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assert_nothing_left(t)
+
     def test_unmount_drains_writeback(self):
         """What a pod wrote is in the bucket when unmount succeeds."""
         t = self.target()
@@ -645,6 +782,38 @@ class FlexVolumeTests(unittest.TestCase):
             self.assertNotIn(n, conf)
         self.assertFalse(os.path.exists(creds), "the credentials outlive the mount")
 
+    def test_longest_keys(self):
+        """The documented limits (docs/kubernetes.md, tierfs-flexvolume(8),
+        deploy/secret.yaml): a sessionToken of 16362 characters and an
+        accessKey of 1024 mount, and the daemon signs with them (the
+        longest its signer sends, backends/s3.c); one more character fails
+        the mount at once, naming the key, not its value."""
+        self.put("x", b"long keys")
+        token = ("tok" + secrets.token_urlsafe(12300))[:16362]
+        access = ("AKIA" + secrets.token_hex(512).upper())[:1024]
+        self.assertEqual((len(token), len(access)), (16362, 1024))
+        t = self.target()
+        self.mount_ok(t, secret=dict(self.secret, sessionToken=b64(token),
+                                     accessKey=b64(access)))
+        with open(os.path.join(t, "x"), "rb") as f:
+            self.assertEqual(f.read(), b"long keys")
+        [h] = self.k.state_dirs()
+        with open(os.path.join(self.k.state, h, "credentials")) as f:
+            text = f.read()
+        self.assertIn("aws_session_token=%s\n" % token, text)
+        self.assertIn("aws_access_key_id=%s\n" % access, text)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assert_nothing_left(t)
+        for key, value in (("sessionToken", token + "X"), ("accessKey", access + "X")):
+            t = self.target("pod-" + key)
+            rc, reply, raw = self.k.mount(t, {"source": self.source},
+                                          dict(self.secret, **{key: b64(value)}))
+            self.assert_failure(reply, "secret %s: %d characters long; at most %d are accepted"
+                                % (key, len(value), len(value) - 1))
+            self.assertNotIn(value[:40], raw)
+            self.assertEqual(mountinfo(t), [])
+            self.assertEqual(self.k.state_dirs(), [])
+
     # ---- deployment
 
     def test_installer_and_shipped_config(self):
@@ -699,6 +868,233 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(self.k.call("init")[2], INIT_REPLY + "\n")
         rc, reply, raw = self.k.call("mount", self.target(), "{")
         self.assert_failure(reply, "the options are not valid JSON")
+
+    def test_deploy_manifests_agree(self):
+        """Every YAML file of flexvolume/deploy/ parses (PyYAML), and the
+        files agree with each other, with install.sh and the Dockerfile, and
+        with the driver: the Secret's type, the volumes' driver, secretRef
+        and options, the PV/PVC/pod binding, the DaemonSet's mounts, env and
+        plugin dir, and the ConfigMap key it mounts."""
+        import yaml
+        deploy = os.path.join(HERE, "..", "..", "flexvolume", "deploy")
+        docs = {}
+        for name in sorted(os.listdir(deploy)):
+            if name.endswith((".yaml", ".yml")):
+                with open(os.path.join(deploy, name)) as f:
+                    objs = [o for o in yaml.safe_load_all(f) if o is not None]
+                self.assertTrue(objs, name + " holds no object")
+                for o in objs:
+                    self.assertIn(o.get("apiVersion"), ("v1", "apps/v1"), name)
+                    self.assertTrue(o["metadata"]["name"], name)
+                    docs.setdefault(o["kind"], []).append((name, o))
+        self.assertEqual(sorted(docs), ["ConfigMap", "DaemonSet", "PersistentVolume",
+                                        "PersistentVolumeClaim", "Pod", "Secret"])
+        for kind in ("ConfigMap", "DaemonSet", "PersistentVolume", "PersistentVolumeClaim",
+                     "Secret"):
+            self.assertEqual(len(docs[kind]), 1, kind)
+        [(_, cm)] = docs["ConfigMap"]
+        [(_, ds)] = docs["DaemonSet"]
+        [(_, pv)] = docs["PersistentVolume"]
+        [(_, pvc)] = docs["PersistentVolumeClaim"]
+        [(_, sec)] = docs["Secret"]
+
+        # The Secret: the kubelet hands a FlexVolume only Secrets whose
+        # type is the driver's name; the driver accepts these keys only.
+        self.assertEqual(sec["type"], "tierfs/tierfs")
+        keys = set(sec.get("stringData", {})) | set(sec.get("data", {}))
+        self.assertTrue({"accessKey", "secretKey"} <= keys, keys)
+        self.assertTrue(keys <= {"accessKey", "secretKey", "sessionToken"}, keys)
+        sec_ns = sec["metadata"]["namespace"]
+
+        # The node config in the ConfigMap: what the helper of the other
+        # tests extracts, and the [pod] allow list the volumes must respect.
+        self.assertEqual(list(cm["data"]), ["flexvolume.conf"])
+        node_conf = cm["data"]["flexvolume.conf"]
+        self.assertEqual(node_conf, configmap_conf(os.path.join(deploy, "configmap.yaml")))
+        ini = parse_ini(node_conf)
+        allow = set(ini["pod"]["allow"].replace(",", " ").split())
+
+        # The flexVolume sources: PV and inline volumes of pods.
+        def check_flex(where, fv, ns):
+            self.assertEqual(fv["driver"], "tierfs/tierfs", where)
+            self.assertEqual(fv["secretRef"]["name"], sec["metadata"]["name"], where)
+            self.assertIn(fv["secretRef"].get("namespace", ns), (ns,), where)
+            self.assertEqual(ns, sec_ns, where + ": the Secret is looked up in the pod's namespace")
+            opts = fv.get("options", {})
+            self.assertTrue(opts, where)
+            for k, v in opts.items():
+                # The kubelet passes map[string]string: an unquoted
+                # `true` or `2` would not even reach the driver.
+                self.assertIsInstance(v, str, "%s: option %s" % (where, k))
+                self.assertIn(k, allow, "%s: option %s is not in the ConfigMap's [pod] allow"
+                              % (where, k))
+            self.assertIsInstance(fv.get("readOnly", False), bool, where)
+
+        pods = {o["metadata"]["name"]: (n, o) for n, o in docs["Pod"]}
+        self.assertEqual(len(pods), 2)
+        check_flex("pv.yaml", pv["spec"]["flexVolume"], pvc["metadata"]["namespace"])
+        inline = 0
+        for pname, (fname, pod) in pods.items():
+            ns = pod["metadata"]["namespace"]
+            vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+            for c in pod["spec"]["containers"]:
+                for vm in c.get("volumeMounts", []):
+                    self.assertIn(vm["name"], vols, fname)
+            for v in vols.values():
+                if "flexVolume" in v:
+                    inline += 1
+                    check_flex(fname, v["flexVolume"], ns)
+                if "persistentVolumeClaim" in v:
+                    self.assertEqual(v["persistentVolumeClaim"]["claimName"],
+                                     pvc["metadata"]["name"], fname)
+                    self.assertEqual(ns, pvc["metadata"]["namespace"], fname)
+        self.assertEqual(inline, 1, "inline-pod.yaml has one flexVolume")
+        # The claim binds the PV: names, class and access modes.
+        self.assertEqual(pvc["spec"]["volumeName"], pv["metadata"]["name"])
+        self.assertEqual(pvc["spec"]["storageClassName"], pv["spec"]["storageClassName"])
+        self.assertTrue(set(pvc["spec"]["accessModes"]) <= set(pv["spec"]["accessModes"]))
+        self.assertEqual(pvc["spec"]["resources"]["requests"]["storage"],
+                         pv["spec"]["capacity"]["storage"])
+
+        # The DaemonSet against install.sh (its entry point) and the Dockerfile.
+        with open(os.path.join(deploy, "install.sh")) as f:
+            install = f.read()
+        with open(os.path.join(deploy, "Dockerfile")) as f:
+            dockerfile = f.read()
+        defaults = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}$", install, re.M))
+        self.assertEqual(sorted(defaults),
+                         ["CONFIG", "HOST_ETC", "HOST_OPT", "PLUGIN_DIR", "SRC"])
+        self.assertIn('COPY flexvolume/deploy/install.sh /install.sh', dockerfile)
+        self.assertIn('ENTRYPOINT ["/install.sh"]', dockerfile)
+        self.assertIn("--prefix=" + defaults["SRC"] + " ", dockerfile)
+        self.assertIn("--sysconfdir=/etc ", dockerfile)
+        self.assertIn("COPY --from=build /stage%s %s" % (defaults["SRC"], defaults["SRC"]),
+                      dockerfile)
+        self.assertRegex(dockerfile, r"RUN echo \S+ >%s/VERSION" % re.escape(defaults["SRC"]))
+
+        self.assertEqual(ds["metadata"]["namespace"], cm["metadata"]["namespace"],
+                         "a pod mounts ConfigMaps of its own namespace only")
+        spec = ds["spec"]["template"]["spec"]
+        self.assertEqual(ds["spec"]["selector"]["matchLabels"],
+                         {k: v for k, v in ds["spec"]["template"]["metadata"]["labels"].items()
+                          if k in ds["spec"]["selector"]["matchLabels"]})
+        [c] = spec["containers"]
+        self.assertNotIn("command", c, "the image's entry point is install.sh")
+        self.assertNotIn("args", c)
+        sc = c["securityContext"]
+        self.assertEqual(sc.get("runAsUser"), 0)
+        self.assertIs(sc.get("privileged"), True, "anchors §5: a privileged DaemonSet")
+        vols = {v["name"]: v for v in spec["volumes"]}
+        mounts = {vm["mountPath"]: vm for vm in c["volumeMounts"]}
+        for vm in mounts.values():
+            self.assertIn(vm["name"], vols)
+        self.assertEqual(len(mounts), len(c["volumeMounts"]), "two mounts on one path")
+        env = {e["name"]: e["value"] for e in c.get("env", [])}
+        self.assertTrue(set(env) <= set(defaults), env)
+
+        def host_dir(var):
+            """The node directory install.sh's VAR lands in."""
+            path = env.get(var, defaults[var])
+            self.assertEqual(path, defaults[var], "%s: the DaemonSet and install.sh differ" % var)
+            self.assertIn(path, mounts, "%s=%s is not a volumeMount" % (var, path))
+            vm = mounts[path]
+            self.assertFalse(vm.get("readOnly", False), var)
+            hp = vols[vm["name"]].get("hostPath")
+            self.assertTrue(hp, "%s is not a hostPath" % var)
+            self.assertIn(hp.get("type"), ("DirectoryOrCreate", "Directory"))
+            return hp["path"]
+
+        # The plugin dir: the kubelet's default (anchors §5; the GKE and
+        # --volume-plugin-dir values are documented beside it).
+        self.assertEqual(host_dir("PLUGIN_DIR"),
+                         "/usr/libexec/kubernetes/kubelet-plugins/volume/exec")
+        self.assertIn('"$PLUGIN_DIR/tierfs~tierfs/tierfs"', install)
+        # tierfs and the driver: HOST_OPT/current is the image's SRC on the
+        # node, where the ConfigMap's [node] tierfs and the binaries' run
+        # path point.
+        opt = host_dir("HOST_OPT")
+        self.assertEqual(opt + "/current", defaults["SRC"])
+        self.assertIn('"$HOST_OPT/current"', install)
+        self.assertEqual(ini["node"]["tierfs"], defaults["SRC"] + "/bin/tierfs")
+        self.assertIn("-Wl,-rpath," + defaults["SRC"] + "/lib", dockerfile)
+        # The node config: HOST_ETC/flexvolume.conf is where the driver
+        # built with --sysconfdir=/etc reads it (fv_nodeconf.c).
+        etc = host_dir("HOST_ETC")
+        self.assertIn('"$HOST_ETC/flexvolume.conf"', install)
+        self.assertEqual(etc + "/flexvolume.conf", "/etc/tierfs/flexvolume.conf")
+        # The ConfigMap: mounted where install.sh's CONFIG is, by name, and
+        # its key is CONFIG's file name.
+        cdir, cfile = os.path.split(defaults["CONFIG"])
+        self.assertIn(cdir, mounts, "the ConfigMap is not mounted at " + cdir)
+        cvol = vols[mounts[cdir]["name"]]
+        self.assertEqual(cvol["configMap"]["name"], cm["metadata"]["name"])
+        items = cvol["configMap"].get("items")
+        paths = [i["path"] for i in items] if items else list(cm["data"])
+        self.assertIn(cfile, paths)
+        if items:
+            self.assertIn({"key": "flexvolume.conf", "path": cfile}, items)
+        else:
+            self.assertIn(cfile, cm["data"])
+        # A read-only root: every directory install.sh writes is a mount.
+        if sc.get("readOnlyRootFilesystem"):
+            self.assertEqual(sorted(p for p in mounts if not mounts[p].get("readOnly")),
+                             sorted([defaults["PLUGIN_DIR"], defaults["HOST_OPT"],
+                                     defaults["HOST_ETC"], "/tmp"]))
+        # docs/kubernetes.md documents the same plugin dir and privilege.
+        with open(os.path.join(HERE, "..", "..", "docs", "kubernetes.md")) as f:
+            doc = f.read()
+        for want in ("`/usr/libexec/kubernetes/kubelet-plugins/volume/exec`",
+                     "`privileged: true`"):
+            self.assertTrue(want in doc, "docs/kubernetes.md does not say " + want)
+
+    def test_example_volumes_mount_with_shipped_config(self):
+        """pv.yaml's and inline-pod.yaml's volumes, with secret.yaml's keys,
+        pass as the kubelet hands them under the shipped ConfigMap's node
+        config (its node paths moved into the test's directory, its endpoint
+        the moto server) and mount read-only."""
+        import yaml
+        deploy = os.path.join(HERE, "..", "..", "flexvolume", "deploy")
+
+        def load(name):
+            with open(os.path.join(deploy, name)) as f:
+                return yaml.safe_load(f)
+        sec = load("secret.yaml")
+        secret = {k: b64(v) for k, v in sec["stringData"].items()}
+        ini_text = set_ini(load("configmap.yaml")["data"]["flexvolume.conf"], {
+            "node": {"tierfs": TIERFS, "cache_root": self.k.cache, "state_dir": self.k.state,
+                     "log_file": self.k.log, "daemon_log": self.k.daemon_log,
+                     "systemd": "no"},
+            "defaults": {"endpoint": M.env["TFS_S3_ENDPOINT"], "pathStyle": "true",
+                         "ssdSize": "256M"}})
+        with open(self.k.conf, "w") as f:
+            f.write(ini_text)
+        volumes = [("pv.yaml", load("pv.yaml")["spec"]["flexVolume"])]
+        for v in load("inline-pod.yaml")["spec"]["volumes"]:
+            if "flexVolume" in v:
+                volumes.append(("inline-pod.yaml", v["flexVolume"]))
+        bucket = "datasets"
+        try:
+            M.s3.create_bucket(Bucket=bucket)
+        except M.s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        for i, (name, fv) in enumerate(volumes):
+            o = fv["options"]
+            src = o.get("source") or "s3://%s/%s" % (o["bucket"], o.get("prefix", ""))
+            self.assertTrue(src.startswith("s3://%s/" % bucket), src)
+            key = src[len("s3://%s/" % bucket):].strip("/") + "/example-%d.bin" % i
+            data = data_for(name, 70000)
+            M.s3.put_object(Bucket=bucket, Key=key, Body=data)
+            t = self.target("pod-%d" % i)
+            rc, reply, raw = self.k.mount(t, o, secret,
+                                          readwrite="ro" if fv.get("readOnly") else "rw")
+            self.assertEqual(reply, {"status": "Success"}, "%s: %s" % (name, raw))
+            with open(os.path.join(t, "example-%d.bin" % i), "rb") as f:
+                self.assertEqual(f.read(), data, name)
+            with self.assertRaises(OSError) as cm:
+                open(os.path.join(t, "new"), "wb").close()
+            self.assertEqual(cm.exception.errno, errno.EROFS, name)
+            self.assertEqual(self.k.unmount(t)[1], {"status": "Success"}, name)
+            self.assert_nothing_left(t)
 
     # ---- the node's cache
 

@@ -8,11 +8,15 @@ Uses the harness of test_mount.py (a local-directory bucket, or a bucket on
 a throwaway moto_server).  Prints one line per test and ends with
 "ops: N passed, N failed".
 """
+import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -485,6 +489,169 @@ def t_logs_name_keys_not_secrets(ctx):
             assert "s3://%s/" % ctx.bucket.source.split("/")[2] in ln, "no key in: " + ln
 
 
+# ---------------------------------------------------------------- log sinks
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+LOG_DAEMON = 3  # <syslog.h> facility, as lib/log.c's openlog() passes it
+SYSLOG_LINE = re.compile(r"<(\d+)>([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) tierfs\[(\d+)\]: (.*)",
+                         re.S)
+
+
+def no_file_log(ctx, name):
+    """A mount (not mounted yet) whose config has no [log] file (the
+    harness sets one)."""
+    m = ctx.mount(name, {"prefetch": {"workers": "1"}})
+    set_conf(m, {"log": {"file": None, "level": "info"}})
+    return m
+
+
+def t_foreground_logs_to_stderr(ctx):
+    """tierfs mount -f without log.file: the log lines go to stderr, in
+    the stamped format, and no log file is written."""
+    ctx.bucket.put("fg/a.bin", data_for("fga", 70000))
+    m = no_file_log(ctx, "fg")
+    err = []
+    p = subprocess.Popen([m.tierfs, "mount", "-f", "-c", m.conf, ctx.bucket.source, m.mnt],
+                         env=m.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    reader = threading.Thread(target=lambda: err.extend(p.stderr), daemon=True)
+    reader.start()
+    try:
+        poll(lambda: os.path.ismount(m.mnt) or p.poll() is not None, 30, "the mount")
+        assert p.poll() is None, "tierfs mount -f exited (%s): %s" % (p.returncode, "".join(err))
+        assert m.stats()["pid"] == p.pid, "-f must not fork"
+        poll(lambda: any("mounted %s on %s" % (ctx.bucket.source, m.mnt) in ln for ln in err),
+             10, "the 'mounted' line on stderr")
+        assert read(os.path.join(m.mnt, "fg/a.bin")) == data_for("fga", 70000)
+        set_conf(m, {"prefetch": {"workers": "2"}})
+        r = reload_cmd(m)
+        assert r.returncode == 0, r.stderr
+        poll(lambda: any("reload (tierfs reload): applied" in ln for ln in err), 10,
+             "the reload line on stderr")
+        m.umount()
+        assert p.wait(timeout=60) == 0, "".join(err)
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(timeout=30)
+    reader.join(timeout=10)
+    out = p.stdout.read()
+    assert out == "", "log lines on stdout: %r" % out
+    lines = "".join(err).splitlines()
+    logged = [ln for ln in lines if re.match(STAMP + r" tierfs\[(error|warn|info|debug)\]: ", ln)]
+    assert len(logged) >= 3, lines
+    assert any(ln.endswith("tierfs[info]: unmounted %s" % m.mnt) for ln in logged), lines
+    assert not os.path.exists(m.logfile), "a log file without log.file"
+
+
+def t_daemon_logs_to_syslog(ctx):
+    """A daemonized mount without log.file logs to syslog: datagrams on
+    /dev/log, facility daemon, ident tierfs, the daemon's pid, one per
+    line.  This machine has no syslog socket, and glibc's syslog() always
+    uses /dev/log: the daemon runs in a private mount namespace (unshare
+    -m) whose /dev is a directory of the test's with the device nodes it
+    needs bound in and the test's own datagram socket as log.  Nothing
+    changes outside that namespace; its FUSE mount is reached with
+    nsenter."""
+    for tool in ("unshare", "nsenter", "mount"):
+        if shutil.which(tool) is None:
+            raise AssertionError("%s is missing (util-linux)" % tool)
+    if os.geteuid() != 0:
+        return "skip"
+    ctx.bucket.put("sys/a.bin", data_for("sysa", 90000))
+    m = no_file_log(ctx, "syslog")
+    dev = os.path.join(ctx.work, "dev")
+    os.mkdir(dev)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(os.path.join(dev, "log"))
+    os.chmod(os.path.join(dev, "log"), 0o666)
+    sock.setblocking(False)
+    got = []
+
+    def drain():
+        while True:
+            try:
+                got.append(sock.recv(65536).decode("utf-8", "replace"))
+            except BlockingIOError:
+                return got
+
+    def lines_with(text):
+        return [g for g in drain() if text in g]
+
+    setup = r'''set -e
+d=$1; shift
+for n in null zero full random urandom tty fuse; do
+	[ -e "/dev/$n" ] || continue
+	: >"$d/$n"
+	mount --bind "/dev/$n" "$d/$n"
+done
+for n in pts shm; do
+	[ -d "/dev/$n" ] || continue
+	mkdir -p "$d/$n"
+	mount --rbind "/dev/$n" "$d/$n"
+done
+ln -sfn /proc/self/fd "$d/fd"
+ln -sfn /proc/self/fd/0 "$d/stdin"
+ln -sfn /proc/self/fd/1 "$d/stdout"
+ln -sfn /proc/self/fd/2 "$d/stderr"
+mount --rbind "$d" /dev
+test -S /dev/log
+exec "$@"
+'''
+    pid = None
+    try:
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, "sh",
+                            dev, m.tierfs, "mount", "-c", m.conf, ctx.bucket.source, m.mnt],
+                           env=m.env(), capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0, "mount in the namespace failed (%d): %s %s" % (
+            r.returncode, r.stdout, r.stderr)
+        assert r.stderr == "", r.stderr
+        want = "mounted %s on %s" % (ctx.bucket.source, m.mnt)
+        [dg] = poll(lambda: lines_with(want), 10, "the 'mounted' datagram")
+        mt = SYSLOG_LINE.fullmatch(dg)
+        assert mt, "not a syslog datagram: %r" % dg
+        pri, pid = int(mt.group(1)), int(mt.group(3))
+        assert pri >> 3 == LOG_DAEMON and pri & 7 == 6, "priority %d: not daemon.info" % pri
+        assert mt.group(4) == want, dg
+        assert not os.path.ismount(m.mnt), "the namespace's mount leaked out"
+        assert os.readlink("/proc/%d/ns/mnt" % pid) != os.readlink("/proc/self/ns/mnt")
+
+        def inside(*cmd):
+            return subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" % pid, "--"] + list(cmd),
+                                  env=m.env(), capture_output=True, timeout=60)
+        r = inside("cat", os.path.join(m.mnt, "sys/a.bin"))
+        assert r.returncode == 0 and r.stdout == data_for("sysa", 90000), r.stderr
+        r = inside(m.tierfs, "stats", "--json", m.mnt)
+        assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r.stderr
+        # A line of another level: an error about an object names its key
+        # (listed, then deleted behind tierfs's back, then read).
+        ctx.bucket.put("sys/gone.bin", data_for("gone", 70000))
+        r = inside("stat", os.path.join(m.mnt, "sys/gone.bin"))
+        assert r.returncode == 0, r.stderr
+        ctx.bucket.delete("sys/gone.bin")
+        r = inside("cat", os.path.join(m.mnt, "sys/gone.bin"))
+        assert r.returncode != 0, "a read of a deleted object succeeded"
+        errs = poll(lambda: [g for g in lines_with("sys/gone.bin")
+                             if SYSLOG_LINE.fullmatch(g) and
+                             int(SYSLOG_LINE.fullmatch(g).group(1)) & 7 in (3, 4)],
+                    10, "an error or warning naming the key")
+        assert all(int(SYSLOG_LINE.fullmatch(g).group(3)) == pid for g in errs), errs
+        r = inside(m.tierfs, "umount", m.mnt)
+        assert r.returncode == 0, r.stderr
+        poll(lambda: lines_with("unmounted %s" % m.mnt), 30, "the 'unmounted' datagram")
+        poll(lambda: not os.path.exists("/proc/%d" % pid), 30, "the daemon to exit")
+        pid = None
+        for g in got:
+            assert SYSLOG_LINE.fullmatch(g) and "\n" not in SYSLOG_LINE.fullmatch(g).group(4), g
+        assert not os.path.exists(m.logfile), "a log file without log.file"
+    finally:
+        if pid and os.path.exists("/proc/%d" % pid):
+            subprocess.run(["nsenter", "--mount=/proc/%d/ns/mnt" % pid, "--", "umount", "-l",
+                            m.mnt], capture_output=True)
+            os.kill(pid, signal.SIGKILL)
+        sock.close()
+
+
 TESTS = [
     ("scrape_covers_every_documented_metric", t_scrape_covers_every_documented_metric),
     ("values_follow_reads_and_writes", t_values_follow_reads_and_writes),
@@ -494,6 +661,8 @@ TESTS = [
     ("ssd_shrink_evicts_in_background", t_ssd_shrink_evicts_in_background),
     ("repeated_errors_are_rate_limited", t_repeated_errors_are_rate_limited),
     ("logs_name_keys_not_secrets", t_logs_name_keys_not_secrets),
+    ("foreground_logs_to_stderr", t_foreground_logs_to_stderr),
+    ("daemon_logs_to_syslog", t_daemon_logs_to_syslog),
 ]
 
 

@@ -256,6 +256,11 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 		};
 		rc = tfs_http_perform(s->pool, &req, resp);
 		curl_slist_free_all(headers);
+		if (rc == EOVERFLOW) {
+			tfs_err(s->log, "s3: %s: the reply is larger than the client accepts", what);
+			rc = EIO;
+			break;
+		}
 		if (rc && !resp->transport_error)
 			break; /* local failure (ENOMEM, dst write): not the server's */
 		char code[64] = "";

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #define ERROR_BODY_MAX (64u * 1024u)
+/* A 2xx reply collected whole (a ListObjectsV2 page of 1000 long,
+ * URL-encoded keys runs to a few MiB); a longer one fails, never cut. */
+#define REPLY_BODY_MAX (16u * 1024u * 1024u)
 #define RECV_BUFFER (128u * 1024u)
 #define SEND_BUFFER (256u * 1024u)
 
@@ -135,7 +138,7 @@ static void release(struct tfs_http_pool *p, CURL *h, bool keep)
 void tfs_http_resp_init(struct tfs_http_resp *r)
 {
 	memset(r, 0, sizeof(*r));
-	tfs_dbuf_init(&r->body, ERROR_BODY_MAX);
+	tfs_dbuf_init(&r->body, REPLY_BODY_MAX);
 	r->content_length = -1;
 }
 
@@ -204,8 +207,16 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
 
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
 	if (status < 200 || status > 299 || x->req->dst == NULL) {
-		/* Error bodies and small replies are collected, capped. */
-		size_t room = x->resp->body.max - tfs_dbuf_len(&x->resp->body);
+		/* Replies without dst are collected: an error body capped (its
+		 * start says what went wrong), a 2xx one whole or not at all. */
+		bool ok = status >= 200 && status <= 299;
+		size_t cap = ok ? x->resp->body.max : ERROR_BODY_MAX;
+		size_t have = tfs_dbuf_len(&x->resp->body);
+		size_t room = have < cap ? cap - have : 0;
+		if (ok && len > room) {
+			x->sink_error = EOVERFLOW;
+			return 0;
+		}
 		if (tfs_dbuf_add(&x->resp->body, data, len < room ? len : room) == ENOMEM) {
 			x->sink_error = ENOMEM;
 			return 0;

@@ -64,7 +64,8 @@ struct tfs_http_req {
 /* What came back.  Owns its memory: tfs_http_resp_clear(). */
 struct tfs_http_resp {
 	long status;        /* 0 when the exchange failed */
-	struct tfs_dbuf body; /* non-2xx bodies, and 2xx bodies without dst (capped) */
+	struct tfs_dbuf body; /* non-2xx bodies (the first 64 KiB), and 2xx bodies
+			       * without dst (whole, up to 16 MiB: EOVERFLOW beyond) */
 	uint64_t got;       /* bytes delivered to dst */
 	char etag[TFS_ETAG_MAX];
 	int64_t content_length; /* -1 when absent */
@@ -81,7 +82,8 @@ void tfs_http_resp_clear(struct tfs_http_resp *r);
 /* Perform one exchange.  Returns 0 when a complete HTTP response arrived
  * (whatever its status), EIO for a transport failure (connect, TLS, reset,
  * timeout, a body shorter than its Content-Length: resp->error says
- * which), ENOMEM, or the errno of writing to dst.  `resp` must be
+ * which), ENOMEM, EOVERFLOW (a 2xx reply without dst over 16 MiB),
+ * or the errno of writing to dst.  `resp` must be
  * initialised; it is reset first. */
 int tfs_http_perform(struct tfs_http_pool *pool, const struct tfs_http_req *req,
 		     struct tfs_http_resp *resp);

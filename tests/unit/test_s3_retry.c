@@ -163,6 +163,53 @@ Test(s3_retry, scattered_get_error_reports_nothing_it_did_not_get)
 	cr_assert_eq(seen.n, 0, "an error body must not count as data");
 }
 
+/* A ListObjectsV2 page of `n` keys of about 200 characters (prefix pre/). */
+static char *big_listing(int n)
+{
+	size_t cap = (size_t)n * 400 + 512, len = 0;
+	char *x = malloc(cap);
+	cr_assert_not_null(x);
+	len += (size_t)snprintf(x + len, cap - len,
+				"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult "
+				"xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+				"<IsTruncated>false</IsTruncated>");
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(x + len, cap - len,
+					"<Contents><Key>pre/%0200d</Key><ETag>\"e\"</ETag><Size>%d</Size>"
+					"<LastModified>2026-11-21T21:59:38.000Z</LastModified></Contents>",
+					i, i);
+	snprintf(x + len, cap - len, "<KeyCount>%d</KeyCount></ListBucketResult>", n);
+	return x;
+}
+
+Test(s3_retry, a_listing_page_of_long_keys_is_read_whole)
+{
+	/* 1000 keys of 200 characters: about 250 KiB of XML, which the
+	 * 64 KiB cap for error bodies used to cut (then: malformed, EIO). */
+	char *body = big_listing(1000);
+	mini_http_push(srv, R(.status = 200, .body = body));
+	struct tfs_list_page page = { 0 };
+	cr_assert_eq(tfs_backend_list(be, "", NULL, NULL, 0, &page), 0);
+	cr_assert_eq(page.n_entries, 1000);
+	cr_assert_eq(page.entries[999].size, 999);
+	cr_assert_eq(strlen(page.entries[999].key), 200);
+	tfs_list_page_clear(&page);
+	free(body);
+}
+
+Test(s3_retry, a_reply_over_the_limit_fails_and_is_not_cut)
+{
+	char *body = malloc((17u << 20) + 1);
+	cr_assert_not_null(body);
+	memset(body, ' ', 17u << 20);
+	body[17u << 20] = '\0';
+	mini_http_push(srv, R(.status = 200, .body = body));
+	struct tfs_list_page page = { 0 };
+	cr_assert_eq(tfs_backend_list(be, "", NULL, NULL, 0, &page), EIO);
+	cr_assert_eq(mini_http_count(srv), 1, "not a server fault: not retried");
+	free(body);
+}
+
 Test(s3_retry, reply_cut_in_its_headers_is_retried)
 {
 	/* A connection closed inside the header block looks complete to curl:

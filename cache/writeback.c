@@ -700,19 +700,26 @@ int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size
 int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off)
 {
 	pthread_mutex_lock(&wb->lock);
-	int rc = off + len > f->size ? reserve(wb, off + len - f->size, f->path) : 0;
+	/* The growth is counted as staged from the check on, so concurrent
+	 * writers cannot all pass it and together exceed the bound. */
+	uint64_t held = off + len > f->size ? off + len - f->size : 0;
+	int rc = reserve(wb, held, f->path);
+	if (rc == 0)
+		wb->staged += held;
 	if (f->appending && (off != f->size || f->writers > 1))
 		stream_break(f);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
 	rc = tfs_pwrite_all(f->fd, buf, len, (off_t)off);
+	pthread_mutex_lock(&wb->lock);
+	wb->staged -= held;
 	if (rc) {
+		pthread_mutex_unlock(&wb->lock);
 		tfs_err(wb->log, "writeback: writing the staged copy of '%s': %s",
 			f->path ? f->path : "(deleted)", strerror(rc));
 		return rc;
 	}
-	pthread_mutex_lock(&wb->lock);
 	if (off + len > f->size) {
 		wb->staged += off + len - f->size;
 		f->size = off + len;
@@ -728,17 +735,22 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 {
 	pthread_mutex_lock(&wb->lock);
-	int rc = size > f->size ? reserve(wb, size - f->size, f->path) : 0;
+	uint64_t held = size > f->size ? size - f->size : 0; /* as in tfs_wb_write */
+	int rc = reserve(wb, held, f->path);
+	if (rc == 0)
+		wb->staged += held;
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
-	if (ftruncate(f->fd, (off_t)size) < 0) {
-		rc = errno;
+	rc = ftruncate(f->fd, (off_t)size) < 0 ? errno : 0;
+	pthread_mutex_lock(&wb->lock);
+	wb->staged -= held;
+	if (rc) {
+		pthread_mutex_unlock(&wb->lock);
 		tfs_err(wb->log, "writeback: truncating the staged copy of '%s': %s",
 			f->path ? f->path : "(deleted)", strerror(rc));
 		return rc;
 	}
-	pthread_mutex_lock(&wb->lock);
 	if (size == 0) {
 		stream_break(f); /* empty again: appending starts over */
 		f->appending = f->writers <= 1;
@@ -770,8 +782,13 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 		if (e == NULL || e->done_gen >= gen || !e->has_job)
 			break;
 		if (!e->running && e->attempts > 0 && e->gen == gen) {
-			rc = e->last_err ? e->last_err : EIO;
-			break; /* the upload failed: report it, keep retrying */
+			/* The upload failed: report it, keep retrying.  close()
+			 * and fsync() get EIO (or ENOSPC/EDQUOT), never the
+			 * backend's errno as such: EISDIR, EACCES or ENOENT
+			 * from a write of a regular file would name the wrong
+			 * cause.  The log and `tierfs stats` keep the real one. */
+			rc = e->last_err == ENOSPC || e->last_err == EDQUOT ? e->last_err : EIO;
+			break;
 		}
 		if (wb->stop) {
 			rc = EIO;

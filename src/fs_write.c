@@ -7,7 +7,8 @@
  * change is journalled.  No lock is held across a reply.
  *
  * Not supported: hard links and symlinks (EPERM), special files (EPERM),
- * extended attributes (ENOTSUP), RENAME_EXCHANGE (EINVAL), and renames of
+ * extended attributes (ENOTSUP), rename flags other than RENAME_NOREPLACE
+ * (RENAME_EXCHANGE, RENAME_WHITEOUT: EINVAL), and renames of
  * directories holding more than RENAME_DIR_MAX entries (EXDEV, so mv(1)
  * falls back to copying).
  */
@@ -677,7 +678,10 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 	struct tfs_attr sa, da;
 	if (!writable(req, OP_RENAME))
 		return;
-	if (flags & RENAME_EXCHANGE) {
+	if (flags & ~(unsigned int)RENAME_NOREPLACE) {
+		/* RENAME_EXCHANGE cannot be done without an atomic swap, and
+		 * RENAME_WHITEOUT (overlayfs) needs a device node the bucket
+		 * cannot hold: refused rather than done as a plain rename. */
 		tfs_fs_reply_err(req, OP_RENAME, EINVAL);
 		return;
 	}

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum state { FILLING, READY };
 
@@ -67,6 +68,8 @@ struct ram {
 	 * few others), not every reader waiting for any block. */
 	pthread_cond_t filled[FILL_SLOTS];
 	pthread_cond_t budget; /* bytes were released */
+	pthread_cond_t fg_idle; /* fg_busy dropped to 0 */
+	unsigned fg_busy; /* foreground gets waiting for data (fill or fetch) */
 	struct tfs_ram_block **table;
 	size_t nbuckets; /* power of two */
 	struct tfs_ram_block lru; /* sentinel */
@@ -78,6 +81,7 @@ struct ram {
 	/* counters */
 	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, waits, fill_errors;
 	uint64_t consumed; /* streamed blocks dropped after their read */
+	uint64_t yields;   /* background fetches held back for foreground reads */
 };
 
 const void *tfs_ram_block_data(const struct tfs_ram_block *b)
@@ -261,6 +265,42 @@ static void end_fill(struct ram *r, struct tfs_ram_block *b, int rc)
 	}
 }
 
+/* A foreground get starts or stops waiting for data.  Lock held. */
+static void fg_enter(struct ram *r, int flags)
+{
+	if (!(flags & TFS_RAM_BACKGROUND))
+		r->fg_busy++;
+}
+
+static void fg_leave(struct ram *r, int flags)
+{
+	if (!(flags & TFS_RAM_BACKGROUND) && --r->fg_busy == 0)
+		pthread_cond_broadcast(&r->fg_idle);
+}
+
+bool tfs_ram_yield(struct tfs_layer *l, unsigned max_ms)
+{
+	struct ram *r = l->priv;
+	bool waited = false;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += max_ms / 1000;
+	until.tv_nsec += (long)(max_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (r->fg_busy > 0) {
+		r->yields++;
+		waited = true;
+	}
+	while (r->fg_busy > 0 && pthread_cond_timedwait(&r->fg_idle, &r->lock, &until) == 0)
+		;
+	pthread_mutex_unlock(&r->lock);
+	return waited;
+}
+
 int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, int flags,
 		struct tfs_ram_block **out)
 {
@@ -280,8 +320,12 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	}
 	if (b) {
 		b->refs++;
-		while (b->state == FILLING)
-			pthread_cond_wait(fill_cond(r, b), &r->lock);
+		if (b->state == FILLING) {
+			fg_enter(r, flags);
+			while (b->state == FILLING)
+				pthread_cond_wait(fill_cond(r, b), &r->lock);
+			fg_leave(r, flags);
+		}
 		if (b->err) {
 			rc = b->err;
 			b->refs--;
@@ -324,6 +368,8 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 		}
 	}
 	b = start_fill(r, obj, idx, len);
+	if (b)
+		fg_enter(r, flags);
 	pthread_mutex_unlock(&r->lock);
 	if (b == NULL)
 		return ENOMEM;
@@ -331,6 +377,7 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	rc = tfs_layer_read_block(r->inner, obj, idx, b->data);
 
 	pthread_mutex_lock(&r->lock);
+	fg_leave(r, flags);
 	end_fill(r, b, rc);
 	if (rc) {
 		b->refs--;
@@ -610,12 +657,12 @@ static void ram_stats(struct tfs_layer *l, struct json_object *out)
 		static const char *const names[] = {
 			"hits", "misses", "hit_bytes", "fill_bytes", "evictions", "not_admitted",
 			"budget_waits", "fill_errors", "used_bytes", "cached_bytes", "capacity_bytes",
-			"blocks", "pooled_bytes", "stream_consumed",
+			"blocks", "pooled_bytes", "stream_consumed", "background_yields",
 		};
 		uint64_t vals[] = {
 			r->hits, r->misses, r->hit_bytes, r->fill_bytes, r->evictions, r->not_admitted,
 			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached, r->pooled,
-			r->consumed,
+			r->consumed, r->yields,
 		};
 		pthread_mutex_unlock(&r->lock);
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
@@ -646,6 +693,7 @@ static void ram_destroy(struct tfs_layer *l)
 	for (size_t i = 0; i < FILL_SLOTS; i++)
 		pthread_cond_destroy(&r->filled[i]);
 	pthread_cond_destroy(&r->budget);
+	pthread_cond_destroy(&r->fg_idle);
 	free(r->table);
 	free(r);
 	free(l);
@@ -703,6 +751,11 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
 	for (size_t i = 0; i < FILL_SLOTS; i++)
 		pthread_cond_init(&r->filled[i], NULL);
 	pthread_cond_init(&r->budget, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->fg_idle, &ca);
+	pthread_condattr_destroy(&ca);
 	l->ops = &ram_ops;
 	l->priv = r;
 	l->inner = inner;

@@ -56,7 +56,17 @@ enum tfs_ram_get_flags {
 			     * readers waiting on the fill still get them */
 	TFS_RAM_SKIP = 8,   /* claim_run: start after the leading blocks that
 			     * are cached or being filled */
+	TFS_RAM_BACKGROUND = 16, /* get: not a reader of the mount (warm-up),
+				  * so not counted by tfs_ram_yield() */
 };
+
+/* Foreground priority for background fetches (warm-up): wait while any
+ * foreground tfs_ram_get() (one without TFS_RAM_BACKGROUND) is waiting for
+ * data, from its own fetch or another's fill, but at most `max_ms`, so a
+ * steady stream of misses slows warm-up down without stopping it.
+ * Returns true if it had to wait (counted as background_yields).  Thread
+ * safe; cannot fail. */
+bool tfs_ram_yield(struct tfs_layer *ram, unsigned max_ms);
 
 /* Get block `idx` of `obj`, filling it from the inner layer on a miss.
  * Returns 0 and a referenced *out; EAGAIN (NOWAIT and no free budget);

@@ -146,6 +146,10 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* How long one warm-up fetch waits at most for the foreground reads that
+ * are waiting for data (tfs_ram_yield()). */
+#define WARM_YIELD_MS 50
+
 /* Fill every block of obj into the chosen tier.  Returns 0 or an errno. */
 static int fill(struct run *r, const struct tfs_obj *obj)
 {
@@ -154,6 +158,9 @@ static int fill(struct run *r, const struct tfs_obj *obj)
 	int flags = r->ram_tier ? 0 : TFS_RAM_PASS;
 	for (uint64_t i = 0; i < n && !r->stop;) {
 		unsigned want = n - i < TFS_MAX_RUN ? (unsigned)(n - i) : TFS_MAX_RUN, got = 0;
+		/* The training job's reads first: a fetch starts once none of
+		 * them waits for data (or after WARM_YIELD_MS). */
+		(void)tfs_ram_yield(ram, WARM_YIELD_MS);
 		int rc = tfs_ram_fill_run(ram, obj, i, want, flags, &got);
 		if (rc == 0) {
 			i += got;
@@ -162,7 +169,7 @@ static int fill(struct run *r, const struct tfs_obj *obj)
 				/* In RAM, or being filled by a reader: wait for that
 				 * fill (it writes the SSD tier too), never fetch twice. */
 				struct tfs_ram_block *b;
-				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT, &b);
+				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT | TFS_RAM_BACKGROUND, &b);
 				if (rc)
 					return rc;
 				tfs_ram_put(ram, b);

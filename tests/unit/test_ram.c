@@ -334,6 +334,57 @@ Test(ram, a_cancelled_claim_is_fetched_by_its_reader)
 	cr_assert_eq(stat_of("used_bytes"), 1 * BS, "only block 5 is held");
 }
 
+struct bg_get {
+	const struct tfs_obj *obj;
+	uint64_t idx;
+	int flags;
+};
+
+static void *get_flags(void *arg)
+{
+	struct bg_get *a = arg;
+	struct tfs_ram_block *b;
+	if (tfs_ram_get(ram, a->obj, a->idx, a->flags, &b) == 0)
+		tfs_ram_put(ram, b);
+	return NULL;
+}
+
+Test(ram, background_fetches_yield_to_readers_waiting_for_data)
+{
+	make_ram(16, TFS_POLICY_LRU);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "yield", "\"e\"", 8 * BS);
+	cr_assert(!tfs_ram_yield(ram, 1000), "nothing to yield to");
+	/* A reader's miss takes 300 ms: a yield waits for it to finish. */
+	atomic_store(&fake.delay_ms, 300);
+	struct bg_get a = { .obj = &obj, .idx = 0, .flags = TFS_RAM_WAIT };
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, get_flags, &a), 0);
+	while (atomic_load(&fake.in_flight) == 0)
+		sched_yield();
+	cr_assert(tfs_ram_yield(ram, 10000));
+	cr_assert_eq(atomic_load(&fake.in_flight), 0, "returned while the reader still waited");
+	pthread_join(t, NULL);
+	/* ... but no longer than max_ms. */
+	atomic_store(&fake.delay_ms, 2000);
+	a.idx = 1;
+	cr_assert_eq(pthread_create(&t, NULL, get_flags, &a), 0);
+	while (atomic_load(&fake.in_flight) == 0)
+		sched_yield();
+	cr_assert(tfs_ram_yield(ram, 50));
+	cr_assert_eq(atomic_load(&fake.in_flight), 1, "the yield outlasted max_ms");
+	pthread_join(t, NULL);
+	/* A background get is not a reader to yield to. */
+	atomic_store(&fake.delay_ms, 300);
+	struct bg_get bg = { .obj = &obj, .idx = 2, .flags = TFS_RAM_WAIT | TFS_RAM_BACKGROUND };
+	cr_assert_eq(pthread_create(&t, NULL, get_flags, &bg), 0);
+	while (atomic_load(&fake.in_flight) == 0)
+		sched_yield();
+	cr_assert(!tfs_ram_yield(ram, 10000));
+	pthread_join(t, NULL);
+	cr_assert_eq(stat_of("background_yields"), 2);
+}
+
 Test(ram, prefetch_run_never_waits_for_budget)
 {
 	make_ram(8, TFS_POLICY_LRU);

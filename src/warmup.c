@@ -542,13 +542,15 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 				pthread_cond_timedwait(&r->progressed, &r->lock, &ts);
 			finished = r->done_adding && r->len == 0 && r->files_done == r->files_total;
 			pthread_mutex_unlock(&r->lock);
-			if (finished)
-				break;
+			/* The last report is the finished state, so a progress
+			 * bar ends full. */
 			struct json_object *p = progress(r, t0);
 			if (p) {
 				(void)tfs_ctl_send_progress(conn, p);
 				json_object_put(p);
 			}
+			if (finished)
+				break;
 			if (tfs_ctl_conn_cancelled(conn)) {
 				pthread_mutex_lock(&r->lock);
 				r->stop = true;

@@ -8,7 +8,9 @@ counted through `tierfs stats --json`.  Ends with
 "warmup: N passed, N failed".
 """
 import os
+import pty
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -111,6 +113,63 @@ def t_manifest_with_bad_entries(ctx):
         for k in keys[:good]:
             assert read(os.path.join(m.mnt, k)) == files[k]
         assert gets(m) == before, "manifest files were not warmed"
+    finally:
+        m.umount()
+
+
+def on_a_terminal(m, *args, timeout=120):
+    """Run `tierfs ARGS` with stderr on a pseudo-terminal; returns
+    (returncode, stdout, what the terminal showed)."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([m.tierfs] + list(args), stdout=subprocess.PIPE, stderr=slave,
+                             text=True, env=m.env())
+        os.close(slave)
+        slave = -1
+        shown = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 0.5)
+            if r:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side is closed
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            elif p.poll() is not None:
+                break
+        out = p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+        return p.returncode, out, shown.decode(errors="replace")
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
+
+
+def t_progress_display(ctx):
+    files = dataset(ctx.bucket, n=60, size=(20_000, 60_000))
+    m = ctx.mount("progress").mount()
+    try:
+        # On a terminal: a live bar, redrawn in place, that ends full.
+        rc, out, shown = on_a_terminal(m, "warmup", "-j", "2", m.mnt)
+        assert rc == 0, (rc, out, shown)
+        assert "\r" in shown, repr(shown)
+        bars = [b for b in shown.split("\r") if "files" in b]
+        assert bars, repr(shown)
+        last = bars[-1]
+        for part in ("[", "]", "%d/%d files" % (len(files), len(files)), "/s", "ETA"):
+            assert part in last, (part, last)
+        assert "[" + "=" * 30 + "]" in last, last
+        assert "%d fetched" % len(files) in out, out
+        # --quiet: no bar, the summary still comes.
+        r_q = on_a_terminal(m, "warmup", "--quiet", m.mnt)
+        assert r_q[0] == 0 and "files" not in r_q[2], r_q
+        assert "%d already cached" % len(files) in r_q[1], r_q
+        # Not a terminal: no bar (plain lines come every 5 s at most).
+        r = tierfs(m, "warmup", m.mnt)
+        assert r.returncode == 0 and "\r" not in r.stderr and "[" not in r.stderr, r.stderr
     finally:
         m.umount()
 
@@ -316,6 +375,7 @@ def t_follow_cli(ctx):
 TESTS = [
     ("warm_tree_then_epoch_without_gets", t_warm_tree_then_epoch_without_gets),
     ("manifest_with_bad_entries", t_manifest_with_bad_entries),
+    ("progress_display", t_progress_display),
     ("interrupted_warmup_finishes_on_rerun", t_interrupted_warmup_finishes_on_rerun),
     ("warmup_with_concurrent_reader", t_warmup_with_concurrent_reader),
     ("ram_budget_during_prefetch", t_ram_budget_during_prefetch),

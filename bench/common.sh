@@ -198,6 +198,28 @@ start_server() {
 }
 EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
+# pin_cpus: with PIN=1 (--pin), give the S3 server CPU 0 and everything
+# else (this script and all it starts from now on: the peers, curl, the
+# readers) the other CPUs, as if the store ran on its own machine.  On a
+# small box the server otherwise competes with the file system it serves
+# for the same cores, and a benchmark of a client measures that contention.
+# Call right after start_server.  Sets PIN_DESC for the report.
+pin_cpus() {
+    PIN_DESC="no (server and clients share all $(nproc) CPUs)"
+    [ "${PIN:-0}" = 1 ] || return 0
+    local n last f
+    n=$(nproc)
+    [ "$n" -ge 2 ] || die "--pin needs at least 2 CPUs"
+    command -v taskset >/dev/null || die "--pin needs taskset (util-linux)"
+    last=$((n - 1))
+    for f in "$SERVER_DIR"/*.pid; do
+        [ -f "$f" ] && taskset -a -p -c 0 "$(cat "$f")" >/dev/null
+    done
+    taskset -p -c "1-$last" $$ >/dev/null
+    PIN_DESC="yes: the server on CPU 0, the clients on CPU$([ "$last" -gt 1 ] && echo "s 1-$last" || echo " 1")"
+    log "pinned: $PIN_DESC"
+}
+
 # ------------------------------------------------------------ peers ----
 
 # peer_configs: write the peers' configuration files into $RUN and set
@@ -335,6 +357,7 @@ machine_meta() {
     meta disk "$disk"
     meta server "$SERVER"
     meta server_version "$SERVER_VERSION"
+    meta pinned "${PIN_DESC:-no}"
 }
 
 # peer_meta: record the version and mount command of s3fs, rclone, tierfs

@@ -11,7 +11,10 @@
 #                  file .tierfs-order first; the goal is >= 2x
 #
 # usage: bench/prefetch.sh [--server rgw|moto] [--small N] [--threads N]
-#                          [--reps N] [--latency MS] [--out FILE]
+#                          [--reps N] [--pin] [--latency MS] [--out FILE]
+#
+# --pin gives the server (and the latency proxy) CPU 0 and the clients the
+# other CPUs (bench/README.md).
 #
 # --latency MS puts tests/faults/s3_fault_proxy.py between the clients
 # (curl and tierfs) and the server, holding every reply's headers back MS
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
         --small) SMALL=${2:?}; shift 2 ;;
         --threads) THREADS=${2:?}; shift 2 ;;
         --reps) REPS=${2:?}; shift 2 ;;
+        --pin) PIN=1; shift ;;
         --latency) LATENCY=${2:?}; shift 2 ;;
         --out) OUT=${2:?}; shift 2 ;;
         -h | --help) usage ;;
@@ -59,6 +63,7 @@ DATA=$WORK/dataset-n$SMALL-b1
 python3 "$BENCH_DIR/dataset.py" gen "$DATA" "$SMALL" 1 >&2
 export TFS_RGW_MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-$((2 << 30))}
 start_server
+pin_cpus
 log "$SERVER up at $EP; uploading $SMALL files"
 python3 "$BENCH_DIR/dataset.py" upload "$DATA" 2>&1 | sed 's/^/    /' >&2
 if [ "$LATENCY" != 0 ]; then
@@ -66,6 +71,8 @@ if [ "$LATENCY" != 0 ]; then
         --rate latency=1 --latency-ms "$LATENCY" --latency-where headers --seed 1 \
         --port-file "$RUN/proxy.port" --log "$RUN/logs/proxy.log" >/dev/null &
     PROXY_PID=$!
+    # The proxy stands for the network and the store: on the server's CPU.
+    [ "${PIN:-0}" = 1 ] && taskset -a -p -c 0 "$PROXY_PID" >/dev/null
     for _ in $(seq 100); do [ -s "$RUN/proxy.port" ] && break; sleep 0.1; done
     [ -s "$RUN/proxy.port" ] || die "the latency proxy did not start: $(cat "$RUN/logs/proxy.log")"
     EP=http://127.0.0.1:$(cat "$RUN/proxy.port")

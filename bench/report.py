@@ -54,6 +54,7 @@ def header(meta, title):
         "- disk of the caches (%s): %s" % (meta.get("workdir"), meta.get("disk")),
         "- S3 server: %s on 127.0.0.1 (%s)" % (meta.get("server"),
                                                 meta.get("server_version")),
+        "- CPUs pinned (--pin): %s" % meta.get("pinned", "no"),
     ]
 
 

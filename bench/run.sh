@@ -4,7 +4,7 @@
 #
 #   bench/run.sh [--server rgw|moto] [--only LIST] [--fs LIST] [--small N]
 #                [--big MIB] [--threads N] [--reps N] [--warm-remount]
-#                [--out FILE]
+#                [--pin] [--out FILE]
 #
 #   --server rgw|moto   S3 server from tests/harness (default rgw: a throwaway
 #                       single-node Ceph RGW on memstore; moto is far slower)
@@ -18,6 +18,9 @@
 #                       (default 3)
 #   --warm-remount      warm runs remount the FS (keeping its disk cache)
 #                       instead of only dropping the page cache
+#   --pin               the S3 server on CPU 0, the peers, curl and the
+#                       readers on the other CPUs, as if the store ran on
+#                       its own machine (needs 2 CPUs)
 #   --out FILE          also append the Markdown report to FILE
 #
 # Environment: TIERFS (tierfs binary; default build/tierfs of this repo if it
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
         --big) BIG=${2:?}; shift 2 ;;
         --threads) THREADS=${2:?}; shift 2 ;;
         --reps) REPS=${2:?}; shift 2 ;;
+        --pin) PIN=1; shift ;;
         --warm-remount) WARM_REMOUNT=1; shift ;;
         --out) OUT=${2:?}; shift 2 ;;
         -h | --help) usage ;;
@@ -157,6 +161,7 @@ if [ "$SERVER" = rgw ]; then
     export TFS_RGW_MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-$(((SMALL * 140 * 1024 + BIG * 1048576) * 3 / 2 + (1 << 30)))}
 fi
 start_server
+pin_cpus
 log "$SERVER up at $EP; uploading"
 t0=${EPOCHREALTIME/[.,]/}
 python3 "$BENCH_DIR/dataset.py" upload "$DATA" 2>&1 | sed 's/^/    /' >&2

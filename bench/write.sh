@@ -4,7 +4,7 @@
 # file directly (boto3, `tierfs backend put`), in one run.
 #
 #   bench/write.sh [--server rgw|moto] [--sizes LIST] [--fs LIST] [--reps N]
-#                  [--out FILE]
+#                  [--pin] [--out FILE]
 #
 #   --server rgw|moto   S3 server from tests/harness (default rgw: a throwaway
 #                       single-node Ceph RGW on memstore; moto is far slower)
@@ -17,6 +17,8 @@
 #                       writeback.stream = true: uploads while writing)
 #   --reps N            repetitions of everything, interleaved; the report
 #                       shows medians (default 3)
+#   --pin               the S3 server on CPU 0, everything else on the
+#                       other CPUs (bench/README.md)
 #   --out FILE          also append the Markdown report to FILE
 #
 # Each checkpoint is random data generated once into the work dir and read
@@ -64,6 +66,7 @@ while [ $# -gt 0 ]; do
         --sizes) SIZES=${2:?}; shift 2 ;;
         --fs) FS_LIST=${2:?}; shift 2 ;;
         --reps) REPS=${2:?}; shift 2 ;;
+        --pin) PIN=1; shift ;;
         --out) OUT=${2:?}; shift 2 ;;
         -h | --help) usage ;;
         *) echo "write.sh: unknown argument '$1'" >&2; usage ;;
@@ -154,6 +157,7 @@ if [ "$SERVER" = rgw ]; then
     export TFS_RGW_MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-$((3 * MAX_MIB * MIB + (1 << 30)))}
 fi
 start_server
+pin_cpus
 log "$SERVER up at $EP"
 peer_configs
 

@@ -838,11 +838,20 @@ def t_random_small_writes(ctx):
     m = ctx.mount("small", FAST).mount()
     fds = {}  # name -> (fd on the mount, fd on the reference, append)
     log = []
+    written = set()  # names written through their open handle
+    waits = []  # uploads seen after the closes the run waits on
 
     def close(nm):
         fm, fr, _ = fds.pop(nm)
+        before = wb(m)["uploads"] if nm in written and len(waits) < 3 else None
         os.close(fm)
         os.close(fr)
+        written.discard(nm)
+        if before is not None:
+            # Let the first few uploads run between the writes, whatever
+            # the load on the machine (they are what this test races).
+            waits.append(poll(lambda: wb(m)["uploads"] > before and wb(m)["uploads"], 30,
+                              "the upload of %s to start and finish" % nm))
 
     def same(nm, where):
         if not os.path.exists(os.path.join(ref, nm)):
@@ -884,6 +893,8 @@ def t_random_small_writes(ctx):
                            os.open(os.path.join(ref, nm), fl, 0o644), want_append)
                 log.append("%d open %s%s" % (step, nm, " append" if want_append else ""))
             fm, fr, _ = fds[nm]
+            if kind != "ftruncate":
+                written.add(nm)
             if kind == "ftruncate":
                 n = rnd.choice([rnd.randrange(0, size + 1), size + rnd.randrange(1, 70000)])
                 os.ftruncate(fm, n)
@@ -916,7 +927,7 @@ def t_random_small_writes(ctx):
             got = bucket_get(ctx.bucket, nm)
             assert got == want, "%s in the bucket: %s bytes, expected %d" % (
                 nm, None if got is None else len(got), len(want))
-        assert wb(m)["uploads"] > len(names), "uploads did not run between the writes"
+        assert len(waits) == 3, "uploads did not run between the writes"
     except Exception as e:
         raise AssertionError("seed %d: %s: %s\nlast operations:\n  %s"
                              % (seed, type(e).__name__, e, "\n  ".join(log[-20:]))) from e

@@ -439,9 +439,9 @@ int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tic
 	}
 	if (rc == 0)
 		rc = mdb_del(txn, s->objs, &k, NULL);
-	uint64_t used_now = 0;
+	struct ssd_usage now;
 	if (rc == 0)
-		rc = ssd_shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &used_now);
+		rc = ssd_shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &now);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return ssd_lmdb_trouble(s, rc, "drop");
@@ -452,7 +452,7 @@ int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tic
 		ssd_unlink_trash(s, trash);
 	if (rc)
 		return ssd_lmdb_trouble(s, rc, "drop: commit");
-	ssd_usage_sync(s, used_now);
+	ssd_usage_sync(s, &now);
 	if (valid) {
 		*freed = r.cached;
 		if (r.flags & TFS_SSD_OBJ_PINNED) {
@@ -461,7 +461,6 @@ int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tic
 				 "(invalidated or replaced by a new version): no longer pinned", r.size);
 		}
 	}
-	atomic_fetch_sub(&s->objects, 1);
 	return 0;
 }
 
@@ -504,20 +503,20 @@ static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
 		    b.len == seen->len) {
 			put_le64(vb + OFF_CACHED, r.cached >= b.len ? r.cached - b.len : 0);
 			v = mval(vb, vlen);
-			uint64_t used_now = 0;
+			struct ssd_usage now;
 			rc = mdb_del(txn, s->blks, &bkv, NULL);
 			if (rc == 0)
 				rc = mdb_put(txn, s->objs, &k, &v, 0);
 			if (rc == 0)
 				rc = ssd_shared_add(s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
-						    &used_now);
+						    &now);
 			if (rc == 0)
 				rc = mdb_txn_commit(txn);
 			else
 				mdb_txn_abort(txn);
 			txn = NULL;
 			if (rc == 0)
-				ssd_usage_sync(s, used_now);
+				ssd_usage_sync(s, &now);
 			dropped = true;
 		}
 	}
@@ -754,16 +753,14 @@ static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	rc = mdb_put(txn, s->objs, &k, &v, 0);
 	if (rc)
 		goto fail;
-	uint64_t used_now = 0;
-	rc = ssd_shared_add(s, txn, delta, existed ? 0 : 1, &used_now);
+	struct ssd_usage now;
+	rc = ssd_shared_add(s, txn, delta, existed ? 0 : 1, &now);
 	if (rc)
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		return lmdb_trouble_key(s, rc, "fill: commit", obj->key);
-	ssd_usage_sync(s, used_now);
-	if (!existed)
-		atomic_fetch_add(&s->objects, 1);
+	ssd_usage_sync(s, &now);
 	return 0;
 fail:
 	mdb_txn_abort(txn);
@@ -1323,6 +1320,7 @@ static void ssd_free(struct ssd *s)
 	if (s->datafd >= 0)
 		close(s->datafd);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->usage_lock);
 	pthread_mutex_destroy(&s->flush_lock);
 	pthread_cond_destroy(&s->unmarked);
 	pthread_cond_destroy(&s->wake);
@@ -1503,6 +1501,7 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	s->bs = cc->block_size;
 	atomic_store(&s->direct, cfg->direct_io);
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->usage_lock, NULL);
 	pthread_mutex_init(&s->flush_lock, NULL);
 	pthread_cond_init(&s->unmarked, NULL);
 	pthread_condattr_init(&ca);

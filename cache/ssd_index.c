@@ -119,7 +119,7 @@ void ssd_atime_key(uint8_t k[ATIME_KEY_LEN], uint64_t tick, const uint8_t id[ID_
  * process mirrors the value in `used` (and `charged` = used + its own
  * fills in flight). */
 int ssd_shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_delta,
-		   uint64_t *used_now)
+		   struct ssd_usage *now)
 {
 	uint8_t vb[16];
 	MDB_val k = mval("usage", 5), v;
@@ -136,15 +136,23 @@ int ssd_shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_
 	put_le64(vb, used);
 	put_le64(vb + 8, objs);
 	v = mval(vb, 16);
-	*used_now = used;
+	now->used = used;
+	now->objects = objs;
+	now->txnid = mdb_txn_id(txn);
 	return mdb_put(txn, s->state, &k, &v, 0);
 }
 
 /* Mirror the shared usage after a commit (or a refresh). */
-void ssd_usage_sync(struct ssd *s, uint64_t used_now)
+void ssd_usage_sync(struct ssd *s, const struct ssd_usage *now)
 {
-	uint64_t old = atomic_exchange(&s->used, used_now);
-	atomic_fetch_add(&s->charged, used_now - old); /* wraps correctly */
+	pthread_mutex_lock(&s->usage_lock);
+	if (now->txnid >= s->usage_txnid) {
+		s->usage_txnid = now->txnid;
+		uint64_t old = atomic_exchange(&s->used, now->used);
+		atomic_fetch_add(&s->charged, now->used - old); /* wraps correctly */
+		atomic_store(&s->objects, now->objects);
+	}
+	pthread_mutex_unlock(&s->usage_lock);
 }
 
 /* Read the shared usage (the background thread does this each round). */
@@ -155,8 +163,10 @@ void ssd_usage_refresh(struct ssd *s)
 	if (mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn) != 0)
 		return;
 	if (mdb_get(txn, s->state, &k, &v) == 0 && v.mv_size == 16) {
-		ssd_usage_sync(s, get_le64(v.mv_data));
-		atomic_store(&s->objects, get_le64((const uint8_t *)v.mv_data + 8));
+		struct ssd_usage now = { .used = get_le64(v.mv_data),
+					 .objects = get_le64((const uint8_t *)v.mv_data + 8),
+					 .txnid = mdb_txn_id(txn) };
+		ssd_usage_sync(s, &now);
 	}
 	mdb_txn_abort(txn);
 }

@@ -125,6 +125,8 @@ struct ssd {
 	_Atomic uint64_t pinned;  /* sum of the sizes of PINNED objects */
 	_Atomic uint64_t pin_max; /* most bytes pinned at once */
 	_Atomic uint64_t trash_seq;
+	pthread_mutex_t usage_lock; /* orders the mirrors of the shared usage */
+	size_t usage_txnid;         /* the transaction they mirror (usage_lock) */
 	atomic_bool broken; /* index damaged at run time: pass through */
 	atomic_bool direct; /* fills write with O_DIRECT (ssd.direct_io, and the
 			     * filesystem takes it) */
@@ -251,13 +253,22 @@ void ssd_blk_key(uint8_t k[BLK_KEY_LEN], const uint8_t id[ID_LEN], uint64_t idx)
 /* The ssd_atime key of id accessed at tick.  Cannot fail.  No lock. */
 void ssd_atime_key(uint8_t k[ATIME_KEY_LEN], uint64_t tick, const uint8_t id[ID_LEN]);
 
-/* In the caller's write txn: add the deltas to the shared usage, set *used_now.
+/* The shared usage as one transaction saw it. */
+struct ssd_usage {
+	uint64_t used, objects;
+	size_t txnid; /* mdb_txn_id(): the state is that of this transaction */
+};
+
+/* In the caller's write txn: add the deltas to the shared usage, set *now.
  * Returns 0 or an LMDB code (not logged; the caller aborts).  No lock. */
 int ssd_shared_add(struct ssd *s, MDB_txn *txn, int64_t used_delta, int64_t obj_delta,
-		   uint64_t *used_now);
+		   struct ssd_usage *now);
 
-/* After the commit: mirror the shared usage in `used` and `charged`.  Atomics, no lock. */
-void ssd_usage_sync(struct ssd *s, uint64_t used_now);
+/* After the commit (or a read): mirror the shared usage in `used`,
+ * `charged` and `objects`, unless a newer transaction's state is already
+ * mirrored (a refresh that read an older snapshot never undoes a commit).
+ * Takes usage_lock. */
+void ssd_usage_sync(struct ssd *s, const struct ssd_usage *now);
 
 /* Reread the shared usage (read txn); on any error the old values stay.  No lock. */
 void ssd_usage_refresh(struct ssd *s);

@@ -58,11 +58,12 @@ struct tfs_layer_ops {
 	 * within the object), as read_block would, but in one request where
 	 * the layer can (one ranged GET instead of n).  NULL: the dispatcher
 	 * calls read_block n times.  `progress` (may be NULL) is told of each
-	 * block, in order, as soon as it is complete and will not change
-	 * (struct tfs_io_progress in backend.h, one buffer per block); on
-	 * error the reported blocks are good and no other buffer is
-	 * meaningful.  A layer may report fewer blocks than it filled (none):
-	 * on success every block is good. */
+	 * block, in order, as soon as it is complete: from then on the layer
+	 * neither changes nor reads that buffer, so the caller may hand it
+	 * out and reuse it (struct tfs_io_progress in backend.h, one buffer
+	 * per block); on error the reported blocks are good and no other
+	 * buffer is meaningful.  A layer may report fewer blocks than it
+	 * filled (none): on success every block is good. */
 	int (*read_blocks)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
 			   unsigned n, void *const bufs[], struct tfs_io_progress *progress);
 	/* Optional: store `buf` as block `idx` of obj, a version the caller

@@ -478,13 +478,17 @@ static void claim_free(struct tfs_ram_claim *c)
 	free(c);
 }
 
-/* A block of a claim arrived whole: readers may have it before the rest. */
+/* A block of a claim arrived whole: readers may have it before the rest,
+ * and the claim lets go of it (the inner layer is done with its buffer). */
 static void claim_block_done(void *ctx, int i)
 {
 	struct tfs_ram_claim *c = ctx;
 	struct ram *r = c->r;
+	struct tfs_ram_block *b = c->blocks[i];
 	pthread_mutex_lock(&r->lock);
-	end_fill(r, c->blocks[i], 0);
+	end_fill(r, b, 0);
+	if (--b->refs == 0 && !b->admitted)
+		drop(r, b);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -494,19 +498,16 @@ int tfs_ram_fill_claim(struct tfs_layer *l, struct tfs_ram_claim *c)
 	void *bufs[TFS_MAX_RUN];
 	for (unsigned i = 0; i < c->n; i++)
 		bufs[i] = c->blocks[i]->data;
-	/* Blocks become READY as they arrive (claim_block_done); the claim
-	 * keeps its reference to every buffer until the inner layer is done
-	 * with them all (the SSD tier writes them after the last one). */
+	/* Blocks become READY as they arrive (claim_block_done), which also
+	 * releases them; the rest are settled here. */
 	struct tfs_io_progress progress = { .done = claim_block_done, .ctx = c };
 	int rc = tfs_layer_read_blocks(r->inner, &c->obj, c->first, c->n, bufs, &progress);
 
 	pthread_mutex_lock(&r->lock);
-	for (unsigned i = 0; i < c->n; i++) {
+	for (unsigned i = (unsigned)progress.ndone; i < c->n; i++) {
 		struct tfs_ram_block *b = c->blocks[i];
-		bool ok = i < (unsigned)progress.ndone || rc == 0;
-		if (i >= (unsigned)progress.ndone)
-			end_fill(r, b, ok ? 0 : rc);
-		if (--b->refs == 0 && (!ok || !b->admitted))
+		end_fill(r, b, rc);
+		if (--b->refs == 0 && (rc || !b->admitted))
 			drop(r, b);
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -1105,8 +1105,28 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 }
 
+/* A cold run being filled: each block is written to the tier as it
+ * arrives, then handed up. */
+struct run_fill {
+	struct ssd *s;
+	const struct tfs_obj *obj;
+	uint64_t first, tick;
+	void *const *bufs;
+	bool have_obj, filled;
+	struct tfs_io_progress *up; /* the caller's; may be NULL */
+};
+
+static void run_block_done(void *ctx, int i)
+{
+	struct run_fill *f = ctx;
+	size_t len = tfs_obj_block_len(f->obj, f->first + (uint64_t)i, f->s->bs);
+	f->filled |= fill(f->s, f->obj, f->first + (uint64_t)i, f->bufs[i], len, f->tick,
+			  f->have_obj || f->filled);
+	tfs_layer_block_done(f->up, (unsigned)i, len);
+}
+
 /* A run of blocks: if none of them is cached, one request to the inner
- * layer fills them all (one GET instead of n), then each is written;
+ * layer fills them all (one GET instead of n), each written as it arrives;
  * otherwise block by block, so cached blocks are still served locally. */
 static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
 			   void *const bufs[], struct tfs_io_progress *progress)
@@ -1134,15 +1154,17 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 		goto one_by_one;
 	}
 	count(&s->misses, n);
-	/* The caller may use each block as it arrives; it is written here
-	 * once the whole run is in (the caller keeps every buffer until this
-	 * returns). */
-	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, progress);
-	/* A run cut short keeps the blocks that came whole. */
-	unsigned good = rc == 0 ? n : progress ? (unsigned)progress->ndone : 0;
-	for (unsigned i = 0; i < good; i++)
-		filled |= fill(s, obj, first + i, bufs[i], tfs_obj_block_len(obj, first + i, s->bs), tick,
-			       lk0.have_obj || filled);
+	/* Each block is written as it arrives and only then handed to the
+	 * caller, which may then reuse its buffer; a run cut short keeps the
+	 * blocks that came whole.  An inner layer that reports nothing (or
+	 * not all) has its blocks written at the end. */
+	struct run_fill rf = { .s = s, .obj = obj, .first = first, .tick = tick, .bufs = bufs,
+			       .have_obj = lk0.have_obj, .up = progress };
+	struct tfs_io_progress mine = { .done = run_block_done, .ctx = &rf };
+	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, &mine);
+	for (unsigned i = (unsigned)mine.ndone; rc == 0 && i < n; i++)
+		tfs_layer_block_done(&mine, i, tfs_obj_block_len(obj, first + i, s->bs));
+	filled = rf.filled;
 	finish(s, obj, tick, &lk0, false, lk0.have_obj && !filled);
 	return rc;
 

@@ -179,7 +179,7 @@ static const struct opt options[] = {
 	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
 
 	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers),
-	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "8" },
+	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "32" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
 	  .def = "16M" },
 

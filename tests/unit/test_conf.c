@@ -177,7 +177,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.writeback.mode, TFS_WB_ASYNC);
 	cr_assert_eq(cfg.writeback.delay_ms, 0);
 	cr_assert_eq(cfg.writeback.uploaders, 4);
-	cr_assert_eq(cfg.prefetch.workers, 8);
+	cr_assert_eq(cfg.prefetch.workers, 32);
 	cr_assert_eq(cfg.prefetch.readahead, 16 * MIB);
 	cr_assert_eq(cfg.log.level, TFS_LOG_INFO);
 	cr_assert_null(cfg.log.file);

@@ -349,7 +349,7 @@ machine_meta() {
     meta command "$COMMAND"
     meta commit "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     meta elapsed "$(awk -v d=$((t_end - T_START)) 'BEGIN { printf "%.0f", d / 1e6 }') s${1:+ ($1)}"
-    meta nproc "$(nproc)"
+    meta nproc "$(nproc --all)"
     meta ram "$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
     meta kernel "$(uname -r)"
     meta cpu "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"

@@ -254,9 +254,11 @@ Test(ram, a_run_cut_short_keeps_the_blocks_that_came_whole)
 	cr_assert_eq(stat_of("used_bytes"), 2 * BS);
 }
 
+/* A reader on its own thread: gets block idx (with flags) and checks it. */
 struct get_arg {
 	const struct tfs_obj *obj;
 	uint64_t idx;
+	int flags;
 	int rc;
 	bool ok;
 };
@@ -265,7 +267,7 @@ static void *get_one(void *arg)
 {
 	struct get_arg *a = arg;
 	struct tfs_ram_block *b;
-	a->rc = tfs_ram_get(ram, a->obj, a->idx, TFS_RAM_WAIT, &b);
+	a->rc = tfs_ram_get(ram, a->obj, a->idx, a->flags, &b);
 	if (a->rc == 0) {
 		const unsigned char *d = tfs_ram_block_data(b);
 		a->ok = true;
@@ -334,19 +336,16 @@ Test(ram, a_cancelled_claim_is_fetched_by_its_reader)
 	cr_assert_eq(stat_of("used_bytes"), 1 * BS, "only block 5 is held");
 }
 
-struct bg_get {
-	const struct tfs_obj *obj;
-	uint64_t idx;
-	int flags;
-};
-
-static void *get_flags(void *arg)
+/* Start a reader of block idx whose fetch takes delay_ms; returns once
+ * the fetch is under way. */
+static pthread_t slow_reader(struct get_arg *a, int delay_ms)
 {
-	struct bg_get *a = arg;
-	struct tfs_ram_block *b;
-	if (tfs_ram_get(ram, a->obj, a->idx, a->flags, &b) == 0)
-		tfs_ram_put(ram, b);
-	return NULL;
+	pthread_t t;
+	atomic_store(&fake.delay_ms, delay_ms);
+	cr_assert_eq(pthread_create(&t, NULL, get_one, a), 0);
+	while (atomic_load(&fake.in_flight) == 0)
+		sched_yield();
+	return t;
 }
 
 Test(ram, background_fetches_yield_to_readers_waiting_for_data)
@@ -356,30 +355,20 @@ Test(ram, background_fetches_yield_to_readers_waiting_for_data)
 	tfs_obj_init(&obj, "yield", "\"e\"", 8 * BS);
 	cr_assert(!tfs_ram_yield(ram, 1000), "nothing to yield to");
 	/* A reader's miss takes 300 ms: a yield waits for it to finish. */
-	atomic_store(&fake.delay_ms, 300);
-	struct bg_get a = { .obj = &obj, .idx = 0, .flags = TFS_RAM_WAIT };
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, get_flags, &a), 0);
-	while (atomic_load(&fake.in_flight) == 0)
-		sched_yield();
+	struct get_arg a = { .obj = &obj, .idx = 0, .flags = TFS_RAM_WAIT };
+	pthread_t t = slow_reader(&a, 300);
 	cr_assert(tfs_ram_yield(ram, 10000));
 	cr_assert_eq(atomic_load(&fake.in_flight), 0, "returned while the reader still waited");
 	pthread_join(t, NULL);
 	/* ... but no longer than max_ms. */
-	atomic_store(&fake.delay_ms, 2000);
 	a.idx = 1;
-	cr_assert_eq(pthread_create(&t, NULL, get_flags, &a), 0);
-	while (atomic_load(&fake.in_flight) == 0)
-		sched_yield();
+	t = slow_reader(&a, 2000);
 	cr_assert(tfs_ram_yield(ram, 50));
 	cr_assert_eq(atomic_load(&fake.in_flight), 1, "the yield outlasted max_ms");
 	pthread_join(t, NULL);
 	/* A background get is not a reader to yield to. */
-	atomic_store(&fake.delay_ms, 300);
-	struct bg_get bg = { .obj = &obj, .idx = 2, .flags = TFS_RAM_WAIT | TFS_RAM_BACKGROUND };
-	cr_assert_eq(pthread_create(&t, NULL, get_flags, &bg), 0);
-	while (atomic_load(&fake.in_flight) == 0)
-		sched_yield();
+	struct get_arg bg = { .obj = &obj, .idx = 2, .flags = TFS_RAM_WAIT | TFS_RAM_BACKGROUND };
+	t = slow_reader(&bg, 300);
 	cr_assert(!tfs_ram_yield(ram, 10000));
 	pthread_join(t, NULL);
 	cr_assert_eq(stat_of("background_yields"), 2);

@@ -827,7 +827,10 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	int fd = f->fd >= 0 ? dup(f->fd) : -1;
 	pthread_mutex_unlock(&wb->lock);
 	if (rc == 0 && durable && fd >= 0) {
-		if (fdatasync(fd) < 0) {
+		/* The staged bytes, then the staging directory (a file created
+		 * since the last sync needs its name on disk too), then the
+		 * journal record that points to it. */
+		if (fdatasync(fd) < 0 || fsync(wb->stagefd) < 0) {
 			rc = errno;
 			tfs_err(wb->log, "writeback: fsync of the staged copy of '%s': %s",
 				path ? path : "(deleted)", strerror(rc));

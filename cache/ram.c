@@ -24,6 +24,7 @@
 
 #include "ram.h"
 
+#include "bufarena.h"
 #include "policy.h"
 
 #include <errno.h>
@@ -74,7 +75,8 @@ struct ram {
 	size_t nbuckets; /* power of two */
 	struct tfs_ram_block lru; /* sentinel */
 	uint64_t used, cached, nblocks_cached, clock;
-	char **pool; /* free buffers of block_size bytes */
+	struct tfs_bufarena arena; /* where buffers of block_size bytes come from */
+	char **pool; /* free buffers of block_size bytes, memory kept */
 	size_t npool, pool_cap;
 	uint64_t pooled, block_size;
 	struct tfs_reuse reuse;
@@ -142,6 +144,15 @@ static void table_unlink(struct ram *r, struct tfs_ram_block *b)
 	b->linked = false;
 }
 
+/* Give a buffer's memory back (a full block's to the arena). */
+static void release_buffer(struct ram *r, char *data, size_t len)
+{
+	if (len == r->block_size)
+		tfs_bufarena_put(&r->arena, data);
+	else
+		free(data);
+}
+
 /* Take `b` out of the cache; it is freed now if unreferenced. */
 static void drop(struct ram *r, struct tfs_ram_block *b)
 {
@@ -159,7 +170,7 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 			r->pool[r->npool++] = b->data;
 			r->pooled += b->len;
 		} else {
-			free(b->data);
+			release_buffer(r, b->data, b->len);
 		}
 		free(b);
 		pthread_cond_broadcast(&r->budget);
@@ -169,7 +180,7 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 /* A buffer of `len` bytes: from the pool when it fits, else a new one.
  * Frees pooled buffers first if the budget needs their room.  Buffers are
  * page-aligned, so the SSD tier can write a whole block with O_DIRECT
- * straight from it. */
+ * straight from it; full blocks come from the arena (huge pages). */
 static char *buffer(struct ram *r, size_t len)
 {
 	if (len == r->block_size && r->npool) {
@@ -177,9 +188,11 @@ static char *buffer(struct ram *r, size_t len)
 		return r->pool[--r->npool];
 	}
 	while (r->npool && r->used + r->pooled + len > r->cap) {
-		free(r->pool[--r->npool]);
+		release_buffer(r, r->pool[--r->npool], r->block_size);
 		r->pooled -= r->block_size;
 	}
+	if (len == r->block_size)
+		return tfs_bufarena_get(&r->arena);
 	void *p = NULL;
 	return posix_memalign(&p, TFS_PAGE_ALIGN, len) == 0 ? p : NULL;
 }
@@ -640,7 +653,7 @@ int tfs_ram_set_size(struct tfs_layer *l, uint64_t size)
 		drop(r, v);
 	}
 	while (r->npool > r->pool_cap || (r->npool && r->used + r->pooled > r->cap)) {
-		free(r->pool[--r->npool]);
+		release_buffer(r, r->pool[--r->npool], r->block_size);
 		r->pooled -= r->block_size;
 	}
 	pthread_cond_broadcast(&r->budget); /* a grow frees waiters */
@@ -681,14 +694,14 @@ static void ram_destroy(struct tfs_layer *l)
 		struct tfs_ram_block *b = r->table[i];
 		while (b) {
 			struct tfs_ram_block *n = b->hnext;
-			free(b->data);
+			if (b->len != r->block_size)
+				free(b->data);
 			free(b);
 			b = n;
 		}
 	}
-	while (r->npool)
-		free(r->pool[--r->npool]);
-	free(r->pool);
+	free(r->pool); /* pooled buffers are the arena's */
+	tfs_bufarena_destroy(&r->arena);
 	tfs_layer_destroy(r->inner);
 	pthread_mutex_destroy(&r->lock);
 	for (size_t i = 0; i < FILL_SLOTS; i++)
@@ -739,6 +752,7 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
 		return ENOMEM;
 	}
 	r->block_size = bs;
+	tfs_bufarena_init(&r->arena, (size_t)bs);
 	r->pool_cap = (size_t)(r->reserve / bs);
 	r->pool = calloc(r->pool_cap ? r->pool_cap : 1, sizeof(*r->pool));
 	if (r->pool == NULL) {

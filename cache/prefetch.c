@@ -83,8 +83,9 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 			return rc; /* or every block is present: 0 */
 		idx = tfs_ram_claim_first(c) + tfs_ram_claim_len(c);
 		pthread_mutex_lock(&pf->lock);
-		if (pf->len == pf->cap || pf->stop) {
-			/* Filled up or stopped meanwhile: its readers fetch it. */
+		if (pf->len == pf->cap || pf->stop || tfs_workers_count(&pf->pool) == 0) {
+			/* Filled up, stopped or left without workers (a reload)
+			 * meanwhile: its readers fetch it. */
 			pf->dropped++;
 			pthread_mutex_unlock(&pf->lock);
 			tfs_ram_cancel_claim(pf->ram, c);

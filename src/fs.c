@@ -717,12 +717,17 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *ob
 			h->ra_next = to;
 		else
 			from = to;
-		for (uint64_t i = from; i < to; i += run) {
-			unsigned n = (unsigned)(to - i < run ? to - i : run);
-			if (tfs_prefetch_run(fs->pf, obj, i, n, TFS_RAM_ONCE) == EAGAIN) {
+		for (uint64_t i = from; i < to;) {
+			/* The read's own block, when it starts a stream, is cached
+			 * like any block read (a small file is that block); the
+			 * read-ahead is streamed: dropped once it has been read. */
+			bool own = i == cur;
+			unsigned n = own ? 1 : (unsigned)(to - i < run ? to - i : run);
+			if (tfs_prefetch_run(fs->pf, obj, i, n, own ? 0 : TFS_RAM_ONCE) == EAGAIN) {
 				h->ra_next = i; /* retried by the next read */
 				break;
 			}
+			i += n;
 		}
 	}
 	pthread_mutex_unlock(&h->lock);

@@ -290,6 +290,35 @@ def t_warm_restart_zero_gets(ctx):
         m.umount()
 
 
+def t_sequential_read_is_one_get_per_run(ctx):
+    """A cold sequential read of a big file: the read-ahead claims its
+    runs before the kernel's parallel requests reach them, so every run is
+    one ranged GET and no block is fetched alone (it used to be ~1 GET in
+    4 for single blocks), and the read's own first block stays in RAM."""
+    size = 48 << 20
+    data = data_for("seq", size)
+    ctx.bucket.put("seq.bin", data)
+    m = ctx.mount("seq").mount()  # readahead 4M: runs of 2 blocks
+    try:
+        got = hashlib.sha256()
+        with open(os.path.join(m.mnt, "seq.bin"), "rb", buffering=0) as f:
+            while True:
+                b = f.read(1 << 20)
+                if not b:
+                    break
+                got.update(b)
+        assert got.digest() == hashlib.sha256(data).digest(), "content differs"
+        st = m.stats()
+        blocks, run = size >> 20, 2
+        gets = st["backend"]["get"]["requests"]
+        # the first block alone, then the runs
+        assert gets <= 1 + blocks // run + 1, "%d GETs for %d blocks in runs of %d" % (gets, blocks, run)
+        assert st["ram"]["stream_consumed"] >= blocks - 2, st["ram"]
+        assert st["ram"]["blocks"] >= 1, "the first block was not kept in RAM"
+    finally:
+        m.umount()
+
+
 def t_change_detected_after_ttl(ctx):
     ctx.bucket.put("mut/obj.txt", b"version one\n")
     m = ctx.mount("ttl", {"cache": {"metadata_ttl": "1s"}}).mount()
@@ -675,6 +704,7 @@ TESTS = [
     ("byte_exact_and_walk", t_byte_exact_and_walk),
     ("random_offsets_concurrent", t_random_offsets_concurrent),
     ("warm_restart_zero_gets", t_warm_restart_zero_gets),
+    ("sequential_read_is_one_get_per_run", t_sequential_read_is_one_get_per_run),
     ("change_detected_after_ttl", t_change_detected_after_ttl),
     ("missing_is_enoent", t_missing_is_enoent),
     ("kill9_recovery", t_kill9_recovery),

@@ -16,8 +16,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A data file without an object record is swept only once it is this old:
+ * a younger one may be a fill in progress of another daemon sharing the
+ * tier (created, written, not yet committed), which this daemon's pins
+ * cannot see.  A fill commits within milliseconds of creating its file. */
+#define SWEEP_MIN_AGE_S 60
 
 static int unhex(char c)
 {
@@ -144,6 +151,10 @@ static void sweep_dir(struct ssd *s, const char *name, bool trash)
 			ok = hi >= 0 && lo >= 0;
 			id[i] = (uint8_t)(hi << 4 | lo);
 		}
+		struct stat st;
+		if (ok && (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			   time(NULL) - st.st_mtime < SWEEP_MIN_AGE_S))
+			continue;
 		if (ok && !has_record(s, id))
 			remove_orphan(s, id);
 	}

@@ -133,6 +133,7 @@ static struct tfs_layer *fake_layer(struct fake *f)
 struct logcap {
 	pthread_mutex_t mu;
 	int warns, full_lines, corrupt_lines;
+	atomic_int swept_lines; /* "removed N data files": the sweep ended */
 	char last[1024];
 };
 
@@ -149,6 +150,8 @@ static void cap_sink(void *ctx, enum tfs_log_level level, const char *line)
 		c->full_lines++;
 	if (strstr(line, "dropped the cached copy"))
 		c->corrupt_lines++;
+	if (strstr(line, "data files that had no index record"))
+		atomic_fetch_add(&c->swept_lines, 1);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -887,11 +890,21 @@ Test(ssd, orphans_and_trash_swept)
 	t_open(&t);
 	rd_all(&t, "kept", "e", BS);
 	t_close(&t);
-	/* a data file with no record (crash between pwrite and commit) */
+	/* a data file with no record, an hour old (a crash between pwrite
+	 * and commit) */
 	data_path(&t, "orphan", p, sizeof(p));
 	int fd = open(p, O_CREAT | O_WRONLY, 0600);
 	cr_assert(fd >= 0);
 	cr_assert_eq(write(fd, "x", 1), 1);
+	struct timespec old[2] = { { time(NULL) - 3600, 0 }, { time(NULL) - 3600, 0 } };
+	cr_assert_eq(futimens(fd, old), 0);
+	close(fd);
+	/* and a fresh one: another daemon sharing the tier filling it, not
+	 * committed yet; it must be left alone */
+	char f[256];
+	data_path(&t, "filling", f, sizeof(f));
+	fd = open(f, O_CREAT | O_WRONLY, 0600);
+	cr_assert(fd >= 0);
 	close(fd);
 	snprintf(q, sizeof(q), "%s/data/trash/leftover.1", t.dir);
 	fd = open(q, O_CREAT | O_WRONLY, 0600);
@@ -899,10 +912,12 @@ Test(ssd, orphans_and_trash_swept)
 	atomic_store(&t.fk.calls, 0);
 	t_open(&t);
 	uint64_t end = now_ms() + 10000;
-	while ((exists(p) || exists(q)) && now_ms() < end)
+	while ((exists(p) || exists(q) || atomic_load(&t.cap.swept_lines) == 0) && now_ms() < end)
 		usleep(5000);
+	cr_assert_eq(atomic_load(&t.cap.swept_lines), 1, "the sweep did not finish");
 	cr_assert(!exists(p), "orphan removed");
 	cr_assert(!exists(q), "trash emptied");
+	cr_assert(exists(f), "a fresh file without a record (a fill in progress) was removed");
 	cr_assert(file_of(&t, "kept"));
 	rd_all(&t, "kept", "e", BS);
 	cr_assert_eq(atomic_load(&t.fk.calls), 0);

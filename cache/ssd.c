@@ -60,7 +60,9 @@
  *   it aside; damage found later inside our databases disables the tier
  *   (reads pass through) until a restart, which empties them.  A
  *   background sweep after start removes trash/ and data files that have
- *   no object record.  The data files are never fsync'ed: any loss is
+ *   no object record and are over a minute old (a younger one may be the
+ *   fill in progress of another daemon sharing the tier).  The data files
+ *   are never fsync'ed: any loss is
  *   detected and costs a refetch, never a wrong byte.
  *
  * ACCESS ORDER AND EPOCH LEARNING

@@ -60,9 +60,9 @@
  *   it aside; damage found later inside our databases disables the tier
  *   (reads pass through) until a restart, which empties them.  A
  *   background sweep after start removes trash/ and data files that have
- *   no object record and are over a minute old (a younger one may be the
- *   fill in progress of another daemon sharing the tier).  The data files
- *   are never fsync'ed: any loss is
+ *   no object record and no fill in progress (a fill holds a shared flock
+ *   on its file until it commits, so another daemon sharing the tier is
+ *   protected too).  The data files are never fsync'ed: any loss is
  *   detected and costs a refetch, never a wrong byte.
  *
  * ACCESS ORDER AND EPOCH LEARNING
@@ -122,6 +122,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -825,6 +826,9 @@ static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const v
 		atomic_fetch_sub(&s->charged, len);
 		return false;
 	}
+	/* Until the commit the file may have no record: the shared lock keeps
+	 * the start-up sweep of every daemon sharing the tier off it. */
+	(void)flock(fd, LOCK_SH);
 	rc = write_data(s, fd, buf, len, (off_t)(idx * s->bs));
 	if (rc) {
 		write_failed(s, obj, rc, "cannot write to");

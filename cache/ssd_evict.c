@@ -16,15 +16,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
-
-/* A data file without an object record is swept only once it is this old:
- * a younger one may be a fill in progress of another daemon sharing the
- * tier (created, written, not yet committed), which this daemon's pins
- * cannot see.  A fill commits within milliseconds of creating its file. */
-#define SWEEP_MIN_AGE_S 60
 
 static int unhex(char c)
 {
@@ -99,22 +93,32 @@ static bool has_record(struct ssd *s, const uint8_t id[ID_LEN])
 }
 
 /* Remove a data file that has no object record (left by a crash between
- * pwrite and commit, or by a wiped index). */
-static void remove_orphan(struct ssd *s, const uint8_t id[ID_LEN])
+ * pwrite and commit, or by a wiped index), `name` in directory `dirfd`.
+ * A file being filled has no record until its fill commits; this
+ * daemon's fills pin the id (ssd_mark fails), and every fill, of any
+ * daemon sharing the tier, holds a shared flock on the file until then,
+ * so a file another daemon is filling is left alone too. */
+static void remove_orphan(struct ssd *s, int dirfd, const char *name, const uint8_t id[ID_LEN])
 {
 	MDB_txn *txn = NULL;
 	MDB_val k = mval(id, ID_LEN), v;
 	char trash[TRASH_LEN];
 	bool moved = false;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 
-	if (!ssd_mark(s, id))
+	if (fd < 0)
 		return;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || !ssd_mark(s, id)) {
+		close(fd); /* being filled */
+		return;
+	}
 	if (mdb_txn_begin(s->env, NULL, 0, &txn) == 0) {
 		if (mdb_get(txn, s->objs, &k, &v) == MDB_NOTFOUND)
 			moved = ssd_move_to_trash(s, id, trash);
 		mdb_txn_abort(txn);
 	}
 	ssd_unmark(s, id);
+	close(fd);
 	if (moved) {
 		ssd_unlink_trash(s, trash);
 		s->swept++;
@@ -151,12 +155,8 @@ static void sweep_dir(struct ssd *s, const char *name, bool trash)
 			ok = hi >= 0 && lo >= 0;
 			id[i] = (uint8_t)(hi << 4 | lo);
 		}
-		struct stat st;
-		if (ok && (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-			   time(NULL) - st.st_mtime < SWEEP_MIN_AGE_S))
-			continue;
 		if (ok && !has_record(s, id))
-			remove_orphan(s, id);
+			remove_orphan(s, fd, d->d_name, id);
 	}
 	closedir(dir);
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -890,22 +891,19 @@ Test(ssd, orphans_and_trash_swept)
 	t_open(&t);
 	rd_all(&t, "kept", "e", BS);
 	t_close(&t);
-	/* a data file with no record, an hour old (a crash between pwrite
-	 * and commit) */
+	/* a data file with no record (a crash between pwrite and commit) */
 	data_path(&t, "orphan", p, sizeof(p));
 	int fd = open(p, O_CREAT | O_WRONLY, 0600);
 	cr_assert(fd >= 0);
 	cr_assert_eq(write(fd, "x", 1), 1);
-	struct timespec old[2] = { { time(NULL) - 3600, 0 }, { time(NULL) - 3600, 0 } };
-	cr_assert_eq(futimens(fd, old), 0);
 	close(fd);
-	/* and a fresh one: another daemon sharing the tier filling it, not
-	 * committed yet; it must be left alone */
+	/* and one that another daemon sharing the tier is filling: no record
+	 * yet, the fill's shared lock held; it must be left alone */
 	char f[256];
 	data_path(&t, "filling", f, sizeof(f));
-	fd = open(f, O_CREAT | O_WRONLY, 0600);
-	cr_assert(fd >= 0);
-	close(fd);
+	int filling = open(f, O_CREAT | O_WRONLY, 0600);
+	cr_assert(filling >= 0);
+	cr_assert_eq(flock(filling, LOCK_SH), 0);
 	snprintf(q, sizeof(q), "%s/data/trash/leftover.1", t.dir);
 	fd = open(q, O_CREAT | O_WRONLY, 0600);
 	close(fd);
@@ -917,7 +915,8 @@ Test(ssd, orphans_and_trash_swept)
 	cr_assert_eq(atomic_load(&t.cap.swept_lines), 1, "the sweep did not finish");
 	cr_assert(!exists(p), "orphan removed");
 	cr_assert(!exists(q), "trash emptied");
-	cr_assert(exists(f), "a fresh file without a record (a fill in progress) was removed");
+	cr_assert(exists(f), "a file being filled (no record yet) was removed");
+	close(filling);
 	cr_assert(file_of(&t, "kept"));
 	rd_all(&t, "kept", "e", BS);
 	cr_assert_eq(atomic_load(&t.fk.calls), 0);

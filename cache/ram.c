@@ -413,6 +413,19 @@ struct tfs_ram_claim {
 	struct tfs_ram_block *blocks[TFS_MAX_RUN];
 };
 
+static void claim_free(struct tfs_ram_claim *c)
+{
+	free(c->key);
+	free(c);
+}
+
+/* Is block idx of obj's version cached or being filled?  Lock held. */
+static bool present(struct ram *r, const struct tfs_obj *obj, uint64_t idx)
+{
+	struct tfs_ram_block *b = find(r, obj->id, idx);
+	return b && strcmp(b->etag, obj->etag) == 0;
+}
+
 int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
 		      int flags, struct tfs_ram_claim **out)
 {
@@ -437,11 +450,8 @@ int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t f
 	pthread_mutex_lock(&r->lock);
 	if (flags & TFS_RAM_SKIP) {
 		/* Start at the first block neither cached nor being filled. */
-		for (; n > 0; first++, n--) {
-			struct tfs_ram_block *b = find(r, obj->id, first);
-			if (b == NULL || strcmp(b->etag, obj->etag) != 0)
-				break;
-		}
+		for (; n > 0 && present(r, obj, first); first++, n--)
+			;
 	}
 	/* Claim the leading blocks that are neither cached nor being filled,
 	 * as far as the budget allows without waiting. */
@@ -464,8 +474,7 @@ int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t f
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (k == 0) {
-		free(c->key);
-		free(c);
+		claim_free(c);
 		/* Nothing left to claim is not an error; no budget is. */
 		return n == 0 ? 0 : EAGAIN;
 	}
@@ -483,12 +492,6 @@ uint64_t tfs_ram_claim_first(const struct tfs_ram_claim *c)
 unsigned tfs_ram_claim_len(const struct tfs_ram_claim *c)
 {
 	return c->n;
-}
-
-static void claim_free(struct tfs_ram_claim *c)
-{
-	free(c->key);
-	free(c);
 }
 
 /* A block of a claim arrived whole: readers may have it before the rest,
@@ -579,8 +582,7 @@ bool tfs_ram_has(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx)
 {
 	struct ram *r = l->priv;
 	pthread_mutex_lock(&r->lock);
-	struct tfs_ram_block *b = find(r, obj->id, idx);
-	bool has = b && strcmp(b->etag, obj->etag) == 0;
+	bool has = present(r, obj, idx);
 	pthread_mutex_unlock(&r->lock);
 	return has;
 }

@@ -841,9 +841,14 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 	if (lc) {
 		fuse_loop_cfg_set_clone_fd(lc, 1);
 		/* Each FUSE thread holds a max_read-sized receive buffer: 16
-		 * threads are 16 MiB, inside the 64 MiB beyond ram.size. */
+		 * threads are 16 MiB, inside the 64 MiB beyond ram.size.
+		 * Idle threads are kept: with fewer kept than started, every
+		 * burst of kernel read-ahead requests made libfuse start
+		 * threads and end them again (74 thread starts, each with a
+		 * new stack, /dev/fuse clone and receive buffer, in one cold
+		 * 512 MiB read). */
 		fuse_loop_cfg_set_max_threads(lc, FUSE_THREADS);
-		fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS / 2);
+		fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS);
 	}
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);

@@ -166,6 +166,27 @@ def main():
                             [cell(r, kind, base) for r in rows]) + " |")
     w("")
 
+    # the cold read against every way of taking the object in the same run
+    gets = [("curl", "one `curl` GET to /dev/null"),
+            ("curl-pipe", "one `curl` GET piped to `dd`"),
+            ("curl-file", "one `curl` GET into a local file")]
+    gets = [(g, label) for g, label in gets if ok(res.get((g, "big_cold")))]
+    if len(gets) > 1 and peers:
+        w("Cold sequential read against each baseline (the GET to /dev/null "
+          "hands its bytes to nobody; the other two hand them to a reader "
+          "or a disk, as every filesystem must):")
+        w("")
+        w("| baseline | time | " + " | ".join(peers) + " |")
+        w("|---|---|" + "---|" * len(peers))
+        for g, label in gets:
+            base = res[(g, "big_cold")]
+            cells = []
+            for p in peers:
+                r = res.get((p, "big_cold"))
+                cells.append("%.2f×" % (speed(r, "seq") / speed(base, "seq")) if ok(r) else "—")
+            w("| %s | %s | %s |" % (label, absolute(base, "seq"), " | ".join(cells)))
+        w("")
+
     pairs = [(a, b) for a, b in (("tierfs", "rclone"), ("tierfs", "s3fs"),
                                  ("rclone", "s3fs")) if a in peers and b in peers]
     if pairs:
@@ -222,7 +243,7 @@ def main():
         out.extend(rows)
         w("")
     # every repetition's time, so the spread is visible
-    order = ["local", "curl"] + peers
+    order = ["local", "curl", "curl-pipe", "curl-file"] + peers
     keys = sorted((k for k in raw if raw[k][0]["status"] != "skip"),
                   key=lambda k: ([x[0] for x in WORKLOADS].index(k[1])
                                  if k[1] in [x[0] for x in WORKLOADS] else 99,

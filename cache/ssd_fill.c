@@ -189,22 +189,51 @@ fail:
 	return ssd_lmdb_trouble_key(s, rc, "fill", obj->key);
 }
 
-/* Write block bytes at `off` of the data file `fd`.  With s->direct the
- * write bypasses the page cache (O_DIRECT): no copy into it, no second copy
- * of data the kernel already caches for the mount itself, and no
- * write-back later.  O_DIRECT wants the buffer, offset and length aligned:
- * offsets are (block_size is a multiple of TFS_PAGE_ALIGN); a buffer that
- * is not, or a length that is not (an object's last block), goes through
- * an aligned copy padded with zeros past the object's end, bytes that are
- * never read.  A filesystem that refuses O_DIRECT turns it off for good
- * (logged once).  Returns 0 or an errno. */
-static int write_data(struct ssd *s, int fd, const void *buf, size_t len, off_t off)
+/* The filesystem refused O_DIRECT (the open or a write, with EINVAL): fill
+ * through the page cache from now on.  Logged once, by the thread that
+ * turns it off. */
+static void direct_refused(struct ssd *s)
 {
-	if (!atomic_load(&s->direct))
+	if (atomic_exchange(&s->direct, false))
+		tfs_info(s->log, "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
+			 s->dir);
+}
+
+/* Open id's data file for a fill, creating it.  With s->direct it is opened
+ * O_DIRECT (and *direct set): the fd is the fill's own, so no reader's page
+ * cache I/O is affected.  A filesystem that refuses O_DIRECT at open
+ * (EINVAL) turns it off for good and the file is opened without it (an
+ * empty file the refused open created is reused, or swept if no fill
+ * records it).  Returns the fd or -1 with errno set. */
+static int open_fill_file(struct ssd *s, const uint8_t id[ID_LEN], bool *direct)
+{
+	int fd;
+
+	*direct = atomic_load(&s->direct);
+	if (*direct) {
+		fd = ssd_open_data(s, id, O_RDWR | O_CREAT | O_DIRECT);
+		if (fd >= 0 || errno != EINVAL)
+			return fd;
+		direct_refused(s);
+		*direct = false;
+	}
+	return ssd_open_data(s, id, O_RDWR | O_CREAT);
+}
+
+/* Write block bytes at `off` of the data file `fd`.  If fd was opened
+ * O_DIRECT (`direct`, open_fill_file()) the write bypasses the page cache:
+ * no copy into it, no second copy of data the kernel already caches for the
+ * mount itself, and no write-back later.  O_DIRECT wants the buffer, offset
+ * and length aligned: offsets are (block_size is a multiple of
+ * TFS_PAGE_ALIGN); a buffer that is not, or a length that is not (an
+ * object's last block), goes through an aligned copy padded with zeros
+ * past the object's end, bytes that are never read.  A filesystem that
+ * refuses the O_DIRECT write (EINVAL) turns it off for good (logged once)
+ * and the block goes through the page cache.  Returns 0 or an errno. */
+static int write_data(struct ssd *s, int fd, bool direct, const void *buf, size_t len, off_t off)
+{
+	if (!direct)
 		return tfs_pwrite_all(fd, buf, len, off);
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
-		goto refused;
 	size_t up = (len + TFS_PAGE_ALIGN - 1) / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
 	void *bounce = NULL;
 	const void *src = buf;
@@ -219,10 +248,8 @@ static int write_data(struct ssd *s, int fd, const void *buf, size_t len, off_t 
 	free(bounce);
 	if (rc != EINVAL)
 		return rc;
-refused:
-	if (atomic_exchange(&s->direct, false))
-		tfs_info(s->log, "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
-			 s->dir);
+	direct_refused(s);
+	int fl = fcntl(fd, F_GETFL);
 	if (fl >= 0)
 		(void)fcntl(fd, F_SETFL, fl & ~O_DIRECT);
 	return tfs_pwrite_all(fd, buf, len, off);
@@ -233,13 +260,14 @@ refused:
 bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
 	      size_t len, uint64_t tick, bool have_obj)
 {
+	bool direct;
 	int fd, rc;
 
 	if (!admit(s, len)) {
 		count(&s->bypassed, 1);
 		return false;
 	}
-	fd = ssd_open_data(s, obj->id, O_RDWR | O_CREAT);
+	fd = open_fill_file(s, obj->id, &direct);
 	if (fd < 0) {
 		write_failed(s, obj, errno, "cannot create a data file in");
 		atomic_fetch_sub(&s->charged, len);
@@ -248,7 +276,7 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 	/* Until the commit the file may have no record: the shared lock keeps
 	 * the start-up sweep of every daemon sharing the tier off it. */
 	(void)flock(fd, LOCK_SH);
-	rc = write_data(s, fd, buf, len, (off_t)(idx * s->bs));
+	rc = write_data(s, fd, direct, buf, len, (off_t)(idx * s->bs));
 	if (rc) {
 		write_failed(s, obj, rc, "cannot write to");
 		if (!have_obj)

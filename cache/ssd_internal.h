@@ -129,8 +129,8 @@ struct ssd {
 	pthread_mutex_t usage_lock; /* orders the mirrors of the shared usage */
 	size_t usage_txnid;         /* the transaction they mirror (usage_lock) */
 	atomic_bool broken; /* index damaged at run time: pass through */
-	atomic_bool direct; /* fills write with O_DIRECT (ssd.direct_io, and the
-			     * filesystem takes it) */
+	atomic_bool direct; /* fills open their data file O_DIRECT (ssd.direct_io,
+			     * and the filesystem takes it); only ever cleared */
 	atomic_bool stop;
 
 	pthread_mutex_t lock;
@@ -370,8 +370,10 @@ bool ssd_may_go(struct ssd *s, const struct victim *v);
  * the block is now indexed.  Never fails the read: a refusal counts in
  * `bypassed`; an I/O or LMDB failure counts in `write_errors` and is logged
  * (rate-limited); losing a race to another version or a replaced file
- * (EBUSY inside) counts in neither.  buf stays the caller's; the fill's fd
- * is its own and closed before return.  The caller pins obj->id (I5) and
+ * (EBUSY inside) counts in neither.  buf stays the caller's.  The fill opens
+ * its own fd on the data file (O_DIRECT with s->direct; a filesystem that
+ * refuses it clears s->direct for good, logged once) and closes it before
+ * return; readers open theirs.  The caller pins obj->id (I5) and
  * holds none of the tier's locks nor a transaction: admission takes s->lock
  * (ssd_oldest_candidate(), ssd_may_go(), ssd_wake_bg()), the commit LMDB's
  * writer lock, then usage_lock (ssd_usage_sync()). */

@@ -2,11 +2,13 @@
  * object) indexed in LMDB, with checksums, access-order eviction and
  * crash recovery.
  *
- * This file is the layer: lookup, admission, fill, read_block, put_block,
- * pins, invalidate, stats, create/destroy.  ON DISK (the cache directory
- * and the LMDB records) is described in ssd_index.c, which implements the
- * format; the background thread (eviction, sweep) is ssd_evict.c; the
- * state they share and its LOCKING are in ssd_internal.h.
+ * This file is the layer: lookup, read_block, put_block, pins, drops,
+ * touches, invalidate, stats, create/destroy.  Writing blocks into the
+ * tier (admission, the data write, the block record: ssd_fill()) is
+ * ssd_fill.c; ON DISK (the cache directory and the LMDB records) is
+ * described in ssd_index.c, which implements the format; the background
+ * thread (eviction, sweep) is ssd_evict.c; the state they share and its
+ * LOCKING are in ssd_internal.h.
  *
  * STATES
  *
@@ -33,7 +35,8 @@
  *       delta of each committed transaction, so it never drifts.
  *   I3  A block record is only committed by a transaction that checked
  *       that the file now at the data path is the inode the bytes were
- *       written to, and that the object record (if any) has the same ETag.
+ *       written to, and that the object record (if any) has the same ETag
+ *       (record_block() in ssd_fill.c).
  *       A data file is only removed (renamed into trash/) inside the write
  *       transaction that deletes all of its records.  LMDB serialises the
  *       two, so a block record always describes bytes written to the
@@ -122,7 +125,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -135,30 +137,6 @@
 #include "units.h"
 
 /* ---- small helpers ---- */
-
-static void hex_id(const uint8_t id[ID_LEN], char out[2 * ID_LEN + 1])
-{
-	for (int i = 0; i < ID_LEN; i++) {
-		out[2 * i] = hexdig[id[i] >> 4];
-		out[2 * i + 1] = hexdig[id[i] & 15];
-	}
-	out[2 * ID_LEN] = '\0';
-}
-
-/* "XX/<hex>", relative to datafd */
-static void rel_path(const uint8_t id[ID_LEN], char out[REL_LEN])
-{
-	out[0] = hexdig[id[0] >> 4];
-	out[1] = hexdig[id[0] & 15];
-	out[2] = '/';
-	hex_id(id, out + 3);
-}
-
-/* May a line of this kind be logged now?  (lib/log.h) */
-static bool rl_allow(struct tfs_ratelimit *rl, uint64_t *suppressed)
-{
-	return tfs_ratelimit_allow(rl, mono_ms(), suppressed);
-}
 
 static void add_u64(struct json_object *o, const char *k, uint64_t v)
 {
@@ -190,7 +168,7 @@ int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what)
 
 /* ssd_lmdb_trouble() for an operation on one object: the message names its
  * key. */
-static int lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key)
+int ssd_lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key)
 {
 	char w[160];
 
@@ -325,7 +303,8 @@ static bool is_busy(struct ssd *s, const uint8_t id[ID_LEN])
 	return busy;
 }
 
-static void wake_bg(struct ssd *s)
+/* Wake the background thread: evict now (admit(), a reload). */
+void ssd_wake_bg(struct ssd *s)
 {
 	pthread_mutex_lock(&s->lock);
 	s->kick = true;
@@ -335,24 +314,13 @@ static void wake_bg(struct ssd *s)
 
 /* ---- data files ---- */
 
-static int open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
+/* Open id's data file: the fd, or -1 with errno set (ssd_internal.h). */
+int ssd_open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
 {
 	char rel[REL_LEN];
 
 	rel_path(id, rel);
 	return openat(s->datafd, rel, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
-/* Inside a write txn: is the file at id's path the inode open as fd? */
-static bool same_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
-{
-	char rel[REL_LEN];
-	struct stat a, b;
-
-	rel_path(id, rel);
-	if (fstat(fd, &a) != 0 || fstatat(s->datafd, rel, &b, AT_SYMLINK_NOFOLLOW) != 0)
-		return false;
-	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
 /* Inside a write txn: rename id's data file into trash/.  Returns true and
@@ -565,7 +533,7 @@ static int lookup(struct ssd *s, const uint8_t id[ID_LEN], uint64_t idx, struct 
 	return 0;
 }
 
-/* ---- admission ---- */
+/* ---- the eviction candidate (for admit() in ssd_fill.c and the evictor) ---- */
 
 /* The oldest object that could be evicted now (see ADMISSION).  Returns
  * 0, ENOENT (none within SCAN_LIMIT entries) or an errno. */
@@ -619,233 +587,6 @@ bool ssd_may_go(struct ssd *s, const struct victim *v)
 	pthread_mutex_unlock(&s->lock);
 	return tfs_policy_may_evict(s->policy, &r, now > v->tick ? now - v->tick : 0,
 				    atomic_load(&s->objects));
-}
-
-/* Decide whether to cache a block of `len` bytes and, if so, reserve them
- * in `charged` (the caller releases them with the fill's outcome).  The
- * reservation is a compare-and-swap against the capacity, so concurrent
- * fills never take usage above it. */
-static bool admit(struct ssd *s, size_t len)
-{
-	uint64_t c = atomic_load(&s->charged);
-	struct victim v;
-
-	if (c + len > atomic_load(&s->high)) {
-		if (s->policy != TFS_POLICY_LRU && (ssd_oldest_candidate(s, &v) != 0 || !ssd_may_go(s, &v)))
-			return false;
-		wake_bg(s);
-	}
-	do {
-		if (c + len > atomic_load(&s->capacity))
-			return false;
-	} while (!atomic_compare_exchange_weak(&s->charged, &c, c + len));
-	return true;
-}
-
-/* ---- fill ---- */
-
-static void write_failed(struct ssd *s, const struct tfs_obj *obj, int err, const char *what)
-{
-	uint64_t sup = 0;
-
-	count(&s->write_errors, 1);
-	if (err == ENOSPC || err == EDQUOT) {
-		if (rl_allow(&s->rl_full, &sup))
-			tfs_warn(s->log, "ssd: SSD tier full: %s '%s/data': %s; serving reads "
-				 "without caching them (%" PRIu64 " bytes cached, capacity %" PRIu64
-				 "; %" PRIu64 " similar errors suppressed)",
-				 what, s->dir, strerror(err), atomic_load(&s->used), atomic_load(&s->capacity),
-				 sup);
-	} else if (rl_allow(&s->rl_err, &sup)) {
-		tfs_err(s->log, "ssd: %s for '%s': %s; serving it without caching (%" PRIu64
-			" similar errors suppressed)", what, obj->key, strerror(err), sup);
-	}
-}
-
-/* A write into a file with no record failed: unlink the file (if it is
- * still ours and still has no record) so it does not hold space. */
-static void discard_new_file(struct ssd *s, const uint8_t id[ID_LEN], int fd)
-{
-	MDB_txn *txn = NULL;
-	MDB_val k = mval(id, ID_LEN), v;
-	char rel[REL_LEN];
-
-	if (mdb_txn_begin(s->env, NULL, 0, &txn) != 0)
-		return;
-	if (mdb_get(txn, s->objs, &k, &v) == MDB_NOTFOUND && same_file(s, id, fd)) {
-		rel_path(id, rel);
-		(void)unlinkat(s->datafd, rel, 0);
-	}
-	mdb_txn_abort(txn);
-}
-
-/* Index a block written to fd (see I1-I3).  Returns 0, EBUSY (lost a race:
- * another version owns the file, or it was replaced), or an errno. */
-static int record_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, size_t len,
-			uint64_t sum, uint64_t tick, int fd)
-{
-	MDB_txn *txn = NULL;
-	MDB_val k = mval(obj->id, ID_LEN), v;
-	uint8_t vb[OBJ_VAL_MAX], bk[BLK_KEY_LEN], bvb[BLK_VAL_LEN], ak[ATIME_KEY_LEN];
-	size_t vlen;
-	uint64_t old_tick = 0, new_tick, cached = 0;
-	int64_t delta = (int64_t)len;
-	bool existed;
-	struct obj_rec r;
-	struct blk_rec b;
-	int rc;
-
-	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-	if (rc)
-		return lmdb_trouble_key(s, rc, "fill: begin", obj->key);
-	rc = mdb_get(txn, s->objs, &k, &v);
-	existed = rc == 0;
-	if (rc && rc != MDB_NOTFOUND)
-		goto fail;
-	if (existed) {
-		if (ssd_obj_decode(&v, &r) != 0 || strcmp(r.etag, obj->etag) != 0) {
-			mdb_txn_abort(txn);
-			return EBUSY;
-		}
-		vlen = v.mv_size;
-		memcpy(vb, v.mv_data, vlen);
-		old_tick = r.last_tick;
-		cached = r.cached;
-	} else {
-		vlen = ssd_obj_encode(vb, obj, tick);
-	}
-	if (!same_file(s, obj->id, fd)) {
-		mdb_txn_abort(txn);
-		return EBUSY;
-	}
-
-	ssd_blk_key(bk, obj->id, idx);
-	MDB_val bkv = mval(bk, BLK_KEY_LEN), bv;
-	rc = mdb_get(txn, s->blks, &bkv, &bv);
-	if (rc == 0 && ssd_blk_decode(&bv, &b) == 0)
-		delta -= (int64_t)b.len; /* a concurrent fill of the same block won */
-	else if (rc && rc != MDB_NOTFOUND)
-		goto fail;
-	put_le64(bvb, sum);
-	put_le32(bvb + 8, (uint32_t)len);
-	bv = mval(bvb, BLK_VAL_LEN);
-	rc = mdb_put(txn, s->blks, &bkv, &bv, 0);
-	if (rc)
-		goto fail;
-
-	new_tick = existed && old_tick > tick ? old_tick : tick;
-	if (!existed || new_tick != old_tick) {
-		MDB_val akv;
-		if (existed) {
-			ssd_atime_key(ak, old_tick, obj->id);
-			akv = mval(ak, ATIME_KEY_LEN);
-			rc = mdb_del(txn, s->atime, &akv, NULL);
-			if (rc && rc != MDB_NOTFOUND)
-				goto fail;
-		}
-		ssd_atime_key(ak, new_tick, obj->id);
-		akv = mval(ak, ATIME_KEY_LEN);
-		v = mval(NULL, 0);
-		rc = mdb_put(txn, s->atime, &akv, &v, 0);
-		if (rc)
-			goto fail;
-	}
-	put_le64(vb + OFF_TICK, new_tick);
-	put_le64(vb + OFF_CACHED, (uint64_t)((int64_t)cached + delta));
-	v = mval(vb, vlen);
-	rc = mdb_put(txn, s->objs, &k, &v, 0);
-	if (rc)
-		goto fail;
-	struct ssd_usage now;
-	rc = ssd_shared_add(s, txn, delta, existed ? 0 : 1, &now);
-	if (rc)
-		goto fail;
-	rc = mdb_txn_commit(txn);
-	if (rc)
-		return lmdb_trouble_key(s, rc, "fill: commit", obj->key);
-	ssd_usage_sync(s, &now);
-	return 0;
-fail:
-	mdb_txn_abort(txn);
-	return lmdb_trouble_key(s, rc, "fill", obj->key);
-}
-
-/* Write block bytes at `off` of the data file `fd`.  With s->direct the
- * write bypasses the page cache (O_DIRECT): no copy into it, no second copy
- * of data the kernel already caches for the mount itself, and no
- * write-back later.  O_DIRECT wants the buffer, offset and length aligned:
- * offsets are (block_size is a multiple of TFS_PAGE_ALIGN); a buffer that
- * is not, or a length that is not (an object's last block), goes through
- * an aligned copy padded with zeros past the object's end, bytes that are
- * never read.  A filesystem that refuses O_DIRECT turns it off for good
- * (logged once).  Returns 0 or an errno. */
-static int write_data(struct ssd *s, int fd, const void *buf, size_t len, off_t off)
-{
-	if (!atomic_load(&s->direct))
-		return tfs_pwrite_all(fd, buf, len, off);
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) != 0)
-		goto refused;
-	size_t up = (len + TFS_PAGE_ALIGN - 1) / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
-	void *bounce = NULL;
-	const void *src = buf;
-	if ((uintptr_t)buf % TFS_PAGE_ALIGN != 0 || up != len) {
-		if (posix_memalign(&bounce, TFS_PAGE_ALIGN, up) != 0)
-			return ENOMEM;
-		memcpy(bounce, buf, len);
-		memset((char *)bounce + len, 0, up - len);
-		src = bounce;
-	}
-	int rc = tfs_pwrite_all(fd, src, up, off);
-	free(bounce);
-	if (rc != EINVAL)
-		return rc;
-refused:
-	if (atomic_exchange(&s->direct, false))
-		tfs_info(s->log, "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
-			 s->dir);
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl & ~O_DIRECT);
-	return tfs_pwrite_all(fd, buf, len, off);
-}
-
-/* Cache a block the inner layer just returned.  Never fails the read.
- * Returns true if the block is now indexed. */
-static bool fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-		 size_t len, uint64_t tick, bool have_obj)
-{
-	int fd, rc;
-
-	if (!admit(s, len)) {
-		count(&s->bypassed, 1);
-		return false;
-	}
-	fd = open_data(s, obj->id, O_RDWR | O_CREAT);
-	if (fd < 0) {
-		write_failed(s, obj, errno, "cannot create a data file in");
-		atomic_fetch_sub(&s->charged, len);
-		return false;
-	}
-	/* Until the commit the file may have no record: the shared lock keeps
-	 * the start-up sweep of every daemon sharing the tier off it. */
-	(void)flock(fd, LOCK_SH);
-	rc = write_data(s, fd, buf, len, (off_t)(idx * s->bs));
-	if (rc) {
-		write_failed(s, obj, rc, "cannot write to");
-		if (!have_obj)
-			discard_new_file(s, obj->id, fd);
-		close(fd);
-		atomic_fetch_sub(&s->charged, len);
-		return false;
-	}
-	rc = record_block(s, obj, idx, len, XXH3_64bits(buf, len), tick, fd);
-	close(fd);
-	atomic_fetch_sub(&s->charged, len); /* record_block charged the real delta */
-	if (rc == 0)
-		count(&s->fill_bytes, len);
-	else if (rc != EBUSY)
-		count(&s->write_errors, 1);
-	return rc == 0;
 }
 
 /* ---- touches ---- */
@@ -1023,7 +764,7 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	if (b->len != len) {
 		why = "wrong length in the index";
 	} else {
-		fd = open_data(s, obj->id, O_RDONLY);
+		fd = ssd_open_data(s, obj->id, O_RDONLY);
 		if (fd >= 0) {
 			got = tfs_pread_full(fd, buf, len, (off_t)(idx * s->bs));
 			close(fd);
@@ -1085,7 +826,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	count(&s->misses, 1);
 	rc = tfs_layer_read_block(s->inner, obj, idx, buf);
 	if (rc == 0)
-		filled = fill(s, obj, idx, buf, len, tick, lk.have_obj);
+		filled = ssd_fill(s, obj, idx, buf, len, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 	return rc;
 }
@@ -1107,28 +848,8 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
 		memset(&lk, 0, sizeof(lk));
 	}
-	bool filled = lk.have_blk || fill(s, obj, idx, buf, len, tick, lk.have_obj);
+	bool filled = lk.have_blk || ssd_fill(s, obj, idx, buf, len, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
-}
-
-/* A cold run being filled: each block is written to the tier as it
- * arrives, then handed up. */
-struct run_fill {
-	struct ssd *s;
-	const struct tfs_obj *obj;
-	uint64_t first, tick;
-	void *const *bufs;
-	bool have_obj, filled;
-	struct tfs_io_progress *up; /* the caller's; may be NULL */
-};
-
-static void run_block_done(void *ctx, int i)
-{
-	struct run_fill *f = ctx;
-	size_t len = tfs_obj_block_len(f->obj, f->first + (uint64_t)i, f->s->bs);
-	f->filled |= fill(f->s, f->obj, f->first + (uint64_t)i, f->bufs[i], len, f->tick,
-			  f->have_obj || f->filled);
-	tfs_layer_block_done(f->up, (unsigned)i, len);
 }
 
 /* A run of blocks: if none of them is cached, one request to the inner
@@ -1166,7 +887,7 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 	 * not all) has its blocks written at the end. */
 	struct run_fill rf = { .s = s, .obj = obj, .first = first, .tick = tick, .bufs = bufs,
 			       .have_obj = lk0.have_obj, .up = progress };
-	struct tfs_io_progress mine = { .done = run_block_done, .ctx = &rf };
+	struct tfs_io_progress mine = { .done = ssd_run_block_done, .ctx = &rf };
 	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, &mine);
 	for (unsigned i = (unsigned)mine.ndone; rc == 0 && i < n; i++)
 		tfs_layer_block_done(&mine, i, tfs_obj_block_len(obj, first + i, s->bs));
@@ -1215,7 +936,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		return ENOMEM;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc) {
-		rc = lmdb_trouble_key(s, rc, "pin: begin", obj->key);
+		rc = ssd_lmdb_trouble_key(s, rc, "pin: begin", obj->key);
 		goto out;
 	}
 	rc = mdb_get(txn, s->objs, &k, &v);
@@ -1225,7 +946,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		rc = MDB_NOTFOUND; /* pin only what is wholly cached */
 	if (rc) {
 		mdb_txn_abort(txn);
-		rc = rc == MDB_NOTFOUND ? ENOENT : lmdb_trouble_key(s, rc, "pin: get", obj->key);
+		rc = rc == MDB_NOTFOUND ? ENOENT : ssd_lmdb_trouble_key(s, rc, "pin: get", obj->key);
 		goto out;
 	}
 	bool was = (r.flags & TFS_SSD_OBJ_PINNED) != 0;
@@ -1247,7 +968,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 	else
 		mdb_txn_abort(txn);
 	if (rc) {
-		rc = lmdb_trouble_key(s, rc, "pin", obj->key);
+		rc = ssd_lmdb_trouble_key(s, rc, "pin", obj->key);
 		goto out;
 	}
 	if (pinned)
@@ -1491,9 +1212,10 @@ int tfs_ssd_set_limits(struct tfs_layer *l, const struct tfs_ssd_config *cfg)
 	tfs_format_size(atomic_load(&s->capacity), b, sizeof(b));
 	tfs_info(s->log, "ssd: capacity %s -> %s (evict above %.15g%%, down to %.15g%%)", a, b,
 		 cfg->high_watermark, cfg->low_watermark);
-	/* A fill beyond the new capacity is refused at once (admit()); the
-	 * background thread evicts what is above the watermarks. */
-	wake_bg(s);
+	/* A fill beyond the new capacity is refused at once (admit() in
+	 * ssd_fill.c); the background thread evicts what is above the
+	 * watermarks. */
+	ssd_wake_bg(s);
 	return 0;
 }
 

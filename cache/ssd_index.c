@@ -2,7 +2,8 @@
  * index (object, block and atime keys and values, encode and decode), the
  * usage record shared by the daemons that share the tier, and opening,
  * checking and recounting the index at start-up.  The layer that reads
- * and writes these records is ssd.c; the shared state is ssd_internal.h.
+ * and writes these records is ssd.c, with ssd_fill.c writing the records
+ * of a fill; the shared state is ssd_internal.h.
  *
  * ON DISK
  *

@@ -1,8 +1,9 @@
 /* ssd_internal.h - state and helpers shared by the files of the SSD tier:
- * ssd.c (the layer: lookup, admission, fill, read_block, pins, stats,
- * create/destroy), ssd_index.c (the on-disk format: LMDB records, shared
- * usage, opening and recounting the index) and ssd_evict.c (the
- * background thread: eviction and the sweep).  Not for use outside
+ * ssd.c (the layer: lookup, read_block, pins, drops, touches, stats,
+ * create/destroy), ssd_fill.c (writing blocks into the tier: admission,
+ * the data write, the block record), ssd_index.c (the on-disk format: LMDB
+ * records, shared usage, opening and recounting the index) and ssd_evict.c
+ * (the background thread: eviction and the sweep).  Not for use outside
  * cache/ssd*.c; the tier's interface is ssd.h.  The STATES and INVARIANTS
  * (I1-I5) these files keep are described at the top of ssd.c.
  *
@@ -128,8 +129,8 @@ struct ssd {
 	pthread_mutex_t usage_lock; /* orders the mirrors of the shared usage */
 	size_t usage_txnid;         /* the transaction they mirror (usage_lock) */
 	atomic_bool broken; /* index damaged at run time: pass through */
-	atomic_bool direct; /* fills write with O_DIRECT (ssd.direct_io, and the
-			     * filesystem takes it) */
+	atomic_bool direct; /* fills open their data file O_DIRECT (ssd.direct_io,
+			     * and the filesystem takes it); only ever cleared */
 	atomic_bool stop;
 
 	pthread_mutex_t lock;
@@ -236,6 +237,32 @@ static inline MDB_val mval(const void *p, size_t n)
 	return v;
 }
 
+/* The 64 hex digits of id, NUL-terminated. */
+static inline void hex_id(const uint8_t id[ID_LEN], char out[2 * ID_LEN + 1])
+{
+	for (int i = 0; i < ID_LEN; i++) {
+		out[2 * i] = hexdig[id[i] >> 4];
+		out[2 * i + 1] = hexdig[id[i] & 15];
+	}
+	out[2 * ID_LEN] = '\0';
+}
+
+/* "XX/<hex>", relative to datafd */
+static inline void rel_path(const uint8_t id[ID_LEN], char out[REL_LEN])
+{
+	out[0] = hexdig[id[0] >> 4];
+	out[1] = hexdig[id[0] & 15];
+	out[2] = '/';
+	hex_id(id, out + 3);
+}
+
+/* May a line of this kind be logged now?  (lib/log.h; the limiter locks
+ * itself.) */
+static inline bool rl_allow(struct tfs_ratelimit *rl, uint64_t *suppressed)
+{
+	return tfs_ratelimit_allow(rl, mono_ms(), suppressed);
+}
+
 /* ---- ssd_index.c: records, shared usage, opening the index ---- */
 
 /* Decode an object record: 0, or EINVAL (malformed or another version).  No lock. */
@@ -281,11 +308,24 @@ int ssd_open_dbs(struct ssd *s, bool wipe);
  * record) or an LMDB code (not logged).  Creation only. */
 int ssd_load_state(struct ssd *s);
 
-/* ---- ssd.c: used by the background thread ---- */
+/* ---- ssd.c: used by the background thread and the fill path ---- */
 
 /* Log an LMDB failure (rate-limited), disable the tier if the index is damaged;
  * returns the errno.  Takes none of the tier's locks. */
 int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what);
+
+/* ssd_lmdb_trouble() for an operation on one object: the message names `key`
+ * (cut to 100 bytes).  Returns the errno.  Takes none of the tier's locks. */
+int ssd_lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key);
+
+/* Open id's data file (data/XX/<hex>, relative to datafd) with `flags` plus
+ * O_CLOEXEC | O_NOFOLLOW, mode 0600 if created.  Returns the fd, which the
+ * caller owns and closes, or -1 with errno set (not logged).  No lock. */
+int ssd_open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags);
+
+/* Wake the background thread (sets `kick`: evict now).  Cannot fail.  Takes
+ * s->lock. */
+void ssd_wake_bg(struct ssd *s);
 
 /* Mark id EVICTING unless it is busy (or the id table is full); true if marked.
  * Takes s->lock. */
@@ -317,6 +357,48 @@ int ssd_oldest_candidate(struct ssd *s, struct victim *out);
 
 /* Does the policy let v go now?  Takes s->lock. */
 bool ssd_may_go(struct ssd *s, const struct victim *v);
+
+/* ---- ssd_fill.c: writing blocks into the tier ---- */
+
+/* Cache block idx of obj, `len` bytes of buf that the inner layer or
+ * write-back just returned, accessed at `tick`: admit it (the policy, and a
+ * compare-and-swap reservation in `charged` against the capacity, released
+ * on return), write it into the data file and commit its block record
+ * (I1-I3).  have_obj: the caller saw an object record; if not, a failed
+ * write removes the data file again (if it still has no record) so that it
+ * holds no space.  Returns true if
+ * the block is now indexed.  Never fails the read: a refusal counts in
+ * `bypassed`; an I/O or LMDB failure counts in `write_errors` and is logged
+ * (rate-limited); losing a race to another version or a replaced file
+ * (EBUSY inside) counts in neither.  buf stays the caller's.  The fill opens
+ * its own fd on the data file (O_DIRECT with s->direct; a filesystem that
+ * refuses it clears s->direct for good, logged once) and closes it before
+ * return; readers open theirs.  The caller pins obj->id (I5) and
+ * holds none of the tier's locks nor a transaction: admission takes s->lock
+ * (ssd_oldest_candidate(), ssd_may_go(), ssd_wake_bg()), the commit LMDB's
+ * writer lock, then usage_lock (ssd_usage_sync()). */
+bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
+	      size_t len, uint64_t tick, bool have_obj);
+
+/* A cold run of ssd_read_blocks() being filled: set up on the caller's stack
+ * as the ctx of the struct tfs_io_progress it hands the inner layer, so each
+ * block is written to the tier as it arrives and only then handed up.
+ * Nothing in it is owned: obj, bufs and up are the caller's and outlive the
+ * inner read.  Used by one thread (the one reading the run); no lock. */
+struct run_fill {
+	struct ssd *s;
+	const struct tfs_obj *obj;
+	uint64_t first, tick;       /* the run's first block; its access tick */
+	void *const *bufs;          /* one buffer per block of the run */
+	bool have_obj, filled;      /* an object record was seen; a block was indexed */
+	struct tfs_io_progress *up; /* the caller's; may be NULL */
+};
+
+/* The progress callback of a run (ctx: a struct run_fill): ssd_fill() block
+ * i of the run, then report it to `up` (tfs_layer_block_done()).  Cannot
+ * fail: a block not cached is still handed up.  Locks: those of ssd_fill(),
+ * with the run's pin held. */
+void ssd_run_block_done(void *ctx, int i);
 
 /* ---- ssd_evict.c ---- */
 

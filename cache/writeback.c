@@ -1,14 +1,10 @@
 /* writeback.c - staging, the journal's in-memory mirror, and uploaders.
- *
- * One `struct ent` per path with work or open files:
- *   file  the dirty file of that path (NULL: none, e.g. a DELETE)
- *   job   the journal record's op and generation, its due time and state
- * A file detached by unlink or rename-over lives on only through its
- * handles; its staged copy is deleted at the last release.
+ * The state and the helpers other files share are in writeback_internal.h
+ * (which describes the table of entries and the locking).
  */
 #include "config.h"
 
-#include "writeback.h"
+#include "writeback_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,80 +22,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
-#include "journal.h"
 #include "ram.h"
-#include "wb_stream.h"
-#include "workers.h"
-
-struct tfs_wb_file {
-	char *path;          /* NULL once detached */
-	uint64_t staging_id;
-	int fd;              /* staged file, O_RDWR; -1 until needed */
-	uint64_t size;
-	struct tfs_wb_attr attr;
-	uint64_t seq;        /* bumped by every change */
-	uint64_t committed_seq;
-	int refs, writers;
-	bool journaled;      /* a PUT record describes it */
-	/* Streaming (wb_stream.h): `appending` while the file has only been
-	 * appended to since it was empty, by one writer; `stream` once it is
-	 * being uploaded as it is written, with the attributes its upload
-	 * was created with. */
-	bool appending;
-	struct tfs_wb_stream *stream;
-	uint32_t stream_mode, stream_uid, stream_gid;
-};
-
-struct ent {
-	char *path;
-	struct tfs_wb_file *file;
-	bool has_job, running, failed, force;
-	enum tfs_jop op;
-	uint64_t gen;        /* latest committed generation of the record */
-	uint64_t done_gen;   /* highest generation retired */
-	int last_err;        /* result of the last attempt */
-	uint64_t due_ms, next_try_ms, bytes;
-	unsigned attempts;
-	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
-	uint64_t stream_gen;
-	struct ent *next;
-};
-
-#define NBUCKETS 4096
-
-struct tfs_wb {
-	struct tfs_writeback_config cfg;
-	MDB_env *env;
-	struct tfs_journal j; /* this mount's journal */
-	struct tfs_meta *meta;
-	struct tfs_backend *be;
-	struct tfs_layer *top;
-	const struct tfs_log *log;
-	int stagefd;         /* the staging directory */
-	char *stagedir;
-	pthread_mutex_t lock; /* everything below, and every file's fields */
-	pthread_cond_t work;  /* a job became due, or stop */
-	pthread_cond_t done;  /* a job finished */
-	struct ent *tab[NBUCKETS];
-	uint64_t next_staging;
-	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
-	bool full_logged;             /* "staging full" was logged (until it drains) */
-	bool stop;
-	struct tfs_workers pool; /* the uploaders (none when mode = off) */
-	struct tfs_wb_streams *streams; /* NULL: no streaming */
-	pthread_t sweeper;              /* aborts uploads of streams a crash left */
-	bool sweeper_started;
-	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
-	/* counters */
-	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static size_t bucket(const char *path)
 {
@@ -109,7 +32,7 @@ static size_t bucket(const char *path)
 	return (size_t)(h % NBUCKETS);
 }
 
-static struct ent *ent_find(struct tfs_wb *wb, const char *path)
+struct ent *wb_ent_find(struct tfs_wb *wb, const char *path)
 {
 	for (struct ent *e = wb->tab[bucket(path)]; e; e = e->next)
 		if (strcmp(e->path, path) == 0)
@@ -117,9 +40,9 @@ static struct ent *ent_find(struct tfs_wb *wb, const char *path)
 	return NULL;
 }
 
-static struct ent *ent_get(struct tfs_wb *wb, const char *path)
+struct ent *wb_ent_get(struct tfs_wb *wb, const char *path)
 {
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e)
 		return e;
 	e = calloc(1, sizeof(*e));
@@ -134,7 +57,7 @@ static struct ent *ent_get(struct tfs_wb *wb, const char *path)
 }
 
 /* Free `e` if nothing needs it any more. */
-static void ent_maybe_free(struct tfs_wb *wb, struct ent *e)
+void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e)
 {
 	if (e->has_job || e->running || e->file)
 		return;
@@ -152,7 +75,7 @@ static void staging_name(uint64_t id, char buf[32])
 	snprintf(buf, 32, "%016" PRIx64, id);
 }
 
-static int open_staged(struct tfs_wb *wb, uint64_t id, int flags)
+int wb_open_staged(struct tfs_wb *wb, uint64_t id, int flags)
 {
 	char name[32];
 	staging_name(id, name);
@@ -171,7 +94,7 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 
 static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
 
-static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
+void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 {
 	tfs_wb_stream_cancel(f->stream);
 	wb->staged -= f->size; /* callers hold the lock */
@@ -249,7 +172,7 @@ static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **ou
 		return ENOMEM;
 	}
 	f->staging_id = wb->next_staging++;
-	f->fd = open_staged(wb, f->staging_id, O_RDWR | O_CREAT | O_TRUNC);
+	f->fd = wb_open_staged(wb, f->staging_id, O_RDWR | O_CREAT | O_TRUNC);
 	if (f->fd < 0) {
 		int rc = -f->fd;
 		tfs_err(wb->log, "writeback: cannot create a staged file in %s for '%s': %s",
@@ -286,7 +209,7 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 {
 	pthread_mutex_lock(&wb->lock);
 	if (f->fd < 0) {
-		int fd = open_staged(wb, f->staging_id, O_RDWR);
+		int fd = wb_open_staged(wb, f->staging_id, O_RDWR);
 		if (fd < 0) {
 			pthread_mutex_unlock(&wb->lock);
 			tfs_err(wb->log, "writeback: staged copy of '%s' missing: %s",
@@ -299,7 +222,7 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 	return 0;
 }
 
-static void file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
+void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->type = TFS_FT_FILE;
@@ -314,7 +237,7 @@ static void file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 
 /* ---- journal transactions ---- */
 
-static int txn_begin(struct tfs_wb *wb, MDB_txn **txn)
+int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn)
 {
 	int rc = mdb_txn_begin(wb->env, NULL, 0, txn);
 	if (rc) {
@@ -324,7 +247,7 @@ static int txn_begin(struct tfs_wb *wb, MDB_txn **txn)
 	return 0;
 }
 
-static int txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
+int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
 {
 	if (rc == 0) {
 		rc = mdb_txn_commit(txn);
@@ -341,7 +264,7 @@ static int txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, co
 }
 
 /* Queue the job of `e` (generation gen, op) in memory.  Lock held. */
-static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
+void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
 {
 	e->has_job = true;
 	e->failed = false;
@@ -350,13 +273,13 @@ static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t
 	e->bytes = bytes;
 	e->attempts = 0;
 	e->next_try_ms = 0;
-	e->due_ms = now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
+	e->due_ms = wb_now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
 	pthread_cond_broadcast(&wb->work);
 }
 
 /* Write a record for `path`, keeping the multipart state of the previous
  * one so the uploader can resume or abort it.  Lock held. */
-static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
+int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 {
 	struct tfs_jrec old;
 	int rc = tfs_journal_get(txn, &wb->j, r->path, &old);
@@ -391,24 +314,24 @@ static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
 		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
-		.closed_ms = now_ms(), .path = f->path,
+		.closed_ms = wb_now_ms(), .path = f->path,
 	};
 	struct tfs_attr a;
-	int rc = txn_begin(wb, &txn);
+	int rc = wb_txn_begin(wb, &txn);
 	if (rc)
 		return rc;
-	rc = put_record(wb, txn, &r);
-	file_tfs_attr(f, &a);
+	rc = wb_put_record(wb, txn, &r);
+	wb_file_tfs_attr(f, &a);
 	if (rc == 0)
 		rc = tfs_meta_txn_set_local(wb->meta, txn, f->path, &a);
 	uint64_t gen = r.gen;
 	r.path = NULL;
 	tfs_jrec_clear(&r);
-	rc = txn_end(wb, txn, rc, "commit", f->path);
+	rc = wb_txn_end(wb, txn, rc, "commit", f->path);
 	if (rc == 0) {
 		f->committed_seq = f->seq;
 		f->journaled = true;
-		schedule(wb, e, TFS_J_PUT, gen, f->size);
+		wb_schedule(wb, e, TFS_J_PUT, gen, f->size);
 	}
 	return rc;
 }
@@ -420,7 +343,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 {
 	struct tfs_wb_file *f;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
+	struct ent *e = wb_ent_get(wb, path);
 	int rc = e ? new_file(wb, path, &f) : ENOMEM;
 	if (rc == 0) {
 		f->attr = *a;
@@ -431,7 +354,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 			free(old->path);
 			old->path = NULL;
 			if (old->refs == 0)
-				free_file(wb, old, true);
+				wb_free_file(wb, old, true);
 		}
 		e->file = f;
 		f->refs = 1;
@@ -441,11 +364,11 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 		rc = journal_file(wb, e, f);
 		if (rc) {
 			e->file = NULL;
-			free_file(wb, f, true);
+			wb_free_file(wb, f, true);
 		}
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc == 0)
 		*out = f;
@@ -500,7 +423,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 {
 	struct tfs_attr now;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
@@ -540,7 +463,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 			rc = copy_in(wb, path, clean, f->fd);
 		if (rc) {
 			pthread_mutex_lock(&wb->lock);
-			free_file(wb, f, true);
+			wb_free_file(wb, f, true);
 			pthread_mutex_unlock(&wb->lock);
 			return rc;
 		}
@@ -556,7 +479,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */
 	f->appending = f->size == 0;
 	pthread_mutex_lock(&wb->lock);
-	e = ent_get(wb, path);
+	e = wb_ent_get(wb, path);
 	if (e == NULL) {
 		rc = ENOMEM;
 	} else if (e->file) {
@@ -565,7 +488,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		theirs->refs++;
 		if (++theirs->writers > 1)
 			stream_break(theirs);
-		free_file(wb, f, true);
+		wb_free_file(wb, f, true);
 		pthread_mutex_unlock(&wb->lock);
 		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
 			tfs_wb_release(wb, theirs, true);
@@ -581,9 +504,9 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 			e->file = NULL;
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	if (rc)
-		free_file(wb, f, true);
+		wb_free_file(wb, f, true);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -595,7 +518,7 @@ struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path)
 {
 	struct tfs_wb_file *f = NULL;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		f = e->file;
 		f->refs++;
@@ -612,9 +535,9 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 {
 	bool found = false;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
-		file_tfs_attr(e->file, a);
+		wb_file_tfs_attr(e->file, a);
 		found = true;
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -624,7 +547,7 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a)
 {
 	pthread_mutex_lock(&wb->lock);
-	file_tfs_attr(f, a);
+	wb_file_tfs_attr(f, a);
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -665,18 +588,18 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 	bool wake = writer && f->writers == 0; /* its job may be due now */
 	if (--f->refs == 0) {
 		if (f->path == NULL) {
-			free_file(wb, f, true); /* detached: never uploaded */
+			wb_free_file(wb, f, true); /* detached: never uploaded */
 		} else if (!f->journaled) {
 			/* Clean (uploaded) or never changed: staging goes.  Unless
 			 * a writer never closed it (the daemon stopping with the
 			 * file open): its bytes stay for lost+found, as after a
 			 * crash. */
-			struct ent *e = ent_find(wb, f->path);
+			struct ent *e = wb_ent_find(wb, f->path);
 			if (e && e->file == f) {
 				e->file = NULL;
-				ent_maybe_free(wb, e);
+				wb_ent_maybe_free(wb, e);
 			}
-			free_file(wb, f, f->writers == 0);
+			wb_free_file(wb, f, f->writers == 0);
 		} else if (f->fd >= 0) {
 			close(f->fd); /* reopened on demand */
 			f->fd = -1;
@@ -771,14 +694,14 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 {
 	int rc = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->has_job) {
 		e->force = true;
 		e->due_ms = 0;
 		pthread_cond_broadcast(&wb->work);
 	}
 	for (;;) {
-		e = ent_find(wb, path);
+		e = wb_ent_find(wb, path);
 		if (e == NULL || e->done_gen >= gen || !e->has_job)
 			break;
 		if (!e->running && e->attempts > 0 && e->gen == gen) {
@@ -807,16 +730,16 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	char *path = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (f->path && (f->seq != f->committed_seq || (durable && !f->journaled && f->seq))) {
-		struct ent *e = ent_get(wb, f->path);
+		struct ent *e = wb_ent_get(wb, f->path);
 		rc = e ? journal_file(wb, e, f) : ENOMEM;
 		if (rc == 0)
 			gen = e->gen;
 	} else if (f->path && f->journaled) {
-		struct ent *e = ent_find(wb, f->path);
+		struct ent *e = wb_ent_find(wb, f->path);
 		gen = e ? e->gen : 0;
 	}
 	if (f->writers == 0) {
-		struct ent *e = f->path && gen && rc == 0 ? ent_find(wb, f->path) : NULL;
+		struct ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
 		if (e && e->file == f)
 			stream_hand_over(e, f, gen);
 		else
@@ -855,7 +778,7 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 	struct tfs_attr now;
 again:
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		if (mask)
@@ -893,28 +816,28 @@ again:
 		na.gid = a->gid;
 	if (mask & TFS_WB_SET_MTIME)
 		na.mtime = a->mtime;
-	e = ent_get(wb, path);
+	e = wb_ent_get(wb, path);
 	MDB_txn *txn;
-	rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec r = {
 			.op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META, .gen = e->gen + 1,
 			.size = na.size, .mode = na.mode, .uid = na.uid, .gid = na.gid,
-			.mtime = na.mtime, .closed_ms = now_ms(), .path = (char *)path,
+			.mtime = na.mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
 		};
-		rc = put_record(wb, txn, &r);
+		rc = wb_put_record(wb, txn, &r);
 		if (rc == 0)
 			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &na);
 		gen = r.gen;
 		enum tfs_jop op = r.op;
 		r.path = NULL;
 		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "setattr", path);
+		rc = wb_txn_end(wb, txn, rc, "setattr", path);
 		if (rc == 0)
-			schedule(wb, e, op, gen, 0);
+			wb_schedule(wb, e, op, gen, 0);
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	return rc == 0 && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
 }
@@ -935,34 +858,34 @@ static void detach(struct tfs_wb *wb, struct ent *e)
 	f->path = NULL;
 	f->journaled = false;
 	if (f->refs == 0)
-		free_file(wb, f, true);
+		wb_free_file(wb, f, true);
 }
 
 int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
-	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	struct ent *e = wb_ent_get(wb, path);
+	int rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec r = {
 			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
-			.closed_ms = now_ms(), .path = (char *)path,
+			.closed_ms = wb_now_ms(), .path = (char *)path,
 		};
-		rc = put_record(wb, txn, &r);
+		rc = wb_put_record(wb, txn, &r);
 		if (rc == 0)
 			rc = tfs_meta_txn_whiteout(wb->meta, txn, path);
 		uint64_t gen = r.gen;
 		r.path = NULL;
 		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "remove", path);
+		rc = wb_txn_end(wb, txn, rc, "remove", path);
 		if (rc == 0) {
 			detach(wb, e);
-			schedule(wb, e, TFS_J_DELETE, gen, 0);
+			wb_schedule(wb, e, TFS_J_DELETE, gen, 0);
 		}
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
@@ -971,27 +894,27 @@ int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
-	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	struct ent *e = wb_ent_get(wb, path);
+	int rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec r = {
 			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
-			.gid = a->gid, .mtime = a->mtime, .closed_ms = now_ms(), .path = (char *)path,
+			.gid = a->gid, .mtime = a->mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
 		};
 		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
 				       .uid = a->uid, .gid = a->gid, .headers = true };
-		rc = put_record(wb, txn, &r);
+		rc = wb_put_record(wb, txn, &r);
 		if (rc == 0)
 			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &da);
 		uint64_t gen = r.gen;
 		r.path = NULL;
 		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "mkdir", path);
+		rc = wb_txn_end(wb, txn, rc, "mkdir", path);
 		if (rc == 0)
-			schedule(wb, e, TFS_J_MKDIR, gen, 0);
+			wb_schedule(wb, e, TFS_J_MKDIR, gen, 0);
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
@@ -1000,32 +923,32 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *src = ent_find(wb, from);
+	struct ent *src = wb_ent_find(wb, from);
 	if (src == NULL || src->file == NULL || !src->file->journaled) {
 		pthread_mutex_unlock(&wb->lock);
 		return ENOENT;
 	}
 	struct tfs_wb_file *f = src->file;
-	struct ent *dst = ent_get(wb, to);
+	struct ent *dst = wb_ent_get(wb, to);
 	char *newpath = strdup(to);
-	int rc = dst && newpath ? txn_begin(wb, &txn) : ENOMEM;
+	int rc = dst && newpath ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec put = {
 			.op = TFS_J_PUT, .gen = dst->gen + 1, .staging_id = f->staging_id,
 			.size = f->size, .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid,
-			.mtime = f->attr.mtime, .closed_ms = now_ms(), .path = (char *)to,
+			.mtime = f->attr.mtime, .closed_ms = wb_now_ms(), .path = (char *)to,
 		};
 		struct tfs_jrec del = {
-			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = now_ms(),
+			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = wb_now_ms(),
 			.path = (char *)from,
 		};
 		struct tfs_attr a;
-		file_tfs_attr(f, &a);
+		wb_file_tfs_attr(f, &a);
 		/* The destination's old multipart state (if any) is aborted by
 		 * the uploader; the source's stays with its DELETE record. */
-		rc = put_record(wb, txn, &put);
+		rc = wb_put_record(wb, txn, &put);
 		if (rc == 0)
-			rc = put_record(wb, txn, &del);
+			rc = wb_put_record(wb, txn, &del);
 		if (rc == 0)
 			rc = tfs_meta_txn_set_local(wb->meta, txn, to, &a);
 		if (rc == 0)
@@ -1034,7 +957,7 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		put.path = del.path = NULL;
 		tfs_jrec_clear(&put);
 		tfs_jrec_clear(&del);
-		rc = txn_end(wb, txn, rc, "rename", from);
+		rc = wb_txn_end(wb, txn, rc, "rename", from);
 		if (rc == 0) {
 			detach(wb, dst);
 			stream_break(f); /* its upload is of the old name */
@@ -1046,14 +969,14 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 			newpath = NULL;
 			f->committed_seq = f->seq;
 			dst->file = f;
-			schedule(wb, dst, TFS_J_PUT, pgen, f->size);
-			schedule(wb, src, TFS_J_DELETE, dgen, 0);
+			wb_schedule(wb, dst, TFS_J_PUT, pgen, f->size);
+			wb_schedule(wb, src, TFS_J_DELETE, dgen, 0);
 		}
 	}
 	free(newpath);
 	if (dst)
-		ent_maybe_free(wb, dst);
-	ent_maybe_free(wb, src);
+		wb_ent_maybe_free(wb, dst);
+	wb_ent_maybe_free(wb, src);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
@@ -1064,13 +987,13 @@ int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
 	*busy = false;
 	pthread_mutex_lock(&wb->lock);
 	struct ent *e;
-	while ((e = ent_find(wb, path)) != NULL && e->running)
+	while ((e = wb_ent_find(wb, path)) != NULL && e->running)
 		pthread_cond_wait(&wb->done, &wb->lock);
 	if (e && e->file && e->file->refs > 0) {
 		*busy = true; /* open: its writer's data must not be dropped */
 	} else if (e && e->has_job) {
 		MDB_txn *txn;
-		rc = txn_begin(wb, &txn);
+		rc = wb_txn_begin(wb, &txn);
 		if (rc == 0) {
 			struct tfs_jrec r;
 			if (tfs_journal_get(txn, &wb->j, path, &r) == 0 && r.mpu.upload_id[0]) {
@@ -1079,11 +1002,11 @@ int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
 				mdb_txn_abort(txn);
 			} else {
 				rc = tfs_journal_del(txn, &wb->j, path);
-				rc = txn_end(wb, txn, rc, "claim", path);
+				rc = wb_txn_end(wb, txn, rc, "claim", path);
 				if (rc == 0) {
 					e->has_job = false;
 					detach(wb, e);
-					ent_maybe_free(wb, e);
+					wb_ent_maybe_free(wb, e);
 				}
 			}
 		}
@@ -1096,12 +1019,12 @@ int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, co
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
+	int rc = wb_txn_begin(wb, &txn);
 	if (rc == 0) {
 		rc = tfs_meta_txn_forget(wb->meta, txn, from);
 		if (rc == 0)
 			rc = tfs_meta_txn_set_clean(wb->meta, txn, to, a);
-		rc = txn_end(wb, txn, rc, "rename", from);
+		rc = wb_txn_end(wb, txn, rc, "rename", from);
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
@@ -1156,7 +1079,7 @@ static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
 	MDB_txn *txn;
 	struct tfs_jrec r;
 	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
+	int rc = wb_txn_begin(wb, &txn);
 	if (rc == 0) {
 		rc = tfs_journal_get(txn, &wb->j, c->path, &r);
 		if (rc == 0 && r.gen != c->gen)
@@ -1179,7 +1102,7 @@ static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
 			mdb_txn_abort(txn);
 			rc = ECANCELED;
 		} else {
-			rc = txn_end(wb, txn, rc, "multipart progress", c->path);
+			rc = wb_txn_end(wb, txn, rc, "multipart progress", c->path);
 		}
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -1213,7 +1136,7 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
 	MDB_txn *txn;
 	struct tfs_jrec r;
 	bool retired = false;
-	if (txn_begin(wb, &txn) != 0)
+	if (wb_txn_begin(wb, &txn) != 0)
 		return false;
 	int rc = tfs_journal_get(txn, &wb->j, path, &r);
 	if (rc == 0 && r.gen == gen) {
@@ -1227,7 +1150,7 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
 	}
 	tfs_jrec_clear(&r);
 	if (retired)
-		retired = txn_end(wb, txn, 0, "retire", path) == 0;
+		retired = wb_txn_end(wb, txn, 0, "retire", path) == 0;
 	else
 		mdb_txn_abort(txn);
 	return retired;
@@ -1278,7 +1201,7 @@ static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, ui
 
 static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 {
-	int fd = open_staged(wb, r->staging_id, O_RDONLY);
+	int fd = wb_open_staged(wb, r->staging_id, O_RDONLY);
 	if (fd < 0) {
 		tfs_err(wb->log, "writeback: staged copy of '%s' is missing (%s): it cannot be uploaded",
 			r->path, strerror(-fd));
@@ -1287,7 +1210,7 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	struct stat st;
 	uint64_t seq0 = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, r->path);
+	struct ent *e = wb_ent_find(wb, r->path);
 	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
 	if (f)
 		seq0 = f->seq;
@@ -1511,7 +1434,7 @@ static void *uploader(void *arg)
 	pthread_mutex_lock(&wb->lock);
 	while (!wb->stop && !tfs_workers_retire(self)) {
 		uint64_t wait_ms;
-		struct ent *e = pick(wb, now_ms(), &wait_ms);
+		struct ent *e = pick(wb, wb_now_ms(), &wait_ms);
 		if (e == NULL) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -1547,7 +1470,7 @@ static void *uploader(void *arg)
 						if (e->file->refs == 0) {
 							struct tfs_wb_file *f = e->file;
 							e->file = NULL;
-							free_file(wb, f, true);
+							wb_free_file(wb, f, true);
 						}
 					}
 				}
@@ -1555,13 +1478,13 @@ static void *uploader(void *arg)
 				/* Changed during the upload, or superseded: the
 				 * record stays and runs again. */
 				wb->reuploads++;
-				e->due_ms = now_ms() + wb->cfg.delay_ms;
+				e->due_ms = wb_now_ms() + wb->cfg.delay_ms;
 			}
 			e->attempts = 0;
 		} else {
 			e->attempts++;
 			wb->failures++;
-			e->next_try_ms = now_ms() + backoff_ms(wb, e->attempts);
+			e->next_try_ms = wb_now_ms() + backoff_ms(wb, e->attempts);
 			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
 				e->failed = true;
 				tfs_err(wb->log, "writeback: '%s': giving up after %u attempts (%s); "
@@ -1570,11 +1493,11 @@ static void *uploader(void *arg)
 			} else {
 				tfs_warn(wb->log, "writeback: '%s': upload attempt %u failed (%s); "
 					 "retrying in %" PRIu64 " ms", e->path, e->attempts, strerror(rc),
-					 e->next_try_ms - now_ms());
+					 e->next_try_ms - wb_now_ms());
 			}
 		}
 		free(path);
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 		pthread_cond_broadcast(&wb->done);
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -1599,7 +1522,7 @@ static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_
 
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes)
 {
-	uint64_t deadline = now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
+	uint64_t deadline = wb_now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
 	pthread_mutex_lock(&wb->lock);
 	for (size_t i = 0; i < NBUCKETS; i++)
 		for (struct ent *e = wb->tab[i]; e; e = e->next)
@@ -1610,7 +1533,7 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	pthread_cond_broadcast(&wb->work);
 	for (;;) {
 		pending(wb, &f, &b, &failed);
-		uint64_t now = now_ms();
+		uint64_t now = wb_now_ms();
 		if (f == 0 || f == failed || now >= deadline || tfs_workers_count(&wb->pool) == 0)
 			break;
 		struct timespec ts;
@@ -1714,11 +1637,11 @@ static int stream_reg(void *ctx, const char *key, const char *upload_id, bool ad
 	struct tfs_wb *wb = ctx;
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
+	int rc = wb_txn_begin(wb, &txn);
 	if (rc == 0) {
 		rc = add ? tfs_journal_stream_add(txn, &wb->j, key, upload_id)
 			 : tfs_journal_stream_del(txn, &wb->j, upload_id);
-		rc = txn_end(wb, txn, rc, add ? "stream begins" : "stream ends", key);
+		rc = wb_txn_end(wb, txn, rc, add ? "stream begins" : "stream ends", key);
 	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
@@ -1828,7 +1751,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
 		return 0;
 	}
-	struct ent *e = ent_get(wb, r->path);
+	struct ent *e = wb_ent_get(wb, r->path);
 	if (e == NULL)
 		return ENOMEM;
 	e->gen = r->gen;
@@ -2098,7 +2021,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 			if (e->file) {
 				/* Still journalled: the staged copy stays for the next mount. */
 				bool keep = e->file->journaled;
-				free_file(wb, e->file, !keep);
+				wb_free_file(wb, e->file, !keep);
 			}
 			free(e->path);
 			free(e);

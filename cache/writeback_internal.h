@@ -6,7 +6,8 @@
  *   writeback.c     the table of paths with work or open files, the staged
  *                   files and the staging limit, journalling a change with
  *                   its job, the file API, start-up and shutdown;
- *                   for now also uploaders, streaming, namespace changes
+ *                   for now also streaming, namespace changes
+ *   wb_upload.c     the job queue: uploaders, retries, drain, stats
  *
  * STATE
  *
@@ -185,5 +186,19 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.
  * wb->lock held. */
 void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
+
+/* ---- wb_upload.c: the job queue ---- */
+
+/* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
+ * decimal, with S_IFDIR if `dir`, else S_IFREG), uid and gid when set, and
+ * mtime if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
+ * cannot be allocated is left out.  No lock. */
+void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
+
+/* The uploaders' thread (tfs_workers_init(); arg: a struct tfs_worker
+ * whose ctx is the struct tfs_wb): runs due jobs, one per path at a time,
+ * retrying failures with backoff, until wb->stop or the pool shrinks;
+ * returns NULL.  Takes wb->lock, dropped while a job runs. */
+void *wb_uploader_main(void *arg);
 
 #endif

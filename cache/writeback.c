@@ -3,10 +3,10 @@
  * change together with its job, the file API of writeback.h (create, open
  * for writing, read, write, truncate, commit, setattr, release), and
  * start-up (the journal reloaded, staged files without a record moved to
- * lost+found) and shutdown, the namespace changes (unlink, rmdir, mkdir,
- * renames) and write-back's side of streaming.  The job queue and the
- * uploaders are in wb_upload.c.  The shared state, the locking and the
- * cross-file contracts are in writeback_internal.h.
+ * lost+found) and shutdown, and the namespace changes (unlink, rmdir,
+ * mkdir, renames).  The job queue and the uploaders are in wb_upload.c,
+ * write-back's side of streaming in wb_streaming.c.  The shared state,
+ * the locking and the cross-file contracts are in writeback_internal.h.
  */
 #include "config.h"
 
@@ -107,63 +107,6 @@ void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 		unlink_staged(wb, f->staging_id);
 	free(f->path);
 	free(f);
-}
-
-/* `f` is no longer written by appending only: cancel its stream.  Lock
- * held. */
-static void stream_break(struct tfs_wb_file *f)
-{
-	f->appending = false;
-	tfs_wb_stream_cancel(f->stream);
-	f->stream = NULL;
-}
-
-/* After an append: start streaming `f` once it is big enough, or tell its
- * stream how far it got.  Lock held. */
-static void stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
-{
-	if (f->stream) {
-		tfs_wb_stream_grow(f->stream, f->size);
-		return;
-	}
-	if (wb->streams == NULL || f->path == NULL || f->size < tfs_wb_streams_threshold(wb->streams))
-		return;
-	/* The object's headers are fixed now; mtime is left out (the
-	 * object's Last-Modified stands for it), so that only a change of
-	 * mode or owner before close makes the stream useless. */
-	struct tfs_jrec r = { .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid };
-	struct tfs_obj_meta om = { 0 };
-	wb_set_meta_headers(&om, &r, false, false);
-	int rc = tfs_wb_stream_start(wb->streams, f->path, f->fd, f->size, &om, &f->stream);
-	if (rc == 0) {
-		f->stream_mode = f->attr.mode;
-		f->stream_uid = f->attr.uid;
-		f->stream_gid = f->attr.gid;
-	} else {
-		f->appending = false; /* EBUSY or worse: upload it after close */
-		if (rc != EBUSY)
-			tfs_warn(wb->log, "writeback: cannot upload '%s' while it is written: %s",
-				 f->path, strerror(rc));
-	}
-}
-
-/* The last writer closed `f`, committed as generation `gen` of `e`: its
- * stream goes to `e` for the uploader to finish.  Lock held. */
-static void stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen)
-{
-	f->appending = false;
-	if (f->stream == NULL)
-		return;
-	tfs_wb_stream_cancel(e->stream); /* an older generation's */
-	e->stream = NULL;
-	if (f->attr.mode != f->stream_mode || f->attr.uid != f->stream_uid ||
-	    f->attr.gid != f->stream_gid) {
-		stream_break(f); /* its upload has the wrong headers */
-		return;
-	}
-	e->stream = f->stream;
-	e->stream_gen = gen;
-	f->stream = NULL;
 }
 
 /* A new dirty file with a fresh, empty staged file.  Lock held. */
@@ -353,7 +296,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 		if (e->file) {
 			/* O_CREAT|O_TRUNC over a dirty file: replace it. */
 			struct tfs_wb_file *old = e->file;
-			stream_break(old);
+			wb_file_stream_break(old);
 			free(old->path);
 			old->path = NULL;
 			if (old->refs == 0)
@@ -431,7 +374,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
 		if (++f->writers > 1)
-			stream_break(f); /* two writers: not one append stream */
+			wb_file_stream_break(f); /* two writers: not one append stream */
 		pthread_mutex_unlock(&wb->lock);
 		int rc = file_fd(wb, f);
 		if (rc == 0 && trunc)
@@ -490,7 +433,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		struct tfs_wb_file *theirs = e->file;
 		theirs->refs++;
 		if (++theirs->writers > 1)
-			stream_break(theirs);
+			wb_file_stream_break(theirs);
 		wb_free_file(wb, f, true);
 		pthread_mutex_unlock(&wb->lock);
 		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
@@ -633,7 +576,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	if (rc == 0)
 		wb->staged += held;
 	if (f->appending && (off != f->size || f->writers > 1))
-		stream_break(f);
+		wb_file_stream_break(f);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -653,7 +596,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	f->attr.mtime = (int64_t)time(NULL);
 	f->seq++;
 	if (f->appending && off + len == f->size)
-		stream_grow(wb, f);
+		wb_file_stream_grow(wb, f);
 	pthread_mutex_unlock(&wb->lock);
 	return 0;
 }
@@ -678,10 +621,10 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 		return rc;
 	}
 	if (size == 0) {
-		stream_break(f); /* empty again: appending starts over */
+		wb_file_stream_break(f); /* empty again: appending starts over */
 		f->appending = f->writers <= 1;
 	} else if (size != f->size) {
-		stream_break(f);
+		wb_file_stream_break(f);
 	}
 	wb->staged += size;
 	wb->staged -= f->size;
@@ -744,9 +687,9 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	if (f->writers == 0) {
 		struct ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
 		if (e && e->file == f)
-			stream_hand_over(e, f, gen);
+			wb_file_stream_hand_over(e, f, gen);
 		else
-			stream_break(f);
+			wb_file_stream_break(f);
 	}
 	if (f->path && gen)
 		path = strdup(f->path);
@@ -785,7 +728,7 @@ again:
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		if (mask)
-			stream_break(f); /* its upload's headers are fixed */
+			wb_file_stream_break(f); /* its upload's headers are fixed */
 		if (mask & TFS_WB_SET_MODE)
 			f->attr.mode = a->mode;
 		if (mask & TFS_WB_SET_UID)
@@ -855,7 +798,7 @@ static void detach(struct tfs_wb *wb, struct ent *e)
 	e->stream = NULL;
 	if (f == NULL)
 		return;
-	stream_break(f);
+	wb_file_stream_break(f);
 	e->file = NULL;
 	free(f->path);
 	f->path = NULL;
@@ -963,7 +906,7 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		rc = wb_txn_end(wb, txn, rc, "rename", from);
 		if (rc == 0) {
 			detach(wb, dst);
-			stream_break(f); /* its upload is of the old name */
+			wb_file_stream_break(f); /* its upload is of the old name */
 			tfs_wb_stream_cancel(src->stream);
 			src->stream = NULL;
 			src->file = NULL;
@@ -1044,113 +987,6 @@ enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb)
 }
 
 /* ---- start-up ---- */
-
-/* ---- streams (wb_stream.h) ---- */
-
-/* wb_stream's reg callback: the table of open stream uploads. */
-static int stream_reg(void *ctx, const char *key, const char *upload_id, bool add)
-{
-	struct tfs_wb *wb = ctx;
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	int rc = wb_txn_begin(wb, &txn);
-	if (rc == 0) {
-		rc = add ? tfs_journal_stream_add(txn, &wb->j, key, upload_id)
-			 : tfs_journal_stream_del(txn, &wb->j, upload_id);
-		rc = wb_txn_end(wb, txn, rc, add ? "stream begins" : "stream ends", key);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-struct orphan {
-	char *key, *upload_id;
-	struct orphan *next;
-};
-
-static int collect_orphan(void *ctx, const char *key, const char *upload_id)
-{
-	struct orphan **list = ctx;
-	struct orphan *o = calloc(1, sizeof(*o));
-	if (o == NULL || (o->key = strdup(key)) == NULL || (o->upload_id = strdup(upload_id)) == NULL) {
-		if (o)
-			free(o->key);
-		free(o);
-		return ENOMEM;
-	}
-	o->next = *list;
-	*list = o;
-	return 0;
-}
-
-static void free_orphans(struct orphan *list)
-{
-	while (list) {
-		struct orphan *o = list;
-		list = o->next;
-		free(o->key);
-		free(o->upload_id);
-		free(o);
-	}
-}
-
-/* At start-up, in the background: the uploads of streams that an earlier
- * run left registered (a crash while a file was written, or an abort that
- * failed), listed in wb->orphans before this run could start a stream,
- * are aborted, unless a journal record took the upload over. */
-static void *sweeper(void *arg)
-{
-	struct tfs_wb *wb = arg;
-	struct orphan *list = wb->orphans;
-	MDB_txn *txn;
-	wb->orphans = NULL;
-	unsigned aborted = 0;
-	while (list) {
-		struct orphan *o = list;
-		list = o->next;
-		bool stop, taken = false;
-		pthread_mutex_lock(&wb->lock);
-		stop = wb->stop;
-		struct tfs_jrec r;
-		if (!stop && mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) == 0) {
-			taken = tfs_journal_get(txn, &wb->j, o->key, &r) == 0 && r.op == TFS_J_PUT &&
-				strcmp(r.mpu.upload_id, o->upload_id) == 0;
-			tfs_jrec_clear(&r);
-			mdb_txn_abort(txn);
-		}
-		pthread_mutex_unlock(&wb->lock);
-		if (!stop && (taken || tfs_backend_abort_upload(wb->be, o->key, o->upload_id) == 0)) {
-			aborted += !taken;
-			(void)stream_reg(wb, o->key, o->upload_id, false);
-		}
-		free(o->key);
-		free(o->upload_id);
-		free(o);
-	}
-	if (aborted)
-		tfs_info(wb->log, "writeback: aborted %u multipart upload(s) of files that were being "
-			 "written when the last run ended", aborted);
-	return NULL;
-}
-
-/* Streaming, when the settings and the backend allow it.  Returns 0 or
- * an errno (logged). */
-static int streams_init(struct tfs_wb *wb)
-{
-	const struct tfs_writeback_config *cfg = &wb->cfg;
-	struct tfs_wb_streams_config sc = {
-		.be = wb->be, .log = wb->log, .max_streams = cfg->uploaders,
-		.reg = stream_reg, .reg_ctx = wb,
-	};
-	bool at_close = cfg->mode == TFS_WB_SYNC || (cfg->mode == TFS_WB_ASYNC && cfg->delay_ms == 0);
-	if (!cfg->stream || !at_close ||
-	    !tfs_backend_multipart_geometry(wb->be, &sc.threshold, &sc.part_size, &sc.parallel))
-		return 0;
-	int rc = tfs_wb_streams_create(&sc, &wb->streams);
-	if (rc)
-		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s", strerror(rc));
-	return rc;
-}
 
 struct load_ctx {
 	struct tfs_wb *wb;
@@ -1364,25 +1200,9 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
 			 wb->recovered);
 	if (cfg->mode != TFS_WB_OFF) {
-		rc = streams_init(wb);
+		rc = wb_streams_start(wb);
 		if (rc)
 			goto fail;
-		if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
-			rc = tfs_journal_stream_each(txn, &wb->j, collect_orphan, &wb->orphans);
-			mdb_txn_abort(txn);
-		} else {
-			rc = EIO;
-		}
-		if (rc) {
-			tfs_err(log, "writeback: cannot read the journal's streams: %s", strerror(rc));
-			goto fail;
-		}
-		rc = pthread_create(&wb->sweeper, NULL, sweeper, wb);
-		if (rc) {
-			tfs_err(log, "writeback: cannot start a thread: %s", strerror(rc));
-			goto fail;
-		}
-		wb->sweeper_started = true;
 		rc = tfs_workers_init(&wb->pool, TFS_WB_MAX_UPLOADERS, wb_uploader_main, wb);
 		if (rc)
 			goto fail;
@@ -1409,27 +1229,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	pthread_cond_broadcast(&wb->done);
 	pthread_mutex_unlock(&wb->lock);
 	tfs_workers_stop(&wb->pool);
-	if (wb->sweeper_started)
-		pthread_join(wb->sweeper, NULL);
-	free_orphans(wb->orphans);
-	if (wb->streams) {
-		/* Streams still running stop without aborting their uploads
-		 * (the server may be down): the next mount aborts them. */
-		tfs_wb_streams_shutdown(wb->streams);
-		pthread_mutex_lock(&wb->lock);
-		for (size_t i = 0; i < NBUCKETS; i++)
-			for (struct ent *e = wb->tab[i]; e; e = e->next) {
-				tfs_wb_stream_cancel(e->stream);
-				e->stream = NULL;
-				if (e->file) {
-					tfs_wb_stream_cancel(e->file->stream);
-					e->file->stream = NULL;
-				}
-			}
-		pthread_mutex_unlock(&wb->lock);
-		tfs_wb_streams_destroy(wb->streams);
-		wb->streams = NULL;
-	}
+	wb_streams_stop(wb);
 	for (size_t i = 0; i < NBUCKETS; i++) {
 		struct ent *e = wb->tab[i];
 		while (e) {

@@ -6,8 +6,11 @@
  *   writeback.c     the table of paths with work or open files, the staged
  *                   files and the staging limit, journalling a change with
  *                   its job, the file API, start-up and shutdown;
- *                   for now also streaming, namespace changes
+ *                   for now also namespace changes
  *   wb_upload.c     the job queue: uploaders, retries, drain, stats
+ *   wb_streaming.c  write-back's side of wb_stream.h: which files stream,
+ *                   the table of their uploads in the journal, and the
+ *                   start-up sweep of the uploads a crash left
  *
  * STATE
  *
@@ -200,5 +203,39 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
  * retrying failures with backoff, until wb->stop or the pool shrinks;
  * returns NULL.  Takes wb->lock, dropped while a job runs. */
 void *wb_uploader_main(void *arg);
+
+/* ---- wb_streaming.c: files uploaded while they are written ---- */
+
+/* `f` is no longer written by appending only: cancel its stream (its
+ * upload is aborted in the background).  Cannot fail.  wb->lock held. */
+void wb_file_stream_break(struct tfs_wb_file *f);
+
+/* After an append up to f->size: start streaming `f` once it reaches the
+ * threshold (if it cannot start, it is uploaded after close as usual; a
+ * failure other than EBUSY is logged), or tell its stream how far it got.
+ * Cannot fail.  wb->lock held. */
+void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f);
+
+/* The last writer closed `f`, committed as generation `gen` of `e`: its
+ * stream moves to `e` (replacing and cancelling an older one) for the
+ * uploader to finish, or is cancelled if mode, uid or gid changed since
+ * its upload was created.  Cannot fail.  wb->lock held. */
+void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen);
+
+/* At start-up (mode != off), before the uploaders run and before the
+ * mount serves anything: create the stream group in wb->streams when
+ * writeback.stream, the mode and the backend allow it, read the uploads
+ * an earlier run left registered into wb->orphans, and start the sweeper
+ * thread that aborts them.  The list must be read before this run can
+ * start a stream, or the sweeper would abort a live upload.  Returns 0 or
+ * an errno (logged); on failure tfs_wb_destroy() (wb_streams_stop())
+ * cleans up what was done.  No lock: no other thread uses wb yet. */
+int wb_streams_start(struct tfs_wb *wb);
+
+/* At shutdown, after the uploaders stopped: join the sweeper, free the
+ * orphans it did not take, and cancel every stream without aborting its
+ * upload (the next mount aborts it), then free the group.  Cannot fail.
+ * Takes wb->lock. */
+void wb_streams_stop(struct tfs_wb *wb);
 
 #endif

@@ -5,8 +5,8 @@
  *
  *   writeback.c     the table of paths with work or open files, the staged
  *                   files and the staging limit, journalling a change with
- *                   its job, the file API, start-up and shutdown;
- *                   for now also namespace changes
+ *                   its job, the file API, start-up and shutdown
+ *   wb_namespace.c  unlink, rmdir, mkdir and renames
  *   wb_upload.c     the job queue: uploaders, retries, drain, stats
  *   wb_streaming.c  write-back's side of wb_stream.h: which files stream,
  *                   the table of their uploads in the journal, and the

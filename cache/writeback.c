@@ -1,20 +1,21 @@
-/* writeback.c - staging, the journal's in-memory mirror, and uploaders.
- *
- * One `struct ent` per path with work or open files:
- *   file  the dirty file of that path (NULL: none, e.g. a DELETE)
- *   job   the journal record's op and generation, its due time and state
- * A file detached by unlink or rename-over lives on only through its
- * handles; its staged copy is deleted at the last release.
+/* writeback.c - the write-back layer's core: the table of paths with work
+ * or open files, the staged files and the staging limit, journalling a
+ * change together with its job, the file API of writeback.h (create, open
+ * for writing, read, write, truncate, commit, setattr, release), and
+ * start-up (the journal reloaded, staged files without a record moved to
+ * lost+found) and shutdown.  Namespace changes are in wb_namespace.c, the
+ * job queue and the uploaders in wb_upload.c, write-back's side of
+ * streaming in wb_streaming.c.  The shared state, the locking and the
+ * cross-file contracts are in writeback_internal.h.
  */
 #include "config.h"
 
-#include "writeback.h"
+#include "writeback_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <json-c/json.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,80 +27,7 @@
 #include <unistd.h>
 
 #include "fdio.h"
-#include "journal.h"
 #include "ram.h"
-#include "wb_stream.h"
-#include "workers.h"
-
-struct tfs_wb_file {
-	char *path;          /* NULL once detached */
-	uint64_t staging_id;
-	int fd;              /* staged file, O_RDWR; -1 until needed */
-	uint64_t size;
-	struct tfs_wb_attr attr;
-	uint64_t seq;        /* bumped by every change */
-	uint64_t committed_seq;
-	int refs, writers;
-	bool journaled;      /* a PUT record describes it */
-	/* Streaming (wb_stream.h): `appending` while the file has only been
-	 * appended to since it was empty, by one writer; `stream` once it is
-	 * being uploaded as it is written, with the attributes its upload
-	 * was created with. */
-	bool appending;
-	struct tfs_wb_stream *stream;
-	uint32_t stream_mode, stream_uid, stream_gid;
-};
-
-struct ent {
-	char *path;
-	struct tfs_wb_file *file;
-	bool has_job, running, failed, force;
-	enum tfs_jop op;
-	uint64_t gen;        /* latest committed generation of the record */
-	uint64_t done_gen;   /* highest generation retired */
-	int last_err;        /* result of the last attempt */
-	uint64_t due_ms, next_try_ms, bytes;
-	unsigned attempts;
-	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
-	uint64_t stream_gen;
-	struct ent *next;
-};
-
-#define NBUCKETS 4096
-
-struct tfs_wb {
-	struct tfs_writeback_config cfg;
-	MDB_env *env;
-	struct tfs_journal j; /* this mount's journal */
-	struct tfs_meta *meta;
-	struct tfs_backend *be;
-	struct tfs_layer *top;
-	const struct tfs_log *log;
-	int stagefd;         /* the staging directory */
-	char *stagedir;
-	pthread_mutex_t lock; /* everything below, and every file's fields */
-	pthread_cond_t work;  /* a job became due, or stop */
-	pthread_cond_t done;  /* a job finished */
-	struct ent *tab[NBUCKETS];
-	uint64_t next_staging;
-	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
-	bool full_logged;             /* "staging full" was logged (until it drains) */
-	bool stop;
-	struct tfs_workers pool; /* the uploaders (none when mode = off) */
-	struct tfs_wb_streams *streams; /* NULL: no streaming */
-	pthread_t sweeper;              /* aborts uploads of streams a crash left */
-	bool sweeper_started;
-	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
-	/* counters */
-	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
-};
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static size_t bucket(const char *path)
 {
@@ -109,7 +37,7 @@ static size_t bucket(const char *path)
 	return (size_t)(h % NBUCKETS);
 }
 
-static struct ent *ent_find(struct tfs_wb *wb, const char *path)
+struct ent *wb_ent_find(struct tfs_wb *wb, const char *path)
 {
 	for (struct ent *e = wb->tab[bucket(path)]; e; e = e->next)
 		if (strcmp(e->path, path) == 0)
@@ -117,9 +45,9 @@ static struct ent *ent_find(struct tfs_wb *wb, const char *path)
 	return NULL;
 }
 
-static struct ent *ent_get(struct tfs_wb *wb, const char *path)
+struct ent *wb_ent_get(struct tfs_wb *wb, const char *path)
 {
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e)
 		return e;
 	e = calloc(1, sizeof(*e));
@@ -134,7 +62,7 @@ static struct ent *ent_get(struct tfs_wb *wb, const char *path)
 }
 
 /* Free `e` if nothing needs it any more. */
-static void ent_maybe_free(struct tfs_wb *wb, struct ent *e)
+void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e)
 {
 	if (e->has_job || e->running || e->file)
 		return;
@@ -152,7 +80,7 @@ static void staging_name(uint64_t id, char buf[32])
 	snprintf(buf, 32, "%016" PRIx64, id);
 }
 
-static int open_staged(struct tfs_wb *wb, uint64_t id, int flags)
+int wb_open_staged(struct tfs_wb *wb, uint64_t id, int flags)
 {
 	char name[32];
 	staging_name(id, name);
@@ -169,9 +97,7 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 			 strerror(errno));
 }
 
-static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
-
-static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
+void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 {
 	tfs_wb_stream_cancel(f->stream);
 	wb->staged -= f->size; /* callers hold the lock */
@@ -183,63 +109,6 @@ static void free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_stag
 	free(f);
 }
 
-/* `f` is no longer written by appending only: cancel its stream.  Lock
- * held. */
-static void stream_break(struct tfs_wb_file *f)
-{
-	f->appending = false;
-	tfs_wb_stream_cancel(f->stream);
-	f->stream = NULL;
-}
-
-/* After an append: start streaming `f` once it is big enough, or tell its
- * stream how far it got.  Lock held. */
-static void stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
-{
-	if (f->stream) {
-		tfs_wb_stream_grow(f->stream, f->size);
-		return;
-	}
-	if (wb->streams == NULL || f->path == NULL || f->size < tfs_wb_streams_threshold(wb->streams))
-		return;
-	/* The object's headers are fixed now; mtime is left out (the
-	 * object's Last-Modified stands for it), so that only a change of
-	 * mode or owner before close makes the stream useless. */
-	struct tfs_jrec r = { .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid };
-	struct tfs_obj_meta om = { 0 };
-	set_meta_headers(&om, &r, false, false);
-	int rc = tfs_wb_stream_start(wb->streams, f->path, f->fd, f->size, &om, &f->stream);
-	if (rc == 0) {
-		f->stream_mode = f->attr.mode;
-		f->stream_uid = f->attr.uid;
-		f->stream_gid = f->attr.gid;
-	} else {
-		f->appending = false; /* EBUSY or worse: upload it after close */
-		if (rc != EBUSY)
-			tfs_warn(wb->log, "writeback: cannot upload '%s' while it is written: %s",
-				 f->path, strerror(rc));
-	}
-}
-
-/* The last writer closed `f`, committed as generation `gen` of `e`: its
- * stream goes to `e` for the uploader to finish.  Lock held. */
-static void stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen)
-{
-	f->appending = false;
-	if (f->stream == NULL)
-		return;
-	tfs_wb_stream_cancel(e->stream); /* an older generation's */
-	e->stream = NULL;
-	if (f->attr.mode != f->stream_mode || f->attr.uid != f->stream_uid ||
-	    f->attr.gid != f->stream_gid) {
-		stream_break(f); /* its upload has the wrong headers */
-		return;
-	}
-	e->stream = f->stream;
-	e->stream_gen = gen;
-	f->stream = NULL;
-}
-
 /* A new dirty file with a fresh, empty staged file.  Lock held. */
 static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **out)
 {
@@ -249,7 +118,7 @@ static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **ou
 		return ENOMEM;
 	}
 	f->staging_id = wb->next_staging++;
-	f->fd = open_staged(wb, f->staging_id, O_RDWR | O_CREAT | O_TRUNC);
+	f->fd = wb_open_staged(wb, f->staging_id, O_RDWR | O_CREAT | O_TRUNC);
 	if (f->fd < 0) {
 		int rc = -f->fd;
 		tfs_err(wb->log, "writeback: cannot create a staged file in %s for '%s': %s",
@@ -286,7 +155,7 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 {
 	pthread_mutex_lock(&wb->lock);
 	if (f->fd < 0) {
-		int fd = open_staged(wb, f->staging_id, O_RDWR);
+		int fd = wb_open_staged(wb, f->staging_id, O_RDWR);
 		if (fd < 0) {
 			pthread_mutex_unlock(&wb->lock);
 			tfs_err(wb->log, "writeback: staged copy of '%s' missing: %s",
@@ -299,7 +168,7 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 	return 0;
 }
 
-static void file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
+void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->type = TFS_FT_FILE;
@@ -314,7 +183,7 @@ static void file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 
 /* ---- journal transactions ---- */
 
-static int txn_begin(struct tfs_wb *wb, MDB_txn **txn)
+int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn)
 {
 	int rc = mdb_txn_begin(wb->env, NULL, 0, txn);
 	if (rc) {
@@ -324,7 +193,7 @@ static int txn_begin(struct tfs_wb *wb, MDB_txn **txn)
 	return 0;
 }
 
-static int txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
+int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
 {
 	if (rc == 0) {
 		rc = mdb_txn_commit(txn);
@@ -341,7 +210,7 @@ static int txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, co
 }
 
 /* Queue the job of `e` (generation gen, op) in memory.  Lock held. */
-static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
+void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
 {
 	e->has_job = true;
 	e->failed = false;
@@ -350,13 +219,13 @@ static void schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t
 	e->bytes = bytes;
 	e->attempts = 0;
 	e->next_try_ms = 0;
-	e->due_ms = now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
+	e->due_ms = wb_now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
 	pthread_cond_broadcast(&wb->work);
 }
 
 /* Write a record for `path`, keeping the multipart state of the previous
  * one so the uploader can resume or abort it.  Lock held. */
-static int put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
+int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 {
 	struct tfs_jrec old;
 	int rc = tfs_journal_get(txn, &wb->j, r->path, &old);
@@ -391,24 +260,24 @@ static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
 		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
-		.closed_ms = now_ms(), .path = f->path,
+		.closed_ms = wb_now_ms(), .path = f->path,
 	};
 	struct tfs_attr a;
-	int rc = txn_begin(wb, &txn);
+	int rc = wb_txn_begin(wb, &txn);
 	if (rc)
 		return rc;
-	rc = put_record(wb, txn, &r);
-	file_tfs_attr(f, &a);
+	rc = wb_put_record(wb, txn, &r);
+	wb_file_tfs_attr(f, &a);
 	if (rc == 0)
 		rc = tfs_meta_txn_set_local(wb->meta, txn, f->path, &a);
 	uint64_t gen = r.gen;
 	r.path = NULL;
 	tfs_jrec_clear(&r);
-	rc = txn_end(wb, txn, rc, "commit", f->path);
+	rc = wb_txn_end(wb, txn, rc, "commit", f->path);
 	if (rc == 0) {
 		f->committed_seq = f->seq;
 		f->journaled = true;
-		schedule(wb, e, TFS_J_PUT, gen, f->size);
+		wb_schedule(wb, e, TFS_J_PUT, gen, f->size);
 	}
 	return rc;
 }
@@ -420,18 +289,18 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 {
 	struct tfs_wb_file *f;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
+	struct ent *e = wb_ent_get(wb, path);
 	int rc = e ? new_file(wb, path, &f) : ENOMEM;
 	if (rc == 0) {
 		f->attr = *a;
 		if (e->file) {
 			/* O_CREAT|O_TRUNC over a dirty file: replace it. */
 			struct tfs_wb_file *old = e->file;
-			stream_break(old);
+			wb_file_stream_break(old);
 			free(old->path);
 			old->path = NULL;
 			if (old->refs == 0)
-				free_file(wb, old, true);
+				wb_free_file(wb, old, true);
 		}
 		e->file = f;
 		f->refs = 1;
@@ -441,11 +310,11 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 		rc = journal_file(wb, e, f);
 		if (rc) {
 			e->file = NULL;
-			free_file(wb, f, true);
+			wb_free_file(wb, f, true);
 		}
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc == 0)
 		*out = f;
@@ -500,12 +369,12 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 {
 	struct tfs_attr now;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
 		if (++f->writers > 1)
-			stream_break(f); /* two writers: not one append stream */
+			wb_file_stream_break(f); /* two writers: not one append stream */
 		pthread_mutex_unlock(&wb->lock);
 		int rc = file_fd(wb, f);
 		if (rc == 0 && trunc)
@@ -540,7 +409,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 			rc = copy_in(wb, path, clean, f->fd);
 		if (rc) {
 			pthread_mutex_lock(&wb->lock);
-			free_file(wb, f, true);
+			wb_free_file(wb, f, true);
 			pthread_mutex_unlock(&wb->lock);
 			return rc;
 		}
@@ -556,7 +425,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */
 	f->appending = f->size == 0;
 	pthread_mutex_lock(&wb->lock);
-	e = ent_get(wb, path);
+	e = wb_ent_get(wb, path);
 	if (e == NULL) {
 		rc = ENOMEM;
 	} else if (e->file) {
@@ -564,8 +433,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 		struct tfs_wb_file *theirs = e->file;
 		theirs->refs++;
 		if (++theirs->writers > 1)
-			stream_break(theirs);
-		free_file(wb, f, true);
+			wb_file_stream_break(theirs);
+		wb_free_file(wb, f, true);
 		pthread_mutex_unlock(&wb->lock);
 		if (trunc && (rc = tfs_wb_truncate(wb, theirs, 0)) != 0) {
 			tfs_wb_release(wb, theirs, true);
@@ -581,9 +450,9 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 			e->file = NULL;
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	if (rc)
-		free_file(wb, f, true);
+		wb_free_file(wb, f, true);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -595,7 +464,7 @@ struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path)
 {
 	struct tfs_wb_file *f = NULL;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		f = e->file;
 		f->refs++;
@@ -612,9 +481,9 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 {
 	bool found = false;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
-		file_tfs_attr(e->file, a);
+		wb_file_tfs_attr(e->file, a);
 		found = true;
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -624,7 +493,7 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a)
 {
 	pthread_mutex_lock(&wb->lock);
-	file_tfs_attr(f, a);
+	wb_file_tfs_attr(f, a);
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -665,18 +534,18 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 	bool wake = writer && f->writers == 0; /* its job may be due now */
 	if (--f->refs == 0) {
 		if (f->path == NULL) {
-			free_file(wb, f, true); /* detached: never uploaded */
+			wb_free_file(wb, f, true); /* detached: never uploaded */
 		} else if (!f->journaled) {
 			/* Clean (uploaded) or never changed: staging goes.  Unless
 			 * a writer never closed it (the daemon stopping with the
 			 * file open): its bytes stay for lost+found, as after a
 			 * crash. */
-			struct ent *e = ent_find(wb, f->path);
+			struct ent *e = wb_ent_find(wb, f->path);
 			if (e && e->file == f) {
 				e->file = NULL;
-				ent_maybe_free(wb, e);
+				wb_ent_maybe_free(wb, e);
 			}
-			free_file(wb, f, f->writers == 0);
+			wb_free_file(wb, f, f->writers == 0);
 		} else if (f->fd >= 0) {
 			close(f->fd); /* reopened on demand */
 			f->fd = -1;
@@ -707,7 +576,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	if (rc == 0)
 		wb->staged += held;
 	if (f->appending && (off != f->size || f->writers > 1))
-		stream_break(f);
+		wb_file_stream_break(f);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -727,7 +596,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	f->attr.mtime = (int64_t)time(NULL);
 	f->seq++;
 	if (f->appending && off + len == f->size)
-		stream_grow(wb, f);
+		wb_file_stream_grow(wb, f);
 	pthread_mutex_unlock(&wb->lock);
 	return 0;
 }
@@ -752,10 +621,10 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 		return rc;
 	}
 	if (size == 0) {
-		stream_break(f); /* empty again: appending starts over */
+		wb_file_stream_break(f); /* empty again: appending starts over */
 		f->appending = f->writers <= 1;
 	} else if (size != f->size) {
-		stream_break(f);
+		wb_file_stream_break(f);
 	}
 	wb->staged += size;
 	wb->staged -= f->size;
@@ -771,14 +640,14 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 {
 	int rc = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->has_job) {
 		e->force = true;
 		e->due_ms = 0;
 		pthread_cond_broadcast(&wb->work);
 	}
 	for (;;) {
-		e = ent_find(wb, path);
+		e = wb_ent_find(wb, path);
 		if (e == NULL || e->done_gen >= gen || !e->has_job)
 			break;
 		if (!e->running && e->attempts > 0 && e->gen == gen) {
@@ -807,20 +676,20 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	char *path = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (f->path && (f->seq != f->committed_seq || (durable && !f->journaled && f->seq))) {
-		struct ent *e = ent_get(wb, f->path);
+		struct ent *e = wb_ent_get(wb, f->path);
 		rc = e ? journal_file(wb, e, f) : ENOMEM;
 		if (rc == 0)
 			gen = e->gen;
 	} else if (f->path && f->journaled) {
-		struct ent *e = ent_find(wb, f->path);
+		struct ent *e = wb_ent_find(wb, f->path);
 		gen = e ? e->gen : 0;
 	}
 	if (f->writers == 0) {
-		struct ent *e = f->path && gen && rc == 0 ? ent_find(wb, f->path) : NULL;
+		struct ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
 		if (e && e->file == f)
-			stream_hand_over(e, f, gen);
+			wb_file_stream_hand_over(e, f, gen);
 		else
-			stream_break(f);
+			wb_file_stream_break(f);
 	}
 	if (f->path && gen)
 		path = strdup(f->path);
@@ -855,11 +724,11 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 	struct tfs_attr now;
 again:
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, path);
+	struct ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		if (mask)
-			stream_break(f); /* its upload's headers are fixed */
+			wb_file_stream_break(f); /* its upload's headers are fixed */
 		if (mask & TFS_WB_SET_MODE)
 			f->attr.mode = a->mode;
 		if (mask & TFS_WB_SET_UID)
@@ -893,218 +762,30 @@ again:
 		na.gid = a->gid;
 	if (mask & TFS_WB_SET_MTIME)
 		na.mtime = a->mtime;
-	e = ent_get(wb, path);
+	e = wb_ent_get(wb, path);
 	MDB_txn *txn;
-	rc = e ? txn_begin(wb, &txn) : ENOMEM;
+	rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec r = {
 			.op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META, .gen = e->gen + 1,
 			.size = na.size, .mode = na.mode, .uid = na.uid, .gid = na.gid,
-			.mtime = na.mtime, .closed_ms = now_ms(), .path = (char *)path,
+			.mtime = na.mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
 		};
-		rc = put_record(wb, txn, &r);
+		rc = wb_put_record(wb, txn, &r);
 		if (rc == 0)
 			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &na);
 		gen = r.gen;
 		enum tfs_jop op = r.op;
 		r.path = NULL;
 		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "setattr", path);
+		rc = wb_txn_end(wb, txn, rc, "setattr", path);
 		if (rc == 0)
-			schedule(wb, e, op, gen, 0);
+			wb_schedule(wb, e, op, gen, 0);
 	}
 	if (e)
-		ent_maybe_free(wb, e);
+		wb_ent_maybe_free(wb, e);
 	pthread_mutex_unlock(&wb->lock);
 	return rc == 0 && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
-}
-
-/* ---- namespace ---- */
-
-/* Detach the dirty file of `e` (unlink, rename over).  Lock held. */
-static void detach(struct tfs_wb *wb, struct ent *e)
-{
-	struct tfs_wb_file *f = e->file;
-	tfs_wb_stream_cancel(e->stream); /* its upload is of this name */
-	e->stream = NULL;
-	if (f == NULL)
-		return;
-	stream_break(f);
-	e->file = NULL;
-	free(f->path);
-	f->path = NULL;
-	f->journaled = false;
-	if (f->refs == 0)
-		free_file(wb, f, true);
-}
-
-int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
-{
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
-	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
-		struct tfs_jrec r = {
-			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
-			.closed_ms = now_ms(), .path = (char *)path,
-		};
-		rc = put_record(wb, txn, &r);
-		if (rc == 0)
-			rc = tfs_meta_txn_whiteout(wb->meta, txn, path);
-		uint64_t gen = r.gen;
-		r.path = NULL;
-		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "remove", path);
-		if (rc == 0) {
-			detach(wb, e);
-			schedule(wb, e, TFS_J_DELETE, gen, 0);
-		}
-	}
-	if (e)
-		ent_maybe_free(wb, e);
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a)
-{
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_get(wb, path);
-	int rc = e ? txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
-		struct tfs_jrec r = {
-			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
-			.gid = a->gid, .mtime = a->mtime, .closed_ms = now_ms(), .path = (char *)path,
-		};
-		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
-				       .uid = a->uid, .gid = a->gid, .headers = true };
-		rc = put_record(wb, txn, &r);
-		if (rc == 0)
-			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &da);
-		uint64_t gen = r.gen;
-		r.path = NULL;
-		tfs_jrec_clear(&r);
-		rc = txn_end(wb, txn, rc, "mkdir", path);
-		if (rc == 0)
-			schedule(wb, e, TFS_J_MKDIR, gen, 0);
-	}
-	if (e)
-		ent_maybe_free(wb, e);
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
-{
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	struct ent *src = ent_find(wb, from);
-	if (src == NULL || src->file == NULL || !src->file->journaled) {
-		pthread_mutex_unlock(&wb->lock);
-		return ENOENT;
-	}
-	struct tfs_wb_file *f = src->file;
-	struct ent *dst = ent_get(wb, to);
-	char *newpath = strdup(to);
-	int rc = dst && newpath ? txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
-		struct tfs_jrec put = {
-			.op = TFS_J_PUT, .gen = dst->gen + 1, .staging_id = f->staging_id,
-			.size = f->size, .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid,
-			.mtime = f->attr.mtime, .closed_ms = now_ms(), .path = (char *)to,
-		};
-		struct tfs_jrec del = {
-			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = now_ms(),
-			.path = (char *)from,
-		};
-		struct tfs_attr a;
-		file_tfs_attr(f, &a);
-		/* The destination's old multipart state (if any) is aborted by
-		 * the uploader; the source's stays with its DELETE record. */
-		rc = put_record(wb, txn, &put);
-		if (rc == 0)
-			rc = put_record(wb, txn, &del);
-		if (rc == 0)
-			rc = tfs_meta_txn_set_local(wb->meta, txn, to, &a);
-		if (rc == 0)
-			rc = tfs_meta_txn_whiteout(wb->meta, txn, from);
-		uint64_t pgen = put.gen, dgen = del.gen;
-		put.path = del.path = NULL;
-		tfs_jrec_clear(&put);
-		tfs_jrec_clear(&del);
-		rc = txn_end(wb, txn, rc, "rename", from);
-		if (rc == 0) {
-			detach(wb, dst);
-			stream_break(f); /* its upload is of the old name */
-			tfs_wb_stream_cancel(src->stream);
-			src->stream = NULL;
-			src->file = NULL;
-			free(f->path);
-			f->path = newpath;
-			newpath = NULL;
-			f->committed_seq = f->seq;
-			dst->file = f;
-			schedule(wb, dst, TFS_J_PUT, pgen, f->size);
-			schedule(wb, src, TFS_J_DELETE, dgen, 0);
-		}
-	}
-	free(newpath);
-	if (dst)
-		ent_maybe_free(wb, dst);
-	ent_maybe_free(wb, src);
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
-{
-	int rc = 0;
-	*busy = false;
-	pthread_mutex_lock(&wb->lock);
-	struct ent *e;
-	while ((e = ent_find(wb, path)) != NULL && e->running)
-		pthread_cond_wait(&wb->done, &wb->lock);
-	if (e && e->file && e->file->refs > 0) {
-		*busy = true; /* open: its writer's data must not be dropped */
-	} else if (e && e->has_job) {
-		MDB_txn *txn;
-		rc = txn_begin(wb, &txn);
-		if (rc == 0) {
-			struct tfs_jrec r;
-			if (tfs_journal_get(txn, &wb->j, path, &r) == 0 && r.mpu.upload_id[0]) {
-				*busy = true; /* let the uploader abort its multipart upload */
-				tfs_jrec_clear(&r);
-				mdb_txn_abort(txn);
-			} else {
-				rc = tfs_journal_del(txn, &wb->j, path);
-				rc = txn_end(wb, txn, rc, "claim", path);
-				if (rc == 0) {
-					e->has_job = false;
-					detach(wb, e);
-					ent_maybe_free(wb, e);
-				}
-			}
-		}
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, const struct tfs_attr *a)
-{
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
-	if (rc == 0) {
-		rc = tfs_meta_txn_forget(wb->meta, txn, from);
-		if (rc == 0)
-			rc = tfs_meta_txn_set_clean(wb->meta, txn, to, a);
-		rc = txn_end(wb, txn, rc, "rename", from);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
 }
 
 bool tfs_wb_writable(const struct tfs_wb *wb)
@@ -1117,701 +798,7 @@ enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb)
 	return wb->cfg.mode;
 }
 
-/* ---- uploaders ---- */
-
-static void set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
-{
-	char v[32];
-	if (r->mode != TFS_META_UNSET) {
-		/* s3fs stores st_mode in decimal, with the file type bits. */
-		snprintf(v, sizeof(v), "%u", (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
-		tfs_obj_meta_set(om, "mode", v);
-	}
-	if (r->uid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->uid);
-		tfs_obj_meta_set(om, "uid", v);
-	}
-	if (r->gid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
-		tfs_obj_meta_set(om, "gid", v);
-	}
-	if (mtime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
-		tfs_obj_meta_set(om, "mtime", v);
-	}
-}
-
-struct mpu_ctx {
-	struct tfs_wb *wb;
-	const char *path;
-	uint64_t gen;
-};
-
-/* Persist multipart progress in the record, if it is still ours. */
-static int save_mpu(void *ctx, const struct tfs_mpu *st, unsigned part)
-{
-	(void)part;
-	struct mpu_ctx *c = ctx;
-	struct tfs_wb *wb = c->wb;
-	MDB_txn *txn;
-	struct tfs_jrec r;
-	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
-	if (rc == 0) {
-		rc = tfs_journal_get(txn, &wb->j, c->path, &r);
-		if (rc == 0 && r.gen != c->gen)
-			rc = ECANCELED; /* rewritten meanwhile: upload it again */
-		if (rc == 0) {
-			tfs_mpu_clear(&r.mpu);
-			rc = st->nparts ? tfs_mpu_alloc(&r.mpu, st->nparts) : 0;
-			if (rc == 0) {
-				memcpy(r.mpu.upload_id, st->upload_id, sizeof(r.mpu.upload_id));
-				r.mpu.part_size = st->part_size;
-				if (st->nparts)
-					memcpy(r.mpu.etags, st->etags,
-					       (size_t)st->nparts * sizeof(*st->etags));
-				r.mpu_gen = c->gen;
-				rc = tfs_journal_put(txn, &wb->j, &r);
-			}
-		}
-		tfs_jrec_clear(&r);
-		if (rc == ECANCELED || rc == ENOENT) {
-			mdb_txn_abort(txn);
-			rc = ECANCELED;
-		} else {
-			rc = txn_end(wb, txn, rc, "multipart progress", c->path);
-		}
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-/* Offer the uploaded bytes to the SSD tier as the new version. */
-static void adopt(struct tfs_wb *wb, const char *path, int fd, uint64_t size, const char *etag)
-{
-	struct tfs_obj obj;
-	uint64_t bs = wb->top->block_size;
-	char *buf = malloc(bs);
-	if (buf == NULL)
-		return;
-	tfs_obj_init(&obj, path, etag, size);
-	tfs_layer_invalidate(wb->top, obj.id);
-	uint64_t n = tfs_obj_blocks(&obj, bs);
-	for (uint64_t i = 0; i < n; i++) {
-		size_t len = tfs_obj_block_len(&obj, i, bs);
-		if (tfs_pread_full(fd, buf, len, (off_t)(i * bs)) != (ssize_t)len)
-			break;
-		tfs_layer_put_block(wb->top, &obj, i, buf);
-	}
-	free(buf);
-}
-
-/* Retire record `path` if it still has generation `gen`, applying the
- * namespace change `a` (NULL: forget the entry).  Returns true if retired. */
-static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const struct tfs_attr *a)
-{
-	MDB_txn *txn;
-	struct tfs_jrec r;
-	bool retired = false;
-	if (txn_begin(wb, &txn) != 0)
-		return false;
-	int rc = tfs_journal_get(txn, &wb->j, path, &r);
-	if (rc == 0 && r.gen == gen) {
-		rc = tfs_journal_del(txn, &wb->j, path);
-		if (rc == 0)
-			rc = a ? tfs_meta_txn_set_clean(wb->meta, txn, path, a)
-			       : tfs_meta_txn_forget(wb->meta, txn, path);
-		retired = rc == 0;
-	} else if (rc == 0) {
-		rc = ECANCELED; /* a newer generation: it runs next */
-	}
-	tfs_jrec_clear(&r);
-	if (retired)
-		retired = txn_end(wb, txn, 0, "retire", path) == 0;
-	else
-		mdb_txn_abort(txn);
-	return retired;
-}
-
-/* If the file of record `r` was streamed while it was written, and the
- * stream is of this generation, make its upload the record's multipart
- * state, so that only the parts still missing are sent.  A stream of an
- * older generation is cancelled.  Best effort: on any failure the file is
- * uploaded whole. */
-static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, uint64_t size,
-			struct mpu_ctx *mc)
-{
-	struct tfs_wb_stream *ws = NULL;
-	pthread_mutex_lock(&wb->lock);
-	if (e && e->stream) {
-		if (e->stream_gen == r->gen)
-			ws = e->stream;
-		else
-			tfs_wb_stream_cancel(e->stream);
-		e->stream = NULL;
-	}
-	pthread_mutex_unlock(&wb->lock);
-	if (ws == NULL)
-		return;
-	struct tfs_mpu st;
-	if (tfs_wb_stream_finish(ws, size, &st) != 0)
-		return;
-	if (r->mpu.upload_id[0] && tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
-		/* The record's own upload stays: the stream's is the one to drop. */
-		if (tfs_backend_abort_upload(wb->be, r->path, st.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, st.upload_id);
-		tfs_mpu_clear(&st);
-		return;
-	}
-	tfs_mpu_clear(&r->mpu);
-	r->mpu = st;
-	r->mpu_gen = r->gen;
-	if (save_mpu(mc, &r->mpu, UINT_MAX) == 0) {
-		(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
-	} else {
-		/* Rewritten meanwhile, or the journal failed: drop it. */
-		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
-		tfs_mpu_clear(&r->mpu);
-	}
-}
-
-static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
-{
-	int fd = open_staged(wb, r->staging_id, O_RDONLY);
-	if (fd < 0) {
-		tfs_err(wb->log, "writeback: staged copy of '%s' is missing (%s): it cannot be uploaded",
-			r->path, strerror(-fd));
-		return EIO;
-	}
-	struct stat st;
-	uint64_t seq0 = 0;
-	pthread_mutex_lock(&wb->lock);
-	struct ent *e = ent_find(wb, r->path);
-	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
-	if (f)
-		seq0 = f->seq;
-	pthread_mutex_unlock(&wb->lock);
-	if (fstat(fd, &st) < 0) {
-		int rc = errno;
-		close(fd);
-		return rc;
-	}
-	uint64_t size = (uint64_t)st.st_size;
-	int rc = 0;
-	if (r->mpu.upload_id[0] && r->mpu_gen != r->gen) {
-		/* An upload of an older version: its parts are no use. */
-		tfs_info(wb->log, "writeback: '%s' changed since its multipart upload began: aborting it",
-			 r->path);
-		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
-			tfs_mpu_clear(&r->mpu);
-	}
-	struct mpu_ctx mc = { wb, r->path, r->gen };
-	take_stream(wb, e, r, size, &mc);
-	struct tfs_obj_meta om = { 0 };
-	set_meta_headers(&om, r, false, true);
-	char etag[TFS_ETAG_MAX] = "";
-	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu, save_mpu,
-				       &mc, etag);
-	tfs_obj_meta_clear(&om);
-	if (rc == ECANCELED && r->mpu.upload_id[0]) {
-		/* The file changed meanwhile (save_mpu refused to record this
-		 * upload, so no record names it): abort it, or it is orphaned.
-		 * The newer generation is uploaded next. */
-		(void)tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id);
-	} else if (rc == EINVAL && r->mpu.upload_id[0]) {
-		/* The server refused the recorded parts: start over next time. */
-		tfs_warn(wb->log, "writeback: '%s': the multipart upload cannot be completed; "
-			 "aborting it and starting again", r->path);
-		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0) {
-			struct tfs_mpu none = { 0 };
-			(void)save_mpu(&mc, &none, UINT_MAX);
-		}
-	} else if (rc != 0 && rc != ECANCELED && f) {
-		/* A file truncated while it was read fails the upload ("shorter
-		 * than promised"): not a failure when it changed meanwhile, as
-		 * its next generation is uploaded anyway. */
-		pthread_mutex_lock(&wb->lock);
-		bool changed = e->file != f || f->seq != seq0;
-		pthread_mutex_unlock(&wb->lock);
-		if (changed) {
-			tfs_debug(wb->log, "writeback: '%s' changed during its upload (%s): uploading "
-				  "it again", r->path, strerror(rc));
-			rc = ECANCELED;
-		}
-	}
-	if (rc == 0) {
-		pthread_mutex_lock(&wb->lock);
-		bool same = f == NULL || (e->file == f && f->seq == seq0);
-		pthread_mutex_unlock(&wb->lock);
-		if (same)
-			adopt(wb, r->path, fd, size, etag);
-		pthread_mutex_lock(&wb->lock);
-		same = f == NULL || (e->file == f && f->seq == seq0);
-		pthread_mutex_unlock(&wb->lock);
-		struct tfs_attr a = { .type = TFS_FT_FILE, .size = size, .mtime = r->mtime,
-				      .mode = r->mode, .uid = r->uid, .gid = r->gid, .headers = true };
-		snprintf(a.etag, sizeof(a.etag), "%s", etag);
-		if (same)
-			*retired = retire(wb, r->path, r->gen, &a);
-		if (!same || !*retired) {
-			struct tfs_obj obj;
-			tfs_obj_init(&obj, r->path, etag, size);
-			tfs_layer_invalidate(wb->top, obj.id);
-		}
-	}
-	close(fd);
-	return rc == ECANCELED ? 0 : rc;
-}
-
-/* Run the job for `path` at generation `gen`.  *retired tells whether the
- * record is gone.  Returns 0 or the backend's error. */
-static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *retired)
-{
-	MDB_txn *txn;
-	struct tfs_jrec r;
-	*retired = false;
-	int rc = mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn);
-	if (rc) {
-		tfs_err(wb->log, "writeback: '%s': journal: %s", path, mdb_strerror(rc));
-		return EIO;
-	}
-	rc = tfs_journal_get(txn, &wb->j, path, &r);
-	mdb_txn_abort(txn);
-	if (rc == ENOENT) {
-		*retired = true; /* nothing left to do */
-		return 0;
-	}
-	if (rc)
-		return rc;
-	if (r.gen != gen) {
-		tfs_jrec_clear(&r);
-		return 0; /* superseded: the newer generation is queued */
-	}
-	char key[PATH_MAX + 2];
-	switch (r.op) {
-	case TFS_J_PUT:
-		if (r.is_dir) {
-			/* The name was a directory: its marker goes first. */
-			snprintf(key, sizeof(key), "%s/", r.path);
-			rc = tfs_backend_delete(wb->be, key);
-			if (rc)
-				break;
-		}
-		rc = do_put(wb, &r, retired);
-		if (rc == 0 && *retired) {
-			pthread_mutex_lock(&wb->lock);
-			wb->uploads++;
-			wb->upload_bytes += r.size;
-			pthread_mutex_unlock(&wb->lock);
-		}
-		break;
-	case TFS_J_MKDIR: {
-		struct tfs_obj_meta om = { 0 };
-		if (r.is_dir) {
-			/* The name was a file: it goes first. */
-			rc = tfs_backend_delete(wb->be, r.path);
-			if (rc)
-				break;
-		}
-		set_meta_headers(&om, &r, true, true);
-		snprintf(key, sizeof(key), "%s/", r.path);
-		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);
-		tfs_obj_meta_clear(&om);
-		struct tfs_attr a = { .type = TFS_FT_DIR, .mtime = r.mtime, .mode = r.mode,
-				      .uid = r.uid, .gid = r.gid, .headers = true };
-		if (rc == 0 && (*retired = retire(wb, r.path, gen, &a))) {
-			pthread_mutex_lock(&wb->lock);
-			wb->mkdirs++;
-			pthread_mutex_unlock(&wb->lock);
-		}
-		break;
-	}
-	case TFS_J_DELETE:
-		if (r.mpu.upload_id[0])
-			(void)tfs_backend_abort_upload(wb->be, r.path, r.mpu.upload_id);
-		rc = tfs_backend_delete(wb->be, r.path);
-		if (rc == 0 && r.is_dir) {
-			snprintf(key, sizeof(key), "%s/", r.path);
-			rc = tfs_backend_delete(wb->be, key);
-		}
-		if (rc == 0 && (*retired = retire(wb, r.path, gen, NULL))) {
-			pthread_mutex_lock(&wb->lock);
-			wb->deletes++;
-			pthread_mutex_unlock(&wb->lock);
-		}
-		break;
-	case TFS_J_META: {
-		struct tfs_obj_meta om = { 0 };
-		char etag[TFS_ETAG_MAX] = "";
-		set_meta_headers(&om, &r, false, true);
-		rc = tfs_backend_copy(wb->be, r.path, r.path, &om, etag);
-		tfs_obj_meta_clear(&om);
-		if (rc == ENOENT) {
-			/* Gone from the bucket: nothing to change. */
-			*retired = retire(wb, r.path, gen, NULL);
-			rc = 0;
-		} else if (rc == 0) {
-			struct tfs_attr a = { .type = TFS_FT_FILE, .size = r.size, .mtime = r.mtime,
-					      .mode = r.mode, .uid = r.uid, .gid = r.gid, .headers = true };
-			snprintf(a.etag, sizeof(a.etag), "%s", etag);
-			if ((*retired = retire(wb, r.path, gen, &a))) {
-				pthread_mutex_lock(&wb->lock);
-				wb->metas++;
-				pthread_mutex_unlock(&wb->lock);
-			}
-		}
-		break;
-	}
-	}
-	tfs_jrec_clear(&r);
-	return rc;
-}
-
-static uint64_t backoff_ms(const struct tfs_wb *wb, unsigned attempts)
-{
-	uint64_t d = wb->cfg.retry_base_ms;
-	for (unsigned i = 1; i < attempts && d < wb->cfg.retry_max_ms; i++)
-		d *= 2;
-	if (d > wb->cfg.retry_max_ms)
-		d = wb->cfg.retry_max_ms;
-	return d / 2 + (uint64_t)rand() % (d / 2 + 1); /* jitter */
-}
-
-/* The next runnable job, or NULL; *wait_ms says how long until one may be. */
-static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
-{
-	struct ent *best = NULL;
-	uint64_t best_due = UINT64_MAX, soonest = UINT64_MAX;
-	for (size_t i = 0; i < NBUCKETS; i++) {
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
-			if (!e->has_job || e->running || e->failed)
-				continue;
-			if (e->op == TFS_J_PUT && e->file && e->file->writers > 0 && !e->force)
-				continue; /* still being written: the last close schedules it */
-			uint64_t due = e->due_ms > e->next_try_ms ? e->due_ms : e->next_try_ms;
-			if (due <= now) {
-				if (due < best_due) {
-					best = e;
-					best_due = due;
-				}
-			} else if (due < soonest) {
-				soonest = due;
-			}
-		}
-	}
-	*wait_ms = soonest == UINT64_MAX ? 1000 : soonest - now;
-	return best;
-}
-
-static void *uploader(void *arg)
-{
-	struct tfs_worker *self = arg;
-	struct tfs_wb *wb = self->ctx;
-	pthread_mutex_lock(&wb->lock);
-	while (!wb->stop && !tfs_workers_retire(self)) {
-		uint64_t wait_ms;
-		struct ent *e = pick(wb, now_ms(), &wait_ms);
-		if (e == NULL) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			if (wait_ms > 1000)
-				wait_ms = 1000;
-			ts.tv_sec += (time_t)(wait_ms / 1000);
-			ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&wb->work, &wb->lock, &ts);
-			continue;
-		}
-		e->running = true;
-		uint64_t gen = e->gen;
-		char *path = strdup(e->path);
-		pthread_mutex_unlock(&wb->lock);
-		bool retired = false;
-		int rc = path ? run_job(wb, path, gen, &retired) : ENOMEM;
-		pthread_mutex_lock(&wb->lock);
-		e->running = false;
-		e->last_err = rc;
-		if (rc == 0) {
-			if (retired) {
-				if (e->done_gen < gen)
-					e->done_gen = gen;
-				if (e->gen == gen) {
-					e->has_job = false;
-					e->force = false;
-					if (e->file) {
-						e->file->journaled = false;
-						if (e->file->refs == 0) {
-							struct tfs_wb_file *f = e->file;
-							e->file = NULL;
-							free_file(wb, f, true);
-						}
-					}
-				}
-			} else {
-				/* Changed during the upload, or superseded: the
-				 * record stays and runs again. */
-				wb->reuploads++;
-				e->due_ms = now_ms() + wb->cfg.delay_ms;
-			}
-			e->attempts = 0;
-		} else {
-			e->attempts++;
-			wb->failures++;
-			e->next_try_ms = now_ms() + backoff_ms(wb, e->attempts);
-			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
-				e->failed = true;
-				tfs_err(wb->log, "writeback: '%s': giving up after %u attempts (%s); "
-					"it stays in the journal and is retried at the next mount",
-					e->path, e->attempts, strerror(rc));
-			} else {
-				tfs_warn(wb->log, "writeback: '%s': upload attempt %u failed (%s); "
-					 "retrying in %" PRIu64 " ms", e->path, e->attempts, strerror(rc),
-					 e->next_try_ms - now_ms());
-			}
-		}
-		free(path);
-		ent_maybe_free(wb, e);
-		pthread_cond_broadcast(&wb->done);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return NULL;
-}
-
-/* What is left: jobs not failed-for-good count too. */
-static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_t *failed)
-{
-	*files = *bytes = 0;
-	if (failed)
-		*failed = 0;
-	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
-			if (e->has_job) {
-				(*files)++;
-				*bytes += e->bytes;
-				if (failed && e->failed)
-					(*failed)++;
-			}
-}
-
-int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes)
-{
-	uint64_t deadline = now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
-	pthread_mutex_lock(&wb->lock);
-	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
-			if (e->has_job) {
-				e->due_ms = 0;
-				e->force = true; /* unmounting: nobody writes any more */
-			}
-	pthread_cond_broadcast(&wb->work);
-	for (;;) {
-		pending(wb, &f, &b, &failed);
-		uint64_t now = now_ms();
-		if (f == 0 || f == failed || now >= deadline || tfs_workers_count(&wb->pool) == 0)
-			break;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t w = deadline - now < 200 ? deadline - now : 200;
-		ts.tv_nsec += (long)w * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&wb->done, &wb->lock, &ts);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	if (files)
-		*files = f;
-	if (bytes)
-		*bytes = b;
-	return f ? ETIMEDOUT : 0;
-}
-
-void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
-{
-	struct json_object *o = json_object_new_object();
-	if (o == NULL)
-		return;
-	uint64_t f, b, failed, running = 0, open_files = 0;
-	pthread_mutex_lock(&wb->lock);
-	pending(wb, &f, &b, &failed);
-	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
-			running += e->running;
-			open_files += e->file && e->file->refs > 0;
-		}
-	static const char *const names[] = { "pending_files", "dirty_bytes", "failed_files", "uploading",
-					     "open_files", "uploads", "upload_bytes", "deletes",
-					     "mkdirs", "attr_updates", "attempt_failures",
-					     "reuploads", "recovered", "streams", "streams_finished",
-					     "streams_cancelled", "streamed_parts" };
-	struct tfs_wb_streams_stats ss = { 0 };
-	if (wb->streams)
-		tfs_wb_streams_stats(wb->streams, &ss);
-	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
-			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
-			    wb->recovered, ss.started, ss.finished, ss.cancelled, ss.parts };
-	pthread_mutex_unlock(&wb->lock);
-	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
-		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
-	struct json_object *failing = json_object_new_array();
-	pthread_mutex_lock(&wb->lock);
-	uint64_t staged = wb->staged, cap = wb->staging_cap;
-	size_t listed = 0;
-	for (size_t i = 0; failing && i < NBUCKETS && listed < 20; i++)
-		for (struct ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
-			if (!e->has_job || e->attempts == 0)
-				continue;
-			struct json_object *x = json_object_new_object();
-			if (x == NULL)
-				continue;
-			json_object_object_add(x, "path", json_object_new_string(e->path));
-			json_object_object_add(x, "attempts", json_object_new_uint64(e->attempts));
-			json_object_object_add(x, "last_error",
-					       json_object_new_string(strerror(e->last_err ? e->last_err : EIO)));
-			json_object_object_add(x, "gave_up", json_object_new_boolean(e->failed));
-			json_object_array_add(failing, x);
-			listed++;
-		}
-	pthread_mutex_unlock(&wb->lock);
-	json_object_object_add(o, "staged_bytes", json_object_new_uint64(staged));
-	json_object_object_add(o, "staging_capacity_bytes", json_object_new_uint64(cap));
-	if (failing)
-		json_object_object_add(o, "failing", failing);
-	static const char *const modes[] = { "async", "sync", "off" };
-	json_object_object_add(o, "mode", json_object_new_string(modes[wb->cfg.mode]));
-	pthread_mutex_lock(&wb->lock);
-	unsigned uploaders = tfs_workers_count(&wb->pool);
-	pthread_mutex_unlock(&wb->lock);
-	json_object_object_add(o, "uploaders", json_object_new_uint64(uploaders));
-	json_object_object_add(out, "writeback", o);
-}
-
-int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n)
-{
-	if (wb->cfg.mode == TFS_WB_OFF)
-		return 0;
-	unsigned old, now;
-	int rc = tfs_workers_set(&wb->pool, &wb->lock, &wb->work, n, &old, &now);
-	if (rc)
-		tfs_err(wb->log, "writeback: cannot start uploaders: %s (%u running)", strerror(rc), now);
-	else
-		tfs_info(wb->log, "writeback: %u -> %u uploaders", old, now);
-	return rc;
-}
-
 /* ---- start-up ---- */
-
-/* ---- streams (wb_stream.h) ---- */
-
-/* wb_stream's reg callback: the table of open stream uploads. */
-static int stream_reg(void *ctx, const char *key, const char *upload_id, bool add)
-{
-	struct tfs_wb *wb = ctx;
-	MDB_txn *txn;
-	pthread_mutex_lock(&wb->lock);
-	int rc = txn_begin(wb, &txn);
-	if (rc == 0) {
-		rc = add ? tfs_journal_stream_add(txn, &wb->j, key, upload_id)
-			 : tfs_journal_stream_del(txn, &wb->j, upload_id);
-		rc = txn_end(wb, txn, rc, add ? "stream begins" : "stream ends", key);
-	}
-	pthread_mutex_unlock(&wb->lock);
-	return rc;
-}
-
-struct orphan {
-	char *key, *upload_id;
-	struct orphan *next;
-};
-
-static int collect_orphan(void *ctx, const char *key, const char *upload_id)
-{
-	struct orphan **list = ctx;
-	struct orphan *o = calloc(1, sizeof(*o));
-	if (o == NULL || (o->key = strdup(key)) == NULL || (o->upload_id = strdup(upload_id)) == NULL) {
-		if (o)
-			free(o->key);
-		free(o);
-		return ENOMEM;
-	}
-	o->next = *list;
-	*list = o;
-	return 0;
-}
-
-static void free_orphans(struct orphan *list)
-{
-	while (list) {
-		struct orphan *o = list;
-		list = o->next;
-		free(o->key);
-		free(o->upload_id);
-		free(o);
-	}
-}
-
-/* At start-up, in the background: the uploads of streams that an earlier
- * run left registered (a crash while a file was written, or an abort that
- * failed), listed in wb->orphans before this run could start a stream,
- * are aborted, unless a journal record took the upload over. */
-static void *sweeper(void *arg)
-{
-	struct tfs_wb *wb = arg;
-	struct orphan *list = wb->orphans;
-	MDB_txn *txn;
-	wb->orphans = NULL;
-	unsigned aborted = 0;
-	while (list) {
-		struct orphan *o = list;
-		list = o->next;
-		bool stop, taken = false;
-		pthread_mutex_lock(&wb->lock);
-		stop = wb->stop;
-		struct tfs_jrec r;
-		if (!stop && mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) == 0) {
-			taken = tfs_journal_get(txn, &wb->j, o->key, &r) == 0 && r.op == TFS_J_PUT &&
-				strcmp(r.mpu.upload_id, o->upload_id) == 0;
-			tfs_jrec_clear(&r);
-			mdb_txn_abort(txn);
-		}
-		pthread_mutex_unlock(&wb->lock);
-		if (!stop && (taken || tfs_backend_abort_upload(wb->be, o->key, o->upload_id) == 0)) {
-			aborted += !taken;
-			(void)stream_reg(wb, o->key, o->upload_id, false);
-		}
-		free(o->key);
-		free(o->upload_id);
-		free(o);
-	}
-	if (aborted)
-		tfs_info(wb->log, "writeback: aborted %u multipart upload(s) of files that were being "
-			 "written when the last run ended", aborted);
-	return NULL;
-}
-
-/* Streaming, when the settings and the backend allow it.  Returns 0 or
- * an errno (logged). */
-static int streams_init(struct tfs_wb *wb)
-{
-	const struct tfs_writeback_config *cfg = &wb->cfg;
-	struct tfs_wb_streams_config sc = {
-		.be = wb->be, .log = wb->log, .max_streams = cfg->uploaders,
-		.reg = stream_reg, .reg_ctx = wb,
-	};
-	bool at_close = cfg->mode == TFS_WB_SYNC || (cfg->mode == TFS_WB_ASYNC && cfg->delay_ms == 0);
-	if (!cfg->stream || !at_close ||
-	    !tfs_backend_multipart_geometry(wb->be, &sc.threshold, &sc.part_size, &sc.parallel))
-		return 0;
-	int rc = tfs_wb_streams_create(&sc, &wb->streams);
-	if (rc)
-		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s", strerror(rc));
-	return rc;
-}
 
 struct load_ctx {
 	struct tfs_wb *wb;
@@ -1828,7 +815,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
 		return 0;
 	}
-	struct ent *e = ent_get(wb, r->path);
+	struct ent *e = wb_ent_get(wb, r->path);
 	if (e == NULL)
 		return ENOMEM;
 	e->gen = r->gen;
@@ -2025,26 +1012,10 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
 			 wb->recovered);
 	if (cfg->mode != TFS_WB_OFF) {
-		rc = streams_init(wb);
+		rc = wb_streams_start(wb);
 		if (rc)
 			goto fail;
-		if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
-			rc = tfs_journal_stream_each(txn, &wb->j, collect_orphan, &wb->orphans);
-			mdb_txn_abort(txn);
-		} else {
-			rc = EIO;
-		}
-		if (rc) {
-			tfs_err(log, "writeback: cannot read the journal's streams: %s", strerror(rc));
-			goto fail;
-		}
-		rc = pthread_create(&wb->sweeper, NULL, sweeper, wb);
-		if (rc) {
-			tfs_err(log, "writeback: cannot start a thread: %s", strerror(rc));
-			goto fail;
-		}
-		wb->sweeper_started = true;
-		rc = tfs_workers_init(&wb->pool, TFS_WB_MAX_UPLOADERS, uploader, wb);
+		rc = tfs_workers_init(&wb->pool, TFS_WB_MAX_UPLOADERS, wb_uploader_main, wb);
 		if (rc)
 			goto fail;
 		rc = tfs_workers_set(&wb->pool, &wb->lock, &wb->work, cfg->uploaders, NULL, NULL);
@@ -2070,27 +1041,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	pthread_cond_broadcast(&wb->done);
 	pthread_mutex_unlock(&wb->lock);
 	tfs_workers_stop(&wb->pool);
-	if (wb->sweeper_started)
-		pthread_join(wb->sweeper, NULL);
-	free_orphans(wb->orphans);
-	if (wb->streams) {
-		/* Streams still running stop without aborting their uploads
-		 * (the server may be down): the next mount aborts them. */
-		tfs_wb_streams_shutdown(wb->streams);
-		pthread_mutex_lock(&wb->lock);
-		for (size_t i = 0; i < NBUCKETS; i++)
-			for (struct ent *e = wb->tab[i]; e; e = e->next) {
-				tfs_wb_stream_cancel(e->stream);
-				e->stream = NULL;
-				if (e->file) {
-					tfs_wb_stream_cancel(e->file->stream);
-					e->file->stream = NULL;
-				}
-			}
-		pthread_mutex_unlock(&wb->lock);
-		tfs_wb_streams_destroy(wb->streams);
-		wb->streams = NULL;
-	}
+	wb_streams_stop(wb);
 	for (size_t i = 0; i < NBUCKETS; i++) {
 		struct ent *e = wb->tab[i];
 		while (e) {
@@ -2098,7 +1049,7 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 			if (e->file) {
 				/* Still journalled: the staged copy stays for the next mount. */
 				bool keep = e->file->journaled;
-				free_file(wb, e->file, !keep);
+				wb_free_file(wb, e->file, !keep);
 			}
 			free(e->path);
 			free(e);

@@ -1,0 +1,241 @@
+/* writeback_internal.h - state and helpers shared by the files of the
+ * write-back layer.  Not for use outside cache/writeback*.c and
+ * cache/wb_*.c: the layer's interface is writeback.h, the journal's
+ * records are journal.h.
+ *
+ *   writeback.c     the table of paths with work or open files, the staged
+ *                   files and the staging limit, journalling a change with
+ *                   its job, the file API, start-up and shutdown
+ *   wb_namespace.c  unlink, rmdir, mkdir and renames
+ *   wb_upload.c     the job queue: uploaders, retries, drain, stats
+ *   wb_streaming.c  write-back's side of wb_stream.h: which files stream,
+ *                   the table of their uploads in the journal, and the
+ *                   start-up sweep of the uploads a crash left
+ *
+ * STATE
+ *
+ *   One `struct ent` per path with work or open files, in a hash table:
+ *     file  the dirty file of that path (NULL: none, e.g. a DELETE)
+ *     job   the journal record's op and generation, its due time and state
+ *   A file detached by unlink or rename-over lives on only through its
+ *   handles; its staged copy is deleted at the last release.  An entry is
+ *   freed (wb_ent_maybe_free()) once it has no job, no running upload and
+ *   no file.
+ *
+ * LOCKING
+ *
+ *   lock   (mutex) the entry table and every entry's fields, every file's
+ *          fields except its staged bytes (written with pwrite by the
+ *          handles' threads), next_staging, staged, full_logged, stop, the
+ *          counters, and the uploader pool (tfs_workers_set() takes it).
+ *          Condition `work`: a job became due, a writer closed, the pool
+ *          shrank, or stop.  Condition `done`: a job finished, or stop.
+ *   Fixed from tfs_wb_create() to tfs_wb_destroy(): cfg, env, j, meta,
+ *   be, top, log, stagefd, stagedir, staging_cap, streams.  orphans
+ *   belongs to the sweeper thread once it runs.
+ *   One job per path runs at a time (ent.running).
+ *   Order: lock -> the LMDB writer lock.  Journal write transactions that
+ *   change a path's record are made with `lock` held, so the record and
+ *   the entry change together; the uploaders' read transactions and the
+ *   retirement of a record (a write transaction checking the generation)
+ *   are made without it.  Nothing here takes `lock` inside a write
+ *   transaction.
+ *   lock -> a stream's or the stream group's lock (wb_stream.c): streams
+ *   are grown, cancelled and counted with `lock` held, and call back (the
+ *   registration of their uploads, which takes `lock`) holding none of
+ *   their own.  `lock` is never held across a backend call, a read
+ *   through the cache stack, or tfs_wb_stream_finish().
+ */
+#ifndef TFS_WRITEBACK_INTERNAL_H
+#define TFS_WRITEBACK_INTERNAL_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "journal.h"
+#include "meta.h"
+#include "wb_stream.h"
+#include "workers.h"
+#include "writeback.h"
+
+struct tfs_wb_file {
+	char *path;          /* NULL once detached */
+	uint64_t staging_id;
+	int fd;              /* staged file, O_RDWR; -1 until needed */
+	uint64_t size;
+	struct tfs_wb_attr attr;
+	uint64_t seq;        /* bumped by every change */
+	uint64_t committed_seq;
+	int refs, writers;
+	bool journaled;      /* a PUT record describes it */
+	/* Streaming (wb_stream.h): `appending` while the file has only been
+	 * appended to since it was empty, by one writer; `stream` once it is
+	 * being uploaded as it is written, with the attributes its upload
+	 * was created with. */
+	bool appending;
+	struct tfs_wb_stream *stream;
+	uint32_t stream_mode, stream_uid, stream_gid;
+};
+
+struct ent {
+	char *path;
+	struct tfs_wb_file *file;
+	bool has_job, running, failed, force;
+	enum tfs_jop op;
+	uint64_t gen;        /* latest committed generation of the record */
+	uint64_t done_gen;   /* highest generation retired */
+	int last_err;        /* result of the last attempt */
+	uint64_t due_ms, next_try_ms, bytes;
+	unsigned attempts;
+	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
+	uint64_t stream_gen;
+	struct ent *next;
+};
+
+#define NBUCKETS 4096
+
+struct orphan;
+
+struct tfs_wb {
+	struct tfs_writeback_config cfg;
+	MDB_env *env;
+	struct tfs_journal j; /* this mount's journal */
+	struct tfs_meta *meta;
+	struct tfs_backend *be;
+	struct tfs_layer *top;
+	const struct tfs_log *log;
+	int stagefd;         /* the staging directory */
+	char *stagedir;
+	pthread_mutex_t lock; /* see LOCKING above */
+	pthread_cond_t work;  /* a job became due, or stop */
+	pthread_cond_t done;  /* a job finished */
+	struct ent *tab[NBUCKETS];
+	uint64_t next_staging;
+	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
+	bool full_logged;             /* "staging full" was logged (until it drains) */
+	bool stop;
+	struct tfs_workers pool; /* the uploaders (none when mode = off) */
+	struct tfs_wb_streams *streams; /* NULL: no streaming */
+	pthread_t sweeper;              /* aborts uploads of streams a crash left */
+	bool sweeper_started;
+	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
+	/* counters */
+	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
+};
+
+/* Wall-clock time in milliseconds (due times, and the records' closed_ms,
+ * which outlive the process).  Cannot fail.  No lock. */
+static inline uint64_t wb_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- writeback.c: entries, staged files, journal transactions ---- */
+
+/* The entry of `path`, or NULL.  wb->lock held. */
+struct ent *wb_ent_find(struct tfs_wb *wb, const char *path);
+
+/* The entry of `path`, added empty (no file, no job) if there is none;
+ * NULL when out of memory.  The table owns it.  wb->lock held. */
+struct ent *wb_ent_get(struct tfs_wb *wb, const char *path);
+
+/* Free `e`, cancelling a stream handed over to it, if it has no job, no
+ * running upload and no file; else nothing.  The caller must not use `e`
+ * afterwards unless it knows one of those holds.  wb->lock held. */
+void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e);
+
+/* Open staged file number `id` in the staging directory with `flags`
+ * (O_CLOEXEC and O_NOFOLLOW added; O_CREAT makes it 0600).  Returns the
+ * descriptor (the caller's to close) or -errno (not logged).  No lock. */
+int wb_open_staged(struct tfs_wb *wb, uint64_t id, int flags);
+
+/* Free dirty file `f`: cancel its stream, take its size off wb->staged,
+ * close its descriptor and, if `delete_staged`, delete its staged file (a
+ * failure is logged).  Nobody may use `f` afterwards: the caller holds
+ * its last reference and takes it out of its entry.  Cannot fail.
+ * wb->lock held. */
+void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged);
+
+/* The attributes of `f` as FUSE and the metadata cache see them: a LOCAL
+ * file of the size written so far.  Cannot fail.  wb->lock held. */
+void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a);
+
+/* Begin a write transaction on the shared environment.  Returns 0, or
+ * (logged) ENOSPC when the map is full, else EIO.  Takes no lock itself
+ * (see LOCKING for when wb->lock is held around it). */
+int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn);
+
+/* Commit `txn` if `rc` is 0, else abort it; `what` and `path` name the
+ * change in the log.  Returns 0, ENOSPC or EIO (the commit failed), or
+ * `rc`; every failure is logged.  The transaction is gone afterwards. */
+int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path);
+
+/* In `txn`: write record *r (under r->path), raising r->gen above the
+ * previous record's and keeping what that record still owed: the DELETE
+ * of the other type's key (is_dir) when a name changed type, and its
+ * multipart state when *r has none, so the uploader resumes or aborts it
+ * (r->mpu then owns it; the caller clears *r).  A previous record that
+ * does not decode is overwritten.  Returns 0, ENOMEM, EIO or ENOSPC.
+ * wb->lock held. */
+int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
+
+/* After the commit of generation `gen` of the record of `e`: queue its
+ * job (`op`, `bytes` to upload), due after writeback.delay in async mode
+ * or now, with no failed attempts, and wake the uploaders.  Cannot fail.
+ * wb->lock held. */
+void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
+
+/* ---- wb_upload.c: the job queue ---- */
+
+/* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
+ * decimal, with S_IFDIR if `dir`, else S_IFREG), uid and gid when set, and
+ * mtime if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
+ * cannot be allocated is left out.  No lock. */
+void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
+
+/* The uploaders' thread (tfs_workers_init(); arg: a struct tfs_worker
+ * whose ctx is the struct tfs_wb): runs due jobs, one per path at a time,
+ * retrying failures with backoff, until wb->stop or the pool shrinks;
+ * returns NULL.  Takes wb->lock, dropped while a job runs. */
+void *wb_uploader_main(void *arg);
+
+/* ---- wb_streaming.c: files uploaded while they are written ---- */
+
+/* `f` is no longer written by appending only: cancel its stream (its
+ * upload is aborted in the background).  Cannot fail.  wb->lock held. */
+void wb_file_stream_break(struct tfs_wb_file *f);
+
+/* After an append up to f->size: start streaming `f` once it reaches the
+ * threshold (if it cannot start, it is uploaded after close as usual; a
+ * failure other than EBUSY is logged), or tell its stream how far it got.
+ * Cannot fail.  wb->lock held. */
+void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f);
+
+/* The last writer closed `f`, committed as generation `gen` of `e`: its
+ * stream moves to `e` (replacing and cancelling an older one) for the
+ * uploader to finish, or is cancelled if mode, uid or gid changed since
+ * its upload was created.  Cannot fail.  wb->lock held. */
+void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen);
+
+/* At start-up (mode != off), before the uploaders run and before the
+ * mount serves anything: create the stream group in wb->streams when
+ * writeback.stream, the mode and the backend allow it, read the uploads
+ * an earlier run left registered into wb->orphans, and start the sweeper
+ * thread that aborts them.  The list must be read before this run can
+ * start a stream, or the sweeper would abort a live upload.  Returns 0 or
+ * an errno (logged); on failure tfs_wb_destroy() (wb_streams_stop())
+ * cleans up what was done.  No lock: no other thread uses wb yet. */
+int wb_streams_start(struct tfs_wb *wb);
+
+/* At shutdown, after the uploaders stopped: join the sweeper, free the
+ * orphans it did not take, and cancel every stream without aborting its
+ * upload (the next mount aborts it), then free the group.  Cannot fail.
+ * Takes wb->lock. */
+void wb_streams_stop(struct tfs_wb *wb);
+
+#endif

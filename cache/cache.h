@@ -32,6 +32,8 @@ struct tfs_cache_config {
 				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */
 	bool fetch_headers;       /* HEAD each listed object once for its
 				   * x-amz-meta-mode/uid/gid/mtime (s3fs buckets) */
+	bool list_ahead;          /* a lookup miss lists its directory in the
+				   * background (meta.c) */
 };
 
 #endif

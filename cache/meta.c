@@ -3,7 +3,8 @@
  *
  * Two named DBs in the shared environment:
  *   meta_entries  key = H(dir) || name        value = struct rec + etag
- *   meta_dirs     key = H(dir)                value = struct dirrec
+ *   meta_dirs     key = H(dir)                value = struct dirrec (8 bytes
+ *                                             before flags existed: flags 0)
  * H(dir) is the first 16 bytes of SHA-256(dir), which keeps keys far below
  * LMDB's 511-byte limit for any S3 key and groups a directory's entries in
  * name order, so readdir is a cursor walk in bounded memory.
@@ -11,6 +12,18 @@
  * A listing refresh writes each page in one short write transaction with
  * fetched = the refresh's start time, then deletes the directory's entries
  * older than that start: concurrent lookups keep being served meanwhile.
+ *
+ * Listing ahead (cache.list_ahead): a lookup that finds nothing cached in
+ * a directory without a fresh listing HEADs its name, as always, and also
+ * queues that directory for a listing by one of LISTER_THREADS background
+ * threads.  Once it is listed, the directory's other lookups of names it
+ * holds are answered from the cache: a cold epoch over a directory of N
+ * files costs N/1000 LISTs instead of N HEADs.  A name such a listing
+ * lacks is still HEADed (DIR_AHEAD), so that an object created after it
+ * is found at once.  A HEAD that returns s3fs's
+ * x-amz-meta-mode/uid/gid/mtime queues nothing: a listing does not carry
+ * them, so the lookups of such a directory keep asking for them (unless
+ * cache.fetch_headers makes listings HEAD each object).
  */
 #include "config.h"
 
@@ -31,6 +44,9 @@
 
 #define HLEN 16
 #define STRIPES 64
+#define LISTER_THREADS 2     /* background listings at a time */
+#define LIST_QUEUE 64        /* directories waiting for one; more are not queued */
+#define LIST_RETRY_MS 1000   /* after a failed background listing, queue none for this long */
 #define REC_VERSION 2
 #define REC_HEADERS 0x1 /* flags: attributes from a HEAD */
 #define REC_LOCAL 0x2   /* flags: written through the mount, not in the bucket yet */
@@ -51,7 +67,14 @@ struct rec {
 
 struct dirrec {
 	uint64_t listed_ms; /* start of the last complete listing; 0: never */
+	uint64_t flags;     /* DIR_AHEAD */
 };
+
+/* Listed ahead of lookups, not for a readdir: its entries answer lookups,
+ * but a name it lacks is still asked for (HEAD).  An object created after
+ * such a listing is thus found at once; only a listing the user saw
+ * (readdir) answers "no such name" for the TTL. */
+#define DIR_AHEAD 0x1
 
 struct tfs_meta {
 	MDB_env *env;
@@ -61,8 +84,21 @@ struct tfs_meta {
 	bool fetch_headers;
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
+	atomic_bool stop;                 /* closing: refresh() gives up between pages */
+	/* Listing ahead of lookups (see the top).  `list_lock` protects the
+	 * queue, `running` and `list_failed_ms`; `list_work` is signalled when
+	 * a directory is queued or on stop. */
+	bool list_ahead;
+	pthread_mutex_t list_lock;
+	pthread_cond_t list_work;
+	char *queue[LIST_QUEUE]; /* directories to list, oldest at qhead (owned) */
+	size_t qhead, qlen;
+	char *running[LISTER_THREADS]; /* being listed (owned by the lister) */
+	uint64_t list_failed_ms;       /* when the last background listing failed */
+	pthread_t listers[LISTER_THREADS];
+	int nlisters;
 	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
-		errors;
+		errors, listed_ahead;
 };
 
 static uint64_t now_ms(void)
@@ -187,8 +223,9 @@ static int get_dir(struct tfs_meta *m, const uint8_t h[HLEN], struct dirrec *d)
 	if (rc)
 		return mdb_errno(m, rc, "read txn");
 	rc = mdb_get(txn, m->dirs, &k, &v);
-	if (rc == 0 && v.mv_size == sizeof(*d))
-		memcpy(d, v.mv_data, sizeof(*d));
+	memset(d, 0, sizeof(*d));
+	if (rc == 0 && (v.mv_size == sizeof(*d) || v.mv_size == sizeof(d->listed_ms)))
+		memcpy(d, v.mv_data, v.mv_size);
 	else if (rc == 0)
 		rc = MDB_NOTFOUND;
 	mdb_txn_abort(txn);
@@ -272,8 +309,10 @@ static void dir_attr(struct tfs_attr *a)
 	a->mode = a->uid = a->gid = TFS_META_UNSET;
 }
 
-/* Ask the backend what `name` in `dir` is. */
-static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *a)
+/* Ask the backend what `name` in `dir` is.  *s3fs_meta (may be NULL) is
+ * set when the object carries any of s3fs's x-amz-meta-* attributes. */
+static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *a,
+			  bool *s3fs_meta)
 {
 	char key[4096];
 	int rc = tfs_meta_join(dir, name, key, sizeof(key) - 1);
@@ -284,6 +323,9 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	rc = tfs_backend_head(m->be, key, &om);
 	if (rc == 0) {
 		attr_from_head(&om, a);
+		if (s3fs_meta)
+			*s3fs_meta = tfs_obj_meta_get(&om, "mode") || tfs_obj_meta_get(&om, "uid") ||
+				     tfs_obj_meta_get(&om, "gid") || tfs_obj_meta_get(&om, "mtime");
 		tfs_obj_meta_clear(&om);
 		return 0;
 	}
@@ -304,6 +346,8 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	return 0;
 }
 
+static void list_ahead(struct tfs_meta *m, const char *dir);
+
 int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
 		    bool *changed)
 {
@@ -322,7 +366,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		/* The index is unreadable (damaged under us): answer from the
 		 * backend, uncached, until a restart rebuilds it. */
 		atomic_fetch_add(&m->errors, 1);
-		return backend_lookup(m, dir, name, out);
+		return backend_lookup(m, dir, name, out, NULL);
 	}
 	if (have == 0 && (cached.local || fresh(m, fetched, now))) {
 		atomic_fetch_add(&m->hits, 1);
@@ -331,11 +375,16 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		*out = cached;
 		return 0;
 	}
-	if (have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms && fresh(m, d.listed_ms, now)) {
+	bool listed = have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms &&
+		      fresh(m, d.listed_ms, now);
+	if (listed && !(d.flags & DIR_AHEAD)) {
 		atomic_fetch_add(&m->neg_hits, 1);
 		return ENOENT;
 	}
-	int rc = backend_lookup(m, dir, name, out);
+	bool s3fs_meta = false;
+	int rc = backend_lookup(m, dir, name, out, &s3fs_meta);
+	if (have == ENOENT && !listed && !s3fs_meta && (rc == 0 || rc == ENOENT))
+		list_ahead(m, dir);
 	if (rc == 0) {
 		if (have == 0 && cached.type == TFS_FT_FILE && out->type == TFS_FT_FILE) {
 			if (strcmp(cached.etag, out->etag) != 0 && changed)
@@ -608,7 +657,7 @@ static bool exists_locally(struct tfs_meta *m, const char *dir, const uint8_t h[
 	return found;
 }
 
-static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
+static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags)
 {
 	char prefix[4096];
 	uint64_t start = now_ms();
@@ -627,6 +676,10 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 	atomic_fetch_add(&m->listings, 1);
 	do {
 		struct tfs_list_page p = { 0 };
+		if (atomic_load(&m->stop)) {
+			rc = ECANCELED;
+			break;
+		}
 		rc = tfs_backend_list(m->be, prefix, "/", token, 1000, &p);
 		free(token);
 		token = NULL;
@@ -658,7 +711,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
 	int mrc = prune(m, dir, h, start);
 	if (mrc == 0) {
 		MDB_txn *txn;
-		struct dirrec d = { .listed_ms = start };
+		struct dirrec d = { .listed_ms = start, .flags = flags };
 		MDB_val k = { HLEN, (void *)h }, v = { sizeof(d), &d };
 		mrc = mdb_txn_begin(m->env, NULL, 0, &txn);
 		if (mrc == 0) {
@@ -739,6 +792,128 @@ static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after
 	return rc;
 }
 
+/* A readdir is served from a listing made ahead of lookups: from now on it
+ * answers "no such name" too, as a listing made for a readdir does (the
+ * caller has seen what it holds).  Best effort: on failure the flag stays
+ * and the lookups keep asking. */
+static void shown_dir(struct tfs_meta *m, const uint8_t h[HLEN], const struct dirrec *d)
+{
+	MDB_txn *txn;
+	struct dirrec nd = { .listed_ms = d->listed_ms, .flags = d->flags & ~(uint64_t)DIR_AHEAD };
+	MDB_val k = { HLEN, (void *)h }, v = { sizeof(nd), &nd }, old;
+	if (mdb_txn_begin(m->env, NULL, 0, &txn) != 0)
+		return;
+	/* Only if no newer listing replaced it meanwhile. */
+	if (mdb_get(txn, m->dirs, &k, &old) == 0 && old.mv_size == sizeof(nd) &&
+	    memcmp(old.mv_data, d, sizeof(nd)) == 0 && mdb_put(txn, m->dirs, &k, &v, 0) == 0)
+		(void)mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+}
+
+/* List `dir` (hash h) unless a fresh complete listing is cached, marking
+ * a new listing with `flags` (DIR_AHEAD or 0); one listing per directory
+ * at a time (its stripe's mutex), the others wait for it.  *listed (may be
+ * NULL) says whether this call listed it.  Returns 0, ENOENT (no such
+ * directory), ECANCELED (closing) or the backend's error (counted). */
+static int ensure_listed(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags,
+			 bool *listed)
+{
+	struct dirrec d = { 0 };
+	int rc = 0;
+
+	if (listed)
+		*listed = false;
+	if (get_dir(m, h, &d) == 0 && d.listed_ms && fresh(m, d.listed_ms, now_ms())) {
+		if ((d.flags & DIR_AHEAD) && !(flags & DIR_AHEAD))
+			shown_dir(m, h, &d);
+		return 0;
+	}
+	pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
+	pthread_mutex_lock(mu);
+	/* Someone may have listed it while we waited. */
+	if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
+		rc = refresh(m, dir, h, flags);
+		if (listed)
+			*listed = true;
+	}
+	pthread_mutex_unlock(mu);
+	if (rc && rc != ENOENT && rc != ECANCELED)
+		atomic_fetch_add(&m->errors, 1);
+	return rc;
+}
+
+/* ---- listing ahead of lookups ---- */
+
+/* Queue `dir` for a background listing, unless listing ahead is off, the
+ * TTL is 0 (a listing would never be trusted), a listing failed less than
+ * LIST_RETRY_MS ago, or it is queued or being listed already.  A full
+ * queue drops the request: the lookups still work, by HEAD. */
+static void list_ahead(struct tfs_meta *m, const char *dir)
+{
+	if (!m->list_ahead || atomic_load(&m->ttl_ms) == 0)
+		return;
+	uint64_t now = now_ms();
+	pthread_mutex_lock(&m->list_lock);
+	bool skip = m->stop || m->qlen == LIST_QUEUE ||
+		    (m->list_failed_ms && now - m->list_failed_ms < LIST_RETRY_MS);
+	for (size_t i = 0; !skip && i < m->qlen; i++)
+		skip = strcmp(m->queue[(m->qhead + i) % LIST_QUEUE], dir) == 0;
+	for (int i = 0; !skip && i < LISTER_THREADS; i++)
+		skip = m->running[i] && strcmp(m->running[i], dir) == 0;
+	char *copy = skip ? NULL : strdup(dir);
+	if (copy) {
+		m->queue[(m->qhead + m->qlen) % LIST_QUEUE] = copy;
+		m->qlen++;
+		pthread_cond_signal(&m->list_work);
+	}
+	pthread_mutex_unlock(&m->list_lock);
+}
+
+struct lister_arg {
+	struct tfs_meta *m;
+	int slot; /* index in m->running */
+};
+
+/* A background lister: takes directories off the queue and lists them
+ * (ensure_listed(), so a directory listed meanwhile costs nothing). */
+static void *lister(void *arg)
+{
+	struct tfs_meta *m = ((struct lister_arg *)arg)->m;
+	int slot = ((struct lister_arg *)arg)->slot;
+	free(arg);
+	pthread_mutex_lock(&m->list_lock);
+	for (;;) {
+		while (!m->stop && m->qlen == 0)
+			pthread_cond_wait(&m->list_work, &m->list_lock);
+		if (m->stop)
+			break;
+		char *dir = m->queue[m->qhead];
+		m->qhead = (m->qhead + 1) % LIST_QUEUE;
+		m->qlen--;
+		m->running[slot] = dir;
+		pthread_mutex_unlock(&m->list_lock);
+
+		uint8_t h[HLEN];
+		bool listed;
+		dir_hash(dir, h);
+		int rc = ensure_listed(m, dir, h, DIR_AHEAD, &listed);
+		if (listed)
+			atomic_fetch_add(&m->listed_ahead, 1);
+		if (rc && rc != ENOENT && rc != ECANCELED)
+			tfs_debug(m->log, "meta: listing '%s' ahead of its lookups failed: %s", dir,
+				  strerror(rc));
+
+		pthread_mutex_lock(&m->list_lock);
+		if (rc && rc != ENOENT)
+			m->list_failed_ms = now_ms();
+		m->running[slot] = NULL;
+		free(dir);
+	}
+	pthread_mutex_unlock(&m->list_lock);
+	return NULL;
+}
+
 int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
 		     void *ctx)
 {
@@ -750,21 +925,9 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 	int drc = get_dir(m, h, &d);
 	if (drc == EIO)
 		return readdir_direct(m, dir, after, fn, ctx);
-	if (drc != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
-		pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
-		pthread_mutex_lock(mu);
-		/* Someone may have listed it while we waited. */
-		if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
-			rc = refresh(m, dir, h);
-			if (rc) {
-				pthread_mutex_unlock(mu);
-				if (rc != ENOENT)
-					atomic_fetch_add(&m->errors, 1);
-				return rc;
-			}
-		}
-		pthread_mutex_unlock(mu);
-	}
+	rc = ensure_listed(m, dir, h, 0, NULL);
+	if (rc)
+		return rc;
 
 	MDB_txn *txn;
 	MDB_cursor *c;
@@ -895,6 +1058,13 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 	json_object_object_add(o, "list_pages", json_object_new_uint64(atomic_load(&m->list_pages)));
 	json_object_object_add(o, "stale_served", json_object_new_uint64(atomic_load(&m->stale_served)));
 	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
+	json_object_object_add(o, "listed_ahead", json_object_new_uint64(atomic_load(&m->listed_ahead)));
+	pthread_mutex_lock(&m->list_lock);
+	size_t busy = m->qlen;
+	for (int i = 0; i < LISTER_THREADS; i++)
+		busy += m->running[i] != NULL;
+	pthread_mutex_unlock(&m->list_lock);
+	json_object_object_add(o, "list_ahead_pending", json_object_new_uint64(busy));
 	json_object_object_add(o, "ttl_ms", json_object_new_uint64(atomic_load(&m->ttl_ms)));
 	json_object_object_add(out, "metadata", o);
 }
@@ -904,7 +1074,7 @@ void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms)
 	atomic_store(&m->ttl_ms, ttl_ms);
 }
 
-int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fetch_headers,
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_config *cc,
 		  const struct tfs_log *log, struct tfs_meta **out)
 {
 	struct tfs_meta *m = calloc(1, sizeof(*m));
@@ -913,8 +1083,9 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fe
 		return ENOMEM;
 	m->env = env;
 	m->be = be;
-	m->ttl_ms = ttl_ms;
-	m->fetch_headers = fetch_headers;
+	m->ttl_ms = cc->metadata_ttl_ms;
+	m->fetch_headers = cc->fetch_headers;
+	m->list_ahead = cc->list_ahead;
 	m->log = log;
 	int rc = mdb_txn_begin(env, NULL, 0, &txn);
 	if (rc == 0)
@@ -933,6 +1104,21 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fe
 	}
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&m->stripes[i], NULL);
+	pthread_mutex_init(&m->list_lock, NULL);
+	pthread_cond_init(&m->list_work, NULL);
+	for (int i = 0; m->list_ahead && i < LISTER_THREADS; i++) {
+		struct lister_arg *a = malloc(sizeof(*a));
+		if (a)
+			*a = (struct lister_arg){ .m = m, .slot = i };
+		if (a == NULL || pthread_create(&m->listers[i], NULL, lister, a) != 0) {
+			free(a);
+			tfs_warn(log, "meta: cannot start a background lister; lookups HEAD instead");
+			break;
+		}
+		m->nlisters++;
+	}
+	if (m->nlisters == 0)
+		m->list_ahead = false;
 	*out = m;
 	return 0;
 }
@@ -941,6 +1127,16 @@ void tfs_meta_close(struct tfs_meta *m)
 {
 	if (m == NULL)
 		return;
+	pthread_mutex_lock(&m->list_lock);
+	atomic_store(&m->stop, true);
+	pthread_cond_broadcast(&m->list_work);
+	pthread_mutex_unlock(&m->list_lock);
+	for (int i = 0; i < m->nlisters; i++)
+		pthread_join(m->listers[i], NULL);
+	for (size_t i = 0; i < m->qlen; i++)
+		free(m->queue[(m->qhead + i) % LIST_QUEUE]);
+	pthread_cond_destroy(&m->list_work);
+	pthread_mutex_destroy(&m->list_lock);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&m->stripes[i]);
 	free(m);

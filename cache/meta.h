@@ -12,7 +12,8 @@
  * trusted; UINT64_MAX trusts it forever (immutable datasets: no backend
  * call once cached, even when the backend is down).  A stale entry is
  * revalidated with HEAD; a stale listing is listed again.  A complete,
- * fresh listing also answers "no such name" without a backend call.
+ * fresh listing made for a readdir also answers "no such name" without a
+ * backend call; one made ahead of lookups (list_ahead) does not.
  *
  * Thread safety: all functions may be called concurrently.  Listings of
  * the same directory are single-flight (striped mutexes); LMDB write
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cache.h"
 #include "log.h"
 
 #define TFS_META_UNSET UINT32_MAX
@@ -46,12 +48,18 @@ struct tfs_attr {
 struct tfs_meta;
 
 /* Open the cache's named DBs in `env` (shared, not owned).  `be` and `log`
- * must outlive it.  With `fetch_headers`, a listing also HEADs each object
- * it finds (once per ETag) for its x-amz-meta-* attributes; otherwise they
- * are known only for objects some lookup HEADed.  Returns 0, ENOMEM or EIO
- * (LMDB failure, logged). */
-int tfs_meta_open(MDB_env *env, struct tfs_backend *be, uint64_t ttl_ms, bool fetch_headers,
+ * must outlive it.  From `cc`: metadata_ttl_ms; fetch_headers (a listing
+ * also HEADs each object it finds, once per ETag, for its x-amz-meta-*
+ * attributes; otherwise they are known only for objects some lookup
+ * HEADed); list_ahead (a lookup that misses in a directory without a fresh
+ * listing queues the directory for a listing by a background thread, see
+ * meta.c; the threads start here, so open only after daemonizing).
+ * Returns 0, ENOMEM or EIO (LMDB failure, logged); a lister thread that
+ * cannot start turns listing ahead off (logged). */
+int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_config *cc,
 		  const struct tfs_log *log, struct tfs_meta **out);
+/* Stop the background listers (a listing in progress stops at its next
+ * page, unfinished) and free everything.  NULL is fine. */
 void tfs_meta_close(struct tfs_meta *m);
 
 /* Reload: trust entries and listings for `ttl_ms` from now on (UINT64_MAX:

@@ -158,6 +158,7 @@ static const struct opt options[] = {
 	  .flags = OPTF_FOREVER | OPTF_RELOAD, RANGE(0, TFS_DURATION_FOREVER), .scale = 1,
 	  .def = "5m" },
 	{ KEY("cache", "fetch_headers", OPT_BOOL), FIELD(cache.fetch_headers), .def = "false" },
+	{ KEY("cache", "list_ahead", OPT_BOOL), FIELD(cache.list_ahead), .def = "true" },
 
 	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
 	  .def = "async" },

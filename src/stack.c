@@ -117,8 +117,7 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 		goto fail;
 	s->ssd = ssd;
 	ssd = NULL; /* owned by the RAM tier */
-	rc = tfs_meta_open(s->env, s->be, cfg->cache.metadata_ttl_ms, cfg->cache.fetch_headers, log,
-			   &s->meta);
+	rc = tfs_meta_open(s->env, s->be, &cfg->cache, log, &s->meta);
 	if (rc)
 		goto fail;
 	rc = tfs_prefetch_create(&cfg->prefetch, s->top, log, &s->pf);

@@ -574,6 +574,64 @@ def t_s3fs_headers(ctx):
         m.umount()
 
 
+def t_list_ahead(ctx):
+    """A lookup that misses lists its directory in the background; the
+    directory's other lookups of listed names then need no HEAD.  A name
+    the listing lacks is still asked for, so a new object is found at once.
+    A HEAD that shows s3fs's x-amz-meta-* lists nothing, so later lookups
+    keep honouring those headers."""
+    names = ["f%02d" % i for i in range(40)]
+    for n in names:
+        ctx.bucket.put("la/" + n, data_for(n, 3000))
+    if ctx.bucket.kind != "local":
+        for n in ("a.sh", "b.sh"):
+            ctx.bucket.put_meta("la_s3fs/" + n, b"#!/bin/sh\n", {"mode": "33261", "uid": "1234"})
+    m = ctx.mount("listahead").mount()
+    try:
+        def heads():
+            return m.stats()["backend"]["head"]["requests"]
+
+        assert read(os.path.join(m.mnt, "la", names[0])) == data_for(names[0], 3000)
+        poll(lambda: m.stats()["metadata"]["listed_ahead"] >= 2
+             and m.stats()["metadata"]["list_ahead_pending"] == 0,
+             what="the background listings of / and la/")
+        h0, md0 = heads(), m.stats()["metadata"]
+        for n in names[1:]:
+            assert read(os.path.join(m.mnt, "la", n)) == data_for(n, 3000), n
+        md = m.stats()["metadata"]
+        assert heads() == h0, "lookups after the listing sent %d HEADs" % (heads() - h0)
+        assert md["hits"] - md0["hits"] >= len(names) - 1, (md0, md)
+        try:
+            os.stat(os.path.join(m.mnt, "la", "nope"))
+            raise AssertionError("la/nope exists")
+        except FileNotFoundError:
+            pass
+        assert heads() == h0 + 1, "a name the listing lacks was not asked for"
+        ctx.bucket.put("la/new", b"new")
+        assert read(os.path.join(m.mnt, "la", "new")) == b"new"
+        assert m.stats()["metadata"]["negative_hits"] == md0["negative_hits"]
+        if ctx.bucket.kind != "local":
+            st = os.stat(os.path.join(m.mnt, "la_s3fs/a.sh"))
+            assert st.st_mode & 0o7777 == 0o755 and st.st_uid == 1234, (oct(st.st_mode), st.st_uid)
+            h1 = heads()
+            st = os.stat(os.path.join(m.mnt, "la_s3fs/b.sh"))
+            assert st.st_mode & 0o7777 == 0o755 and st.st_uid == 1234, (oct(st.st_mode), st.st_uid)
+            assert heads() == h1 + 1, "b.sh was not HEADed"
+    finally:
+        m.umount()
+    # Off, every first lookup of a name HEADs.
+    m = ctx.mount("listahead-off", {"cache": {"list_ahead": "false"}}).mount()
+    try:
+        h0 = m.stats()["backend"]["head"]["requests"]
+        for n in names[:10]:
+            assert read(os.path.join(m.mnt, "la", n)) == data_for(n, 3000), n
+        md = m.stats()["metadata"]
+        assert md["listed_ahead"] == 0, md
+        assert m.stats()["backend"]["head"]["requests"] - h0 >= 10
+    finally:
+        m.umount()
+
+
 def t_mount_options(ctx):
     ctx.bucket.put("opts/f.txt", b"x")
     m = ctx.mount("opts", opts=["-o", "uid=4242,gid=4343,file_mode=0600,dir_mode=0711,ro"]).mount()
@@ -714,6 +772,7 @@ TESTS = [
     ("offline_with_ttl_forever", t_offline_with_ttl_forever),
     ("backend_down_gives_eio", t_backend_down_gives_eio),
     ("s3fs_headers", t_s3fs_headers),
+    ("list_ahead", t_list_ahead),
     ("mount_options", t_mount_options),
     ("mount_helper", t_mount_helper),
     ("big_directory", t_big_directory),

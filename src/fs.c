@@ -733,12 +733,13 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *ob
 	pthread_mutex_unlock(&h->lock);
 }
 
-/* A dirty file reads its staged copy: the writer's own bytes at once. */
-static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, size_t size, off_t off)
+/* A dirty file reads its staged copy `wf`: the writer's own bytes at once. */
+static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct tfs_wb_file *wf,
+			size_t size, off_t off)
 {
 	char *buf = malloc(size ? size : 1);
 	size_t got = 0;
-	int rc = buf ? tfs_wb_read(h->wf, buf, size, (uint64_t)off, &got) : ENOMEM;
+	int rc = buf ? tfs_wb_read(wf, buf, size, (uint64_t)off, &got) : ENOMEM;
 	if (rc) {
 		free(buf);
 		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off, strerror(rc));
@@ -761,11 +762,18 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	/* The file's path now (it follows renames); NULL once its name is
 	 * gone: then the handle keeps the version it has. */
 	char cur[PATH_MAX];
-	const char *curp = tfs_fs_ino_path(fs, ino, cur, NULL) == 0 && strncmp(cur, "//", 2) != 0
+	struct tfs_inode *in = NULL;
+	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && strncmp(cur, "//", 2) != 0
 				   ? cur : NULL;
-again:
-	if (handle_staged(fs, h, curp)) {
-		read_staged(req, fs, h, size, off);
+again:;
+	struct tfs_wb_file *wf = handle_staged(fs, h, curp);
+	struct tfs_attr snap;
+	void *kept = NULL;
+	if (wf == NULL && curp == NULL && in && tfs_itable_detached(fs->itable, in, &snap, &kept))
+		wf = kept; /* unlinked while written through another handle: its
+			    * staged copy, borrowed for this request */
+	if (wf) {
+		read_staged(req, fs, h, wf, size, off);
 		return;
 	}
 	if (h->order) {

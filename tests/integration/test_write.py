@@ -1238,6 +1238,39 @@ def t_open_reader_sees_later_writes(ctx):
         m.umount()
 
 
+def t_unlinked_reader_sees_appends(ctx):
+    """A reader opened while the file was clean, and a writer: once the
+    name is unlinked, the reader still reads what the writer appends
+    (POSIX: an unlinked file lives on through its open handles).  The
+    reader must not have read since the writer started (it would then hold
+    the staged copy already).  Found by reference_model --seed 8 on
+    --backend local; a reproducer."""
+    a, b1, b2 = data_for("ua", 20579), data_for("ub1", 2213), data_for("ub2", 2298)
+    ctx.bucket.put("u/f", a)
+    m = ctx.mount("unlinked", SLOW).mount()
+    P = lambda k: os.path.join(m.mnt, k)  # noqa: E731
+    fr = fw = None
+    try:
+        fr = os.open(P("u/f"), os.O_RDONLY)
+        assert os.pread(fr, 1 << 20, 0) == a
+        fw = os.open(P("u/f"), os.O_WRONLY | os.O_APPEND)
+        os.write(fw, b1)
+        os.rename(P("u/f"), P("u/g"))
+        os.unlink(P("u/g"))
+        os.write(fw, b2)
+        os.posix_fadvise(fr, 0, 0, os.POSIX_FADV_DONTNEED)  # no answer from the page cache
+        expect_all("unlinked-reader (fs.c fs_read: a handle without a staged copy and without a "
+                   "name read its clean version, not the staged copy the unlinked inode keeps)", [
+            ("fstat of the reader", lambda: os.fstat(fr).st_size, len(a + b1 + b2)),
+            ("pread of the reader after the append", lambda: os.pread(fr, 1 << 20, 0), a + b1 + b2),
+        ])
+    finally:
+        for f in (fr, fw):
+            if f is not None:
+                os.close(f)
+        m.umount()
+
+
 def t_emptied_directory_stays(ctx):
     """A directory made with mkdir stays when its last file is removed and
     the removal is uploaded: through the mount, in the bucket (S3: its
@@ -2603,6 +2636,7 @@ TESTS = [
     ("reference_model_racing_uploads", t_reference_model_racing_uploads),
     ("unlinked_handle_stays_usable", t_unlinked_handle_stays_usable),
     ("open_reader_sees_later_writes", t_open_reader_sees_later_writes),
+    ("unlinked_reader_sees_appends", t_unlinked_reader_sees_appends),
     ("emptied_directory_stays", t_emptied_directory_stays),
     ("name_reused_across_types", t_name_reused_across_types),
     ("directory_of_staged_file_stays", t_directory_of_staged_file_stays),

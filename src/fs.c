@@ -760,7 +760,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	uint64_t start = (uint64_t)off;
 	bool retried = false;
 	/* The file's path now (it follows renames); NULL once its name is
-	 * gone: then the handle keeps the version it has. */
+	 * gone: then the handle reads the staged copy the inode kept, if it
+	 * has one, or else keeps the version it has. */
 	char cur[PATH_MAX];
 	struct tfs_inode *in = NULL;
 	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && strncmp(cur, "//", 2) != 0

@@ -13,6 +13,8 @@
 #include "s3_internal.h"
 #include "s3_xml.h"
 
+#include "backoff.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -21,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,16 +202,7 @@ static bool retryable(const struct tfs_http_resp *r, char *code, size_t code_len
 
 static void backoff(const struct s3 *s, unsigned attempt)
 {
-	uint64_t cap = s->cfg.retry_base_ms;
-	for (unsigned i = 0; i < attempt && cap < s->cfg.retry_max_ms; i++)
-		cap *= 2;
-	if (cap > s->cfg.retry_max_ms)
-		cap = s->cfg.retry_max_ms;
-	uint32_t r = 0;
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
-		r = (uint32_t)time(NULL) ^ (uint32_t)pthread_self();
-	/* "Full jitter": uniform in [cap/2, cap] keeps some spacing. */
-	uint64_t ms = cap / 2 + (cap ? r % (cap / 2 + 1) : 0);
+	uint64_t ms = tfs_backoff_ms(s->cfg.retry_base_ms, s->cfg.retry_max_ms, attempt);
 	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "fdio.h"
 
 void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
@@ -375,16 +376,6 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 	return rc;
 }
 
-static uint64_t backoff_ms(const struct tfs_wb *wb, unsigned attempts)
-{
-	uint64_t d = wb->cfg.retry_base_ms;
-	for (unsigned i = 1; i < attempts && d < wb->cfg.retry_max_ms; i++)
-		d *= 2;
-	if (d > wb->cfg.retry_max_ms)
-		d = wb->cfg.retry_max_ms;
-	return d / 2 + (uint64_t)rand() % (d / 2 + 1); /* jitter */
-}
-
 /* The next runnable job, or NULL; *wait_ms says how long until one may be. */
 static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
 {
@@ -468,7 +459,8 @@ void *wb_uploader_main(void *arg)
 		} else {
 			e->attempts++;
 			wb->failures++;
-			e->next_try_ms = wb_now_ms() + backoff_ms(wb, e->attempts);
+			e->next_try_ms = wb_now_ms() + tfs_backoff_ms(wb->cfg.retry_base_ms, wb->cfg.retry_max_ms,
+									  e->attempts - 1);
 			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
 				e->failed = true;
 				tfs_err(wb->log, "writeback: '%s': giving up after %u attempts (%s); "

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "units.h"
 
 #define KIB (UINT64_C(1) << 10)
@@ -325,4 +326,19 @@ Test(units, format_small_buffer)
 	cr_assert_eq(tfs_format_size_exact(1000, buf, sizeof(buf)), ERANGE);
 	cr_assert_eq(tfs_format_duration(TFS_DURATION_FOREVER, buf, sizeof(buf)), ERANGE);
 	cr_assert_eq(tfs_format_duration(1, buf, 0), ERANGE);
+}
+
+/* lib/backoff.c: doubling from the base, capped, jittered into [cap/2, cap]. */
+Test(backoff, doubles_caps_and_jitters)
+{
+	for (int k = 0; k < 200; k++) {
+		uint64_t d0 = tfs_backoff_ms(100, 1000, 0);
+		cr_assert(d0 >= 50 && d0 <= 100, "first retry %" PRIu64, d0);
+		uint64_t d2 = tfs_backoff_ms(100, 1000, 2);
+		cr_assert(d2 >= 200 && d2 <= 400, "third retry %" PRIu64, d2);
+		uint64_t d9 = tfs_backoff_ms(100, 1000, 9);
+		cr_assert(d9 >= 500 && d9 <= 1000, "capped %" PRIu64, d9);
+		cr_assert(tfs_backoff_ms(100, 1000, 4000000000u) <= 1000, "no overflow");
+	}
+	cr_assert_eq(tfs_backoff_ms(0, 1000, 3), 0);
 }

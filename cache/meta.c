@@ -95,7 +95,11 @@ struct tfs_meta {
 	size_t qhead, qlen;
 	char *running[LISTER_THREADS]; /* being listed (owned by the lister) */
 	uint64_t list_failed_ms;       /* when the last background listing failed */
-	pthread_t listers[LISTER_THREADS];
+	struct lister {
+		struct tfs_meta *m;
+		int slot; /* its index in running[] */
+		pthread_t thread;
+	} listers[LISTER_THREADS];
 	int nlisters;
 	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
 		errors, listed_ahead;
@@ -870,18 +874,13 @@ static void list_ahead(struct tfs_meta *m, const char *dir)
 	pthread_mutex_unlock(&m->list_lock);
 }
 
-struct lister_arg {
-	struct tfs_meta *m;
-	int slot; /* index in m->running */
-};
-
-/* A background lister: takes directories off the queue and lists them
- * (ensure_listed(), so a directory listed meanwhile costs nothing). */
-static void *lister(void *arg)
+/* A background lister (arg: its struct lister): takes directories off the
+ * queue and lists them (ensure_listed(), so a directory listed meanwhile
+ * costs nothing). */
+static void *lister_main(void *arg)
 {
-	struct tfs_meta *m = ((struct lister_arg *)arg)->m;
-	int slot = ((struct lister_arg *)arg)->slot;
-	free(arg);
+	struct tfs_meta *m = ((struct lister *)arg)->m;
+	int slot = ((struct lister *)arg)->slot;
 	pthread_mutex_lock(&m->list_lock);
 	for (;;) {
 		while (!m->stop && m->qlen == 0)
@@ -1107,11 +1106,8 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
 	pthread_mutex_init(&m->list_lock, NULL);
 	pthread_cond_init(&m->list_work, NULL);
 	for (int i = 0; m->list_ahead && i < LISTER_THREADS; i++) {
-		struct lister_arg *a = malloc(sizeof(*a));
-		if (a)
-			*a = (struct lister_arg){ .m = m, .slot = i };
-		if (a == NULL || pthread_create(&m->listers[i], NULL, lister, a) != 0) {
-			free(a);
+		m->listers[i] = (struct lister){ .m = m, .slot = i };
+		if (pthread_create(&m->listers[i].thread, NULL, lister_main, &m->listers[i]) != 0) {
 			tfs_warn(log, "meta: cannot start a background lister; lookups HEAD instead");
 			break;
 		}
@@ -1132,7 +1128,7 @@ void tfs_meta_close(struct tfs_meta *m)
 	pthread_cond_broadcast(&m->list_work);
 	pthread_mutex_unlock(&m->list_lock);
 	for (int i = 0; i < m->nlisters; i++)
-		pthread_join(m->listers[i], NULL);
+		pthread_join(m->listers[i].thread, NULL);
 	for (size_t i = 0; i < m->qlen; i++)
 		free(m->queue[(m->qhead + i) % LIST_QUEUE]);
 	pthread_cond_destroy(&m->list_work);

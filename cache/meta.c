@@ -24,12 +24,20 @@
  * x-amz-meta-mode/uid/gid/mtime queues nothing: a listing does not carry
  * them, so the lookups of such a directory keep asking for them (unless
  * cache.fetch_headers makes listings HEAD each object).
+ *
+ * A listing ahead goes on to its next page only while lookups keep coming:
+ * page k+1 is fetched only if at least k lookups in the directory arrived
+ * since the listing began (struct lister's `demand`).  So it never costs
+ * more than one LIST per lookup it can spare, and a job that reads a few
+ * files of a directory of millions lists a page or two, not all of it.
+ * Stopped early, the listing is kept as DIR_PARTIAL (see there).
  */
 #include "config.h"
 
 #include "meta.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -75,6 +83,12 @@ struct dirrec {
  * such a listing is thus found at once; only a listing the user saw
  * (readdir) answers "no such name" for the TTL. */
 #define DIR_AHEAD 0x1
+/* With DIR_AHEAD: the listing stopped early for lack of lookups, so it
+ * holds only the first names of the directory.  Its entries answer
+ * lookups; a readdir lists the directory afresh; and until it expires it
+ * stops lookups from queueing the directory again (a name beyond it is
+ * HEADed, as without listing ahead). */
+#define DIR_PARTIAL 0x2
 
 struct tfs_meta {
 	MDB_env *env;
@@ -99,10 +113,14 @@ struct tfs_meta {
 		struct tfs_meta *m;
 		int slot; /* its index in running[] */
 		pthread_t thread;
+		/* While it lists a directory: dir_tag() of it (0: none), and
+		 * the lookups in that directory since the listing began. */
+		_Atomic uint64_t tag;
+		atomic_uint_fast64_t demand;
 	} listers[LISTER_THREADS];
 	int nlisters;
 	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
-		errors, listed_ahead;
+		errors, listed_ahead, listed_partial;
 };
 
 static uint64_t now_ms(void)
@@ -128,6 +146,14 @@ static void dir_hash(const char *dir, uint8_t h[HLEN])
 	unsigned int len = 0;
 	EVP_Digest(dir, strlen(dir), full, &len, EVP_sha256(), NULL);
 	memcpy(h, full, HLEN);
+}
+
+/* A directory's tag for struct lister: never 0 (0 means "none"). */
+static uint64_t dir_tag(const uint8_t h[HLEN])
+{
+	uint64_t t;
+	memcpy(&t, h, sizeof(t));
+	return t ? t : 1;
 }
 
 int tfs_meta_join(const char *dir, const char *name, char *buf, size_t len)
@@ -352,6 +378,16 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 
 static void list_ahead(struct tfs_meta *m, const char *dir);
 
+/* Count a lookup in the directory with hash h for a lister listing it
+ * (the demand that keeps a listing ahead going). */
+static void note_lookup(struct tfs_meta *m, const uint8_t h[HLEN])
+{
+	uint64_t t = dir_tag(h);
+	for (int i = 0; i < m->nlisters; i++)
+		if (atomic_load(&m->listers[i].tag) == t)
+			atomic_fetch_add(&m->listers[i].demand, 1);
+}
+
 int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
 		    bool *changed)
 {
@@ -365,6 +401,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 	if (strlen(name) > NAME_MAX)
 		return ENAMETOOLONG;
 	dir_hash(dir, h);
+	note_lookup(m, h);
 	int have = get_entry(m, h, name, &cached, &fetched);
 	if (have == EIO) {
 		/* The index is unreadable (damaged under us): answer from the
@@ -661,12 +698,19 @@ static bool exists_locally(struct tfs_meta *m, const char *dir, const uint8_t h[
 	return found;
 }
 
-static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags)
+/* List `dir` (hash h) from the backend into the cache and record the
+ * listing with `flags`.  With `demand` (a listing ahead: struct lister),
+ * page k+1 is fetched only if *demand >= k; stopping before the last page
+ * records DIR_PARTIAL, prunes nothing and does not conclude that the
+ * directory is gone.  Returns 0, ENOENT (no such directory), ECANCELED
+ * (closing) or an errno (backend or LMDB, logged). */
+static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags,
+		   atomic_uint_fast64_t *demand)
 {
 	char prefix[4096];
-	uint64_t start = now_ms();
+	uint64_t start = now_ms(), pages = 0;
 	char *token = NULL;
-	bool any = false;
+	bool any = false, partial = false;
 	int rc = 0;
 
 	if (dir[0]) {
@@ -690,6 +734,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 		if (rc)
 			break;
 		atomic_fetch_add(&m->list_pages, 1);
+		pages++;
 		int mrc = store_page(m, h, plen, &p, start, &any);
 		if (mrc)
 			rc = mdb_errno(m, mrc, "store listing");
@@ -701,18 +746,27 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 				rc = ENOMEM;
 		}
 		tfs_list_page_clear(&p);
-	} while (rc == 0 && token);
+		if (token && demand && atomic_load(demand) < pages)
+			partial = true;
+	} while (rc == 0 && token && !partial);
 	free(token);
 	if (rc)
 		return rc;
-	if (!any && dir[0] && !exists_locally(m, dir, h)) {
+	int mrc = 0;
+	if (partial) {
+		flags |= DIR_PARTIAL;
+		atomic_fetch_add(&m->listed_partial, 1);
+		tfs_debug(m->log, "meta: listing '%s' ahead stopped after %" PRIu64 " pages: few lookups there",
+			  dir, pages);
+	} else if (!any && dir[0] && !exists_locally(m, dir, h)) {
 		/* No key has this prefix: the directory is gone. */
 		int prc = prune(m, dir, h, UINT64_MAX);
 		if (prc)
 			mdb_errno(m, prc, "prune");
 		return ENOENT;
+	} else {
+		mrc = prune(m, dir, h, start);
 	}
-	int mrc = prune(m, dir, h, start);
 	if (mrc == 0) {
 		MDB_txn *txn;
 		struct dirrec d = { .listed_ms = start, .flags = flags };
@@ -815,20 +869,31 @@ static void shown_dir(struct tfs_meta *m, const uint8_t h[HLEN], const struct di
 		mdb_txn_abort(txn);
 }
 
-/* List `dir` (hash h) unless a fresh complete listing is cached, marking
- * a new listing with `flags` (DIR_AHEAD or 0); one listing per directory
- * at a time (its stripe's mutex), the others wait for it.  *listed (may be
- * NULL) says whether this call listed it.  Returns 0, ENOENT (no such
- * directory), ECANCELED (closing) or the backend's error (counted). */
+/* Does the cached listing d serve a caller that wants a listing with
+ * `flags`?  It must be fresh; a partial one serves only listing ahead. */
+static bool serves(struct tfs_meta *m, const struct dirrec *d, uint64_t flags)
+{
+	if (!d->listed_ms || !fresh(m, d->listed_ms, now_ms()))
+		return false;
+	return !(d->flags & DIR_PARTIAL) || (flags & DIR_AHEAD);
+}
+
+/* List `dir` (hash h) unless a fresh listing that serves `flags` is cached
+ * (serves()), marking a new listing with `flags` (DIR_AHEAD or 0); one
+ * listing per directory at a time (its stripe's mutex), the others wait
+ * for it.  `demand`: refresh()'s, for a listing ahead (NULL: list it all).
+ * *listed (may be NULL) says whether this call listed it.  Returns 0,
+ * ENOENT (no such directory), ECANCELED (closing) or the backend's error
+ * (counted). */
 static int ensure_listed(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags,
-			 bool *listed)
+			 atomic_uint_fast64_t *demand, bool *listed)
 {
 	struct dirrec d = { 0 };
 	int rc = 0;
 
 	if (listed)
 		*listed = false;
-	if (get_dir(m, h, &d) == 0 && d.listed_ms && fresh(m, d.listed_ms, now_ms())) {
+	if (get_dir(m, h, &d) == 0 && serves(m, &d, flags)) {
 		if ((d.flags & DIR_AHEAD) && !(flags & DIR_AHEAD))
 			shown_dir(m, h, &d);
 		return 0;
@@ -836,8 +901,8 @@ static int ensure_listed(struct tfs_meta *m, const char *dir, const uint8_t h[HL
 	pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
 	pthread_mutex_lock(mu);
 	/* Someone may have listed it while we waited. */
-	if (get_dir(m, h, &d) != 0 || !d.listed_ms || !fresh(m, d.listed_ms, now_ms())) {
-		rc = refresh(m, dir, h, flags);
+	if (get_dir(m, h, &d) != 0 || !serves(m, &d, flags)) {
+		rc = refresh(m, dir, h, flags, demand);
 		if (listed)
 			*listed = true;
 	}
@@ -895,8 +960,12 @@ static void *lister_main(void *arg)
 
 		uint8_t h[HLEN];
 		bool listed;
+		struct lister *me = &m->listers[slot];
 		dir_hash(dir, h);
-		int rc = ensure_listed(m, dir, h, DIR_AHEAD, &listed);
+		atomic_store(&me->demand, 0);
+		atomic_store(&me->tag, dir_tag(h));
+		int rc = ensure_listed(m, dir, h, DIR_AHEAD, &me->demand, &listed);
+		atomic_store(&me->tag, 0);
 		if (listed)
 			atomic_fetch_add(&m->listed_ahead, 1);
 		if (rc && rc != ENOENT && rc != ECANCELED)
@@ -924,7 +993,7 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 	int drc = get_dir(m, h, &d);
 	if (drc == EIO)
 		return readdir_direct(m, dir, after, fn, ctx);
-	rc = ensure_listed(m, dir, h, 0, NULL);
+	rc = ensure_listed(m, dir, h, 0, NULL, NULL);
 	if (rc)
 		return rc;
 
@@ -1058,6 +1127,8 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 	json_object_object_add(o, "stale_served", json_object_new_uint64(atomic_load(&m->stale_served)));
 	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
 	json_object_object_add(o, "listed_ahead", json_object_new_uint64(atomic_load(&m->listed_ahead)));
+	json_object_object_add(o, "listed_ahead_partial",
+			       json_object_new_uint64(atomic_load(&m->listed_partial)));
 	pthread_mutex_lock(&m->list_lock);
 	size_t busy = m->qlen;
 	for (int i = 0; i < LISTER_THREADS; i++)

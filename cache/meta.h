@@ -52,8 +52,10 @@ struct tfs_meta;
  * also HEADs each object it finds, once per ETag, for its x-amz-meta-*
  * attributes; otherwise they are known only for objects some lookup
  * HEADed); list_ahead (a lookup that misses in a directory without a fresh
- * listing queues the directory for a listing by a background thread, see
- * meta.c; the threads start here, so open only after daemonizing).
+ * listing queues the directory for a listing by a background thread, which
+ * goes on to the next page only while lookups in that directory keep
+ * coming, see meta.c; the threads start here, so open only after
+ * daemonizing).
  * Returns 0, ENOMEM or EIO (LMDB failure, logged); a lister thread that
  * cannot start turns listing ahead off (logged). */
 int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_config *cc,

@@ -113,6 +113,7 @@
 #include "ssd.h"
 #include "ssd_internal.h"
 
+#include "blocksum.h"
 #include "fdio.h"
 
 #include <errno.h>
@@ -129,7 +130,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "dbuf.h"
 #include "lmdb_env.h"
@@ -775,7 +775,7 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 			why = got == -ENOENT ? "data file missing" : "read error";
 		else if ((size_t)got != len)
 			why = "short data file";
-		else if (XXH3_64bits(buf, len) != b->sum)
+		else if (tfs_block_sum(buf, len) != b->sum)
 			why = "checksum mismatch";
 	}
 	if (why == NULL)

@@ -12,6 +12,7 @@
 
 #include "ssd_internal.h"
 
+#include "blocksum.h"
 #include "fdio.h"
 
 #include <errno.h>
@@ -24,7 +25,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 /* ---- admission ---- */
 
@@ -285,7 +285,7 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 		atomic_fetch_sub(&s->charged, len);
 		return false;
 	}
-	rc = record_block(s, obj, idx, len, XXH3_64bits(buf, len), tick, fd);
+	rc = record_block(s, obj, idx, len, tfs_block_sum(buf, len), tick, fd);
 	close(fd);
 	atomic_fetch_sub(&s->charged, len); /* record_block charged the real delta */
 	if (rc == 0)

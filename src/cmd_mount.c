@@ -693,7 +693,8 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 
 	/* Block buffers are 64 KiB..64 MiB: keep them out of the heap arenas
 	 * (a fixed mmap threshold returns them to the kernel on free), and
-	 * bound the per-thread arenas, so RssAnon tracks ram.size. */
+	 * bound the per-thread arenas, so RssAnon tracks ram.size.  (The S3
+	 * backend's curl receive buffer stays below it: backends/s3_http.c.) */
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	mallopt(M_ARENA_MAX, 4);
 	enum tfs_log_level level = o->debug ? TFS_LOG_DEBUG : cfg->log.level;

@@ -47,9 +47,22 @@ void tfs_obj_init(struct tfs_obj *obj, const char *key, const char *etag, uint64
 /* Number of blocks and the length of block `idx` for `obj`. */
 uint64_t tfs_obj_blocks(const struct tfs_obj *obj, uint64_t block_size);
 size_t tfs_obj_block_len(const struct tfs_obj *obj, uint64_t idx, uint64_t block_size);
+/* `len` rounded up to TFS_PAGE_ALIGN: what a read buffer for a block of
+ * len bytes spans (see struct tfs_layer_ops). */
+static inline size_t tfs_obj_block_room(size_t len)
+{
+	return (len + TFS_PAGE_ALIGN - 1) / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
+}
 
 struct tfs_layer;
 
+/* Buffers handed to read_block and read_blocks (those of the RAM tier,
+ * the only caller in the daemon) start at TFS_PAGE_ALIGN and reach, zero
+ * past the block's length, to that length rounded up to TFS_PAGE_ALIGN
+ * (tfs_obj_block_room()): the SSD tier writes an object's last block into
+ * its data file with O_DIRECT straight from such a buffer.  A layer must
+ * not rely on it beyond that (test buffers need not comply: the SSD tier
+ * then copies). */
 struct tfs_layer_ops {
 	const char *name;
 	/* Fill buf with block `idx` of obj (tfs_obj_block_len() bytes). */

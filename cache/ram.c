@@ -179,8 +179,9 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 
 /* A buffer of `len` bytes: from the pool when it fits, else a new one.
  * Frees pooled buffers first if the budget needs their room.  Buffers are
- * page-aligned, so the SSD tier can write a whole block with O_DIRECT
- * straight from it; full blocks come from the arena (huge pages). */
+ * page-aligned and padded with zeros to a whole page, so the SSD tier can
+ * write a block with O_DIRECT straight from it (struct tfs_layer_ops);
+ * full blocks come from the arena (huge pages). */
 static char *buffer(struct ram *r, size_t len)
 {
 	if (len == r->block_size && r->npool) {
@@ -193,8 +194,14 @@ static char *buffer(struct ram *r, size_t len)
 	}
 	if (len == r->block_size)
 		return tfs_bufarena_get(&r->arena);
+	/* An object's last block: zeroed up to its page-rounded room, as
+	 * struct tfs_layer_ops promises the layers below. */
+	size_t room = tfs_obj_block_room(len);
 	void *p = NULL;
-	return posix_memalign(&p, TFS_PAGE_ALIGN, len) == 0 ? p : NULL;
+	if (posix_memalign(&p, TFS_PAGE_ALIGN, room) != 0)
+		return NULL;
+	memset((char *)p + len, 0, room - len);
+	return p;
 }
 
 /* The oldest admitted, unreferenced block, or NULL. */

@@ -826,7 +826,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	count(&s->misses, 1);
 	rc = tfs_layer_read_block(s->inner, obj, idx, buf);
 	if (rc == 0)
-		filled = ssd_fill(s, obj, idx, buf, len, tick, lk.have_obj);
+		filled = ssd_fill(s, obj, idx, buf, len, true, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 	return rc;
 }
@@ -848,7 +848,7 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
 		memset(&lk, 0, sizeof(lk));
 	}
-	bool filled = lk.have_blk || ssd_fill(s, obj, idx, buf, len, tick, lk.have_obj);
+	bool filled = lk.have_blk || ssd_fill(s, obj, idx, buf, len, false, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 }
 

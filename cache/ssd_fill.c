@@ -225,19 +225,21 @@ static int open_fill_file(struct ssd *s, const uint8_t id[ID_LEN], bool *direct)
  * no copy into it, no second copy of data the kernel already caches for the
  * mount itself, and no write-back later.  O_DIRECT wants the buffer, offset
  * and length aligned: offsets are (block_size is a multiple of
- * TFS_PAGE_ALIGN); a buffer that is not, or a length that is not (an
- * object's last block), goes through an aligned copy padded with zeros
- * past the object's end, bytes that are never read.  A filesystem that
+ * TFS_PAGE_ALIGN); the length is rounded up to a page, the bytes past the
+ * object's end being zeros that are never read.  A `padded` buffer (see
+ * ssd_fill()) already holds them; any other whose address or length is
+ * not aligned goes through an aligned, zero-padded copy.  A filesystem that
  * refuses the O_DIRECT write (EINVAL) turns it off for good (logged once)
  * and the block goes through the page cache.  Returns 0 or an errno. */
-static int write_data(struct ssd *s, int fd, bool direct, const void *buf, size_t len, off_t off)
+static int write_data(struct ssd *s, int fd, bool direct, const void *buf, size_t len, bool padded,
+		      off_t off)
 {
 	if (!direct)
 		return tfs_pwrite_all(fd, buf, len, off);
-	size_t up = (len + TFS_PAGE_ALIGN - 1) / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
+	size_t up = tfs_obj_block_room(len);
 	void *bounce = NULL;
 	const void *src = buf;
-	if ((uintptr_t)buf % TFS_PAGE_ALIGN != 0 || up != len) {
+	if ((uintptr_t)buf % TFS_PAGE_ALIGN != 0 || (up != len && !padded)) {
 		if (posix_memalign(&bounce, TFS_PAGE_ALIGN, up) != 0)
 			return ENOMEM;
 		memcpy(bounce, buf, len);
@@ -258,7 +260,7 @@ static int write_data(struct ssd *s, int fd, bool direct, const void *buf, size_
 /* Cache a block the inner layer just returned.  Never fails the read.
  * Returns true if the block is now indexed. */
 bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-	      size_t len, uint64_t tick, bool have_obj)
+	      size_t len, bool padded, uint64_t tick, bool have_obj)
 {
 	bool direct;
 	int fd, rc;
@@ -276,7 +278,7 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 	/* Until the commit the file may have no record: the shared lock keeps
 	 * the start-up sweep of every daemon sharing the tier off it. */
 	(void)flock(fd, LOCK_SH);
-	rc = write_data(s, fd, direct, buf, len, (off_t)(idx * s->bs));
+	rc = write_data(s, fd, direct, buf, len, padded, (off_t)(idx * s->bs));
 	if (rc) {
 		write_failed(s, obj, rc, "cannot write to");
 		if (!have_obj)
@@ -303,7 +305,7 @@ void ssd_run_block_done(void *ctx, int i)
 {
 	struct run_fill *f = ctx;
 	size_t len = tfs_obj_block_len(f->obj, f->first + (uint64_t)i, f->s->bs);
-	f->filled |= ssd_fill(f->s, f->obj, f->first + (uint64_t)i, f->bufs[i], len, f->tick,
+	f->filled |= ssd_fill(f->s, f->obj, f->first + (uint64_t)i, f->bufs[i], len, true, f->tick,
 			      f->have_obj || f->filled);
 	tfs_layer_block_done(f->up, (unsigned)i, len);
 }

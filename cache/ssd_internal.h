@@ -364,7 +364,10 @@ bool ssd_may_go(struct ssd *s, const struct victim *v);
  * write-back just returned, accessed at `tick`: admit it (the policy, and a
  * compare-and-swap reservation in `charged` against the capacity, released
  * on return), write it into the data file and commit its block record
- * (I1-I3).  have_obj: the caller saw an object record; if not, a failed
+ * (I1-I3).  padded: buf is a read buffer as struct tfs_layer_ops
+ * describes (zeros up to tfs_obj_block_room(len)), which an O_DIRECT write
+ * can take as it is; otherwise an unaligned one is copied first.
+ * have_obj: the caller saw an object record; if not, a failed
  * write removes the data file again (if it still has no record) so that it
  * holds no space.  Returns true if
  * the block is now indexed.  Never fails the read: a refusal counts in
@@ -378,7 +381,7 @@ bool ssd_may_go(struct ssd *s, const struct victim *v);
  * (ssd_oldest_candidate(), ssd_may_go(), ssd_wake_bg()), the commit LMDB's
  * writer lock, then usage_lock (ssd_usage_sync()). */
 bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-	      size_t len, uint64_t tick, bool have_obj);
+	      size_t len, bool padded, uint64_t tick, bool have_obj);
 
 /* A cold run of ssd_read_blocks() being filled: set up on the caller's stack
  * as the ctx of the struct tfs_io_progress it hands the inner layer, so each

@@ -27,9 +27,10 @@
  *
  * A listing ahead goes on to its next page only while lookups keep coming:
  * page k+1 is fetched only if at least k lookups in the directory arrived
- * since the listing began (struct lister's `demand`).  So it never costs
- * more than one LIST per lookup it can spare, and a job that reads a few
- * files of a directory of millions lists a page or two, not all of it.
+ * since the listing began (struct lister's `demand`).  So it costs at most
+ * one LIST more than the lookups made in that directory while it ran, and
+ * a job that reads a few files of a directory of millions lists a page or
+ * two of it, not all of it.
  * Stopped early, the listing is kept as DIR_PARTIAL (see there).
  */
 #include "config.h"
@@ -74,8 +75,9 @@ struct rec {
 };
 
 struct dirrec {
-	uint64_t listed_ms; /* start of the last complete listing; 0: never */
-	uint64_t flags;     /* DIR_AHEAD */
+	uint64_t listed_ms; /* start of the last listing (complete unless
+			     * DIR_PARTIAL); 0: never */
+	uint64_t flags;     /* DIR_AHEAD, DIR_PARTIAL */
 };
 
 /* Listed ahead of lookups, not for a readdir: its entries answer lookups,

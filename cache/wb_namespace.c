@@ -34,58 +34,44 @@ static void detach(struct tfs_wb *wb, struct ent *e)
 
 int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
 {
-	MDB_txn *txn;
+	int rc = ENOMEM;
 	pthread_mutex_lock(&wb->lock);
 	struct ent *e = wb_ent_get(wb, path);
-	int rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
+	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
 			.closed_ms = wb_now_ms(), .path = (char *)path,
 		};
-		rc = wb_put_record(wb, txn, &r);
-		if (rc == 0)
-			rc = tfs_meta_txn_whiteout(wb->meta, txn, path);
-		uint64_t gen = r.gen;
-		r.path = NULL;
-		tfs_jrec_clear(&r);
-		rc = wb_txn_end(wb, txn, rc, "remove", path);
+		uint64_t gen;
+		rc = wb_journal(wb, &r, NULL, "remove", &gen);
 		if (rc == 0) {
 			detach(wb, e);
 			wb_schedule(wb, e, TFS_J_DELETE, gen, 0);
 		}
-	}
-	if (e)
 		wb_ent_maybe_free(wb, e);
+	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }
 
 int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a)
 {
-	MDB_txn *txn;
+	int rc = ENOMEM;
 	pthread_mutex_lock(&wb->lock);
 	struct ent *e = wb_ent_get(wb, path);
-	int rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
+	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
 			.gid = a->gid, .mtime = a->mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
 		};
 		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
 				       .uid = a->uid, .gid = a->gid, .headers = true };
-		rc = wb_put_record(wb, txn, &r);
-		if (rc == 0)
-			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &da);
-		uint64_t gen = r.gen;
-		r.path = NULL;
-		tfs_jrec_clear(&r);
-		rc = wb_txn_end(wb, txn, rc, "mkdir", path);
+		uint64_t gen;
+		rc = wb_journal(wb, &r, &da, "mkdir", &gen);
 		if (rc == 0)
 			wb_schedule(wb, e, TFS_J_MKDIR, gen, 0);
-	}
-	if (e)
 		wb_ent_maybe_free(wb, e);
+	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
 }

@@ -253,27 +253,37 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 	return tfs_journal_put(txn, &wb->j, r);
 }
 
+int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
+	       const char *what, uint64_t *gen)
+{
+	MDB_txn *txn;
+	const char *path = r->path;
+	int rc = wb_txn_begin(wb, &txn);
+	if (rc == 0) {
+		rc = wb_put_record(wb, txn, r);
+		if (rc == 0)
+			rc = local ? tfs_meta_txn_set_local(wb->meta, txn, path, local)
+				   : tfs_meta_txn_whiteout(wb->meta, txn, path);
+		*gen = r->gen;
+		rc = wb_txn_end(wb, txn, rc, what, path);
+	}
+	r->path = NULL; /* the caller's */
+	tfs_jrec_clear(r);
+	return rc;
+}
+
 /* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
 static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
 {
-	MDB_txn *txn;
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
 		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
 		.closed_ms = wb_now_ms(), .path = f->path,
 	};
 	struct tfs_attr a;
-	int rc = wb_txn_begin(wb, &txn);
-	if (rc)
-		return rc;
-	rc = wb_put_record(wb, txn, &r);
+	uint64_t gen;
 	wb_file_tfs_attr(f, &a);
-	if (rc == 0)
-		rc = tfs_meta_txn_set_local(wb->meta, txn, f->path, &a);
-	uint64_t gen = r.gen;
-	r.path = NULL;
-	tfs_jrec_clear(&r);
-	rc = wb_txn_end(wb, txn, rc, "commit", f->path);
+	int rc = wb_journal(wb, &r, &a, "commit", &gen);
 	if (rc == 0) {
 		f->committed_seq = f->seq;
 		f->journaled = true;
@@ -763,27 +773,18 @@ again:
 	if (mask & TFS_WB_SET_MTIME)
 		na.mtime = a->mtime;
 	e = wb_ent_get(wb, path);
-	MDB_txn *txn;
-	rc = e ? wb_txn_begin(wb, &txn) : ENOMEM;
-	if (rc == 0) {
+	rc = ENOMEM;
+	if (e) {
+		enum tfs_jop op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META;
 		struct tfs_jrec r = {
-			.op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META, .gen = e->gen + 1,
-			.size = na.size, .mode = na.mode, .uid = na.uid, .gid = na.gid,
-			.mtime = na.mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
+			.op = op, .gen = e->gen + 1, .size = na.size, .mode = na.mode, .uid = na.uid,
+			.gid = na.gid, .mtime = na.mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
 		};
-		rc = wb_put_record(wb, txn, &r);
-		if (rc == 0)
-			rc = tfs_meta_txn_set_local(wb->meta, txn, path, &na);
-		gen = r.gen;
-		enum tfs_jop op = r.op;
-		r.path = NULL;
-		tfs_jrec_clear(&r);
-		rc = wb_txn_end(wb, txn, rc, "setattr", path);
+		rc = wb_journal(wb, &r, &na, "setattr", &gen);
 		if (rc == 0)
 			wb_schedule(wb, e, op, gen, 0);
-	}
-	if (e)
 		wb_ent_maybe_free(wb, e);
+	}
 	pthread_mutex_unlock(&wb->lock);
 	return rc == 0 && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
 }

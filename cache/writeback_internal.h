@@ -184,6 +184,16 @@ int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const 
  * wb->lock held. */
 int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
 
+/* In one transaction: write record *r (wb_put_record()) and, if that
+ * worked, the LOCAL metadata of r->path: `local` (tfs_meta_txn_set_local())
+ * or, with NULL, a whiteout (tfs_meta_txn_whiteout()); then commit, or
+ * abort on any failure (wb_txn_end(), `what` naming the change in the
+ * log).  r->path is borrowed and left to the caller; everything else *r
+ * owns is freed and *r cleared.  *gen is the generation written (valid on
+ * 0).  Returns 0, ENOMEM, EIO or ENOSPC (logged).  wb->lock held. */
+int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
+	       const char *what, uint64_t *gen);
+
 /* After the commit of generation `gen` of the record of `e`: queue its
  * job (`op`, `bytes` to upload), due after writeback.delay in async mode
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.

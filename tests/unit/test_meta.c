@@ -77,10 +77,12 @@ static int sb_list(void *priv, const char *prefix, const char *delimiter, const 
 		pthread_cond_wait(&b->cv, &b->mu);
 	b->lists++;
 	pthread_mutex_unlock(&b->mu);
-	unsigned start = token ? (unsigned)atoi(token) : 0;
-	unsigned end = start + (unsigned)max_keys < b->n ? start + (unsigned)max_keys : b->n;
+	char *tail = NULL;
+	unsigned long start = token ? strtoul(token, &tail, 10) : 0;
+	cr_assert(token == NULL || (*token && *tail == '\0' && start <= b->n), "bad token '%s'", token);
+	unsigned end = start + max_keys < b->n ? (unsigned)(start + max_keys) : b->n;
 	out->entries = calloc(end - start + 1, sizeof(*out->entries));
-	for (unsigned i = start; i < end; i++) {
+	for (unsigned i = (unsigned)start; i < end; i++) {
 		struct tfs_list_entry *e = &out->entries[out->n_entries++];
 		char key[16];
 		snprintf(key, sizeof(key), "d/f%05u", i);

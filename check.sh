@@ -24,6 +24,9 @@ step() { printf '\n=== %s\n' "$*"; }
 step "dependencies"
 scripts/deps.sh test
 
+step "layering: no upward #include, no header that promises work"
+scripts/check_layers.sh
+
 step "build (warnings are errors)"
 ./autogen.sh >/dev/null 2>&1 || ./autogen.sh
 mkdir -p build

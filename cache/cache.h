@@ -1,10 +1,10 @@
-/* cache.h - the block cache shared by the RAM and SSD tiers: block size,
- * admission/eviction policy and metadata caching.
+/* cache.h - the [cache] settings shared by the RAM and SSD tiers and the
+ * metadata cache: block size, admission/eviction policy, metadata TTL.
  *
- * For now this header holds only the configuration; the cache API comes
- * with the read-path milestone.  struct tfs_cache_config is filled and
- * validated by src/conf.c ([cache] section) at start-up and is read-only
- * afterwards.
+ * This header holds only the configuration; the tiers' interface is
+ * layer.h, the metadata cache's meta.h.  struct tfs_cache_config is filled
+ * and validated by src/conf.c ([cache] section) at start-up and is
+ * read-only afterwards (a reload hands the layers a new copy).
  */
 #ifndef TFS_CACHE_H
 #define TFS_CACHE_H

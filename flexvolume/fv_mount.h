@@ -11,8 +11,9 @@
  *	tierfs.conf   the daemon's configuration (fv_volume_tierfs_conf())
  *	credentials   the Secret's keys, mode 0600 (fv_secrets.h)
  *
- * The volume's SSD cache is CACHE/<hash>/ (node.cache_root).
- * TODO(issue 6 §4): one cache shared by the volumes of a node.
+ * Every volume of the node shares one SSD cache, node.cache_root, in
+ * which tierfs keeps each source apart (<cache_root>/<source id>/) and each
+ * mountpoint's staged writes apart (staging/<owner>/).
  *
  * mount: idempotent (a live mount of ours with the same source is
  * Success; a dead one is detached and mounted again); runs `tierfs mount`

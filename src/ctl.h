@@ -37,7 +37,7 @@
  * connection and the server thread does not poll it; the server thread
  * joins the worker when it reports completion, then reads the next
  * request.  Hence:
- *   - a slow or long handler (a future "warmup") or a client that reads
+ *   - a slow or long handler (`tierfs warmup`) or a client that reads
  *     slowly delays only its own connection, never the others;
  *   - handlers run concurrently with each other (at most one per
  *     connection, so at most TFS_CTL_MAX_CLIENTS at once) and with the
@@ -185,8 +185,8 @@ void tfs_ctl_stop(struct tfs_ctl *c);
  * reply.  `progress` is not consumed (the caller keeps its reference).
  * Returns 0; EPIPE when the client has gone, ETIMEDOUT when it did not
  * read for TFS_CTL_SEND_TIMEOUT_MS, ECANCELED when the server is stopping,
- * ENOMEM.  After a failure the connection is dead: the handler should
- * return soon; its reply is discarded. */
+ * ENOMEM.  After a failure the connection is dead: the handler should stop
+ * its work and return; its reply is discarded. */
 int tfs_ctl_send_progress(struct tfs_ctl_conn *conn, struct json_object *progress);
 
 /* For handlers: true once the server is stopping or a write to the client

@@ -34,7 +34,8 @@ struct tfs_stack {
 	struct tfs_layer *ssd; /* the SSD tier (borrowed from top) */
 	struct tfs_meta *meta;
 	struct tfs_prefetch *pf;
-	struct tfs_wb *wb; /* NULL when writeback.mode = off or the mount is read-only */
+	struct tfs_wb *wb; /* always set: with writeback.mode = off or a read-only
+			   * mount it keeps the journal and starts no uploaders */
 	char *cache_dir; /* <ssd.dir>/<source id> */
 };
 

@@ -1016,6 +1016,11 @@ int tfs_cmd_mount(int argc, char **argv)
 		mount_usage(stderr);
 		goto out_args;
 	}
+	if (strlen(o.source) >= PATH_MAX) {
+		/* mount(2) takes a name of at most PATH_MAX - 1 bytes. */
+		fprintf(stderr, "tierfs mount: SOURCE is longer than %d bytes\n", PATH_MAX - 1);
+		goto out_args;
+	}
 	struct tfs_fs_config fsc = {
 		.uid = getuid(), .gid = getgid(), .file_mode = 0644, .dir_mode = 0755,
 	};

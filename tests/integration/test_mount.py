@@ -706,6 +706,10 @@ def t_comma_source(ctx):
             assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
         finally:
             m.umount()
+    # A name mount(2) cannot take is refused, not cut.
+    r = subprocess.run([ctx.tierfs, "mount", "-c", m.conf, "s3://%s/%s" % (BUCKET, "p" * 4096), m.mnt],
+                       env=m.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "longer than 4095 bytes" in r.stderr, (r.returncode, r.stderr)
 
 
 def t_list_ahead(ctx):

@@ -676,24 +676,25 @@ def t_comma_source(ctx):
     """A SOURCE with commas is the mount's name, never mount options: a
     local directory "b,suid,dev,allow_other" or an S3 prefix "x,suid,dev,
     allow_other" is mounted nosuid,nodev without allow_other, and /proc
-    shows the SOURCE whole."""
+    shows the SOURCE whole.  The attack it stops: a setuid-root copy of
+    id(1) (x-amz-meta-mode 0104755, uid 0) run by uid 65534 through such
+    a mount (with -o allow_other) gives euid 65534, not 0."""
+    with open("/usr/bin/id", "rb") as f:
+        tool = f.read()
+    meta = {"mode": "35309", "uid": "0", "gid": "0"}
     if ctx.bucket.kind == "local":
-        root = os.path.join(ctx.work, "b,suid,dev,allow_other")
-        os.makedirs(root)
-        sources = [root]
-        ctx.bucket.root, saved = root, ctx.bucket.root
-        put_mode(ctx.bucket, "tool", b"#!/bin/sh\n", {"mode": "35309", "uid": "0"})
+        saved = ctx.bucket.root
+        sources = []
         # A backslash too: it reaches the kernel as itself.
-        root2 = os.path.join(ctx.work, "c\\,dev")
-        os.makedirs(root2)
-        ctx.bucket.root = root2
-        put_mode(ctx.bucket, "tool", b"#!/bin/sh\n", {"mode": "35309", "uid": "0"})
+        for name in ("b,suid,dev,allow_other", "c\\,dev"):
+            ctx.bucket.root = os.path.join(ctx.work, name)
+            os.makedirs(ctx.bucket.root)
+            put_mode(ctx.bucket, "tool", tool, meta)
+            sources.append(ctx.bucket.root)
         ctx.bucket.root = saved
-        sources.append(root2)
     else:
         prefix = ctx.bucket.prefix + "x,suid,dev,allow_other"
-        ctx.bucket.s3.put_object(Bucket=BUCKET, Key=prefix + "/tool", Body=b"#!/bin/sh\n",
-                                 Metadata={"mode": "35309", "uid": "0"})
+        ctx.bucket.s3.put_object(Bucket=BUCKET, Key=prefix + "/tool", Body=tool, Metadata=meta)
         sources = ["s3://%s/%s" % (BUCKET, prefix)]
     for i, src in enumerate(sources):
         m = ctx.mount("comma%d" % i, source=src).mount()
@@ -706,6 +707,15 @@ def t_comma_source(ctx):
             assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
         finally:
             m.umount()
+    os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534
+    m = ctx.mount("comma-other", opts=["-o", "allow_other"], source=sources[0]).mount()
+    try:
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            os.path.join(m.mnt, "tool"), "-u"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0 and r.stdout.strip() == "65534", (r.returncode, r.stdout, r.stderr)
+    finally:
+        m.umount()
     # A name mount(2) cannot take is refused, not cut.
     r = subprocess.run([ctx.tierfs, "mount", "-c", m.conf, "s3://%s/%s" % (BUCKET, "p" * 4096), m.mnt],
                        env=m.env(), capture_output=True, text=True, timeout=60)

@@ -414,6 +414,10 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 				 fv_opt_name(o));
 		rc = set_key(&cfg, key, v->value[o], origin, err);
 	}
+	/* The pod chooses the bucket and prefix, so whoever can write there
+	 * chooses the modes: never trusted, whatever the node's base says. */
+	if (rc == 0)
+		rc = set_key(&cfg, "mount.trusted", "false", "a FlexVolume volume:", err);
 	if (rc == 0)
 		rc = set_key(&cfg, "ssd.dir", ssd_dir, "the volume's cache directory:", err);
 	if (rc == 0 && creds_file)

@@ -60,7 +60,9 @@ void fv_volume_clear(struct fv_volume *v);
 
 /* The tierfs configuration of the volume's daemon, as INI text appended to
  * `out`: node.tierfs_conf (if set) as the base, then the volume's
- * options, ssd.dir = `ssd_dir`, backend.credentials_file = `creds_file`
+ * options, mount.trusted = false (a volume is never trusted: setuid and
+ * setgid bits are dropped and the mount is nosuid,nodev, even when the
+ * base sets it), ssd.dir = `ssd_dir`, backend.credentials_file = `creds_file`
  * (may be NULL: left as the base has it), log.file = node.daemon_log (if
  * set) and, for a read-only volume, writeback.mode = off; validated as
  * `tierfs mount` will.  *writable (may be NULL) tells whether the daemon

@@ -64,6 +64,7 @@ struct mount_opts {
 	int help;
 	int allow_other;
 	int ro;
+	int suid, dev; /* FLAG_*: the last of -o suid/nosuid, -o dev/nodev */
 	char *uid, *gid, *file_mode, *dir_mode;
 	char **overrides; /* "section.key=value" from -o */
 	size_t n_overrides;
@@ -72,6 +73,7 @@ struct mount_opts {
 };
 
 enum { KEY_HELP, KEY_FG, KEY_DEBUG };
+enum { FLAG_UNSET, FLAG_ON, FLAG_OFF };
 
 #define FUSE_THREADS 16
 /* Log rate limit: lines of one error or warning format per interval. */
@@ -88,6 +90,11 @@ static const struct fuse_opt mount_opt_spec[] = {
 	MOPT("dir_mode=%s", dir_mode, 0),
 	MOPT("allow_other", allow_other, 1),
 	MOPT("ro", ro, 1),
+	/* Kept here, not passed on: mount_flags() decides them. */
+	MOPT("suid", suid, FLAG_ON),
+	MOPT("nosuid", suid, FLAG_OFF),
+	MOPT("dev", dev, FLAG_ON),
+	MOPT("nodev", dev, FLAG_OFF),
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	FUSE_OPT_KEY("-f", KEY_FG),
 	FUSE_OPT_KEY("--foreground", KEY_FG),
@@ -120,6 +127,7 @@ static void mount_usage(FILE *f)
 		"  -o uid=N,gid=N         owner of objects without x-amz-meta-uid/gid (default: you)\n"
 		"  -o file_mode=0644,dir_mode=0755   modes of objects without x-amz-meta-mode\n"
 		"  -o ro                  read-only mount\n"
+		"  -o suid,dev            only with [mount] trusted = true (otherwise nosuid,nodev)\n"
 		"  -o SECTION.KEY=VALUE   override a configuration key (see tierfs.conf(5))\n",
 		tfs_config_default_path());
 }
@@ -175,6 +183,55 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	default:
 		return 1;
 	}
+}
+
+/* The suid and dev flags of the kernel mount.  A mount that the
+ * configuration does not trust ([mount] trusted = false, the default) is
+ * nosuid,nodev, and -o suid or -o dev is refused with a message on stderr
+ * (EINVAL).  A trusted mount is suid,dev unless -o nosuid or -o nodev.
+ * libfuse would make a mount nosuid,nodev by itself, but any option that
+ * reached it could turn that off; here only the configuration can. */
+static int mount_flags(const struct mount_opts *o, bool trusted, bool *suid, bool *dev)
+{
+	if (!trusted && (o->suid == FLAG_ON || o->dev == FLAG_ON)) {
+		fprintf(stderr, "tierfs mount: -o %s: the mount is not trusted; set [mount] "
+				"trusted = true in tierfs.conf to honour setuid bits and devices "
+				"(see tierfs.conf(5))\n", o->suid == FLAG_ON ? "suid" : "dev");
+		return EINVAL;
+	}
+	*suid = trusted && o->suid != FLAG_OFF;
+	*dev = trusted && o->dev != FLAG_OFF;
+	return 0;
+}
+
+/* Append the options the kernel sees to `args`: fuse.tierfs named SOURCE in
+ * /proc/mounts, large reads, the suid and dev flags, and allow_other (with
+ * default_permissions).  SOURCE goes through fuse_opt_add_opt_escaped(): a
+ * ',' or '\' in it gets a backslash, which fuse_opt takes off again when
+ * it splits the options, so mount(2) (or fusermount3, which unescapes
+ * fsname= the same way) gets SOURCE whole as the name and no part of it
+ * becomes an option.  Returns 0 or ENOMEM. */
+static int add_kernel_opts(struct fuse_args *args, const char *source, bool suid, bool dev,
+			   bool allow_other)
+{
+	size_t n = strlen(source) + sizeof("fsname=");
+	char *fsname = malloc(n);
+	char *opts = NULL;
+	char flags[128];
+	int rc = ENOMEM;
+
+	if (fsname == NULL)
+		return ENOMEM;
+	snprintf(fsname, n, "fsname=%s", source);
+	snprintf(flags, sizeof(flags), "subtype=tierfs,max_read=%u,%s,%s%s", TFS_MAX_READ,
+		 suid ? "suid" : "nosuid", dev ? "dev" : "nodev",
+		 allow_other ? ",allow_other,default_permissions" : "");
+	if (fuse_opt_add_opt_escaped(&opts, fsname) == 0 && fuse_opt_add_opt(&opts, flags) == 0 &&
+	    fuse_opt_add_arg(args, "-o") == 0 && fuse_opt_add_arg(args, opts) == 0)
+		rc = 0;
+	free(opts);
+	free(fsname);
+	return rc;
 }
 
 static int parse_mode(const char *s, const char *what, mode_t *out)
@@ -959,6 +1016,11 @@ int tfs_cmd_mount(int argc, char **argv)
 		mount_usage(stderr);
 		goto out_args;
 	}
+	if (strlen(o.source) >= PATH_MAX) {
+		/* mount(2) takes a name of at most PATH_MAX - 1 bytes. */
+		fprintf(stderr, "tierfs mount: SOURCE is longer than %d bytes\n", PATH_MAX - 1);
+		goto out_args;
+	}
 	struct tfs_fs_config fsc = {
 		.uid = getuid(), .gid = getgid(), .file_mode = 0644, .dir_mode = 0755,
 	};
@@ -1003,15 +1065,17 @@ int tfs_cmd_mount(int argc, char **argv)
 	}
 	free(o.mountpoint);
 	o.mountpoint = mp;
+	bool suid, dev;
+	if (mount_flags(&o, cfg.mount.trusted, &suid, &dev) != 0) {
+		rc = TFS_EXIT_CONFIG;
+		goto out_src;
+	}
+	fsc.keep_setid = cfg.mount.trusted;
 	fsc.ttl_ms = cfg.cache.metadata_ttl_ms;
 	fsc.readahead = cfg.prefetch.readahead;
 	fsc.statfs_dir = cfg.ssd.dir;
 
-	/* What the kernel sees: fuse.tierfs in /proc/mounts, large reads. */
-	char fsname[PATH_MAX + 16];
-	snprintf(fsname, sizeof(fsname), "-ofsname=%s,subtype=tierfs,max_read=%u", o.source, TFS_MAX_READ);
-	if (fuse_opt_add_arg(&args, fsname) != 0 ||
-	    (o.allow_other && fuse_opt_add_arg(&args, "-oallow_other,default_permissions") != 0)) {
+	if (add_kernel_opts(&args, o.source, suid, dev, o.allow_other) != 0) {
 		rc = TFS_EXIT_FAIL;
 		goto out_src;
 	}

@@ -188,6 +188,8 @@ static const struct opt options[] = {
 	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },
 
 	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
+
+	{ KEY("mount", "trusted", OPT_BOOL), FIELD(mount.trusted), .def = "false" },
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))

@@ -68,6 +68,16 @@ struct tfs_log_config {
 	char *file; /* NULL: syslog when daemonized, stderr in the foreground */
 };
 
+/* [mount]: whether the bucket's contents are trusted like a local disk. */
+struct tfs_mount_config {
+	/* false (the default): the kernel mount is made nosuid,nodev (and
+	 * `-o suid` or `-o dev` is refused), and S_ISUID and S_ISGID are
+	 * dropped from every mode the mount shows or stores: object metadata
+	 * (x-amz-meta-mode, the local backend's xattrs), chmod() and
+	 * create.  true: mounted suid,dev unless -o nosuid/nodev, bits kept. */
+	bool trusted;
+};
+
 /* Bookkeeping for messages: where an option got its value.  Private to
  * config.c. */
 struct tfs_config_origin {
@@ -90,6 +100,7 @@ struct tfs_config {
 	struct tfs_prefetch_config prefetch;
 	struct tfs_log_config log;
 	struct tfs_metrics_config metrics;
+	struct tfs_mount_config mount;
 	char *path; /* the file loaded, or NULL (built-in defaults only) */
 
 	struct tfs_config_origin origin[TFS_CONFIG_MAX_OPTIONS];

@@ -71,15 +71,22 @@ void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err)
 	fuse_reply_err(req, err);
 }
 
+mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode)
+{
+	return mode & (fs->cfg.keep_setid ? 07777 : 07777 & ~(mode_t)(S_ISUID | S_ISGID));
+}
+
 void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	if (a->type == TFS_FT_DIR) {
-		st->st_mode = S_IFDIR | (a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
+		st->st_mode = S_IFDIR |
+			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
 		st->st_nlink = 2;
 	} else {
-		st->st_mode = S_IFREG | (a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
+		st->st_mode = S_IFREG |
+			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
 		st->st_nlink = 1;
 		st->st_size = (off_t)a->size;
 		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);

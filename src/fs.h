@@ -27,6 +27,10 @@ struct tfs_fs_config {
 	gid_t gid;
 	mode_t file_mode; /* permission bits of files without x-amz-meta-mode */
 	mode_t dir_mode;
+	bool keep_setid;  /* [mount] trusted: keep S_ISUID and S_ISGID; false
+			   * drops them from every mode shown (object metadata,
+			   * cached entries) and from modes written (chmod,
+			   * create, mkdir) */
 	uint64_t ttl_ms;  /* cache.metadata_ttl; UINT64_MAX: forever */
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */

@@ -74,6 +74,13 @@ double tfs_fs_timeout(const struct tfs_fs *fs);
 void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err);
 /* Count and reply with an error. */
 void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err);
+/* The permission bits of `mode` the mount keeps: 07777, without S_ISUID
+ * and S_ISGID unless cfg.keep_setid.  The sticky bit is always kept.  Every
+ * mode shown (tfs_fs_fill_stat) or written (chmod, create, mkdir) passes
+ * through here. */
+mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode);
+/* The struct stat of attributes `a`: defaults from cfg for what the object
+ * does not say, permission bits through tfs_fs_perm(). */
 void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
 void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
 		       struct fuse_entry_param *e);

@@ -55,7 +55,8 @@ static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct tfs_wb_attr a = {
-		.mode = (uint32_t)(mode & 07777 & ~ctx->umask), .uid = ctx->uid, .gid = ctx->gid,
+		.mode = (uint32_t)tfs_fs_perm(fs_of(req), mode & ~ctx->umask),
+		.uid = ctx->uid, .gid = ctx->gid,
 		.mtime = (int64_t)time(NULL),
 	};
 	return a;
@@ -350,7 +351,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 			rc = tfs_wb_truncate(fs->wb, dwf, (uint64_t)attr->st_size);
 		if (to_set & FUSE_SET_ATTR_MODE) {
 			mask |= TFS_WB_SET_MODE;
-			na.mode = attr->st_mode & 07777;
+			na.mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
 		}
 		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
 			mask |= TFS_WB_SET_MTIME;
@@ -386,7 +387,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	struct tfs_wb_attr na = { 0 };
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		mask |= TFS_WB_SET_MODE;
-		na.mode = attr->st_mode & 07777;
+		na.mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
 	}
 	if (to_set & FUSE_SET_ATTR_UID) {
 		mask |= TFS_WB_SET_UID;

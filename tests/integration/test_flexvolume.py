@@ -648,6 +648,33 @@ class FlexVolumeTests(unittest.TestCase):
             self.assertEqual(f.read(), b"via bucket+prefix")
         self.k.unmount(t)
 
+    def test_comma_prefix_and_setid_object(self):
+        """A prefix with commas cannot add mount options, and an object whose
+        x-amz-meta-mode is setuid root (0104755, uid 0) shows as 0755: a
+        volume is mounted nosuid,nodev and never trusted, even when the
+        node's tierfs_conf says [mount] trusted = true."""
+        base = os.path.join(self.work, "base.conf")
+        with open(base, "w") as f:
+            f.write("[mount]\ntrusted = true\n")
+        self.k = Kubelet(os.path.join(self.work, "node"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"tierfs_conf": base}})
+        M.s3.put_object(Bucket=BUCKET, Key=M.prefix + self.sub + "/x,suid,dev/tool",
+                        Body=b"#!/bin/sh\n", Metadata={"mode": "35309", "uid": "0", "gid": "0"})
+        bucket, prefix = self.source[len("s3://"):].split("/", 1)
+        for pod, opts in (("pod-a", {"bucket": bucket, "prefix": prefix + "/x,suid,dev"}),
+                          ("pod-b", {"source": self.source + "/x,suid,dev"})):
+            t = self.target(pod)
+            rc, reply, raw = self.k.mount(t, opts, self.secret)
+            self.assertEqual(reply, {"status": "Success"}, raw)
+            [mi] = mountinfo(t)
+            sep = mi.index("-")
+            self.assertEqual(mi[sep + 2], self.source + "/x,suid,dev", mi)
+            self.assertIn("nosuid", mi[5].split(","), mi)
+            self.assertIn("nodev", mi[5].split(","), mi)
+            st = os.stat(os.path.join(t, "tool"))
+            self.assertEqual((stat.S_IMODE(st.st_mode), st.st_uid), (0o755, 0), oct(st.st_mode))
+            self.k.unmount(t)
+
     def test_systemd_scope(self):
         """With systemd, the daemon starts under systemd-run --scope (here a
         stand-in that records its arguments and runs the command)."""

@@ -14,8 +14,10 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -118,9 +120,10 @@ class Bucket:
 
 
 class Mount:
-    def __init__(self, tierfs, bucket, work, name, conf_extra=None, opts=None):
+    def __init__(self, tierfs, bucket, work, name, conf_extra=None, opts=None, source=None):
         self.tierfs = tierfs
         self.bucket = bucket
+        self.source = source or bucket.source
         self.mnt = os.path.join(work, "mnt-" + name)
         os.makedirs(self.mnt, exist_ok=True)
         self.cache = os.path.join(work, "cache-" + name)
@@ -153,7 +156,7 @@ class Mount:
         return e
 
     def mount(self):
-        cmd = [self.tierfs, "mount", "-c", self.conf] + self.opts + [self.bucket.source, self.mnt]
+        cmd = [self.tierfs, "mount", "-c", self.conf] + self.opts + [self.source, self.mnt]
         r = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise AssertionError("mount failed (%d): %s %s\n%s" % (r.returncode, r.stdout, r.stderr,
@@ -574,6 +577,151 @@ def t_s3fs_headers(ctx):
         m.umount()
 
 
+def mountinfo(mnt):
+    """The /proc/self/mountinfo entry of mnt: per-mount options, source and
+    superblock options (octal escapes undone), or None."""
+    def unmangle(s):
+        return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if unmangle(fields[4]) == mnt:
+                sep = fields.index("-")
+                return {"opts": fields[5].split(","), "fstype": fields[sep + 1],
+                        "source": unmangle(fields[sep + 2]), "super": fields[sep + 3].split(",")}
+    return None
+
+
+def put_mode(bucket, key, data, meta):
+    """An object with s3fs's x-amz-meta-* (the local backend: the
+    user.tierfs.meta.* xattrs it reads as the same metadata)."""
+    if bucket.kind == "local":
+        bucket.put(key, data)
+        for k, v in meta.items():
+            os.setxattr(os.path.join(bucket.root, key), "user.tierfs.meta." + k, v.encode())
+    else:
+        bucket.put_meta(key, data, meta)
+
+
+def stored_mode(bucket, key):
+    """x-amz-meta-mode as the bucket holds it (None: not there)."""
+    if bucket.kind == "local":
+        try:
+            return os.getxattr(os.path.join(bucket.root, key), "user.tierfs.meta.mode").decode()
+        except OSError:
+            return None
+    try:
+        h = bucket.s3.head_object(Bucket=BUCKET, Key=bucket.prefix + key)
+    except bucket.s3.exceptions.ClientError:
+        return None
+    return h.get("Metadata", {}).get("mode")
+
+
+def t_setid_bits(ctx):
+    """x-amz-meta-mode 0104755 (decimal 35309) with uid 0: on a mount that
+    is not trusted (the default) it shows as 0755, the mount is
+    nosuid,nodev, -o suid is refused, and chmod u+s through the mount
+    keeps nothing; [mount] trusted = true shows the bit and mounts suid."""
+    setuid_mode = 0o104755
+    assert str(setuid_mode) == "35309"
+    put_mode(ctx.bucket, "setid/tool", b"#!/bin/sh\n", {"mode": "35309", "uid": "0", "gid": "0"})
+    put_mode(ctx.bucket, "setid/sticky", b"x", {"mode": str(0o101777)})
+    tool = "setid/tool"
+    # Trusted first: its cache (metadata_ttl forever) then holds the bit,
+    # and the untrusted mount of the same cache below must still drop it.
+    m = ctx.mount("setid", {"mount": {"trusted": "true"}}).mount()
+    try:
+        st = os.stat(os.path.join(m.mnt, tool))
+        assert stat.S_IMODE(st.st_mode) == 0o4755 and st.st_uid == 0, (oct(st.st_mode), st.st_uid)
+        mi = mountinfo(m.mnt)
+        assert "nosuid" not in mi["opts"] and "nodev" not in mi["opts"], mi
+    finally:
+        m.umount()
+    m = ctx.mount("setid", {"mount": {"trusted": "true"}}, opts=["-o", "nosuid"]).mount()
+    try:
+        mi = mountinfo(m.mnt)
+        assert "nosuid" in mi["opts"] and "nodev" not in mi["opts"], mi
+    finally:
+        m.umount()
+    m = ctx.mount("setid").mount()
+    try:
+        mi = mountinfo(m.mnt)
+        assert "nosuid" in mi["opts"] and "nodev" in mi["opts"], mi
+        st = os.stat(os.path.join(m.mnt, tool))
+        assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
+        st = os.stat(os.path.join(m.mnt, "setid/sticky"))
+        assert stat.S_IMODE(st.st_mode) == 0o1777, oct(st.st_mode)  # sticky is kept
+        # chmod u+s / g+s and create with setid bits: done, not kept.
+        p = os.path.join(m.mnt, "setid/mine")
+        with open(os.open(p, os.O_CREAT | os.O_WRONLY, 0o6755), "wb") as f:
+            f.write(b"#!/bin/sh\n")
+        assert stat.S_IMODE(os.stat(p).st_mode) & 0o6000 == 0, oct(os.stat(p).st_mode)
+        os.chmod(p, 0o6755)
+        assert stat.S_IMODE(os.stat(p).st_mode) == 0o755, oct(os.stat(p).st_mode)
+        os.mkdir(os.path.join(m.mnt, "setid/d"), 0o2775)
+        assert stat.S_IMODE(os.stat(os.path.join(m.mnt, "setid/d")).st_mode) & 0o6000 == 0
+    finally:
+        m.umount()  # drains the uploads
+    mode = stored_mode(ctx.bucket, "setid/mine")
+    assert mode is not None and int(mode) & 0o6000 == 0, mode
+    # -o suid or -o dev on a mount that is not trusted: refused, nothing mounted.
+    for opt in ("suid", "dev", "nosuid,suid"):
+        r = subprocess.run([ctx.tierfs, "mount", "-c", m.conf, "-o", opt, ctx.bucket.source, m.mnt],
+                           env=m.env(), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "[mount] trusted" in r.stderr, (opt, r.returncode, r.stderr)
+        assert not os.path.ismount(m.mnt)
+
+
+def t_comma_source(ctx):
+    """A SOURCE with commas is the mount's name, never mount options: a
+    local directory "b,suid,dev,allow_other" or an S3 prefix "x,suid,dev,
+    allow_other" is mounted nosuid,nodev without allow_other, and /proc
+    shows the SOURCE whole.  The attack it stops: a setuid-root copy of
+    id(1) (x-amz-meta-mode 0104755, uid 0) run by uid 65534 through such
+    a mount (with -o allow_other) gives euid 65534, not 0."""
+    with open("/usr/bin/id", "rb") as f:
+        tool = f.read()
+    meta = {"mode": "35309", "uid": "0", "gid": "0"}
+    if ctx.bucket.kind == "local":
+        saved = ctx.bucket.root
+        sources = []
+        # A backslash too: it reaches the kernel as itself.
+        for name in ("b,suid,dev,allow_other", "c\\,dev"):
+            ctx.bucket.root = os.path.join(ctx.work, name)
+            os.makedirs(ctx.bucket.root)
+            put_mode(ctx.bucket, "tool", tool, meta)
+            sources.append(ctx.bucket.root)
+        ctx.bucket.root = saved
+    else:
+        prefix = ctx.bucket.prefix + "x,suid,dev,allow_other"
+        ctx.bucket.s3.put_object(Bucket=BUCKET, Key=prefix + "/tool", Body=tool, Metadata=meta)
+        sources = ["s3://%s/%s" % (BUCKET, prefix)]
+    for i, src in enumerate(sources):
+        m = ctx.mount("comma%d" % i, source=src).mount()
+        try:
+            mi = mountinfo(m.mnt)
+            assert mi["source"] == src and mi["fstype"] == "fuse.tierfs", (src, mi)
+            assert "nosuid" in mi["opts"] and "nodev" in mi["opts"], mi
+            assert "allow_other" not in mi["super"], mi
+            st = os.stat(os.path.join(m.mnt, "tool"))
+            assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
+        finally:
+            m.umount()
+    os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534
+    m = ctx.mount("comma-other", opts=["-o", "allow_other"], source=sources[0]).mount()
+    try:
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            os.path.join(m.mnt, "tool"), "-u"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0 and r.stdout.strip() == "65534", (r.returncode, r.stdout, r.stderr)
+    finally:
+        m.umount()
+    # A name mount(2) cannot take is refused, not cut.
+    r = subprocess.run([ctx.tierfs, "mount", "-c", m.conf, "s3://%s/%s" % (BUCKET, "p" * 4096), m.mnt],
+                       env=m.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "longer than 4095 bytes" in r.stderr, (r.returncode, r.stderr)
+
+
 def t_list_ahead(ctx):
     """A lookup that misses lists its directory in the background; the
     directory's other lookups of listed names then need no HEAD.  A name
@@ -793,6 +941,8 @@ TESTS = [
     ("backend_down_gives_eio", t_backend_down_gives_eio),
     ("s3fs_headers", t_s3fs_headers),
     ("list_ahead", t_list_ahead),
+    ("setid_bits", t_setid_bits),
+    ("comma_source", t_comma_source),
     ("mount_options", t_mount_options),
     ("mount_helper", t_mount_helper),
     ("big_directory", t_big_directory),
@@ -809,8 +959,8 @@ class Ctx:
         self.work = work
         self.mounts = []
 
-    def mount(self, name, conf_extra=None, opts=None):
-        m = Mount(self.tierfs, self.bucket, self.work, name, conf_extra, opts)
+    def mount(self, name, conf_extra=None, opts=None, source=None):
+        m = Mount(self.tierfs, self.bucket, self.work, name, conf_extra, opts, source)
         self.mounts.append(m)
         return m
 

@@ -181,6 +181,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.prefetch.readahead, 16 * MIB);
 	cr_assert_eq(cfg.log.level, TFS_LOG_INFO);
 	cr_assert_null(cfg.log.file);
+	cr_assert_not(cfg.mount.trusted, "a mount is not trusted unless the admin says so");
 
 	cr_assert_eq(tfs_config_validate(&cfg, &err), 0, "%s", tfs_dbuf_str(&err));
 	cr_assert_str_empty(tfs_dbuf_str(&err));
@@ -353,7 +354,7 @@ Test(config, unknown_section)
 {
 	load_fails("[ram]\nsize = 2G\n[sdd]\nsize = 10G\n",
 		   "4: [sdd] size: unknown section [sdd] (allowed: backend, ram, ssd, cache, "
-		   "writeback, prefetch, log, metrics)");
+		   "writeback, prefetch, log, metrics, mount)");
 }
 
 Test(config, unknown_key)
@@ -650,7 +651,7 @@ Test(config, override_errors)
 		  "command line: -o ram.size=1M: '1M' is out of range (allowed: 16M or more)");
 	set_fails("sdd.size=1G",
 		  "command line: -o sdd.size=1G: unknown section [sdd] (allowed: backend, ram, "
-		  "ssd, cache, writeback, prefetch, log, metrics)");
+		  "ssd, cache, writeback, prefetch, log, metrics, mount)");
 	set_fails("ram.sise=1G",
 		  "command line: -o ram.sise=1G: unknown key 'sise' in section [ram] (allowed: "
 		  "size)");
@@ -960,6 +961,7 @@ Test(config, reloadable_keys)
 	cr_assert(tfs_config_reloadable("log", "level"));
 	cr_assert_not(tfs_config_reloadable("cache", "block_size"));
 	cr_assert_not(tfs_config_reloadable("metrics", "listen"));
+	cr_assert_not(tfs_config_reloadable("mount", "trusted"), "the mount flags need a remount");
 	cr_assert_not(tfs_config_reloadable("nosuch", "key"));
 }
 

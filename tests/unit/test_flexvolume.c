@@ -536,6 +536,44 @@ Test(volume, tierfs_conf_base_and_cross_rules)
 	fv_volume_clear(&v);
 }
 
+/* A volume is never trusted: mount.trusted is false in its daemon's
+ * config even when the node's base config (tierfs_conf) sets it. */
+Test(volume, tierfs_conf_never_trusted)
+{
+	struct fv_volume v;
+	struct tfs_dbuf out;
+	struct tfs_config cfg;
+	char base[512], text[1024], conf[512];
+
+	snprintf(base, sizeof(base), "%s/base.conf", tmpdir);
+	write_text(base, "[mount]\ntrusted = true\n");
+	snprintf(text, sizeof(text), "[node]\ntierfs_conf = %s\n", base);
+	node_ok(text);
+	vol_ok(&v, "\"source\":\"s3://b/x,suid,dev\"");
+	tfs_dbuf_init(&out, 1 << 20);
+	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), 0, "%s",
+		     tfs_dbuf_str(&err));
+	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "[mount]\ntrusted = false\n"), "%s",
+			   tfs_dbuf_str(&out));
+	snprintf(conf, sizeof(conf), "%s/tierfs.conf", tmpdir);
+	write_text(conf, tfs_dbuf_str(&out));
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	cr_assert_eq(tfs_config_load(&cfg, conf, true, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_not(cfg.mount.trusted);
+	tfs_config_clear(&cfg);
+	tfs_dbuf_free(&out);
+	fv_volume_clear(&v);
+	/* Nor can a pod name the key: options are the table's, nothing else. */
+	for (const char *o = "mount.trusted\0trusted\0suid\0"; *o; o += strlen(o) + 1) {
+		char json[512];
+
+		snprintf(json, sizeof(json), "{\"source\":\"s3://b\",\"%s\":\"true\"}", o);
+		cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
+		cr_assert(strncmp(tfs_dbuf_str(&err), "unknown option '", 16) == 0, "%s",
+			  tfs_dbuf_str(&err));
+	}
+}
+
 /* ---- fv_secrets ---- */
 
 static void decode_fails(const char *b64, const char *want)

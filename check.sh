@@ -99,6 +99,7 @@ run "fuzz" tests/fuzz/run.sh 10
 step "backend conformance: local, moto, Ceph RGW"
 conf=build/tests/integration/test_conformance
 run "conformance local" tests/harness/conformance.sh local "$conf"
+run "conformance local-walk" tests/harness/conformance.sh local-walk "$conf"
 run "conformance moto" tests/harness/conformance.sh moto "$conf"
 run "conformance rgw" tests/harness/conformance.sh rgw "$conf"
 

@@ -7,6 +7,16 @@
  * Keys ending in '/' are directory markers, stored as directories.  A
  * directory left empty by a DELETE is removed, as its key vanishes on S3.
  *
+ * Confinement.  Every path is resolved from root_fd by resolve() or
+ * resolve_dir(): openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) where the
+ * kernel has it, else walk_parent(), one component at a time, each opened
+ * with O_NOFOLLOW.  Either way a symlink in any component fails with ELOOP
+ * and a path leaving the root ('..', absolute) with EXDEV.  Calls that take
+ * a directory and a name (renameat, unlinkat, mkdirat) get the directory
+ * resolved that way and a single last component, which they never follow;
+ * listings stat entries relative to the directory they read, without
+ * following (local.h: what a key through a symlink gives).
+ *
  * Listing order is S3's: byte order of the full key.  A depth-first walk
  * gives that order when each directory's entries are sorted with a '/'
  * appended to directory names ("a-c" < "a/" < "a0").  The continuation
@@ -31,8 +41,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
+#ifdef HAVE_LINUX_OPENAT2_H
+#include <linux/openat2.h>
+#endif
+#if defined(HAVE_LINUX_OPENAT2_H) && defined(SYS_openat2)
+#define HAVE_OPENAT2 1
+#endif
 
 #define TMP_PREFIX ".tierfs-tmp."
 /* Temporary files live in one directory at the root (its name starts
@@ -51,6 +68,7 @@
 struct local {
 	char *root;
 	int root_fd;
+	bool openat2; /* resolve with openat2(); else walk with O_NOFOLLOW */
 	const struct tfs_log *log;
 };
 
@@ -90,6 +108,257 @@ bad:
 	tfs_warn(lb->log, "local: key '%s' cannot be stored in a directory (empty, '.' or '..' "
 			  "segment, or too long)", key);
 	return EINVAL;
+}
+
+/* ---- resolving paths inside the root ---- */
+
+/* A key made printable for a log line (keys are untrusted): control bytes,
+ * DEL, '\\' and '\'' as \xNN, cut after KEY_LOG_MAX bytes with "...".
+ * Used as esc(key).s, valid to the end of the full expression. */
+#define KEY_LOG_MAX 256
+
+struct key_esc {
+	char s[KEY_LOG_MAX * 4 + 4];
+};
+
+static struct key_esc esc(const char *key)
+{
+	struct key_esc e;
+	size_t o = 0, i;
+
+	for (i = 0; key[i] != '\0' && i < KEY_LOG_MAX; i++) {
+		unsigned char c = (unsigned char)key[i];
+		if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') {
+			snprintf(e.s + o, sizeof(e.s) - o, "\\x%02x", c);
+			o += 4;
+		} else {
+			e.s[o++] = (char)c;
+		}
+	}
+	if (key[i] != '\0') {
+		memcpy(e.s + o, "...", 3);
+		o += 3;
+	}
+	e.s[o] = '\0';
+	return e;
+}
+
+/* Release a directory descriptor from resolve_dir()/walk_parent(): every
+ * one but the root's own. */
+static void put_dir(struct local *lb, int fd)
+{
+	if (fd >= 0 && fd != lb->root_fd)
+		close(fd);
+}
+
+#ifdef HAVE_OPENAT2
+/* openat2() confined to `dirfd`: no symlink followed, no way out.  The fd,
+ * or -1 with errno (ELOOP: a symlink; EXDEV: the path leaves dirfd). */
+static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)flags,
+		.mode = (flags & O_CREAT) ? (uint64_t)mode : 0,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+#endif
+
+/* Open `name`, a single component, in directory `dfd` with `flags` and
+ * O_NOFOLLOW.  0 and *fd_out, or the errno, ELOOP for a symlink (which
+ * O_DIRECTORY reports as ENOTDIR).  O_PATH only with O_DIRECTORY (O_PATH |
+ * O_NOFOLLOW alone would open the symlink itself). */
+static int open_last(int dfd, const char *name, int flags, mode_t mode, int *fd_out)
+{
+	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd >= 0) {
+		*fd_out = fd;
+		return 0;
+	}
+	int e = errno;
+	struct stat st;
+	if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		e = ELOOP;
+	return e;
+}
+
+/* The directory `name` in `dfd` as an O_PATH descriptor, made (0755) first
+ * when missing and `mkdirs`.  0, or the errno (ELOOP for a symlink). */
+static int enter_dir(int dfd, const char *name, bool mkdirs, int *fd_out)
+{
+	int rc = open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
+	if (rc == ENOENT && mkdirs) {
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+			return errno;
+		rc = open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
+	}
+	return rc;
+}
+
+/* The resolver without openat2: walk `path` from the root one component at
+ * a time, each directory entered with enter_dir() (made when `mkdirs`).
+ * Empty components are skipped.  On success *dfd_out is the directory
+ * holding the last component (release with put_dir()) and `last` is that
+ * component ("" when the path names the root itself).  Errors: EXDEV for
+ * an absolute path or a ".." component, ENAMETOOLONG for a component over
+ * NAME_MAX, ELOOP for a symlink, else enter_dir()'s. */
+static int walk_parent(struct local *lb, const char *path, bool mkdirs, int *dfd_out,
+		       char last[NAME_MAX + 1])
+{
+	int dfd = lb->root_fd, rc = 0;
+	const char *p = path;
+
+	last[0] = '\0';
+	if (*p == '/')
+		return EXDEV;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		const char *end = strchrnul(p, '/');
+		size_t n = (size_t)(end - p);
+		if (n == 0)
+			break;
+		if (n > NAME_MAX) {
+			rc = ENAMETOOLONG;
+			break;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			rc = EXDEV;
+			break;
+		}
+		if (last[0] != '\0') {
+			int nfd;
+			rc = enter_dir(dfd, last, mkdirs, &nfd);
+			if (rc)
+				break;
+			put_dir(lb, dfd);
+			dfd = nfd;
+		}
+		memcpy(last, p, n);
+		last[n] = '\0';
+		p = end;
+	}
+	if (rc) {
+		put_dir(lb, dfd);
+		return rc;
+	}
+	*dfd_out = dfd;
+	return 0;
+}
+
+/* Open `path` (relative to the root; "" is the root) with `flags` (and
+ * `mode` with O_CREAT), following no symlink and staying in the root: one
+ * openat2(), or walk_parent() + open_last().  A trailing '/' requires a
+ * directory.  0 and *fd_out (the caller's), or the errno: ELOOP for a
+ * symlink on the path, EXDEV for a path leaving the root, ENOENT/ENOTDIR
+ * for a missing one.  Not logged. */
+static int resolve(struct local *lb, const char *path, int flags, mode_t mode, int *fd_out)
+{
+	flags |= O_CLOEXEC;
+#ifdef HAVE_OPENAT2
+	if (lb->openat2) {
+		int fd = open_beneath(lb->root_fd, path[0] ? path : ".", flags, mode);
+		if (fd >= 0) {
+			*fd_out = fd;
+			return 0;
+		}
+		if (errno != ENOSYS)
+			return errno;
+	}
+#endif
+	char last[NAME_MAX + 1];
+	int dfd;
+	int rc = walk_parent(lb, path, false, &dfd, last);
+	if (rc)
+		return rc;
+	size_t len = strlen(path);
+	if (len > 0 && path[len - 1] == '/')
+		flags |= O_DIRECTORY;
+	rc = open_last(dfd, last[0] ? last : ".", flags, mode, fd_out);
+	put_dir(lb, dfd);
+	return rc;
+}
+
+int tfs_local_resolve(int root_fd, const char *path, int flags, bool walk, int *fd_out)
+{
+	struct local lb = { .root = (char *)"", .root_fd = root_fd, .openat2 = !walk };
+	return resolve(&lb, path, flags, 0, fd_out);
+}
+
+/* The directory `path` (relative to the root, "" for the root) as an
+ * O_PATH descriptor, resolved as resolve() does; with `mkdirs`, missing
+ * directories on the way are made (0755), never through a symlink.
+ * Release with put_dir().  Errors as resolve(). */
+static int resolve_dir(struct local *lb, const char *path, bool mkdirs, int *fd_out)
+{
+	if (path[0] == '\0') {
+		*fd_out = lb->root_fd;
+		return 0;
+	}
+#ifdef HAVE_OPENAT2
+	if (lb->openat2) {
+		int fd = open_beneath(lb->root_fd, path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			*fd_out = fd;
+			return 0;
+		}
+		int e = errno;
+		if (e != ENOSYS && !(e == ENOENT && mkdirs))
+			return e;
+	}
+#endif
+	char last[NAME_MAX + 1];
+	int dfd;
+	int rc = walk_parent(lb, path, mkdirs, &dfd, last);
+	if (rc)
+		return rc;
+	if (last[0] == '\0') {
+		*fd_out = dfd;
+		return 0;
+	}
+	rc = enter_dir(dfd, last, mkdirs, fd_out);
+	put_dir(lb, dfd);
+	return rc;
+}
+
+/* The directory holding `key`'s last component (resolve_dir(), made when
+ * `mkdirs`) and that component, a pointer into `key`.  `key` has no
+ * trailing '/'. */
+static int resolve_parent(struct local *lb, const char *key, bool mkdirs, int *dfd_out,
+			  const char **name_out)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(key, '/');
+	size_t n = slash ? (size_t)(slash - key) : 0;
+
+	if (n >= sizeof(dir))
+		return ENAMETOOLONG;
+	memcpy(dir, key, n);
+	dir[n] = '\0';
+	*name_out = slash ? slash + 1 : key;
+	return resolve_dir(lb, dir, mkdirs, dfd_out);
+}
+
+/* ELOOP or EXDEV from a resolver: the key's path holds a symlink, or
+ * leaves the root. */
+static bool refused(int e)
+{
+	return e == ELOOP || e == EXDEV;
+}
+
+/* Log a refused resolution of `key` (`what`: "read", "write", ...) and
+ * return the backend's errno: `loop_rc` for a symlink, EACCES for a path
+ * leaving the root. */
+static int log_refused(struct local *lb, const char *what, const char *key, int e, int loop_rc)
+{
+	if (e == ELOOP) {
+		tfs_warn(lb->log, "local: %s '%s': a symlink on its path under %s is not followed", what,
+			 esc(key).s, lb->root);
+		return loop_rc;
+	}
+	tfs_warn(lb->log, "local: %s '%s': the path leaves %s: refused", what, esc(key).s, lb->root);
+	return EACCES;
 }
 
 static void make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
@@ -146,18 +415,22 @@ static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat 
 	int rc = check_key(lb, key, &dir);
 	if (rc)
 		return rc;
-	int fd = openat(lb->root_fd, key, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		if (e == ENOENT || e == ENOTDIR)
+	/* O_NONBLOCK: a FIFO under the root must not hold the thread; it is
+	 * no object (below) and regular files ignore the flag. */
+	int fd;
+	rc = resolve(lb, key, O_RDONLY | O_NONBLOCK, 0, &fd);
+	if (rc) {
+		if (refused(rc))
+			return log_refused(lb, "read", key, rc, ENOENT);
+		if (rc == ENOENT || rc == ENOTDIR)
 			return ENOENT;
-		tfs_err(lb->log, "local: open '%s': %s", key, strerror(e));
-		return e == EACCES || e == EPERM ? EACCES : EIO;
+		tfs_err(lb->log, "local: open '%s': %s", esc(key).s, strerror(rc));
+		return rc == EACCES || rc == EPERM ? EACCES : EIO;
 	}
 	if (fstat(fd, st) < 0) {
 		int e = errno;
 		close(fd);
-		tfs_err(lb->log, "local: stat '%s': %s", key, strerror(e));
+		tfs_err(lb->log, "local: stat '%s': %s", esc(key).s, strerror(e));
 		return EIO;
 	}
 	/* "a" naming a directory is not an object; "a/" naming a file neither. */
@@ -253,38 +526,58 @@ static int emit(struct walk *w, const char *key, bool is_prefix, const struct st
 	return 0;
 }
 
-/* File or directory?  d_type when the file system gives it, else stat. */
-static int entry_kind(DIR *d, const struct dirent *de, bool *isdir)
+/* File or directory?  d_type when the file system gives it, else lstat.
+ * Anything else (a symlink, FIFO, socket, device) is left out: -1, with a
+ * warning naming it when `w` is given (rel: the directory's key). */
+static int entry_kind(struct walk *w, const char *rel, DIR *d, const struct dirent *de, bool *isdir)
 {
 	if (de->d_type == DT_DIR || de->d_type == DT_REG) {
 		*isdir = de->d_type == DT_DIR;
 		return 0;
 	}
 	struct stat st;
-	if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
-		return -1;
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-		return -1;
-	*isdir = S_ISDIR(st.st_mode);
-	return 0;
+	bool link = de->d_type == DT_LNK;
+	if (de->d_type == DT_UNKNOWN) {
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -1;
+		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+			*isdir = S_ISDIR(st.st_mode);
+			return 0;
+		}
+		link = S_ISLNK(st.st_mode);
+	}
+	if (w != NULL)
+		tfs_warn(w->lb->log, "local: '%s%s' in %s is %s: not listed, never followed", esc(rel).s,
+			 esc(de->d_name).s, w->lb->root, link ? "a symlink" : "not a file or directory");
+	return -1;
 }
 
-/* The sorted entries of directory `rel` whose sort key (the name, with '/'
- * after directories) is not below `lower` ("" for all): entries below it
- * hold only keys that sort before the continuation token, so a page deep
- * into a large directory sorts only what is left. */
-static int read_dir(struct walk *w, const char *rel, const char *lower, struct dent **out,
-		    size_t *n_out)
+/* A new DIR stream on directory `dfd` (its own open file description, so
+ * that reading it moves no other reader's offset), or NULL with errno. */
+static DIR *open_stream(int dfd)
 {
-	int fd = openat(w->lb->root_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return errno;
+		return NULL;
 	DIR *d = fdopendir(fd);
 	if (d == NULL) {
 		int e = errno;
 		close(fd);
-		return e;
+		errno = e;
 	}
+	return d;
+}
+
+/* The sorted entries of directory `dfd` (key `rel`) whose sort key (the
+ * name, with '/' after directories) is not below `lower` ("" for all):
+ * entries below it hold only keys that sort before the continuation token,
+ * so a page deep into a large directory sorts only what is left. */
+static int read_dir(struct walk *w, int dfd, const char *rel, const char *lower, struct dent **out,
+		    size_t *n_out)
+{
+	DIR *d = open_stream(dfd);
+	if (d == NULL)
+		return errno;
 	struct dent *v = NULL;
 	size_t n = 0, cap = 0;
 	int rc = 0;
@@ -293,7 +586,7 @@ static int read_dir(struct walk *w, const char *rel, const char *lower, struct d
 		const char *nm = de->d_name;
 		size_t len = strlen(nm);
 		bool isdir;
-		if (!segment_ok(nm, len) || entry_kind(d, de, &isdir) != 0)
+		if (!segment_ok(nm, len) || entry_kind(w, rel, d, de, &isdir) != 0)
 			continue;
 		char *s = malloc(len + 2);
 		if (s == NULL) {
@@ -335,22 +628,17 @@ static int read_dir(struct walk *w, const char *rel, const char *lower, struct d
 	return 0;
 }
 
-/* Does directory `rel` hold no file or directory? */
-static bool dir_empty(struct walk *w, const char *rel)
+/* Does directory `dfd` hold no file or directory? */
+static bool dir_empty(int dfd)
 {
-	int fd = openat(w->lb->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = open_stream(dfd);
+	if (d == NULL)
 		return false;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		close(fd);
-		return false;
-	}
 	bool empty = true;
 	struct dirent *de;
 	while (empty && (de = readdir(d)) != NULL) {
 		bool isdir;
-		if (segment_ok(de->d_name, strlen(de->d_name)) && entry_kind(d, de, &isdir) == 0)
+		if (segment_ok(de->d_name, strlen(de->d_name)) && entry_kind(NULL, "", d, de, &isdir) == 0)
 			empty = false;
 	}
 	closedir(d);
@@ -362,9 +650,25 @@ static bool starts_with(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-/* Walk directory `rel` ("" or "a/b/", ending in '/'), whose keys all start
- * with rel. */
-static int walk_dir(struct walk *w, const char *rel)
+/* The subdirectory `dname` ("x/", as read_dir() names it) of `dfd`, opened
+ * O_PATH without following a symlink.  0, or the errno (ENOENT, ENOTDIR,
+ * ELOOP when it was replaced since it was read). */
+static int open_subdir(int dfd, const char *dname, int *fd_out)
+{
+	char name[NAME_MAX + 2];
+	size_t n = strlen(dname);
+	if (n == 0 || n >= sizeof(name))
+		return ENAMETOOLONG;
+	memcpy(name, dname, n - 1);
+	name[n - 1] = '\0';
+	return open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
+}
+
+/* Walk directory `dfd`, key `rel` ("" or "a/b/", ending in '/'), whose keys
+ * all start with rel.  Entries are stat'ed and entered relative to dfd,
+ * never through a symlink; one descriptor is held per level of depth (at
+ * most PATH_MAX / 2 levels, as keys are shorter than PATH_MAX). */
+static int walk_dir(struct walk *w, int dfd, const char *rel)
 {
 	struct dent *v = NULL;
 	size_t n = 0;
@@ -378,7 +682,7 @@ static int walk_dir(struct walk *w, const char *rel)
 			lower[ln] = '\0';
 		}
 	}
-	int rc = read_dir(w, rel, lower, &v, &n);
+	int rc = read_dir(w, dfd, rel, lower, &v, &n);
 	if (rc == ENOENT || rc == ENOTDIR)
 		return 0;
 	if (rc)
@@ -400,10 +704,14 @@ static int walk_dir(struct walk *w, const char *rel)
 		}
 		size_t klen = strlen(key);
 		size_t plen = strlen(w->prefix);
+		int cfd = -1;
 		if (!starts_with(key, w->prefix)) {
 			/* Only a directory on the way to the prefix is of use. */
-			if (v[i].dir && klen < plen && starts_with(w->prefix, key))
-				rc = walk_dir(w, key);
+			if (v[i].dir && klen < plen && starts_with(w->prefix, key) &&
+			    open_subdir(dfd, v[i].name, &cfd) == 0) {
+				rc = walk_dir(w, cfd, key);
+				close(cfd);
+			}
 			free(key);
 			continue;
 		}
@@ -427,26 +735,28 @@ static int walk_dir(struct walk *w, const char *rel)
 		}
 		if (v[i].dir) {
 			/* Skip subtrees that sort wholly before the token. */
-			if (w->token && strcmp(key, w->token) < 0 && !starts_with(w->token, key)) {
+			if ((w->token && strcmp(key, w->token) < 0 && !starts_with(w->token, key)) ||
+			    open_subdir(dfd, v[i].name, &cfd) != 0) {
 				free(key);
 				continue;
 			}
 			/* An empty directory stands for its marker object. */
-			if (dir_empty(w, key)) {
+			if (dir_empty(cfd)) {
 				if (!(w->token && strcmp(key, w->token) <= 0)) {
 					struct stat st;
-					if (fstatat(w->lb->root_fd, key, &st, 0) == 0)
+					if (fstat(cfd, &st) == 0)
 						rc = emit(w, key, false, &st);
 				}
 			} else {
-				rc = walk_dir(w, key);
+				rc = walk_dir(w, cfd, key);
 			}
+			close(cfd);
 			free(key);
 			continue;
 		}
 		if (!(w->token && strcmp(key, w->token) <= 0)) {
 			struct stat st;
-			if (fstatat(w->lb->root_fd, key, &st, 0) == 0)
+			if (fstatat(dfd, v[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
 				rc = emit(w, key, false, &st);
 		}
 		free(key);
@@ -470,7 +780,7 @@ static int local_list(void *priv, const char *prefix, const char *delimiter, con
 		.out = out,
 	};
 	tfs_dbuf_init(&w.path, PATH_MAX);
-	int rc = walk_dir(&w, "");
+	int rc = walk_dir(&w, lb->root_fd, "");
 	tfs_dbuf_free(&w.path);
 	if (rc == 0 && w.truncated) {
 		out->next_token = strdup(w.last);
@@ -478,7 +788,7 @@ static int local_list(void *priv, const char *prefix, const char *delimiter, con
 			rc = ENOMEM;
 	}
 	if (rc) {
-		tfs_err(lb->log, "local: list '%s' in %s: %s", prefix, lb->root, strerror(rc));
+		tfs_err(lb->log, "local: list '%s' in %s: %s", esc(prefix).s, lb->root, strerror(rc));
 		tfs_list_page_clear(out);
 		return rc == ENOMEM ? ENOMEM : EIO;
 	}
@@ -581,55 +891,38 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 
 /* ---- put / copy ---- */
 
-/* mkdir -p for the parent directories of `key` (relative to root). */
-static int make_parents(struct local *lb, const char *key, bool include_last)
-{
-	char path[PATH_MAX];
-	size_t len = strlen(key);
-	if (len >= sizeof(path))
-		return ENAMETOOLONG;
-	memcpy(path, key, len + 1);
-	for (size_t i = 1; i <= len; i++) {
-		bool at_end = i == len;
-		if (path[i] != '/' && !(at_end && include_last))
-			continue;
-		if (at_end && path[len - 1] == '/')
-			break;
-		char save = path[i];
-		path[i] = '\0';
-		if (mkdirat(lb->root_fd, path, 0755) < 0 && errno != EEXIST) {
-			int e = errno;
-			path[i] = save;
-			return e;
-		}
-		path[i] = save;
-	}
-	return 0;
-}
-
-/* Write a temporary file next to `key`, filled by `fill`, then rename. */
+/* Write a temporary file in TMP_DIR, filled by `fill`, then rename it to
+ * `key`.  The key's parent directories are made (resolve_parent()), and the
+ * rename acts on that directory and the last component, so nothing is
+ * written through a symlink; a symlink at the key itself is not replaced. */
 typedef int (*fill_fn)(void *ctx, int fd);
 
 static int replace_file(struct local *lb, const char *key, fill_fn fill, void *ctx,
 			const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
-	char tmp[PATH_MAX];
-	const char *slash = strrchr(key, '/');
-	size_t dirlen = slash ? (size_t)(slash - key) + 1 : 0;
-	int rc, fd = -1;
+	char tmp[64];
+	const char *name;
+	struct stat st;
+	int rc, fd = -1, pfd = -1, tfd = -1;
 
-	(void)dirlen;
-	rc = make_parents(lb, key, false);
+	rc = resolve_parent(lb, key, true, &pfd, &name);
 	if (rc)
 		goto fail_nofile;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+		rc = ELOOP;
+		goto fail_nofile;
+	}
 	if (mkdirat(lb->root_fd, TMP_DIR, 0700) < 0 && errno != EEXIST) {
 		rc = errno;
 		goto fail_nofile;
 	}
+	rc = open_last(lb->root_fd, TMP_DIR, O_PATH | O_DIRECTORY, 0, &tfd);
+	if (rc)
+		goto fail_nofile;
 	for (int attempt = 0; attempt < 100; attempt++) {
 		unsigned r = (unsigned)random() ^ (unsigned)getpid() ^ ((unsigned)attempt << 20);
-		snprintf(tmp, sizeof(tmp), TMP_DIR "/%u-%08x", (unsigned)getpid(), r);
-		fd = openat(lb->root_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		snprintf(tmp, sizeof(tmp), "%u-%08x", (unsigned)getpid(), r);
+		fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			break;
 	}
@@ -642,19 +935,24 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 		rc = store_meta(lb, fd, key, meta);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = errno;
-	if (rc == 0 && renameat(lb->root_fd, tmp, lb->root_fd, key) < 0)
+	if (rc == 0 && renameat(tfd, tmp, pfd, name) < 0)
 		rc = errno;
 	if (rc == 0) {
-		struct stat st;
 		if (fstat(fd, &st) == 0)
 			make_etag(&st, etag_out);
 		close(fd);
+		put_dir(lb, tfd);
+		put_dir(lb, pfd);
 		return 0;
 	}
 	close(fd);
-	unlinkat(lb->root_fd, tmp, 0);
+	unlinkat(tfd, tmp, 0);
 fail_nofile:
-	tfs_err(lb->log, "local: write '%s' in %s: %s", key, lb->root, strerror(rc));
+	put_dir(lb, tfd);
+	put_dir(lb, pfd);
+	if (refused(rc))
+		return log_refused(lb, "write", key, rc, EACCES);
+	tfs_err(lb->log, "local: write '%s' in %s: %s", esc(key).s, lb->root, strerror(rc));
 	if (rc == ENOSPC || rc == EDQUOT || rc == ENOTSUP || rc == EISDIR || rc == ENOTDIR ||
 	    rc == ENAMETOOLONG || rc == ENOMEM)
 		return rc;
@@ -709,23 +1007,28 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 	if (dir) {
 		if (len != 0)
 			return EINVAL;
-		rc = make_parents(lb, key, true);
-		char marker[PATH_MAX];
-		if (rc == 0 && snprintf(marker, sizeof(marker), "%s" MARKER_FILE, key) >= (int)sizeof(marker))
-			rc = ENAMETOOLONG;
+		/* The directory (and its parents), never made through a
+		 * symlink, then the marker file in it. */
+		int dfd = -1;
+		struct stat st;
+		rc = resolve_dir(lb, key, true, &dfd);
 		if (rc == 0) {
-			int mfd = openat(lb->root_fd, marker, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			int mfd = openat(dfd, MARKER_FILE, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (mfd < 0)
 				rc = errno;
 			else
 				close(mfd);
 		}
-		struct stat st;
-		if (rc == 0 && fstatat(lb->root_fd, key, &st, 0) == 0) {
+		if (rc == 0 && fstat(dfd, &st) < 0)
+			rc = errno;
+		put_dir(lb, dfd);
+		if (rc == 0) {
 			make_etag(&st, etag_out);
 			return 0;
 		}
-		tfs_err(lb->log, "local: mkdir '%s': %s", key, strerror(rc ? rc : errno));
+		if (refused(rc))
+			return log_refused(lb, "mkdir", key, rc, EACCES);
+		tfs_err(lb->log, "local: mkdir '%s': %s", esc(key).s, strerror(rc));
 		return EIO;
 	}
 	struct put_ctx c = { .src = src, .len = len };
@@ -783,6 +1086,8 @@ static int local_copy(void *priv, const char *src, const char *dst, const struct
 
 /* ---- delete ---- */
 
+/* Remove the directories left empty above `key`, deepest first, each by
+ * unlinkat() in its resolved parent; stops at the first that stays. */
 static void prune_parents(struct local *lb, const char *key)
 {
 	char path[PATH_MAX];
@@ -797,9 +1102,39 @@ static void prune_parents(struct local *lb, const char *key)
 		if (slash == NULL)
 			return;
 		*slash = '\0';
-		if (unlinkat(lb->root_fd, path, AT_REMOVEDIR) < 0)
+		const char *name;
+		int pfd;
+		if (resolve_parent(lb, path, false, &pfd, &name) != 0)
+			return;
+		int r = unlinkat(pfd, name, AT_REMOVEDIR);
+		put_dir(lb, pfd);
+		if (r < 0)
 			return;
 	}
+}
+
+/* Unlink `name` in `pfd`: the directory of a marker key (its marker file
+ * first), or a regular file.  A symlink there is left alone (ELOOP);
+ * anything else that is not a file counts as missing (ENOENT). */
+static int unlink_obj(int pfd, const char *name, bool dir)
+{
+	if (dir) {
+		int dfd;
+		int rc = open_last(pfd, name, O_PATH | O_DIRECTORY, 0, &dfd);
+		if (rc == ELOOP)
+			return rc;
+		if (rc == 0) {
+			(void)unlinkat(dfd, MARKER_FILE, 0);
+			close(dfd);
+		}
+	} else {
+		struct stat st;
+		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno;
+		if (!S_ISREG(st.st_mode))
+			return S_ISLNK(st.st_mode) ? ELOOP : ENOENT;
+	}
+	return unlinkat(pfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? errno : 0;
 }
 
 static int local_delete(void *priv, const char *key)
@@ -809,17 +1144,24 @@ static int local_delete(void *priv, const char *key)
 	int rc = check_key(lb, key, &dir);
 	if (rc)
 		return rc;
-	if (dir) {
-		char marker[PATH_MAX];
-		if (snprintf(marker, sizeof(marker), "%s" MARKER_FILE, key) < (int)sizeof(marker))
-			(void)unlinkat(lb->root_fd, marker, 0);
-	}
-	if (unlinkat(lb->root_fd, key, dir ? AT_REMOVEDIR : 0) < 0) {
-		int e = errno;
-		if (e == ENOENT || e == ENOTDIR || e == ENOTEMPTY || e == EEXIST || e == EISDIR)
+	char path[PATH_MAX];
+	size_t len = strlen(key); /* < PATH_MAX: check_key() */
+	memcpy(path, key, len + 1);
+	if (dir)
+		path[len - 1] = '\0';
+	const char *name;
+	int pfd = -1;
+	rc = resolve_parent(lb, path, false, &pfd, &name);
+	if (rc == 0)
+		rc = unlink_obj(pfd, name, dir);
+	put_dir(lb, pfd);
+	if (refused(rc))
+		return log_refused(lb, "delete", key, rc, 0); /* nothing deleted */
+	if (rc) {
+		if (rc == ENOENT || rc == ENOTDIR || rc == ENOTEMPTY || rc == EEXIST || rc == EISDIR)
 			return 0; /* nothing to delete, or a marker with content */
-		tfs_err(lb->log, "local: delete '%s': %s", key, strerror(e));
-		return e == EACCES || e == EPERM ? EACCES : EIO;
+		tfs_err(lb->log, "local: delete '%s': %s", esc(key).s, strerror(rc));
+		return rc == EACCES || rc == EPERM ? EACCES : EIO;
 	}
 	prune_parents(lb, key);
 	return 0;
@@ -882,6 +1224,26 @@ static void sweep_tmp(struct local *lb)
 			 removed, lb->root, TMP_DIR);
 }
 
+/* Can this kernel resolve with openat2()?  Not before Linux 5.6 (ENOSYS),
+ * nor under a seccomp filter that refuses it (EPERM): then every path is
+ * walked with O_NOFOLLOW instead. */
+static bool probe_openat2(struct local *lb)
+{
+#ifdef HAVE_OPENAT2
+	int fd = open_beneath(lb->root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	tfs_info(lb->log, "local: openat2() unavailable (%s): keys are resolved one component at a "
+			  "time with O_NOFOLLOW", strerror(errno));
+#else
+	tfs_info(lb->log, "local: built without openat2(): keys are resolved one component at a time "
+			  "with O_NOFOLLOW");
+#endif
+	return false;
+}
+
 int tfs_local_create(const struct tfs_local_config *cfg, const struct tfs_log *log,
 		     struct tfs_backend **out)
 {
@@ -904,6 +1266,7 @@ int tfs_local_create(const struct tfs_local_config *cfg, const struct tfs_log *l
 		local_destroy(lb);
 		return e == ENOTDIR ? ENOTDIR : (e == EACCES ? EACCES : ENOENT);
 	}
+	lb->openat2 = !cfg->no_openat2 && probe_openat2(lb);
 	sweep_tmp(lb);
 	int rc = tfs_backend_new(&local_ops, lb, lb->root, out);
 	if (rc)

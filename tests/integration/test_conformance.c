@@ -3,6 +3,7 @@
  * Run by tests/harness/conformance.sh against the local backend, against
  * moto_server and against a Ceph RADOS Gateway:
  *   TFS_TEST_BACKEND=local                 a fresh temporary directory
+ *       (TFS_LOCAL_WALK=1: without openat2, as on kernels before 5.6)
  *   TFS_TEST_BACKEND=s3 TFS_S3_ENDPOINT=.. TFS_S3_REGION=.. TFS_TEST_BUCKET=..
  *       AWS_ACCESS_KEY_ID=.. AWS_SECRET_ACCESS_KEY=.. TFS_S3_KIND=moto|rgw
  * Every test works under its own prefix, so runs never see each other.
@@ -85,7 +86,8 @@ static void setup(void)
 	} else {
 		snprintf(tmpdir, sizeof(tmpdir), "/tmp/tierfs-conf-XXXXXX");
 		cr_assert_not_null(mkdtemp(tmpdir));
-		struct tfs_local_config c = { .root = tmpdir };
+		/* TFS_LOCAL_WALK=1: resolve keys as where openat2() is missing. */
+		struct tfs_local_config c = { .root = tmpdir, .no_openat2 = getenv("TFS_LOCAL_WALK") != NULL };
 		cr_assert_eq(tfs_local_create(&c, &tlog, &be), 0);
 	}
 }

@@ -13,7 +13,9 @@ directory of 20k entries (200k with --extended), reads a 50 GiB sparse
 object and checks statfs; 64 concurrent readers are test_mount.py's
 rss_bound_64_readers.  Section 7 feeds hostile keys and checks that the
 cache directory holds only hash-named files, that nothing aliases, and the
-permissions (cache files, allow_other, default_permissions).  The
+permissions (cache files, allow_other, default_permissions), and that
+symlinks in a local bucket pointing out of it are never followed (issue
+16, section 2: local_symlink_not_followed_on_read/_on_write).  The
 credentials-file mode check is unit-tested in tests/unit/test_s3_creds.c
 (group_readable_file_is_refused); credentials_file_mode_checked here only
 checks that a refused file stops the mount.
@@ -21,6 +23,7 @@ checks that a refused file stops the mount.
 Prints one line per test and ends with "robust: N passed, N failed".
 """
 import contextlib
+import errno
 import glob
 import hashlib
 import os
@@ -1131,6 +1134,87 @@ def t_allow_other_and_permissions(ctx):
         m.umount()
 
 
+def _bucket_with_symlinks(ctx):
+    """outside/ (a 0600 secret, and ckpt/) next to the bucket directory, and
+    symlinks in the bucket pointing there: x and rel -> the secret, ckpt ->
+    outside/ckpt.  Returns (outside, secret path)."""
+    os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534 on its own
+    outside = os.path.join(ctx.work, "outside")
+    os.makedirs(os.path.join(outside, "ckpt"))
+    secret = os.path.join(outside, "secret")
+    with open(secret, "wb") as f:
+        f.write(b"top secret\n")
+    os.chmod(secret, 0o600)
+    ctx.bucket.put("pub.txt", b"public\n")
+    os.symlink(secret, os.path.join(ctx.bucket.root, "x"))
+    os.symlink("../outside/secret", os.path.join(ctx.bucket.root, "rel"))
+    os.symlink(os.path.join(outside, "ckpt"), os.path.join(ctx.bucket.root, "ckpt"))
+    return outside, secret
+
+
+def _outside_unchanged(outside, secret):
+    got = sorted(os.path.relpath(os.path.join(r, n), outside) for r, ds, ns in os.walk(outside) for n in ds + ns)
+    assert got == ["ckpt", "secret"], "the directory outside the bucket changed: %s" % got
+    with open(secret, "rb") as f:
+        assert f.read() == b"top secret\n", "the secret outside the bucket changed"
+
+
+def t_local_symlink_not_followed_on_read(ctx):
+    """Local backend mounted by root with allow_other: symlinks in the
+    bucket directory pointing out of it (to a 0600 file, to a directory)
+    are not listed and cannot be read, neither by root nor by uid 65534;
+    the daemon logs each one it leaves out of a listing."""
+    if ctx.bucket.kind != "local":
+        return "skip"
+    outside, secret = _bucket_with_symlinks(ctx)
+    m = ctx.mount("symlinks", opts=["-o", "allow_other"]).mount()
+    try:
+        r = as_nobody("cat", os.path.join(m.mnt, "pub.txt"))
+        assert r.returncode == 0 and r.stdout == "public\n", ("uid 65534 cannot read the mount", r.stderr)
+        for key in ("x", "rel", "ckpt/secret", "ckpt/../secret"):
+            p = os.path.join(m.mnt, key)
+            r = as_nobody("cat", p)
+            assert r.returncode != 0 and "secret" not in r.stdout, (
+                "uid 65534 read %s: rc %d %r %r" % (key, r.returncode, r.stdout, r.stderr))
+            try:
+                data = read(p)
+            except OSError as e:
+                assert e.errno in (errno.ENOENT, errno.ENOTDIR), "root reading %s: %s" % (key, e)
+            else:
+                raise AssertionError("root read %s through the mount: %r" % (key, data[:40]))
+        assert sorted(os.listdir(m.mnt)) == ["pub.txt"], "listing: %s" % sorted(os.listdir(m.mnt))
+        poll(lambda: "'x' in " in log_text(m) and "is a symlink: not listed" in log_text(m), 10,
+             "the log line naming the symlink x")
+        _outside_unchanged(outside, secret)
+    finally:
+        m.umount()
+
+
+def t_local_symlink_not_followed_on_write(ctx):
+    """A file written through the mount under ckpt/, where the bucket's ckpt
+    is a symlink to a directory outside it, never lands outside: the upload
+    fails (EACCES, logged with the key), `tierfs flush` reports it, the
+    outside directory stays empty and the symlink stays."""
+    if ctx.bucket.kind != "local":
+        return "skip"
+    outside, secret = _bucket_with_symlinks(ctx)
+    m = ctx.mount("symlinks-w", {"writeback": {"delay": "0s", "max_retries": "2", "retry_base": "10ms",
+                                               "retry_max": "50ms"}},
+                  opts=["-o", "allow_other"]).mount()
+    try:
+        os.makedirs(os.path.join(m.mnt, "ckpt"), exist_ok=True)
+        write(os.path.join(m.mnt, "ckpt", "file"), b"checkpoint\n")
+        r = subprocess.run([m.tierfs, "flush", m.mnt], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "could not be uploaded" in r.stderr, (
+            "tierfs flush: rc %d %r" % (r.returncode, r.stderr))
+        assert "local: write 'ckpt/file': a symlink on its path" in log_text(m), m.log_tail()
+        _outside_unchanged(outside, secret)
+        assert os.path.islink(os.path.join(ctx.bucket.root, "ckpt")), "the symlink ckpt was replaced"
+    finally:
+        m.umount()
+    _outside_unchanged(outside, secret)
+
+
 TESTS = [
     # section 3
     ("corrupt_data_files_offline", t_corrupt_data_files_offline),
@@ -1150,6 +1234,8 @@ TESTS = [
     ("cache_file_modes", t_cache_file_modes),
     ("credentials_file_mode_checked", t_credentials_file_mode_checked),
     ("allow_other_and_permissions", t_allow_other_and_permissions),
+    ("local_symlink_not_followed_on_read", t_local_symlink_not_followed_on_read),
+    ("local_symlink_not_followed_on_write", t_local_symlink_not_followed_on_write),
 ]
 
 

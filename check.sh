@@ -122,6 +122,8 @@ run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" 
 run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend moto
 run "shared local" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend local
 run "shared moto" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend moto
+# Per-user access (another user's credentials are refused) needs Ceph RGW.
+run "shared rgw" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend rgw --only other_credentials_never_read_the_cache
 
 step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local

@@ -186,6 +186,12 @@ const char *tfs_backend_describe(const struct tfs_backend *be)
 	return be->describe;
 }
 
+const char *tfs_backend_cache_identity(const struct tfs_backend *be)
+{
+	const char *id = be->ops->cache_identity ? be->ops->cache_identity(be->priv) : NULL;
+	return id ? id : "";
+}
+
 const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
 {
 	return &be->stats;

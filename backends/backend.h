@@ -352,6 +352,14 @@ int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
  * Borrowed; valid until destroy. */
 const char *tfs_backend_describe(const struct tfs_backend *be);
 
+/* Who this instance reads the source as, so that a cache shared by several
+ * instances is shared only by those with the same access: for S3 the
+ * access key ID of the credentials it signs with (never the secret key or
+ * session token); "" for a backend whose description alone says what it
+ * can read (local: the root directory).  Fixed for the instance's
+ * lifetime.  Borrowed; valid until destroy. */
+const char *tfs_backend_cache_identity(const struct tfs_backend *be);
+
 /* The instance's counters (read with atomic loads).  Borrowed. */
 const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be);
 

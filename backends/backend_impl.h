@@ -42,6 +42,9 @@ struct tfs_backend_ops {
 	void (*multipart_geometry)(void *priv, uint64_t *threshold, uint64_t *part_size,
 				   unsigned *parallel);
 	int (*count_uploads)(void *priv, const char *prefix, size_t *out);
+	/* Optional: who the instance reads as, for tfs_backend_cache_identity()
+	 * (NULL: the description alone says what it can read). */
+	const char *(*cache_identity)(void *priv);
 	void (*destroy)(void *priv);
 };
 

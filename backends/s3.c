@@ -622,6 +622,13 @@ static void s3_destroy(void *priv)
 	free(s);
 }
 
+/* The access key ID: it names the credentials, it is not a secret. */
+static const char *s3_cache_identity(void *priv)
+{
+	const struct s3 *s = priv;
+	return s->creds.access_key;
+}
+
 static const struct tfs_backend_ops s3_ops = {
 	.name = "s3",
 	.head = s3_head,
@@ -637,6 +644,7 @@ static const struct tfs_backend_ops s3_ops = {
 	.upload_part = s3_upload_part,
 	.multipart_geometry = s3_multipart_geometry,
 	.count_uploads = s3_count_uploads,
+	.cache_identity = s3_cache_identity,
 	.destroy = s3_destroy,
 };
 

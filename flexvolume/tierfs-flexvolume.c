@@ -2,7 +2,9 @@
  * it as <plugindir>/tierfs~tierfs/tierfs with one call per process.
  *
  *	init                      capabilities, at once, without I/O
- *	mount TARGET JSON         mount the volume (fv_mount.h)
+ *	mount TARGET JSON         mount the volume (fv_mount.h); JSON, which
+ *	                          holds the Secret's keys, is copied and
+ *	                          zeroed in argv before anything else
  *	unmount TARGET            unmount it, from the path alone
  *	anything else             {"status":"Not supported"}, exit 0
  *
@@ -173,6 +175,30 @@ static int take_stdio(void)
 	return out;
 }
 
+/* Move the mount call's JSON out of argv: it holds the Secret's keys, and
+ * argv is what /proc/PID/cmdline shows every process on the node for as
+ * long as the call runs.  `arg` (argv's own memory) is zeroed in place,
+ * whatever happens; returns a heap copy for drop_json(), or NULL when out
+ * of memory. */
+static char *take_json(char *arg)
+{
+	size_t n = strlen(arg);
+	char *copy = malloc(n + 1);
+
+	if (copy)
+		memcpy(copy, arg, n + 1);
+	explicit_bzero(arg, n);
+	return copy;
+}
+
+static void drop_json(char *json)
+{
+	if (json == NULL)
+		return;
+	explicit_bzero(json, strlen(json));
+	free(json);
+}
+
 int main(int argc, char **argv)
 {
 	int out = take_stdio();
@@ -191,6 +217,12 @@ int main(int argc, char **argv)
 	if ((is_mount && argc != 4) || (is_unmount && argc != 3))
 		return reply_status(out, "Failure", is_mount ? "usage: mount TARGET JSON"
 							     : "usage: unmount TARGET");
+	char *json = NULL;
+	if (is_mount) {
+		json = take_json(argv[3]);
+		if (json == NULL)
+			return reply_status(out, "Failure", "out of memory");
+	}
 
 	umask(077);
 	struct fv_node node;
@@ -210,11 +242,12 @@ int main(int argc, char **argv)
 		tfs_err(&log, "flexvolume: %s %s: %s", call, argv[2], tfs_dbuf_str(&msg));
 		rc = reply_status(out, "Failure", tfs_dbuf_str(&msg));
 		tfs_dbuf_free(&msg);
+		drop_json(json);
 		return rc;
 	}
 	open_log(&node, &log, &lf);
 	if (is_mount)
-		rc = fv_mount(&node, &log, argv[2], argv[3], &msg);
+		rc = fv_mount(&node, &log, argv[2], json, &msg);
 	else
 		rc = fv_unmount(&node, &log, argv[2], &msg);
 	if (rc && tfs_dbuf_len(&msg) == 0)
@@ -222,6 +255,7 @@ int main(int argc, char **argv)
 	rc = rc ? reply_status(out, "Failure", tfs_dbuf_str(&msg))
 		: reply_status(out, "Success", NULL);
 	tfs_dbuf_free(&msg);
+	drop_json(json);
 	close_log(&lf);
 	fv_node_clear(&node);
 	return rc;

@@ -34,9 +34,15 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	return tfs_s3_create(&sc, log, out);
 }
 
-/* <ssd.dir>/<first 16 hex of SHA-256 of what identifies the source>. */
+/* <ssd.dir>/<first 16 hex of SHA-256 of the source and who reads it>: the
+ * description, the endpoint and, when the backend has one, its cache
+ * identity (the S3 access key ID), so that mounts with other credentials
+ * never share cached bytes, listings or write-back journals.  Without an
+ * identity (local backend) the input is the description and endpoint
+ * alone, as before identities were added. */
 static int source_dir(const struct tfs_config *cfg, struct tfs_backend *be, char **out)
 {
+	const char *who = tfs_backend_cache_identity(be);
 	struct tfs_dbuf id, dir;
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -46,6 +52,8 @@ static int source_dir(const struct tfs_config *cfg, struct tfs_backend *be, char
 	tfs_dbuf_init(&dir, PATH_MAX);
 	rc = tfs_dbuf_addf(&id, "%s\n%s\n", tfs_backend_describe(be),
 			   cfg->backend.endpoint ? cfg->backend.endpoint : "");
+	if (rc == 0 && *who)
+		rc = tfs_dbuf_addf(&id, "key %s\n", who);
 	if (rc == 0) {
 		EVP_Digest(tfs_dbuf_str(&id), tfs_dbuf_len(&id), md, &mdlen, EVP_sha256(), NULL);
 		rc = tfs_dbuf_addf(&dir, "%s/%02x%02x%02x%02x%02x%02x%02x%02x", cfg->ssd.dir, md[0], md[1],

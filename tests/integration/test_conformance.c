@@ -535,6 +535,39 @@ Test(conformance, stats_count_operations)
 	cr_assert_eq(atomic_load(&st->op[TFS_OP_GET].errors), 0);
 }
 
+/* What the shared cache is keyed by (src/stack.c): the access key ID,
+ * never the secret key or session token; nothing for the local backend. */
+Test(conformance, cache_identity_is_the_access_key_id)
+{
+	const char *id = tfs_backend_cache_identity(be);
+	if (!is_s3()) {
+		cr_assert_str_eq(id, "");
+		return;
+	}
+	cr_assert_str_eq(id, getenv("AWS_ACCESS_KEY_ID"));
+	/* Another key ID is another identity; neither the secret nor the
+	 * session token is in it. */
+	struct tfs_s3_config c;
+	struct tfs_backend *other;
+	char *key = strdup(getenv("AWS_ACCESS_KEY_ID"));
+	char *secret = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
+	setenv("AWS_ACCESS_KEY_ID", "ASIAOTHERSESSIONKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "other-secret-value", 1);
+	setenv("AWS_SESSION_TOKEN", "session-token-value", 1);
+	s3_config(&c, "");
+	cr_assert_eq(tfs_s3_create(&c, &tlog, &other), 0);
+	setenv("AWS_ACCESS_KEY_ID", key, 1);
+	setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+	unsetenv("AWS_SESSION_TOKEN");
+	free(key);
+	free(secret);
+	id = tfs_backend_cache_identity(other);
+	cr_assert_str_eq(id, "ASIAOTHERSESSIONKEY");
+	cr_assert_null(strstr(id, "other-secret-value"));
+	cr_assert_null(strstr(id, "session-token-value"));
+	tfs_backend_destroy(other);
+}
+
 /* ---- S3 errors (skipped for the local backend) ---- */
 
 Test(conformance, s3_wrong_secret_is_eacces)

@@ -809,6 +809,47 @@ class FlexVolumeTests(unittest.TestCase):
             self.assertNotIn(n, conf)
         self.assertFalse(os.path.exists(creds), "the credentials outlive the mount")
 
+    def test_secrets_not_in_driver_cmdline(self):
+        """The kubelet passes the Secret in the driver's argv; the driver
+        blanks it there at once, so for the length of the mount call its
+        /proc/PID/cmdline shows no secret.  A stand-in `tierfs` (node
+        config) holds the call until the test has read the cmdline."""
+        token = "tok" + secrets.token_urlsafe(300)
+        secret = dict(self.secret, sessionToken=b64(token))
+        plain = [base64.b64decode(v).decode() for v in secret.values()]
+        needles = [n.encode() for n in plain] + [v.encode() for v in secret.values()]
+        started, release = os.path.join(self.work, "started"), os.path.join(self.work, "release")
+        standin = os.path.join(self.work, "tierfs-standin")
+        with open(standin, "w") as f:
+            f.write('#!/bin/sh\n: > "%s"\ni=0\nwhile [ ! -e "%s" ] && [ $i -lt 600 ]; do\n'
+                    '\tsleep 0.05; i=$((i + 1))\ndone\necho "stand-in: no mount" >&2\n'
+                    'exit 1\n' % (started, release))
+        os.chmod(standin, 0o755)
+        with open(self.k.conf) as f:
+            conf = f.read()
+        with open(self.k.conf, "w") as f:
+            f.write(conf.replace("tierfs = %s\n" % TIERFS, "tierfs = %s\n" % standin, 1))
+        t = self.target()
+        args = [self.k.driver, "mount", t, self.k.options({"source": self.source}, secret)]
+        self.assertTrue(any(n in args[3].encode() for n in needles))  # the kubelet's argv
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, env=self.k.env, cwd="/")
+        try:
+            poll(lambda: os.path.exists(started) or p.poll() is not None, 30,
+                 "the driver to start the stand-in")
+            self.assertIsNone(p.poll(), "the driver ended before the stand-in ran")
+            with open("/proc/%d/cmdline" % p.pid, "rb") as f:
+                cmdline = f.read()
+        finally:
+            with open(release, "w"):
+                pass
+            raw, _ = p.communicate(timeout=CALL_TIMEOUT)
+        # The right process: the driver, in its mount call for this target.
+        self.assertIn(b"\0mount\0" + t.encode() + b"\0", cmdline)
+        for n in needles:
+            self.assertNotIn(n, cmdline, "a secret in the driver's /proc/PID/cmdline")
+        self.assert_failure(json.loads(raw), "stand-in: no mount")
+
     def test_longest_keys(self):
         """The documented limits (docs/kubernetes.md, tierfs-flexvolume(8),
         deploy/secret.yaml): a sessionToken of 16362 characters and an

@@ -66,15 +66,16 @@ class Bucket:
             self.source = self.root
             self.env = {}
         else:
-            self.server_dir = os.path.join(work, "moto")
+            # moto, or Ceph RGW (per-user access: test_shared.py)
+            self.server_dir = os.path.join(work, kind)
             os.makedirs(self.server_dir)
             self.start_server()
             self.prefix = "ds%d/" % random.randrange(1 << 30)
             self.source = "s3://%s/%s" % (BUCKET, self.prefix.rstrip("/"))
 
     def start_server(self):
-        subprocess.run([os.path.join(HARNESS, "moto.sh"), "start", self.server_dir], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run([os.path.join(HARNESS, self.kind + ".sh"), "start", self.server_dir],
+                       check=True, stdout=subprocess.DEVNULL)
         env = {}
         with open(os.path.join(self.server_dir, "env")) as f:
             for line in f:
@@ -91,7 +92,7 @@ class Bucket:
 
     def stop_server(self):
         if self.server_dir:
-            subprocess.run([os.path.join(HARNESS, "moto.sh"), "stop", self.server_dir],
+            subprocess.run([os.path.join(HARNESS, self.kind + ".sh"), "stop", self.server_dir],
                            stdout=subprocess.DEVNULL)
 
     def put(self, key, data):
@@ -148,10 +149,12 @@ class Mount:
                     f.write("%s = %s\n" % (k, v))
         self.opts = opts or []
         self.logfile = conf["log"]["file"]
+        self.extra_env = {}  # e.g. other credentials (test_shared.py)
 
     def env(self):
         e = dict(os.environ)
         e.update(self.bucket.env)
+        e.update(self.extra_env)
         e.pop("AWS_CA_BUNDLE", None)
         return e
 
@@ -975,7 +978,7 @@ def run_suite(suite, tests, add_args=None, setup=None):
     tests/integration that mounts tierfs uses it."""
     ap = argparse.ArgumentParser()
     ap.add_argument("tierfs")
-    ap.add_argument("--backend", default="local", choices=["local", "moto"])
+    ap.add_argument("--backend", default="local", choices=["local", "moto", "rgw"])
     ap.add_argument("--only", help="run only these tests (comma-separated names)")
     ap.add_argument("--extended", action="store_true", help="also the long scale tests")
     if add_args:

@@ -2,17 +2,22 @@
 """test_shared.py - several daemons sharing one cache directory (one SSD
 tier per node, as the FlexVolume driver sets it up).
 
-    test_shared.py TIERFS --backend local|moto [--only NAME]
+    test_shared.py TIERFS --backend local|moto|rgw [--only NAME]
+
+The cache is shared only by mounts reading with the same credentials
+(other_credentials_*): those tests need S3 and, to show a denied read,
+Ceph RGW's per-user access (--backend rgw); moto accepts any key.
 
 Ends with "shared: N passed, N failed".
 """
+import errno
 import os
 import random
 import subprocess
 import sys
 import threading
 
-from test_mount import data_for, poll, read, run_suite
+from test_mount import BUCKET, data_for, poll, read, run_suite
 from test_write import bucket_get, kill9, wait_bucket, write
 
 MIB = 1 << 20
@@ -128,10 +133,106 @@ def t_each_mount_uploads_its_own_writes(ctx):
         b.umount()
 
 
+# Credentials of a second S3 user: on RGW a real user that may list the
+# test bucket (ACL authenticated-read) but not read the first user's
+# objects; moto accepts any key pair.
+OTHER = {"AWS_ACCESS_KEY_ID": "otheraccess", "AWS_SECRET_ACCESS_KEY": "othersecret"}
+
+
+def other_user(ctx):
+    b = ctx.bucket
+    if b.kind == "rgw":
+        subprocess.run(["radosgw-admin", "-c", b.env["TFS_CEPH_CONF"], "user", "create",
+                        "--uid", "other", "--display-name", "other",
+                        "--access-key", OTHER["AWS_ACCESS_KEY_ID"],
+                        "--secret-key", OTHER["AWS_SECRET_ACCESS_KEY"]],
+                       check=True, capture_output=True, timeout=60)
+        b.s3.put_bucket_acl(Bucket=BUCKET, ACL="authenticated-read")
+    return OTHER
+
+
+def source_dirs(cache):
+    return sorted(d for d in os.listdir(cache) if len(d) == 16)
+
+
+def t_other_credentials_never_read_the_cache(ctx):
+    """A pod whose credentials may list the bucket but not read an object
+    must not be served that object from what another pod cached."""
+    if ctx.bucket.kind == "local":
+        return "skip"  # no credentials: the local backend is keyed by its root
+    secret = data_for("private/secret", 100_000)
+    ctx.bucket.put("private/secret", secret)
+    other = other_user(ctx)
+    a, a2 = shared_pair(ctx)
+    b = ctx.mount("pod-other", {"ssd": {"dir": os.path.join(ctx.work, "node-cache")}})
+    b.extra_env = other
+    a.mount()
+    try:
+        assert read(os.path.join(a.mnt, "private/secret")) == secret
+        assert gets(a) == 1
+        # Pods sharing credentials (one Secret) share the cache.
+        a2.mount()
+        assert read(os.path.join(a2.mnt, "private/secret")) == secret
+        assert gets(a2) == 0, "the same credentials did not share the cache"
+        b.mount()
+        assert os.listdir(os.path.join(b.mnt, "private")) == ["secret"]
+        if ctx.bucket.kind == "rgw":
+            try:
+                got = read(os.path.join(b.mnt, "private/secret"))
+            except OSError as e:
+                assert e.errno in (errno.EACCES, errno.EIO), e
+            else:
+                raise AssertionError("read %d bytes its credentials may not read%s" %
+                                     (len(got), " (the other pod's cached copy)"
+                                      if got == secret else ""))
+        else:
+            assert read(os.path.join(b.mnt, "private/secret")) == secret
+        st = b.stats()
+        assert st["backend"]["get"]["requests"] + st["backend"]["head"]["requests"] >= 1, \
+            "the other credentials were served from the cache without asking the server"
+        assert st["ssd"]["hits"] == 0, "a cache hit for other credentials: %s" % st["ssd"]
+        assert len(source_dirs(os.path.join(ctx.work, "node-cache"))) == 2
+    finally:
+        for m in (a, a2, b):
+            m.umount()
+
+
+def t_other_credentials_never_upload_pending_writes(ctx):
+    """Writes a killed mount left to upload are uploaded by the next mount
+    of that mountpoint with the same credentials, never by one with other
+    credentials (which has a cache of its own)."""
+    if ctx.bucket.kind != "moto":
+        return "skip"  # RGW would refuse the other user's upload anyway
+    cache = os.path.join(ctx.work, "node-cache")
+    conf = {"ssd": {"dir": cache}, "writeback": {"delay": "60s"}}
+    a = ctx.mount("pod", conf)
+    a.mount()
+    write(os.path.join(a.mnt, "pending"), b"from a")
+    kill9(a)
+    b = ctx.mount("pod", conf)  # the same mountpoint, so the same owner id
+    b.extra_env = other_user(ctx)
+    b.mount()
+    try:
+        r = subprocess.run([b.tierfs, "flush", b.mnt], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert b.stats()["writeback"]["uploads"] == 0
+        assert bucket_get(ctx.bucket, "pending") is None, "uploaded with other credentials"
+        assert not os.path.exists(os.path.join(b.mnt, "pending")), "sees the other mount's write"
+        b.umount()
+        a.mount()
+        wait_bucket(ctx.bucket, "pending", b"from a", 60)
+    finally:
+        a.umount()
+        b.umount()
+
+
 TESTS = [
     ("second_pod_reads_from_the_shared_tier", t_second_pod_reads_from_the_shared_tier),
     ("concurrent_readers_and_shared_eviction", t_concurrent_readers_and_shared_eviction),
     ("each_mount_uploads_its_own_writes", t_each_mount_uploads_its_own_writes),
+    ("other_credentials_never_read_the_cache", t_other_credentials_never_read_the_cache),
+    ("other_credentials_never_upload_pending_writes",
+     t_other_credentials_never_upload_pending_writes),
 ]
 
 

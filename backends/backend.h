@@ -354,8 +354,9 @@ const char *tfs_backend_describe(const struct tfs_backend *be);
 
 /* Who this instance reads the source as, so that a cache shared by several
  * instances is shared only by those with the same access: for S3 the
- * access key ID of the credentials it signs with (never the secret key or
- * session token); "" for a backend whose description alone says what it
+ * access key ID of the credentials it signs with, a space and 32 hex
+ * digits derived one-way from the secret key (an HMAC: never the secret
+ * key or session token themselves); "" for a backend whose description alone says what it
  * can read (local: the root directory).  Fixed for the instance's
  * lifetime.  Borrowed; valid until destroy. */
 const char *tfs_backend_cache_identity(const struct tfs_backend *be);

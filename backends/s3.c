@@ -17,7 +17,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,11 +624,41 @@ static void s3_destroy(void *priv)
 	free(s);
 }
 
-/* The access key ID: it names the credentials, it is not a secret. */
 static const char *s3_cache_identity(void *priv)
 {
 	const struct s3 *s = priv;
-	return s->creds.access_key;
+	return s->identity;
+}
+
+/* Fill s->identity from the credentials.  The access key ID names them but
+ * is no secret: anyone may learn it.  The HMAC of a fixed message under the
+ * secret key ties the identity to the secret as well, without revealing
+ * it, so a mount given the right key ID with a wrong secret (for example
+ * while the server cannot be asked) gets a cache of its own.  Returns 0,
+ * EINVAL (a key ID over 128 bytes, AWS's maximum) or EIO (OpenSSL
+ * failed); the cause is logged. */
+static int make_identity(struct s3 *s)
+{
+	static const char msg[] = "tierfs cache identity";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	const char *secret = s->creds.secret_key;
+
+	if (HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg,
+		 sizeof(msg) - 1, md, &mdlen) == NULL || mdlen < 16) {
+		tfs_err(s->log, "s3: cannot derive the cache identity (HMAC-SHA256 failed)");
+		return EIO;
+	}
+	int n = snprintf(s->identity, sizeof(s->identity), "%s ", s->creds.access_key);
+	if (n < 0 || (size_t)n + 33 > sizeof(s->identity)) {
+		tfs_err(s->log, "s3: the access key ID from %s is longer than 128 bytes",
+			s->creds.source);
+		return EINVAL;
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(s->identity + n + 2 * i, 3, "%02x", md[i]);
+	OPENSSL_cleanse(md, sizeof(md));
+	return 0;
 }
 
 static const struct tfs_backend_ops s3_ops = {
@@ -784,6 +816,8 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	rc = resolve_endpoint(s);
 	if (rc == 0)
 		rc = tfs_s3_creds_load(s->cfg.credentials_file, s->cfg.profile, log, &s->creds);
+	if (rc == 0)
+		rc = make_identity(s);
 	if (rc == 0) {
 		struct tfs_http_config hc = {
 			.max_connections = cfg->max_connections,

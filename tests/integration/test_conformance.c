@@ -544,7 +544,13 @@ Test(conformance, cache_identity_is_the_access_key_id)
 		cr_assert_str_eq(id, "");
 		return;
 	}
-	cr_assert_str_eq(id, getenv("AWS_ACCESS_KEY_ID"));
+	/* The key ID, a space, 32 hex digits derived from the secret. */
+	size_t kl = strlen(getenv("AWS_ACCESS_KEY_ID"));
+	cr_assert_eq(strncmp(id, getenv("AWS_ACCESS_KEY_ID"), kl), 0, "%s", id);
+	cr_assert_eq(id[kl], ' ', "%s", id);
+	cr_assert_eq(strspn(id + kl + 1, "0123456789abcdef"), 32, "%s", id);
+	cr_assert_eq(id[kl + 33], '\0', "%s", id);
+	char *mine = strdup(id);
 	/* Another key ID is another identity; neither the secret nor the
 	 * session token is in it. */
 	struct tfs_s3_config c;
@@ -562,10 +568,23 @@ Test(conformance, cache_identity_is_the_access_key_id)
 	free(key);
 	free(secret);
 	id = tfs_backend_cache_identity(other);
-	cr_assert_str_eq(id, "ASIAOTHERSESSIONKEY");
+	cr_assert_eq(strncmp(id, "ASIAOTHERSESSIONKEY ", 20), 0, "%s", id);
 	cr_assert_null(strstr(id, "other-secret-value"));
 	cr_assert_null(strstr(id, "session-token-value"));
 	tfs_backend_destroy(other);
+	/* The same key ID with another secret is another identity: knowing a
+	 * key ID (no secret) never reaches the cache of its real owner. */
+	secret = strdup(getenv("AWS_SECRET_ACCESS_KEY"));
+	setenv("AWS_SECRET_ACCESS_KEY", "not-the-real-secret", 1);
+	s3_config(&c, "");
+	cr_assert_eq(tfs_s3_create(&c, &tlog, &other), 0);
+	setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+	free(secret);
+	id = tfs_backend_cache_identity(other);
+	cr_assert_eq(strncmp(id, mine, kl + 1), 0, "%s vs %s", id, mine);
+	cr_assert_str_neq(id, mine);
+	tfs_backend_destroy(other);
+	free(mine);
 }
 
 /* ---- S3 errors (skipped for the local backend) ---- */

@@ -365,7 +365,8 @@ def t_open_new_version_whole(ctx):
     # kernel's attributes cached with a 1 h timeout do not see).  An open
     # that then finds a new version must not leave the kernel's old size
     # in force: the reads were clipped to it ("version two," of "version
-    # two, longer\n"), or ran past the end of a shorter version.
+    # two, longer\n").  A shorter version is checked too (the kernel cuts
+    # its size after the short read).
     v1, v2, v3 = b"version one\n", b"version two, longer\n", b"v3\n"
     ctx.bucket.put("mut/obj.txt", v1)
     m = ctx.mount("ttlrace", {"cache": {"metadata_ttl": "1h"}}).mount()

@@ -876,6 +876,7 @@ static int run_daemon(struct tfs_config *cfg, const struct tfs_source *src, stru
 		fail = "invalid FUSE options";
 		goto out;
 	}
+	tfs_fs_set_session(d.fs, se);
 	if (fuse_set_signal_handlers(se) != 0) {
 		rc = EIO;
 		fail = "cannot install signal handlers";

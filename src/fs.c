@@ -237,6 +237,36 @@ void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 	e->attr_timeout = tfs_fs_timeout(fs);
 	e->entry_timeout = tfs_fs_timeout(fs);
 	tfs_fs_fill_stat(fs, in->ino, a, &e->attr);
+	tfs_itable_set_attr_etag(fs->itable, in, a->type == TFS_FT_FILE ? a->etag : "");
+}
+
+void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
+
+/* A handle of inode `in` now reads version `etag`.  The kernel may still
+ * hold the attributes of another version: a lookup or getattr answered
+ * from the metadata cache gives them the full attribute timeout, so they
+ * can outlive the metadata here, which an open or read then revalidates.
+ * The kernel clips reads to the size it holds, so a longer new version
+ * would be read cut to the old size.  Then make it fetch the attributes
+ * again before it uses them.  Attributes only (offset -1): that takes no
+ * page lock and never blocks, so it is safe within a request, and it is
+ * sent before the reply, so the reads that follow see it.  Nothing is
+ * sent when every attribute reply since the last check was of this
+ * version (the common case: the open of a file just looked up). */
+static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char *etag)
+{
+	if (tfs_itable_swap_attr_etag(fs->itable, in, etag) || fs->se == NULL)
+		return;
+	int rc = fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
+	if (rc && rc != -ENOENT)
+		tfs_warn(fs->log, "inode %" PRIu64 ": cannot invalidate the kernel's attributes: %s",
+			 in->ino, strerror(-rc));
+	else
+		tfs_debug(fs->log, "inode %" PRIu64 ": kernel attributes invalidated (now ETag %s)",
+			  in->ino, etag);
 }
 
 /* ---- namespace ---- */
@@ -375,6 +405,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_itable_set_attr_etag(fs->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
 	tfs_fs_count(fs, OP_GETATTR, 0);
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
@@ -645,10 +676,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		if (fs->wb == NULL)
+		if (fs->wb == NULL) {
 			tfs_fs_reply_err(req, OP_OPEN, EROFS);
-		else
-			tfs_fs_open_write(req, in, path, fi);
+			return;
+		}
+		/* Its writes change the size the kernel holds. */
+		tfs_itable_set_attr_etag(fs->itable, in, "");
+		tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
 	struct fh *h = tfs_fs_fh_new(fs, path);
@@ -669,6 +703,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			tfs_follow_opened(fs->follow, path);
 		/* The kernel may keep its pages only if they are of this version. */
 		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
+		kernel_attrs_of(fs, in, a.etag);
 	} else {
 		fi->keep_cache = 0;
 		(void)tfs_itable_swap_kernel_etag(fs->itable, in, ""); /* staged: not a version */
@@ -800,6 +835,7 @@ again:;
 		struct tfs_attr na;
 		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
 		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
+			kernel_attrs_of(fs, in, na.etag);
 			retried = true;
 			goto again;
 		}
@@ -858,6 +894,7 @@ again:;
 		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
 			tfs_info(fs->log, "read '%s': the object changed while open; reading ETag %s now",
 				 curp, na.etag);
+			kernel_attrs_of(fs, in, na.etag);
 			retried = true;
 			goto again;
 		}
@@ -953,7 +990,18 @@ TIMED(OP_READ, fs_read,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
 TIMED(OP_STATFS, fs_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
-TIMED(OP_SETATTR, tfs_fs_setattr,
+/* A setattr (truncate) changes the size the kernel holds. */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	if (in)
+		tfs_itable_set_attr_etag(fs->itable, in, "");
+	tfs_fs_setattr(req, ino, attr, to_set, fi);
+}
+
+TIMED(OP_SETATTR, fs_setattr,
       (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi), req,
       ino, attr, to_set, fi)
 TIMED(OP_MKDIR, tfs_fs_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode), req,
@@ -998,7 +1046,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.read = timed_fs_read,
 	.release = fs_release,
 	.statfs = timed_fs_statfs,
-	.setattr = timed_tfs_fs_setattr,
+	.setattr = timed_fs_setattr,
 	.mkdir = timed_tfs_fs_mkdir,
 	.mknod = timed_tfs_fs_mknod,
 	.create = timed_tfs_fs_create_file,

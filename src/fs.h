@@ -56,6 +56,10 @@ struct tfs_manifest_scope;
 void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
 		       const struct tfs_manifest_scope *scope);
 
+/* The session the operations run in, for the notifications some of them
+ * send (before the session starts; without one none is sent). */
+void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se);
+
 /* The operations table; pass the fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *tfs_fs_ops(void);
 

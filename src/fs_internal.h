@@ -36,6 +36,7 @@ struct tfs_fs {
 	struct tfs_follow *follow; /* sampler-order prefetch, or NULL */
 	const struct tfs_manifest_scope *scope; /* for the control file */
 	const struct tfs_log *log;
+	struct fuse_session *se;   /* for notifications, or NULL (tfs_fs_set_session) */
 	uint64_t block_size;
 	uint64_t ra_blocks;
 	_Atomic uint64_t ttl_ms; /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
@@ -82,6 +83,8 @@ mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode);
 /* The struct stat of attributes `a`: defaults from cfg for what the object
  * does not say, permission bits through tfs_fs_perm(). */
 void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
+/* The entry reply for inode `in` with attributes `a`; records which
+ * version's attributes the kernel is sent (tfs_itable_set_attr_etag). */
 void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
 		       struct fuse_entry_param *e);
 /* Split "a/b/c" into "a/b" and a pointer to "c" inside path. */

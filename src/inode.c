@@ -218,6 +218,32 @@ bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, con
 	return same;
 }
 
+/* attr_etag: nothing sent yet, and the attributes of no clean version
+ * (hash_str() | 1 is odd). */
+#define ATTR_NONE 0
+#define ATTR_NOT_CLEAN 2
+
+void tfs_itable_set_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag)
+{
+	uint64_t h = etag[0] ? hash_str(etag) | 1 : ATTR_NOT_CLEAN;
+	pthread_mutex_lock(&t->lock);
+	if (in->attr_etag != ATTR_NONE && in->attr_etag != h)
+		in->attr_mixed = true;
+	in->attr_etag = h;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool tfs_itable_swap_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag)
+{
+	uint64_t h = hash_str(etag) | 1;
+	pthread_mutex_lock(&t->lock);
+	bool same = in->attr_etag == h && !in->attr_mixed;
+	in->attr_etag = h;
+	in->attr_mixed = false;
+	pthread_mutex_unlock(&t->lock);
+	return same;
+}
+
 uint64_t tfs_itable_count(struct tfs_itable *t)
 {
 	pthread_mutex_lock(&t->lock);

@@ -9,10 +9,10 @@
  * of a million objects stays small.
  *
  * Locking: one mutex protects the tables and every inode's mutable fields
- * (nlookup, kernel_etag, path); use the accessors.  An inode pointer obtained
- * from tfs_itable_find() stays valid for the duration of a FUSE request on
- * that inode (the kernel sends no final forget while a request is in
- * flight).
+ * (nlookup, kernel_etag, attr_etag, attr_mixed, path); use the accessors.
+ * An inode pointer obtained from tfs_itable_find() stays valid for the
+ * duration of a FUSE request on that inode (the kernel sends no final
+ * forget while a request is in flight).
  */
 #ifndef TFS_INODE_H
 #define TFS_INODE_H
@@ -28,6 +28,11 @@ struct tfs_inode {
 	/* Under the table lock: */
 	uint64_t nlookup;
 	uint64_t kernel_etag; /* hash of the version whose pages the kernel may hold; 0: none */
+	uint64_t attr_etag;   /* hash of the version whose attributes (size) the
+			       * kernel was last sent; 0: none yet; 2: not a
+			       * clean version (staged, or being changed) */
+	bool attr_mixed;      /* attributes of more than one version were sent
+			       * since the last tfs_itable_swap_attr_etag() */
 	enum tfs_ftype type;  /* immutable */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
 	void *staged;          /* ... and its staged copy, released with the inode */
@@ -56,6 +61,21 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n);
 /* Record that the kernel will cache pages of version `etag`; returns true
  * when it already held that version (the page cache may be kept). */
 bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag);
+
+/* Record that the kernel is sent the attributes of version `etag` ("":
+ * of no clean version: a staged file, or one about to be written or
+ * truncated, whose size the kernel changes itself).  Called before each
+ * reply that carries the inode's attributes. */
+void tfs_itable_set_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag);
+
+/* A handle of the inode now reads clean version `etag` (non-empty), and
+ * the caller makes sure the kernel's attributes are that version's: returns
+ * true when they are already, i.e. every attribute reply since the last
+ * swap (or since the inode was made) was of `etag`.  The kernel keeps the
+ * first of racing replies and drops the others, so after replies of two
+ * versions it may hold either: then false.  On false the caller makes the
+ * kernel fetch its attributes again.  Both cases record `etag`. */
+bool tfs_itable_swap_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag);
 
 /* Copy the inode's current path into buf.  Returns 0 or ENAMETOOLONG. */
 int tfs_itable_path(struct tfs_itable *t, const struct tfs_inode *in, char *buf, size_t len);

@@ -345,6 +345,66 @@ def t_change_detected_after_ttl(ctx):
         m.umount()
 
 
+def set_ttl(m, ttl):
+    """Rewrite cache.metadata_ttl in the mount's config file and reload."""
+    with open(m.conf) as f:
+        lines = f.read().splitlines()
+    lines = ["metadata_ttl = %s" % ttl if ln.startswith("metadata_ttl =") else ln for ln in lines]
+    with open(m.conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    r = subprocess.run([m.tierfs, "reload", m.mnt], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, "reload failed: %s %s" % (r.stdout, r.stderr)
+
+
+def read_sized(path):
+    """The content of `path` and its size as fstat() shows it once open."""
+    with open(path, "rb") as f:
+        return f.read(), os.fstat(f.fileno()).st_size
+
+
+def t_open_new_version_whole(ctx):
+    # The kernel caches a size for its attribute timeout; the daemon's
+    # metadata may expire earlier (here: a reload to a TTL of 0, which the
+    # kernel's attributes cached with a 1 h timeout do not see).  An open
+    # that then finds a new version must not leave the kernel's old size
+    # in force: the reads were clipped to it ("version two," of "version
+    # two, longer\n").  A shorter version is checked too (the kernel cuts
+    # its size after the short read).
+    v1, v2, v3 = b"version one\n", b"version two, longer\n", b"v3\n"
+    ctx.bucket.put("mut/obj.txt", v1)
+    m = ctx.mount("ttlrace", {"cache": {"metadata_ttl": "1h"}}).mount()
+    p = os.path.join(m.mnt, "mut/obj.txt")
+    try:
+        assert read_sized(p) == (v1, len(v1))
+        ctx.bucket.put("mut/obj.txt", v2)
+        set_ttl(m, "0")
+        got, size = read_sized(p)
+        assert got == v2, "read %r after the object became %r (size %d shown)" % (got, v2, size)
+        assert size == len(v2), "fstat shows %d bytes, read %d" % (size, len(got))
+        # Shorter: the kernel holds 20 bytes for an hour again.
+        set_ttl(m, "1h")
+        assert os.stat(p).st_size == len(v2)
+        ctx.bucket.put("mut/obj.txt", v3)
+        set_ttl(m, "0")
+        got, size = read_sized(p)
+        assert got == v3, "read %r after the object became %r (size %d shown)" % (got, v3, size)
+        assert size == len(v3), "fstat shows %d bytes, read %d" % (size, len(got))
+        # A handle whose version goes before its data is read moves to the
+        # new version at its first read (the GET's If-Match fails): read()
+        # goes on to the new version's end, not to the old size.
+        set_ttl(m, "1h")
+        q = os.path.join(m.mnt, "mut/other.txt")
+        ctx.bucket.put("mut/other.txt", v1)
+        assert os.stat(q).st_size == len(v1)
+        with open(q, "rb") as f:
+            ctx.bucket.put("mut/other.txt", v2)
+            set_ttl(m, "0")
+            got = f.read()
+        assert got == v2, "an open handle read %r after the object became %r" % (got, v2)
+    finally:
+        m.umount()
+
+
 def t_missing_is_enoent(ctx):
     ctx.bucket.put("here.txt", b"x")
     m = ctx.mount("enoent", {"writeback": {"mode": "off"}}).mount()
@@ -935,6 +995,7 @@ TESTS = [
     ("warm_restart_zero_gets", t_warm_restart_zero_gets),
     ("sequential_read_is_one_get_per_run", t_sequential_read_is_one_get_per_run),
     ("change_detected_after_ttl", t_change_detected_after_ttl),
+    ("open_new_version_whole", t_open_new_version_whole),
     ("missing_is_enoent", t_missing_is_enoent),
     ("kill9_recovery", t_kill9_recovery),
     ("sigterm_with_open_file", t_sigterm_with_open_file),

@@ -248,8 +248,8 @@ struct tfs_list_walk {
  * (any loop of tokens is found within about twice its length plus the
  * pages before it) or more than TFS_LIST_WALK_MAX_PAGES pages.  Names
  * dropped from the page are logged at warning level.  Returns 0, EIO,
- * ENOMEM, or the backend's errno; after an error the walk is over (w->done
- * is set). */
+ * ENOMEM, the backend's errno, or EINVAL when called after the walk ended;
+ * after an error the walk is over (w->done is set). */
 int tfs_backend_list_walk(struct tfs_backend *be, const struct tfs_log *log,
 			  struct tfs_list_walk *w, const char *prefix, const char *delimiter,
 			  size_t max_keys, struct tfs_list_page *out);

@@ -141,6 +141,8 @@ san=tests/harness/sanitize.sh
 run "asan mount local" $san asan python3 tests/integration/test_mount.py "$top/build-san/tierfs" --backend local
 run "asan write local" $san asan python3 tests/integration/test_write.py "$top/build-san/tierfs" \
 	--backend local --seed 7
+run "asan hostile S3 replies" $san asan python3 tests/integration/test_faults.py \
+	"$top/build-san/tierfs" --no-selftest -k hostile
 
 step "make distcheck (tarball builds, installs and passes its unit tests)"
 run "distcheck" make -C build -s distcheck

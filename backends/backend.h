@@ -38,6 +38,8 @@
 
 #include "hist.h"
 
+struct tfs_log;
+
 #define TFS_ETAG_MAX 128 /* ETag buffers, including quotes and NUL */
 
 struct tfs_backend; /* opaque instance */
@@ -79,6 +81,9 @@ struct tfs_list_page {
 	char **prefixes; /* common prefixes, each ending in the delimiter */
 	size_t n_prefixes;
 	char *next_token; /* NULL on the last page */
+	/* Names of the reply that were dropped as foreign (see
+	 * tfs_backend_list); counted in tfs_backend_stats.list_foreign_dropped. */
+	size_t n_dropped;
 };
 
 void tfs_list_page_clear(struct tfs_list_page *p);
@@ -191,6 +196,12 @@ struct tfs_backend_op_stats {
 
 struct tfs_backend_stats {
 	struct tfs_backend_op_stats op[TFS_OP__COUNT];
+	/* Listing names dropped because they do not belong to the listing
+	 * asked for (tfs_backend_list). */
+	atomic_uint_fast64_t list_foreign_dropped;
+	/* Listings cut off with EIO because they did not end
+	 * (tfs_backend_list_walk). */
+	atomic_uint_fast64_t list_loops;
 };
 
 const char *tfs_backend_op_name(enum tfs_backend_op op);
@@ -203,9 +214,46 @@ int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_met
  * non-NULL `delimiter` (normally "/"), keys containing it after the prefix
  * are rolled up into common prefixes.  `token` is NULL for the first page,
  * then the previous page's next_token.  `max_keys` 0 means the backend
- * default (1000).  *out must be zeroed; release with tfs_list_page_clear(). */
+ * default (1000).  *out must be zeroed; release with tfs_list_page_clear().
+ *
+ * The reply is checked, not trusted: a key that does not start with
+ * `prefix`, or that holds the delimiter after it; a common prefix that does
+ * not start with `prefix`, that does not end with the delimiter, that holds
+ * it before its end, or that comes without a delimiter asked for, is dropped
+ * and counted (out->n_dropped, stats list_foreign_dropped).  So every name
+ * a caller sees is `prefix` followed by at least zero bytes, and a key equal
+ * to `prefix` (a directory marker) is kept.  Callers that walk all the
+ * pages use tfs_backend_list_walk(), which bounds the walk. */
 int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *delimiter,
 		     const char *token, size_t max_keys, struct tfs_list_page *out);
+
+/* Most pages one walk over a listing fetches: 10^5 pages, 10^8 names at
+ * 1000 a page, more than any directory or bucket tierfs is meant for. */
+#define TFS_LIST_WALK_MAX_PAGES 100000u
+
+/* A walk over all the pages of one listing.  Zero it to start; release with
+ * tfs_list_walk_clear().  Not shared between threads. */
+struct tfs_list_walk {
+	char *token;     /* the next page's token; NULL before the first page */
+	char *mark;      /* an earlier token, to recognise a loop (Brent) */
+	uint64_t pages;  /* pages fetched so far */
+	uint64_t mark_at; /* the page count at which `mark` moves on */
+	bool done;       /* the last page was fetched */
+};
+
+/* Fetch the walk's next page into *out (zeroed; tfs_list_page_clear()), as
+ * tfs_backend_list() with w's token; w->done is set on the last page.  A
+ * listing that does not end fails with EIO, logged on `log` (may be NULL)
+ * and counted in stats list_loops: a continuation token that comes back
+ * (any loop of tokens is found within about twice its length plus the
+ * pages before it) or more than TFS_LIST_WALK_MAX_PAGES pages.  Names
+ * dropped from the page are logged at warning level.  Returns 0, EIO,
+ * ENOMEM, the backend's errno, or EINVAL when called after the walk ended;
+ * after an error the walk is over (w->done is set). */
+int tfs_backend_list_walk(struct tfs_backend *be, const struct tfs_log *log,
+			  struct tfs_list_walk *w, const char *prefix, const char *delimiter,
+			  size_t max_keys, struct tfs_list_page *out);
+void tfs_list_walk_clear(struct tfs_list_walk *w);
 
 /* GET bytes [off, off+len) into `dst`.  Sets *got to the number of bytes
  * delivered: less than `len` only when the object ends first (0 when off is

@@ -255,6 +255,11 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 			rc = EIO;
 			break;
 		}
+		if (rc == EPROTO) {
+			tfs_err(s->log, "s3: %s: %s", what, resp->error);
+			rc = EIO;
+			break;
+		}
 		if (rc && !resp->transport_error)
 			break; /* local failure (ENOMEM, dst write): not the server's */
 		char code[64] = "";
@@ -428,11 +433,55 @@ static int s3_list(void *priv, const char *prefix, const char *delimiter, const 
 		rc = tfs_s3_xml_parse_list(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body),
 					   s->cfg.prefix, out);
 		if (rc)
-			tfs_err(s->log, "s3: %s: malformed ListObjectsV2 reply", what);
+			tfs_err(s->log, "s3: %s: malformed or refused ListObjectsV2 reply "
+				"(bad XML, a size above 2^63-1, or truncated without a token)", what);
 	}
 	tfs_http_resp_clear(&r);
 	free(fp);
 	return rc;
+}
+
+/* Check that a 200 or 206 reply to GET bytes [off, off+len) is that
+ * range: a 206's Content-Range must start at `off` and end at off+len-1,
+ * or earlier only where the object ends (its total size); a 200 (the whole
+ * object, of which the transfer kept the range) must have delivered
+ * min(len, size - off) bytes of its Content-Length.  Returns 0 or EIO
+ * (logged): such a reply is never cached. */
+static int check_range_reply(struct s3 *s, const char *what, const struct tfs_http_resp *r,
+			     uint64_t off, uint64_t len)
+{
+	uint64_t last = off + len - 1;
+
+	if (r->status == 200) {
+		if (r->content_length < 0)
+			return 0; /* a body read to its end: r->got tells */
+		uint64_t size = (uint64_t)r->content_length;
+		uint64_t want = size > off ? size - off : 0;
+		if (want > len)
+			want = len;
+		if (r->got == want)
+			return 0;
+		tfs_err(s->log, "s3: %s: whole-object reply of %" PRIu64 " bytes gave %" PRIu64
+			" bytes of the range", what, size, r->got);
+		return EIO;
+	}
+	if (r->range_first < 0) {
+		tfs_err(s->log, "s3: %s: 206 reply without a readable Content-Range", what);
+		return EIO;
+	}
+	uint64_t first = (uint64_t)r->range_first, rlast = (uint64_t)r->range_last;
+	bool ok = first == off && rlast <= last;
+	if (ok && rlast < last)
+		ok = r->range_total >= 0 && rlast + 1 == (uint64_t)r->range_total;
+	if (ok && r->range_total >= 0 && rlast >= (uint64_t)r->range_total)
+		ok = false;
+	if (ok && r->content_length >= 0 && (uint64_t)r->content_length != rlast - first + 1)
+		ok = false;
+	if (ok)
+		return 0;
+	tfs_err(s->log, "s3: %s: reply for bytes %" PRId64 "-%" PRId64 "/%" PRId64
+		", not the range asked for", what, r->range_first, r->range_last, r->range_total);
+	return EIO;
 }
 
 static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
@@ -468,7 +517,7 @@ static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 			rc = 0;
 		} else if (r.status != 200 && r.status != 206) {
 			rc = s3_fail(s, what, &r);
-		} else {
+		} else if ((rc = check_range_reply(s, what, &r, off, len)) == 0) {
 			uint64_t expect = r.got;
 			if (r.status == 206 && r.content_length >= 0)
 				expect = (uint64_t)r.content_length;

@@ -145,6 +145,7 @@ void tfs_http_resp_init(struct tfs_http_resp *r)
 	memset(r, 0, sizeof(*r));
 	tfs_dbuf_init(&r->body, REPLY_BODY_MAX);
 	r->content_length = -1;
+	r->range_first = r->range_last = r->range_total = -1;
 }
 
 void tfs_http_resp_clear(struct tfs_http_resp *r)
@@ -282,6 +283,49 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t vlen)
 	dst[vlen] = '\0';
 }
 
+/* A decimal number at *s (digits only) up to INT64_MAX; advances *s.
+ * Returns 0, EINVAL (no digits) or ERANGE (above INT64_MAX). */
+static int parse_i64(const char **s, int64_t *out)
+{
+	if (!isdigit((unsigned char)**s))
+		return EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(*s, &end, 10);
+	*s = end;
+	if (errno == ERANGE || v > (unsigned long long)INT64_MAX)
+		return ERANGE;
+	*out = (int64_t)v;
+	return 0;
+}
+
+/* Content-Range: "bytes FIRST-LAST/TOTAL", TOTAL a number or "*". */
+static void parse_content_range(struct tfs_http_resp *r, const char *v)
+{
+	int64_t first, last, total = -1;
+	int rc;
+
+	if (strncasecmp(v, "bytes ", 6) != 0)
+		return;
+	v += 6;
+	rc = parse_i64(&v, &first);
+	if (rc == 0 && *v++ != '-')
+		rc = EINVAL;
+	if (rc == 0)
+		rc = parse_i64(&v, &last);
+	if (rc == 0 && *v++ != '/')
+		rc = EINVAL;
+	if (rc == 0 && strcmp(v, "*") != 0 && (rc = parse_i64(&v, &total)) == 0 && *v != '\0')
+		rc = EINVAL;
+	if (rc == ERANGE)
+		snprintf(r->refused, sizeof(r->refused), "Content-Range beyond 2^63-1 bytes");
+	if (rc || last < first)
+		return;
+	r->range_first = first;
+	r->range_last = last;
+	r->range_total = total;
+}
+
 static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 {
 	struct xfer *x = userp;
@@ -293,6 +337,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 	if (len > 5 && strncmp(line, "HTTP/", 5) == 0) {
 		r->etag[0] = '\0';
 		r->content_length = -1;
+		r->range_first = r->range_last = r->range_total = -1;
+		r->refused[0] = '\0';
 		r->last_modified[0] = '\0';
 		tfs_obj_meta_clear(&r->meta);
 		return len;
@@ -309,11 +355,17 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 	} else if (nlen == 14 && strncasecmp(line, "content-length", 14) == 0) {
 		char num[32];
 		copy_value(num, sizeof(num), v, vlen);
-		char *end;
-		errno = 0;
-		long long cl = strtoll(num, &end, 10);
-		if (errno == 0 && end != num && *end == '\0' && cl >= 0)
+		const char *s = num;
+		int64_t cl;
+		int rc = vlen < sizeof(num) ? parse_i64(&s, &cl) : ERANGE;
+		if (rc == 0 && *s == '\0')
 			r->content_length = cl;
+		else if (rc == ERANGE && strspn(v, "0123456789") == vlen)
+			snprintf(r->refused, sizeof(r->refused), "Content-Length beyond 2^63-1 bytes");
+	} else if (nlen == 13 && strncasecmp(line, "content-range", 13) == 0) {
+		char cr[128];
+		copy_value(cr, sizeof(cr), v, vlen);
+		parse_content_range(r, cr);
 	} else if (nlen == 13 && strncasecmp(line, "last-modified", 13) == 0) {
 		copy_value(r->last_modified, sizeof(r->last_modified), v, vlen);
 	} else if (nlen == 16 && strncasecmp(line, "x-amz-request-id", 16) == 0) {
@@ -327,7 +379,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 				return 0;
 		}
 	}
-	return len;
+	/* A size we refuse: stop now rather than read a body of that size. */
+	return r->refused[0] ? 0 : len;
 }
 
 static void setup(struct tfs_http_pool *p, CURL *h, const struct tfs_http_req *req, struct xfer *x)
@@ -400,6 +453,12 @@ int tfs_http_perform(struct tfs_http_pool *p, const struct tfs_http_req *req,
 	curl_easy_reset(h);
 	curl_easy_setopt(h, CURLOPT_SHARE, p->share);
 
+	if (resp->refused[0]) {
+		/* The server lied about a size: not a transport failure to retry. */
+		release(p, h, false);
+		snprintf(resp->error, sizeof(resp->error), "refused reply: %s", resp->refused);
+		return EPROTO;
+	}
 	if (x.sink_error) {
 		release(p, h, false);
 		resp->status = 0;

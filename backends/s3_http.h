@@ -69,6 +69,12 @@ struct tfs_http_resp {
 	uint64_t got;       /* bytes delivered to dst */
 	char etag[TFS_ETAG_MAX];
 	int64_t content_length; /* -1 when absent */
+	/* Content-Range "bytes FIRST-LAST/TOTAL": range_first -1 when absent
+	 * or unreadable; range_total -1 for "*". */
+	int64_t range_first, range_last, range_total;
+	/* Why a header was refused (a size above INT64_MAX); "" when none.
+	 * Such a reply makes tfs_http_perform() return EPROTO. */
+	char refused[96];
 	char last_modified[64];
 	char request_id[128];
 	struct tfs_obj_meta meta; /* x-amz-meta-* headers, and nothing else */
@@ -82,7 +88,9 @@ void tfs_http_resp_clear(struct tfs_http_resp *r);
 /* Perform one exchange.  Returns 0 when a complete HTTP response arrived
  * (whatever its status), EIO for a transport failure (connect, TLS, reset,
  * timeout, a body shorter than its Content-Length: resp->error says
- * which), ENOMEM, EOVERFLOW (a 2xx reply without dst over 16 MiB),
+ * which), EPROTO for a reply with a Content-Length or Content-Range size
+ * above INT64_MAX (resp->error says which; the transfer is abandoned when
+ * the header arrives, not retried), ENOMEM, EOVERFLOW (a 2xx reply without dst over 16 MiB),
  * or the errno of writing to dst.  `resp` must be
  * initialised; it is reset first. */
 int tfs_http_perform(struct tfs_http_pool *pool, const struct tfs_http_req *req,

@@ -449,7 +449,11 @@ static int list_end_contents_field(struct xp *xp, struct list_ctx *lc, enum xp_n
 		lc->cur.key = xp_text_steal(xp);
 		return lc->cur.key ? 0 : ENOMEM;
 	case N_SIZE:
-		return parse_u64(xp_text_trimmed(xp), &lc->cur.size);
+		/* Sizes are off_t above us: a larger one is a lie. */
+		if (parse_u64(xp_text_trimmed(xp), &lc->cur.size) != 0 ||
+		    lc->cur.size > (uint64_t)INT64_MAX)
+			return EIO;
+		return 0;
 	case N_ETAG:
 		s = xp_text_trimmed(xp);
 		n = strlen(s);
@@ -529,7 +533,8 @@ static int list_end(struct xp *xp, enum xp_name id, bool captured)
 static const struct xp_kind list_kind = { list_start, list_end };
 
 /* Decode (when url-encoded) and strip `strip` from s in place.  Returns 0
- * and *keep, or EIO. */
+ * and *keep (false for a name outside `strip` or longer than an S3 key
+ * may be), or EIO. */
 static int list_fix_name(char *s, bool url, const char *strip, size_t strip_len, bool *keep)
 {
 	if (url) {
@@ -537,7 +542,7 @@ static int list_fix_name(char *s, bool url, const char *strip, size_t strip_len,
 		if (rc)
 			return rc;
 	}
-	*keep = strncmp(s, strip, strip_len) == 0;
+	*keep = strncmp(s, strip, strip_len) == 0 && strlen(s) <= TFS_S3_KEY_MAX;
 	if (*keep && strip_len)
 		memmove(s, s + strip_len, strlen(s + strip_len) + 1);
 	return 0;
@@ -564,6 +569,7 @@ static int list_finish(struct list_ctx *lc, const char *strip)
 		if (!keep) {
 			free(pg->entries[i].key);
 			pg->entries[i].key = NULL;
+			pg->n_dropped++;
 		} else if (w != i) {
 			pg->entries[w] = pg->entries[i];
 			pg->entries[i].key = NULL;
@@ -581,10 +587,12 @@ static int list_finish(struct list_ctx *lc, const char *strip)
 			return rc;
 		char *p = pg->prefixes[i];
 		pg->prefixes[i] = NULL;
-		if (keep)
+		if (keep) {
 			pg->prefixes[w++] = p;
-		else
+		} else {
 			free(p);
+			pg->n_dropped++;
+		}
 	}
 	pg->n_prefixes = w;
 

@@ -26,8 +26,13 @@
  * caller): entries with key (with the listing's `strip` prefix removed, see
  * below), size, etag and mtime (LastModified parsed as ISO-8601 UTC); common
  * prefixes; and next_token from NextContinuationToken, set only when
- * IsTruncated is true.  Keys and prefixes that do not start with `strip`
- * are dropped; `strip` may be "" or NULL. */
+ * IsTruncated is true.  Keys and prefixes that do not start with `strip`,
+ * or longer than TFS_S3_KEY_MAX bytes (whole, before `strip` is removed),
+ * are dropped and counted in out->n_dropped; `strip` may be "" or NULL.
+ * A <Size> above INT64_MAX, or IsTruncated without a token, is EIO. */
+/* The longest key S3 stores (bytes, UTF-8). */
+#define TFS_S3_KEY_MAX 1024u
+
 int tfs_s3_xml_parse_list(const char *body, size_t len, const char *strip,
 			  struct tfs_list_page *out);
 

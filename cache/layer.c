@@ -178,6 +178,8 @@ static void be_stats(struct tfs_layer *l, struct json_object *out)
 			json_object_object_add(o, "latency", lat);
 		json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
 	}
+	add_u64(bo, "list_foreign_dropped", atomic_load(&st->list_foreign_dropped));
+	add_u64(bo, "list_loops", atomic_load(&st->list_loops));
 	json_object_object_add(bo, "source", json_object_new_string(tfs_backend_describe(b->be)));
 	json_object_object_add(out, "backend", bo);
 }

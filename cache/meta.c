@@ -558,6 +558,15 @@ static int prune(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uin
 	return mdb_txn_commit(txn);
 }
 
+/* The part of a listed name after its directory's prefix of plen bytes, or
+ * "" (never a valid name) when the name is shorter: tfs_backend_list()
+ * drops names outside the prefix, and this never reads past a name's end
+ * whatever a backend returns. */
+static const char *after_prefix(const char *name, size_t plen)
+{
+	return strnlen(name, plen) == plen ? name + plen : "";
+}
+
 static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 		      const struct tfs_list_page *p, uint64_t start, bool *any)
 {
@@ -567,7 +576,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 		return rc;
 	for (size_t i = 0; rc == 0 && i < p->n_entries; i++) {
 		const struct tfs_list_entry *e = &p->entries[i];
-		const char *name = e->key + plen;
+		const char *name = after_prefix(e->key, plen);
 		*any = true;
 		if (!name_ok(name))
 			continue; /* the directory's own marker, or unrepresentable */
@@ -598,7 +607,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 	}
 	for (size_t i = 0; rc == 0 && i < p->n_prefixes; i++) {
 		char name[NAME_MAX + 2];
-		const char *s = p->prefixes[i] + plen;
+		const char *s = after_prefix(p->prefixes[i], plen);
 		size_t n = strlen(s);
 		*any = true;
 		if (n < 2 || n - 1 > NAME_MAX)
@@ -635,7 +644,7 @@ static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen
 			  const struct tfs_list_page *p, uint64_t start)
 {
 	for (size_t i = 0; i < p->n_entries; i++) {
-		const char *name = p->entries[i].key + plen;
+		const char *name = after_prefix(p->entries[i].key, plen);
 		struct tfs_attr a;
 		uint64_t f;
 		if (!name_ok(name) || get_entry(m, h, name, &a, &f) != 0 || a.type != TFS_FT_FILE)
@@ -711,7 +720,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 {
 	char prefix[4096];
 	uint64_t start = now_ms(), pages = 0;
-	char *token = NULL;
+	struct tfs_list_walk w = { 0 };
 	bool any = false, partial = false;
 	int rc = 0;
 
@@ -730,9 +739,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 			rc = ECANCELED;
 			break;
 		}
-		rc = tfs_backend_list(m->be, prefix, "/", token, 1000, &p);
-		free(token);
-		token = NULL;
+		rc = tfs_backend_list_walk(m->be, m->log, &w, prefix, "/", 1000, &p);
 		if (rc)
 			break;
 		atomic_fetch_add(&m->list_pages, 1);
@@ -742,16 +749,11 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 			rc = mdb_errno(m, mrc, "store listing");
 		if (rc == 0 && m->fetch_headers)
 			fetch_headers(m, h, plen, &p, start);
-		if (rc == 0 && p.next_token) {
-			token = strdup(p.next_token);
-			if (token == NULL)
-				rc = ENOMEM;
-		}
 		tfs_list_page_clear(&p);
-		if (token && demand && atomic_load(demand) < pages)
+		if (!w.done && demand && atomic_load(demand) < pages)
 			partial = true;
-	} while (rc == 0 && token && !partial);
-	free(token);
+	} while (rc == 0 && !w.done && !partial);
+	tfs_list_walk_clear(&w);
 	if (rc)
 		return rc;
 	int mrc = 0;
@@ -795,23 +797,21 @@ static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after
 	if (n < 0 || (size_t)n >= sizeof(prefix))
 		return ENAMETOOLONG;
 	size_t plen = (size_t)n;
-	char *token = NULL;
+	struct tfs_list_walk w = { 0 };
 	int rc = 0, cb = 0;
 	bool any = false;
 	atomic_fetch_add(&m->errors, 1);
 	do {
 		struct tfs_list_page p = { 0 };
-		rc = tfs_backend_list(m->be, prefix, "/", token, 1000, &p);
-		free(token);
-		token = NULL;
+		rc = tfs_backend_list_walk(m->be, m->log, &w, prefix, "/", 1000, &p);
 		if (rc)
 			break;
 		size_t i = 0, j = 0;
 		while (cb == 0 && (i < p.n_entries || j < p.n_prefixes)) {
-			const char *e = i < p.n_entries ? p.entries[i].key + plen : NULL;
+			const char *e = i < p.n_entries ? after_prefix(p.entries[i].key, plen) : NULL;
 			char pname[NAME_MAX + 2] = "";
 			if (j < p.n_prefixes) {
-				const char *ps = p.prefixes[j] + plen;
+				const char *ps = after_prefix(p.prefixes[j], plen);
 				size_t pl = strlen(ps);
 				if (pl >= 2 && pl - 1 <= NAME_MAX) {
 					memcpy(pname, ps, pl - 1);
@@ -840,11 +840,9 @@ static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after
 				continue;
 			cb = fn(ctx, name, &a);
 		}
-		if (cb == 0 && p.next_token && (token = strdup(p.next_token)) == NULL)
-			rc = ENOMEM;
 		tfs_list_page_clear(&p);
-	} while (rc == 0 && cb == 0 && token);
-	free(token);
+	} while (rc == 0 && cb == 0 && !w.done);
+	tfs_list_walk_clear(&w);
 	if (cb)
 		return cb;
 	if (rc == 0 && !any && dir[0])

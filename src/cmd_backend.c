@@ -50,13 +50,11 @@ static int op_ls(struct tfs_backend *be, int argc, char **argv)
 		else
 			prefix = argv[i];
 	}
-	char *token = NULL;
+	struct tfs_list_walk w = { 0 };
 	int rc;
 	do {
 		struct tfs_list_page p = { 0 };
-		rc = tfs_backend_list(be, prefix, recursive ? NULL : "/", token, 0, &p);
-		free(token);
-		token = NULL;
+		rc = tfs_backend_list_walk(be, NULL, &w, prefix, recursive ? NULL : "/", 0, &p);
 		if (rc)
 			break;
 		for (size_t i = 0; i < p.n_prefixes; i++)
@@ -66,14 +64,9 @@ static int op_ls(struct tfs_backend *be, int argc, char **argv)
 			fmt_time(p.entries[i].mtime, t, sizeof(t));
 			printf("%19s %12" PRIu64 " %s\n", t, p.entries[i].size, p.entries[i].key);
 		}
-		if (p.next_token)
-			token = strdup(p.next_token);
-		bool more = p.next_token != NULL;
 		tfs_list_page_clear(&p);
-		if (more && token == NULL)
-			rc = ENOMEM;
-	} while (rc == 0 && token);
-	free(token);
+	} while (!w.done);
+	tfs_list_walk_clear(&w);
 	if (rc)
 		fprintf(stderr, "tierfs: ls '%s': %s\n", prefix, strerror(rc));
 	return rc;

@@ -242,6 +242,12 @@ static const struct family families[] = {
 	       "payload_bytes"),
 	PER_OP("tierfs_backend_request_duration_seconds", HISTOGRAM,
 	       "Backend request latency, retries included, by operation.", "backend", "latency"),
+	F("tierfs_backend_list_foreign_dropped_total", COUNTER,
+	  "Listing names dropped because they lie outside the listing asked for.",
+	  "backend.list_foreign_dropped"),
+	F("tierfs_backend_list_loops_total", COUNTER,
+	  "Listings cut off with EIO because they did not end (a token came back, too many pages).",
+	  "backend.list_loops"),
 
 	F("tierfs_writeback_pending_files", GAUGE, "Changes waiting to be uploaded (files).",
 	  "writeback.pending_files"),

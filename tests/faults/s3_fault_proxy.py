@@ -27,6 +27,15 @@ reset, truncate and stall cut a reply without a body (HEAD, most PUT
 replies) inside its header block, and any reply there with cut_where.
   blackhole  the request is read, never forwarded, nothing is ever answered
 
+Hostile kinds (a lying server; forwarded, the reply rewritten, see README.md):
+
+  foreign_list  ListObjectsV2 replies gain keys and common prefixes outside
+                the prefix asked for
+  loop_token    ListObjectsV2 replies say IsTruncated with tokens that loop
+  huge_size     sizes beyond 2^63-1 (<Size>, HEAD Content-Length, the total
+                of a 206's Content-Range)
+  bad_range     a 206's Content-Range names another range than asked for
+
 Faults are decided from --seed, the request (method, target, Range) and the
 number of times that request was seen before, so a run is reproducible even
 when requests race each other.  Rates can be changed while running through
@@ -49,9 +58,12 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
-KINDS = ("500", "503", "reset", "truncate", "latency", "stall", "blackhole")
+KINDS = ("500", "503", "reset", "truncate", "latency", "stall", "blackhole",
+         "foreign_list", "loop_token", "huge_size", "bad_range")
+HOSTILE = ("foreign_list", "loop_token", "huge_size", "bad_range")
+HUGE = "18446744073709551615"  # 2^64-1: beyond any off_t
 CHUNK = 64 * 1024
 MAX_HEAD = 64 * 1024
 EXPECT_WAIT = 1.0          # seconds to wait for the upstream's 100 Continue
@@ -405,6 +417,7 @@ class Proxy:
         self.log_fp = log or sys.stderr
         self.verbose = verbose
         self.seen = {}
+        self.loop_pages = {}  # prefix -> the last page of a loop_token listing
         self.config_faults = 0  # faults injected under the current config
         self.rule_faults = {}    # ... by each rule (index; len(rules) = the top level)
         self.stopping = threading.Event()
@@ -821,6 +834,10 @@ class Session:
             if close:
                 self.graceful_close()
             return not close
+        if kind == "loop_token" and _query(target).get("continuation-token", "").startswith("LOOP-"):
+            # a token of ours the upstream does not know: answer it here
+            self.loop_reply(method, target, client_close)
+            return not client_close
         if kind == "blackhole":
             if has_body and not expect:
                 self.sock.settimeout(5.0)
@@ -887,7 +904,10 @@ class Session:
             rhead = strip_connection_close(rhead)
         elif up_close:
             keep = False
-        self.relay(method, target, rhead, rframing, fault)
+        if kind in HOSTILE:
+            self.relay_hostile(method, target, rhead, status, rheaders, rframing, fault)
+        else:
+            self.relay(method, target, rhead, rframing, fault)
         if up_close:
             self.drop_upstream()
         return keep
@@ -986,6 +1006,120 @@ class Session:
                 piece = piece[k:]
             self.send(piece)
             sent += n
+
+
+    def loop_reply(self, method, target, close):
+        """The next page of a looping listing, without asking upstream: the
+        first page again (as rewritten), with the other token."""
+        q = _query(target)
+        with self.p.lock:
+            body = self.p.loop_pages.get(q.get("prefix", ""))
+        if body is None:
+            body = (b'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult>'
+                    b'<KeyCount>0</KeyCount></ListBucketResult>')
+        _, body, note = hostile_rewrite("loop_token", method, target, 200, [], body)
+        head = ["HTTP/1.1 200 OK", "Content-Type: application/xml",
+                "Content-Length: %d" % len(body)]
+        if close:
+            head.append("Connection: close")
+        self.send(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.p.count_fault("loop_token", method, target, note + " (answered by the proxy)")
+        if close:
+            self.graceful_close()
+
+    def relay_hostile(self, method, target, rhead, status, rheaders, rframing, fault):
+        """Relay the reply whole, rewritten as a lying server would; a reply
+        the kind does not apply to is relayed as it is (and not counted)."""
+        body = b"".join(iter_body(self.up.rd, rframing))
+        start = rhead.split(b"\r\n", 1)[0].decode("latin-1")
+        drop = ("content-length", "transfer-encoding") + (
+            ("connection",) if self.p.cfg["client_keepalive"] else ())
+        headers = [(k, v) for k, v in rheaders if k not in drop]
+        new = hostile_rewrite(fault.kind, method, target, status, headers, body)
+        note = None
+        if new is not None:
+            headers, body, note = new
+            if fault.kind == "loop_token":
+                with self.p.lock:
+                    self.p.loop_pages[_query(target).get("prefix", "")] = body
+        if method == "HEAD":
+            if new is None:
+                headers = [(k, v) for k, v in rheaders if k not in drop[2:]]
+        else:
+            headers = headers + [("content-length", str(len(body)))]
+        out = [start] + ["%s: %s" % (k, v) for k, v in headers]
+        self.send(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + (b"" if method == "HEAD" else body))
+        if note is not None:
+            self.p.count_fault(fault.kind, method, target, note)
+
+
+def _query(target):
+    q = target.split("?", 1)[1] if "?" in target else ""
+    return {k: v[0] for k, v in parse_qs(q, keep_blank_values=True).items()}
+
+
+def hostile_rewrite(kind, method, target, status, headers, body):
+    """(headers, body, note) for a reply rewritten by a hostile kind, or None
+    when the kind does not apply to this reply.  headers come without
+    Content-Length (added by the caller) except for a HEAD reply."""
+    q = _query(target)
+    listing = method == "GET" and q.get("list-type") == "2" and status == 200
+    if kind == "foreign_list" and listing:
+        p = q.get("prefix", "")
+        keys, prefixes = ["%ssub/deep" % p], ["%sm/n/" % p, "%sq" % p]
+        if len(p) >= 2 and p.endswith("/"):
+            # a sibling with a prefix of the same length: its rest would pass
+            # for a name of this directory to a client that does not check
+            sib = p[:-2] + ("~" if p[-2] != "~" else "}") + "/"
+            keys.append(sib + "evil-foreign")
+            prefixes.append(sib + "evil-dir/")
+            # shorter than the prefix, inside its first segment
+            short = p.split("/")[0] + "/z"
+            if not short.startswith(p):
+                keys.append(short)
+        extra = "".join("<Contents><Key>%s</Key><Size>1</Size></Contents>" % _xml_escape(k)
+                        for k in keys)
+        extra += "".join("<CommonPrefixes><Prefix>%s</Prefix></CommonPrefixes>" % _xml_escape(k)
+                         for k in prefixes)
+        end = body.rfind(b"</ListBucketResult>")
+        if end < 0:
+            return None
+        body = body[:end] + extra.encode() + body[end:]
+        return headers, body, "%d foreign names" % (len(keys) + len(prefixes))
+    if kind == "loop_token" and listing:
+        tok = "LOOP-B" if q.get("continuation-token") == "LOOP-A" else "LOOP-A"
+        body = re.sub(rb"<IsTruncated>[^<]*</IsTruncated>", b"", body)
+        body = re.sub(rb"<NextContinuationToken>[^<]*</NextContinuationToken>", b"", body)
+        end = body.rfind(b"</ListBucketResult>")
+        if end < 0:
+            return None
+        body = (body[:end] + b"<IsTruncated>true</IsTruncated><NextContinuationToken>" +
+                tok.encode() + b"</NextContinuationToken>" + body[end:])
+        return headers, body, "token " + tok
+    if kind == "huge_size":
+        if listing:
+            body, n = re.subn(rb"<Size>[^<]*</Size>", b"<Size>" + HUGE.encode() + b"</Size>", body)
+            return (headers, body, "%d sizes" % n) if n else None
+        if method == "HEAD" and 200 <= status <= 299:
+            return headers + [("content-length", HUGE)], body, "Content-Length " + HUGE
+        cr = hget(headers, "content-range")
+        if method == "GET" and status == 206 and cr:
+            m = re.match(r"bytes (\d+)-(\d+)/", cr)
+            if m:
+                headers = [(k, v) for k, v in headers if k != "content-range"]
+                v = "bytes %s-%s/%s" % (m.group(1), m.group(2), HUGE)
+                return headers + [("content-range", v)], body, "Content-Range " + v
+        return None
+    if kind == "bad_range":
+        cr = hget(headers, "content-range")
+        m = re.match(r"bytes (\d+)-(\d+)/(\d+)", cr or "")
+        if method == "GET" and status == 206 and m:
+            a, b, t = (int(x) for x in m.groups())
+            headers = [(k, v) for k, v in headers if k != "content-range"]
+            v = "bytes %d-%d/%d" % (a + 1, b + 1, t + 1)
+            return headers + [("content-range", v)], body, "Content-Range " + v
+        return None
+    return None
 
 
 def _xml_escape(s):

@@ -499,5 +499,42 @@ class WriteFaultTests(unittest.TestCase):
         self.assertEqual(fault_count(st, "503", "POST"), 2)
 
 
+class HostileRewriteTests(unittest.TestCase):
+    """The hostile kinds' rewrites (pure functions; test_faults.py runs
+    them through a mount)."""
+    LIST = ("/b/?list-type=2&prefix=p%2Fd%2F&delimiter=%2F", b"<ListBucketResult><Contents>"
+            b"<Key>p/d/a</Key><Size>5</Size></Contents><IsTruncated>false</IsTruncated>"
+            b"</ListBucketResult>")
+
+    def test_foreign_list_adds_names_outside_the_prefix(self):
+        _, body, note = fp.hostile_rewrite("foreign_list", "GET", self.LIST[0], 200, [], self.LIST[1])
+        for k in (b"<Key>p/~/evil-foreign</Key>", b"<Key>p/z</Key>", b"<Key>p/d/sub/deep</Key>",
+                  b"<Prefix>p/~/evil-dir/</Prefix>", b"<Prefix>p/d/m/n/</Prefix>",
+                  b"<Prefix>p/d/q</Prefix>"):
+            self.assertIn(k, body)
+        self.assertEqual(note, "6 foreign names")
+        self.assertIsNone(fp.hostile_rewrite("foreign_list", "GET", "/b/k", 200, [], b"x"))
+
+    def test_loop_token_alternates(self):
+        _, body, _ = fp.hostile_rewrite("loop_token", "GET", self.LIST[0], 200, [], self.LIST[1])
+        self.assertIn(b"<IsTruncated>true</IsTruncated><NextContinuationToken>LOOP-A<", body)
+        self.assertNotIn(b"false", body)
+        _, body, _ = fp.hostile_rewrite("loop_token", "GET", self.LIST[0] + "&continuation-token=LOOP-A",
+                                        200, [], self.LIST[1])
+        self.assertIn(b"<NextContinuationToken>LOOP-B<", body)
+
+    def test_huge_size_and_bad_range(self):
+        _, body, _ = fp.hostile_rewrite("huge_size", "GET", self.LIST[0], 200, [], self.LIST[1])
+        self.assertIn(b"<Size>18446744073709551615</Size>", body)
+        h, _, _ = fp.hostile_rewrite("huge_size", "HEAD", "/b/k", 200, [("etag", '"e"')], b"")
+        self.assertEqual(fp.hget(h, "content-length"), "18446744073709551615")
+        cr = [("content-range", "bytes 0-9/100")]
+        h, _, _ = fp.hostile_rewrite("huge_size", "GET", "/b/k", 206, cr, b"0123456789")
+        self.assertEqual(fp.hget(h, "content-range"), "bytes 0-9/18446744073709551615")
+        h, body, _ = fp.hostile_rewrite("bad_range", "GET", "/b/k", 206, cr, b"0123456789")
+        self.assertEqual((fp.hget(h, "content-range"), body), ("bytes 1-10/101", b"0123456789"))
+        self.assertIsNone(fp.hostile_rewrite("bad_range", "GET", "/b/k", 200, [], b"x"))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -19,6 +19,10 @@ Then, with faults switched on through the proxy's control endpoint:
   truncated_header_block_gives_eio
                        every GET reply cut inside its header block: EIO,
                        never ESTALE (the cut reply is retried).
+  hostile_*             a lying server (issue 16): names outside the listing
+                       dropped, a looping listing cut off with EIO, sizes
+                       beyond 2^63-1 and 206 replies of another range refused
+                       (EIO, never cached).  check.sh runs them under ASan.
 
 Also runs the proxy's own self-test (tests/faults/test_proxy.py) unless
 --no-selftest.  Ends with "faults: N passed, N failed".
@@ -604,6 +608,92 @@ class FaultTests(unittest.TestCase):
         self.assertFalse(hung or out.bad or out.eio, "after faults: %s %s%s" % (
             out, out.bad[:5], self.diag(m)))
         self.assertTrue(m.alive())
+
+    # -- hostile replies (issue 16): a lying server, or a tampered http://
+
+    def hostile(self, kind, methods, regex=""):
+        rule = {"methods": methods, "rates": {kind: 1.0}}
+        if regex:
+            rule["path_regex"] = regex
+        M.proxy.config(rules=[rule])
+        M.proxy.reset_stats()
+
+    def listdir_bounded(self, m, rel, secs=30.0):
+        """os.listdir in a thread: its names, 'eio', an error, or 'hung'."""
+        out = []
+
+        def run():
+            try:
+                out.append(sorted(os.listdir(m.path(rel))))
+            except OSError as e:
+                out.append("eio" if e.errno == errno.EIO else "error %r" % e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(secs)
+        return out[0] if out else "hung"
+
+    def test_hostile_foreign_listing_names_dropped(self):
+        """Listed names outside the prefix asked for never reach the namespace."""
+        m = self.mount("foreign")
+        self.hostile("foreign_list", ["GET"], "list-type=2")
+        self.expect_walk(m)  # exactly the data set: no sibling's names, no nested keys
+        st = M.proxy.stats()
+        self.assertGreater(fault_count(st, "foreign_list"), 0, st["faults"])
+        dropped = m.stats()["backend"]["list_foreign_dropped"]
+        print("\n    %d replies with foreign names, %d names dropped" % (
+            fault_count(st, "foreign_list"), dropped))
+        self.assertGreaterEqual(dropped, fault_count(st, "foreign_list"))
+        self.assertTrue(m.alive(), "the daemon died")
+
+    def test_hostile_looping_listing_gives_eio(self):
+        """A listing whose continuation tokens loop ends in EIO, soon."""
+        m = self.mount("loop")
+        self.hostile("loop_token", ["GET"], "list-type=2")
+        t0 = time.monotonic()
+        res = self.listdir_bounded(m, "train/c01")
+        secs = time.monotonic() - t0
+        self.assertEqual(res, "eio", "readdir of a looping listing%s" % self.diag(m))
+        st = M.proxy.stats()
+        print("\n    looping listing -> EIO in %.2fs after %d list pages" % (
+            secs, fault_count(st, "loop_token")))
+        self.assertGreaterEqual(m.stats()["backend"]["list_loops"], 1, self.diag(m))
+        M.proxy.off()
+        self.assertEqual(self.listdir_bounded(m, "train/c02"),
+                         sorted({k.split("/")[2] for k in M.files if k.startswith("train/c02/")}))
+
+    def test_hostile_huge_sizes_refused(self):
+        """Sizes beyond 2^63-1 (listing, HEAD, Content-Range) give EIO."""
+        m = self.mount("huge")
+        self.hostile("huge_size", ["GET"], "list-type=2")
+        self.assertEqual(self.listdir_bounded(m, "train/c03"), "eio", self.diag(m))
+        self.hostile("huge_size", ["HEAD"])
+        key = sorted(k for k in M.files if k.startswith("train/c04/"))[0]
+        self.assertEqual(meta_op(lambda: os.stat(m.path(key))), "eio", self.diag(m))
+        self.assertEqual(fault_count(M.proxy.stats(), "huge_size", "HEAD"), 1,
+                         "a refused size is retried")
+        M.proxy.off()
+        key = sorted(k for k in M.files if k.startswith("train/c05/") and len(M.files[k]))[0]
+        self.assertEqual(stat_size(m, key, len(M.files[key])), "ok")
+        self.hostile("huge_size", ["GET"])
+        self.assertEqual(read_file(m, key, M.files[key]), "eio", self.diag(m))
+        self.assertGreater(fault_count(M.proxy.stats(), "huge_size", "GET"), 0)
+        with open(m.logfile) as f:
+            self.assertIn("beyond 2^63-1", f.read())
+
+    def test_hostile_wrong_content_range_never_cached(self):
+        """A 206 of another range than asked for is EIO, and is not cached."""
+        m = self.mount("range")
+        keys = sorted(k for k in M.files if k.startswith("train/c00/") and len(M.files[k]))[:3]
+        for k in keys:
+            self.assertEqual(stat_size(m, k, len(M.files[k])), "ok")
+        self.hostile("bad_range", ["GET"])
+        for k in keys:
+            self.assertEqual(read_file(m, k, M.files[k]), "eio", k + self.diag(m))
+        self.assertGreater(fault_count(M.proxy.stats(), "bad_range", "GET"), 0)
+        M.proxy.off()
+        for k in keys:
+            self.assertEqual(read_file(m, k, M.files[k]), "ok", k)
 
 
 def stat_size(m, key, size):

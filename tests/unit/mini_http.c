@@ -84,7 +84,7 @@ static void *serve(void *arg)
 		char head[16384];
 		while (!s->stop && read_request(fd, head, sizeof(head)) == 0) {
 			pthread_mutex_lock(&s->lock);
-			struct mini_resp r = { 500, "", "<Error><Code>NoScript</Code></Error>", -1, -1 };
+			struct mini_resp r = { 500, "", "<Error><Code>NoScript</Code></Error>", -1, -1, NULL };
 			if (s->next < s->n_script)
 				r = s->script[s->next++];
 			if (s->n_requests < MAX_SCRIPT)
@@ -94,9 +94,11 @@ static void *serve(void *arg)
 			const char *body = r.body ? r.body : "";
 			long blen = (long)strlen(body);
 			long cl = r.content_length >= 0 ? r.content_length : blen;
-			char hdr[2048];
+			char hdr[2048], cls[32];
+			snprintf(cls, sizeof(cls), "%ld", cl);
 			int hn = snprintf(hdr, sizeof(hdr),
-					  "HTTP/1.1 %d X\r\nContent-Length: %ld\r\n%s\r\n", r.status, cl,
+					  "HTTP/1.1 %d X\r\nContent-Length: %s\r\n%s\r\n", r.status,
+					  r.content_length_text ? r.content_length_text : cls,
 					  r.headers ? r.headers : "");
 			send_all(fd, hdr, (size_t)hn);
 			if (strncmp(head, "HEAD ", 5) == 0)

@@ -15,6 +15,7 @@ struct mini_resp {
 	const char *body;
 	long content_length; /* -1: strlen(body) */
 	int truncate_after;  /* >= 0: send only this many body bytes, then close */
+	const char *content_length_text; /* non-NULL: the Content-Length value, verbatim */
 };
 
 struct mini_http;

@@ -15,6 +15,8 @@
 
 /* S3 sends an ETag with every object reply; one without was cut short. */
 #define ETAG "ETag: \"e\"\r\n"
+/* ... and a 206 says which bytes it holds. */
+#define RANGE(a, b, t) "Content-Range: bytes " #a "-" #b "/" #t "\r\n"
 #include "s3.h"
 
 static struct tfs_log tlog;
@@ -61,7 +63,7 @@ Test(s3_retry, server_error_is_retried_then_succeeds)
 {
 	mini_http_push(srv, R(.status = 500, .body = "<Error><Code>InternalError</Code></Error>"));
 	mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></Error>"));
-	mini_http_push(srv, R(.status = 206, .headers = "ETag: \"abc\"\r\n", .body = "hello"));
+	mini_http_push(srv, R(.status = 206, .headers = "ETag: \"abc\"\r\n" RANGE(0, 4, 5), .body = "hello"));
 	char buf[16], etag[TFS_ETAG_MAX];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 5, NULL, tfs_io_buf(buf), &got, etag), 0);
@@ -105,8 +107,8 @@ Test(s3_retry, request_timeout_is_retried)
 
 Test(s3_retry, truncated_body_is_retried_never_served)
 {
-	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "0123456789", .truncate_after = 4));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "0123456789"));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789", .truncate_after = 4));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
 	char buf[10];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
@@ -134,8 +136,8 @@ Test(s3_retry, scattered_get_reports_buffers_as_they_fill_and_a_retry_spares_the
 {
 	/* 3 buffers of 4 bytes; the first reply is cut after 6 bytes: buffer
 	 * 0 is whole (reported), buffer 1 is not. */
-	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "abcdefghijkl", .truncate_after = 6));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "abcdefghijkl"));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 11, 12), .body = "abcdefghijkl", .truncate_after = 6));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 11, 12), .body = "abcdefghijkl"));
 	char b0[4], b1[4], b2[4];
 	struct iovec iov[3] = { { b0, 4 }, { b1, 4 }, { b2, 4 } };
 	struct seen seen = { .bufs = { b0, b1, b2 } };
@@ -218,8 +220,8 @@ Test(s3_retry, reply_cut_in_its_headers_is_retried)
 	/* A connection closed inside the header block looks complete to curl:
 	 * no ETag means the reply was cut, so it is retried, not read as
 	 * "0 bytes: the object changed". */
-	mini_http_push(srv, R(.status = 206, .body = "0123456789"));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "0123456789"));
+	mini_http_push(srv, R(.status = 206, .headers = RANGE(0, 9, 10), .body = "0123456789"));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
 	char buf[10];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
@@ -230,7 +232,7 @@ Test(s3_retry, reply_cut_in_its_headers_is_retried)
 Test(s3_retry, truncated_body_after_retries_is_eio)
 {
 	for (int i = 0; i < 4; i++)
-		mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "0123456789", .truncate_after = 3));
+		mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789", .truncate_after = 3));
 	char buf[10];
 	size_t got = 77;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
@@ -279,4 +281,143 @@ Test(s3_retry, connection_is_reused)
 	tfs_obj_meta_clear(&m);
 	cr_assert_eq(mini_http_connections(srv), 1, "the second request opened a new connection");
 	cr_assert_eq(mini_http_count(srv), 2);
+}
+
+/* Hostile replies (issue 16): a 206 must hold the range asked for. */
+Test(s3_retry, a_206_of_another_range_is_refused)
+{
+	char buf[10];
+	size_t got;
+	/* shifted by one byte, same length */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(1, 10, 100), .body = "0123456789"));
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
+	cr_assert_eq(got, 0);
+	/* shorter, though the object does not end there */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 4, 100), .body = "01234"));
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
+	/* no Content-Range at all */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG, .body = "0123456789"));
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
+	/* a total beyond 2^63-1 */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 18446744073709551615),
+			      .body = "0123456789"));
+	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
+	cr_assert_eq(mini_http_count(srv), 4, "a refused reply is not retried");
+
+	/* shorter because the object ends there: fine */
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(5, 9, 10), .body = "56789"));
+	cr_assert_eq(tfs_backend_get_range(be, "k", 5, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(got, 5);
+	cr_assert_eq(memcmp(buf, "56789", 5), 0);
+}
+
+Test(s3_retry, a_whole_object_200_must_cover_the_range)
+{
+	/* A 200 to a ranged GET is the whole object: its Content-Length says
+	 * how many bytes of the range there must be. */
+	mini_http_push(srv, R(.status = 200, .headers = ETAG, .body = "abcdefghij"));
+	char buf[4];
+	size_t got;
+	cr_assert_eq(tfs_backend_get_range(be, "k", 8, 4, NULL, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(got, 2);
+	cr_assert_eq(memcmp(buf, "ij", 2), 0);
+}
+
+Test(s3_retry, a_size_beyond_int64_is_refused_not_retried)
+{
+	struct tfs_obj_meta m = { 0 };
+	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length_text = "18446744073709551615"));
+	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length_text = "9223372036854775808"));
+	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length = 7));
+	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
+	cr_assert_eq(mini_http_count(srv), 1, "a refused size is not retried");
+	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
+	cr_assert_eq(tfs_backend_head(be, "k", &m), 0);
+	cr_assert_eq(m.size, 7);
+	tfs_obj_meta_clear(&m);
+	/* In a listing. */
+	mini_http_push(srv, R(.status = 200, .body = "<ListBucketResult><Contents><Key>pre/a</Key>"
+						  "<Size>9223372036854775808</Size></Contents></ListBucketResult>"));
+	struct tfs_list_page page = { 0 };
+	cr_assert_eq(tfs_backend_list(be, "", NULL, NULL, 0, &page), EIO);
+}
+
+/* Listings: foreign names are dropped and counted, a listing that does not
+ * end is cut off. */
+Test(s3_retry, foreign_listing_names_are_dropped_and_counted)
+{
+	mini_http_push(srv, R(.status = 200, .body =
+		"<ListBucketResult><Contents><Key>pre/d/</Key></Contents>"
+		"<Contents><Key>pre/d/a</Key></Contents>"
+		"<Contents><Key>pre/d/x/y</Key></Contents>"  /* should be a common prefix */
+		"<Contents><Key>pre/e</Key></Contents>"      /* outside d/ */
+		"<Contents><Key>pre/</Key></Contents>"       /* shorter than d/ */
+		"<CommonPrefixes><Prefix>pre/d/s/</Prefix></CommonPrefixes>"
+		"<CommonPrefixes><Prefix>pre/d/s/t/</Prefix></CommonPrefixes>" /* two levels */
+		"<CommonPrefixes><Prefix>pre/d/u</Prefix></CommonPrefixes>"    /* no delimiter */
+		"<CommonPrefixes><Prefix>pre/x/</Prefix></CommonPrefixes>"     /* outside */
+		"<CommonPrefixes><Prefix>other/d/v/</Prefix></CommonPrefixes>" /* outside pre/ */
+		"</ListBucketResult>"));
+	struct tfs_list_page page = { 0 };
+	cr_assert_eq(tfs_backend_list(be, "d/", "/", NULL, 0, &page), 0);
+	cr_assert_eq(page.n_entries, 2);
+	cr_assert_str_eq(page.entries[0].key, "d/");
+	cr_assert_str_eq(page.entries[1].key, "d/a");
+	cr_assert_eq(page.n_prefixes, 1);
+	cr_assert_str_eq(page.prefixes[0], "d/s/");
+	cr_assert_eq(page.n_dropped, 7);
+	cr_assert_eq(atomic_load(&tfs_backend_stats(be)->list_foreign_dropped), 7);
+	tfs_list_page_clear(&page);
+}
+
+#define PAGE(tok) "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>pre/k</Key>" \
+		  "</Contents><NextContinuationToken>" tok "</NextContinuationToken></ListBucketResult>"
+
+static int walk_all(int *pages)
+{
+	struct tfs_list_walk w = { 0 };
+	int rc = 0;
+	*pages = 0;
+	while (!w.done) {
+		struct tfs_list_page p = { 0 };
+		rc = tfs_backend_list_walk(be, &tlog, &w, "", "/", 0, &p);
+		tfs_list_page_clear(&p);
+		if (rc)
+			break;
+		(*pages)++;
+	}
+	tfs_list_walk_clear(&w);
+	return rc;
+}
+
+Test(s3_retry, a_listing_that_ends_is_walked_whole)
+{
+	int pages;
+	mini_http_push(srv, R(.status = 200, .body = PAGE("A")));
+	mini_http_push(srv, R(.status = 200, .body = PAGE("B")));
+	mini_http_push(srv, R(.status = 200, .body = "<ListBucketResult><Contents><Key>pre/z</Key>"
+						  "</Contents></ListBucketResult>"));
+	cr_assert_eq(walk_all(&pages), 0);
+	cr_assert_eq(pages, 3);
+	cr_assert_eq(mini_http_count(srv), 3);
+	cr_assert_eq(atomic_load(&tfs_backend_stats(be)->list_loops), 0);
+}
+
+Test(s3_retry, a_listing_that_loops_is_cut_off)
+{
+	int pages;
+	/* the same token again and again */
+	for (int i = 0; i < 3; i++)
+		mini_http_push(srv, R(.status = 200, .body = PAGE("A")));
+	cr_assert_eq(walk_all(&pages), EIO);
+	cr_assert_eq(mini_http_count(srv), 2);
+	cr_assert_eq(pages, 1);
+	/* a longer loop: A B C B C B C ... */
+	static const char *const cyc[] = { PAGE("A"), PAGE("B"), PAGE("C") };
+	mini_http_push(srv, R(.status = 200, .body = cyc[0]));
+	for (int i = 0; i < 20; i++)
+		mini_http_push(srv, R(.status = 200, .body = cyc[1 + i % 2]));
+	cr_assert_eq(walk_all(&pages), EIO);
+	cr_assert_lt(mini_http_count(srv), 2 + 12, "the loop was not noticed soon");
+	cr_assert_eq(atomic_load(&tfs_backend_stats(be)->list_loops), 2);
 }

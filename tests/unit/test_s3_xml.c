@@ -432,9 +432,12 @@ Test(list, sizes)
 #define SIZE_DOC(s)                                                                          \
 	"<ListBucketResult><Contents><Key>k</Key><Size>" s "</Size></Contents></ListBucketResult>"
 	struct tfs_list_page pg;
-	list_ok(BODY(SIZE_DOC("18446744073709551615")), NULL, &pg);
-	cr_assert_eq(pg.entries[0].size, UINT64_MAX);
+	list_ok(BODY(SIZE_DOC("9223372036854775807")), NULL, &pg);
+	cr_assert_eq(pg.entries[0].size, (uint64_t)INT64_MAX);
 	tfs_list_page_clear(&pg);
+	/* Sizes are off_t above the backend: larger ones are refused. */
+	cr_assert_eq(list_rc(BODY(SIZE_DOC("9223372036854775808")), NULL), EIO);
+	cr_assert_eq(list_rc(BODY(SIZE_DOC("18446744073709551615")), NULL), EIO);
 	list_ok(BODY("<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"),
 		NULL, &pg);
 	cr_assert_eq(pg.entries[0].size, 0); /* absent: 0 */
@@ -567,7 +570,9 @@ Test(list, bounded_text)
 	for (int i = 0; i < 64 * 1024; i++)
 		cr_assert_eq(tfs_dbuf_addc(&k, 'k'), 0);
 	cr_assert_eq(one_key(tfs_dbuf_str(&k), &pg), 0); /* exactly 64 KiB */
-	cr_assert_eq(strlen(pg.entries[0].key), 64 * 1024);
+	/* read, but longer than any S3 key: dropped and counted */
+	cr_assert_eq(pg.n_entries, 0);
+	cr_assert_eq(pg.n_dropped, 1);
 	tfs_list_page_clear(&pg);
 	cr_assert_eq(tfs_dbuf_addc(&k, 'k'), 0);
 	cr_assert_eq(one_key(tfs_dbuf_str(&k), &pg), EIO); /* one more byte */
@@ -1248,4 +1253,37 @@ Test(time, garbage)
 		cr_assert_eq(t_rc(bad[i]), EINVAL, "accepted \"%s\"", bad[i]);
 	int64_t t;
 	cr_assert_eq(tfs_s3_parse_time(NULL, &t), EINVAL);
+}
+
+/* Keys longer than S3 allows (1024 bytes, bucket prefix included) and names
+ * outside the bucket prefix are dropped and counted; 1024 bytes is kept. */
+Test(list, overlong_and_foreign_names_dropped_and_counted)
+{
+	struct tfs_list_page pg;
+	char k[TFS_S3_KEY_MAX + 2];
+	memset(k, 'k', sizeof(k));
+	memcpy(k, "pre/", 4);
+	k[TFS_S3_KEY_MAX] = '\0';
+	cr_assert_eq(one_key(k, &pg), 0);
+	cr_assert_eq(pg.n_entries, 1);
+	cr_assert_eq(pg.n_dropped, 0);
+	tfs_list_page_clear(&pg);
+	k[TFS_S3_KEY_MAX] = 'k';
+	k[TFS_S3_KEY_MAX + 1] = '\0';
+	cr_assert_eq(one_key(k, &pg), 0);
+	cr_assert_eq(pg.n_entries, 0);
+	cr_assert_eq(pg.n_dropped, 1);
+	tfs_list_page_clear(&pg);
+
+	list_ok(BODY("<ListBucketResult><Contents><Key>pre/a</Key></Contents>"
+		     "<Contents><Key>other/b</Key></Contents>"
+		     "<CommonPrefixes><Prefix>pre/d/</Prefix></CommonPrefixes>"
+		     "<CommonPrefixes><Prefix>x/</Prefix></CommonPrefixes></ListBucketResult>"),
+		"pre/", &pg);
+	cr_assert_eq(pg.n_entries, 1);
+	cr_assert_str_eq(pg.entries[0].key, "a");
+	cr_assert_eq(pg.n_prefixes, 1);
+	cr_assert_str_eq(pg.prefixes[0], "d/");
+	cr_assert_eq(pg.n_dropped, 2);
+	tfs_list_page_clear(&pg);
 }

@@ -1005,6 +1005,7 @@ int tfs_cmd_mount(int argc, char **argv)
 	o.mountpoint = mp;
 	fsc.ttl_ms = cfg.cache.metadata_ttl_ms;
 	fsc.readahead = cfg.prefetch.readahead;
+	fsc.order_max = cfg.prefetch.order_max;
 	fsc.statfs_dir = cfg.ssd.dir;
 
 	/* What the kernel sees: fuse.tierfs in /proc/mounts, large reads. */

@@ -245,9 +245,9 @@ void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	if (h->order) {
 		/* The control file: appended, whatever the offset. */
-		int orc = tfs_dbuf_add(h->order, buf, size);
+		int orc = tfs_fs_order_add(fs, h, buf, size);
 		if (orc) {
-			tfs_fs_reply_err(req, OP_WRITE, orc == ENOMEM ? ENOMEM : EFBIG);
+			tfs_fs_reply_err(req, OP_WRITE, orc);
 			return;
 		}
 		tfs_fs_count(fs, OP_WRITE, 0);

@@ -42,6 +42,8 @@ struct tfs_backend_ops {
 	void (*multipart_geometry)(void *priv, uint64_t *threshold, uint64_t *part_size,
 				   unsigned *parallel);
 	int (*count_uploads)(void *priv, const char *prefix, size_t *out);
+	/* Optional (NULL: every non-empty key is accepted). */
+	int (*check_key)(void *priv, const char *key);
 	void (*destroy)(void *priv);
 };
 

@@ -622,6 +622,14 @@ static void s3_destroy(void *priv)
 	free(s);
 }
 
+/* S3 refuses keys longer than 1,024 bytes (UTF-8), the prefix included. */
+static int s3_check_key(void *priv, const char *key)
+{
+	const struct s3 *s = priv;
+	size_t plen = s->cfg.prefix ? strlen(s->cfg.prefix) : 0;
+	return plen + strlen(key) > 1024 ? ENAMETOOLONG : 0;
+}
+
 static const struct tfs_backend_ops s3_ops = {
 	.name = "s3",
 	.head = s3_head,
@@ -637,6 +645,7 @@ static const struct tfs_backend_ops s3_ops = {
 	.upload_part = s3_upload_part,
 	.multipart_geometry = s3_multipart_geometry,
 	.count_uploads = s3_count_uploads,
+	.check_key = s3_check_key,
 	.destroy = s3_destroy,
 };
 

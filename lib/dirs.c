@@ -43,6 +43,10 @@ static int resolve(const char *path, bool follow, char out[PATH_MAX], const stru
 		len--;
 	memcpy(parent, path, len);
 	parent[len] = '\0';
+	if (strcmp(parent, "/") == 0) {
+		memcpy(out, "/", 2);
+		return 0;
+	}
 	if (follow) {
 		if (realpath(parent, out) == NULL) {
 			int e = errno;
@@ -173,10 +177,17 @@ int tfs_dir_secure(const char *path, unsigned flags, const struct tfs_log *log)
 		if (rc)
 			return rc;
 	}
-	rc = resolve(path, (flags & TFS_DIR_ADMIN) != 0, real, log);
-	if (rc == 0)
-		rc = check_self(path, real, flags, log);
+	/* The directories above the name itself first: nobody else may
+	 * replace it (a symlink included) by one of their own. */
+	rc = resolve(path, false, real, log);
 	if (rc == 0)
 		rc = check_parents(path, real, log);
+	if (rc == 0 && (flags & TFS_DIR_ADMIN)) {
+		rc = resolve(path, true, real, log);
+		if (rc == 0)
+			rc = check_parents(path, real, log);
+	}
+	if (rc == 0)
+		rc = check_self(path, real, flags, log);
 	return rc;
 }

@@ -10,7 +10,9 @@
  *   - every directory above it, after symlinks are resolved, up to "/",
  *     is owned by root or the effective uid, and neither group nor others
  *     may write to it unless it has the sticky bit (/tmp), where nobody
- *     else can rename or remove what is ours.
+ *     else can rename or remove what is ours; for a directory reached
+ *     through a symlink, both the directories above the symlink and those
+ *     above what it resolves to.
  * Directories it creates are mode 0700.
  */
 #ifndef TFS_DIRS_H

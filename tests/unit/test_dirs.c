@@ -151,3 +151,17 @@ Test(dirs, root_and_relative_paths)
 	cr_assert_eq(tfs_dir_secure("rel", 0, &lg), 0);
 	cr_assert_eq(mode_of(at("rel/x")), 0700);
 }
+
+Test(dirs, symlink_in_a_directory_others_may_write)
+{
+	/* ssd.dir given as a symlink: the directory holding the symlink is
+	 * checked too, since whoever may write there can point it elsewhere. */
+	cr_assert_eq(mkdir(at("target"), 0700), 0);
+	cr_assert_eq(mkdir(at("open"), 0700), 0);
+	cr_assert_eq(chmod(at("open"), 0777), 0);
+	cr_assert_eq(symlink(at("target"), at("open/cache")), 0);
+	cr_assert_eq(tfs_dir_secure(at("open/cache"), TFS_DIR_ADMIN, &lg), EPERM);
+	said(at("open"), "without the sticky bit");
+	cr_assert_eq(chmod(at("open"), 0755), 0);
+	cr_assert_eq(tfs_dir_secure(at("open/cache"), TFS_DIR_ADMIN, &lg), 0);
+}

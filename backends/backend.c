@@ -223,6 +223,13 @@ static bool key_ok(const char *key)
 	return key != NULL && key[0] != '\0';
 }
 
+int tfs_backend_check_key(const struct tfs_backend *be, const char *key)
+{
+	if (!key_ok(key))
+		return EINVAL;
+	return be->ops->check_key ? be->ops->check_key(be->priv, key) : 0;
+}
+
 int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out)
 {
 	uint64_t t0 = tfs_hist_now();

@@ -396,6 +396,17 @@ int tfs_backend_delete(struct tfs_backend *be, const char *key);
 int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 
+/* Whether `key` (a file's key, or a directory marker ending in '/') is a
+ * name this backend can store, asked before a change is accepted so that
+ * its upload cannot fail for the name alone.  Makes no request, counts
+ * nothing, logs nothing.  Returns 0; ENAMETOOLONG when the key is longer
+ * than the backend allows (S3: 1,024 bytes with the bucket prefix; local:
+ * PATH_MAX, NAME_MAX per segment, directory markers included); EINVAL
+ * for a name the backend refuses (empty; local: an empty, "." or ".."
+ * segment, or one starting with ".tierfs-tmp.", its temporary files and
+ * directory markers). */
+int tfs_backend_check_key(const struct tfs_backend *be, const char *key);
+
 /* A short description for logs, e.g. "s3://bucket/prefix" or "/srv/data".
  * Borrowed; valid until destroy. */
 const char *tfs_backend_describe(const struct tfs_backend *be);

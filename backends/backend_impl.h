@@ -45,6 +45,8 @@ struct tfs_backend_ops {
 	/* Optional: who the instance reads as, for tfs_backend_cache_identity()
 	 * (NULL: the description alone says what it can read). */
 	const char *(*cache_identity)(void *priv);
+	/* Optional (NULL: every non-empty key is accepted). */
+	int (*check_key)(void *priv, const char *key);
 	void (*destroy)(void *priv);
 };
 

@@ -1178,6 +1178,30 @@ static void local_destroy(void *priv)
 	free(lb);
 }
 
+/* What check_key() refuses, told apart and not logged: a name too long
+ * for the file system (a directory "a/" is stored as a/MARKER_FILE), or
+ * one it cannot hold as a key. */
+static int local_check_key(void *priv, const char *key)
+{
+	(void)priv;
+	size_t len = strlen(key);
+	bool dir = len > 0 && key[len - 1] == '/';
+	size_t end = dir ? len - 1 : len;
+
+	if ((dir ? len + sizeof(MARKER_FILE) - 1 : len) >= PATH_MAX)
+		return ENAMETOOLONG;
+	for (size_t i = 0, start = 0; i <= end; i++) {
+		if (i < end && key[i] != '/')
+			continue;
+		if (i - start > NAME_MAX)
+			return ENAMETOOLONG;
+		if (!segment_ok(key + start, i - start))
+			return EINVAL;
+		start = i + 1;
+	}
+	return 0;
+}
+
 static const struct tfs_backend_ops local_ops = {
 	.name = "local",
 	.head = local_head,
@@ -1186,6 +1210,7 @@ static const struct tfs_backend_ops local_ops = {
 	.put = local_put,
 	.del = local_delete,
 	.copy = local_copy,
+	.check_key = local_check_key,
 	.destroy = local_destroy,
 };
 

@@ -710,6 +710,14 @@ static int make_identity(struct s3 *s)
 	return 0;
 }
 
+/* S3 refuses keys longer than 1,024 bytes (UTF-8), the prefix included. */
+static int s3_check_key(void *priv, const char *key)
+{
+	const struct s3 *s = priv;
+	size_t plen = s->cfg.prefix ? strlen(s->cfg.prefix) : 0;
+	return plen + strlen(key) > 1024 ? ENAMETOOLONG : 0;
+}
+
 static const struct tfs_backend_ops s3_ops = {
 	.name = "s3",
 	.head = s3_head,
@@ -726,6 +734,7 @@ static const struct tfs_backend_ops s3_ops = {
 	.multipart_geometry = s3_multipart_geometry,
 	.count_uploads = s3_count_uploads,
 	.cache_identity = s3_cache_identity,
+	.check_key = s3_check_key,
 	.destroy = s3_destroy,
 };
 

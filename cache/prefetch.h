@@ -22,6 +22,8 @@
 struct tfs_prefetch_config {
 	unsigned workers;   /* prefetch threads; 0 disables prefetching */
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
+	uint64_t order_max; /* bytes all open handles of the control file
+			     * .tierfs-order hold together (src/fs.c; not used here) */
 };
 
 struct tfs_prefetch;

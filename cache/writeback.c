@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dirs.h"
 #include "fdio.h"
 #include "ram.h"
 
@@ -964,21 +965,15 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 		rc = ENOMEM;
 		goto fail;
 	}
-	int n = snprintf(wb->stagedir, dl, "%s/staging", cache_dir);
-	if (mkdir(wb->stagedir, 0700) < 0 && errno != EEXIST) {
-		rc = errno;
-		tfs_err(log, "writeback: cannot create %s: %s", wb->stagedir, strerror(rc));
-		goto fail;
-	}
-	n += snprintf(wb->stagedir + n, dl - (size_t)n, "/");
+	int n = snprintf(wb->stagedir, dl, "%s/staging/", cache_dir);
 	for (int i = 0; i < TFS_JOURNAL_OWNER_LEN; i++)
 		n += snprintf(wb->stagedir + n, dl - (size_t)n, "%02x", wb->j.owner[i]);
-	if (mkdir(wb->stagedir, 0700) < 0 && errno != EEXIST) {
-		rc = errno;
-		tfs_err(log, "writeback: cannot create %s: %s", wb->stagedir, strerror(rc));
+	/* Created 0700 if missing; refused if another user could have
+	 * planted it or staging/ (lib/dirs.h). */
+	rc = tfs_dir_secure(wb->stagedir, TFS_DIR_CREATE, log);
+	if (rc)
 		goto fail;
-	}
-	wb->stagefd = open(wb->stagedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	wb->stagefd = open(wb->stagedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (wb->stagefd < 0) {
 		rc = errno;
 		tfs_err(log, "writeback: cannot open %s: %s", wb->stagedir, strerror(rc));

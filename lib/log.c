@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,9 +77,21 @@ void tfs_log_init_syslog(struct tfs_log *log, enum tfs_log_level level)
 
 int tfs_log_init_file(struct tfs_log *log, const char *path, enum tfs_log_level level)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	/* Never through a symlink, never a FIFO or device (O_NONBLOCK: a
+	 * FIFO without a reader would block the open), never a file with
+	 * other hard links: someone who can write to the file's directory
+	 * must not point the daemon's writes at another file. */
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 	if (fd < 0)
 		return errno;
+	struct stat st;
+	int rc = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : st.st_nlink > 1 ? EMLINK : 0;
+	if (rc == 0 && fcntl(fd, F_SETFL, O_APPEND) != 0)
+		rc = errno;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
 	FILE *f = fdopen(fd, "a");
 	if (f == NULL) {
 		int e = errno;

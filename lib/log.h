@@ -56,9 +56,11 @@ void tfs_log_init_stderr(struct tfs_log *log, enum tfs_log_level level);
  * Cannot fail. */
 void tfs_log_init_syslog(struct tfs_log *log, enum tfs_log_level level);
 
-/* Initialise `log` to append to `path` (created 0600).  Returns 0 or the
- * errno of open(); on failure `log` is unchanged.  tfs_log_close() closes
- * the file. */
+/* Initialise `log` to append to `path` (created 0600).  The path is
+ * opened with O_NOFOLLOW and must be a regular file with no other hard
+ * link.  Returns 0, the errno of open() (ELOOP for a symlink), EINVAL (not
+ * a regular file) or EMLINK (more than one link); on failure `log` is
+ * unchanged.  tfs_log_close() closes the file. */
 int tfs_log_init_file(struct tfs_log *log, const char *path, enum tfs_log_level level);
 void tfs_log_close(struct tfs_log *log);
 

@@ -1074,6 +1074,7 @@ int tfs_cmd_mount(int argc, char **argv)
 	fsc.keep_setid = cfg.mount.trusted;
 	fsc.ttl_ms = cfg.cache.metadata_ttl_ms;
 	fsc.readahead = cfg.prefetch.readahead;
+	fsc.order_max = cfg.prefetch.order_max;
 	fsc.statfs_dir = cfg.ssd.dir;
 
 	if (add_kernel_opts(&args, o.source, suid, dev, o.allow_other) != 0) {

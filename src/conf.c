@@ -183,6 +183,8 @@ static const struct opt options[] = {
 	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "32" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
 	  .def = "16M" },
+	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
+	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
 
 	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD, .def = "info" },
 	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "dbuf.h"
+#include "dirs.h"
 #include "log.h"
 
 _Static_assert(TFS_CTL_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
@@ -197,22 +198,11 @@ int tfs_ctl_canonical_path(const char *mountpoint, char *out, size_t len)
 	return 0;
 }
 
-/* Create `dir` 0700 or check that the existing one is safe to use. */
+/* Create `dir` 0700 or check that the existing one is safe to use
+ * (lib/dirs.h), and make it 0700. */
 static int ensure_dir(const char *dir)
 {
-	struct stat st;
-
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		return errno;
-	if (lstat(dir, &st) != 0)
-		return errno;
-	if (!S_ISDIR(st.st_mode))
-		return ENOTDIR;
-	if (st.st_uid != geteuid())
-		return EPERM;
-	if ((st.st_mode & 077) != 0 && chmod(dir, 0700) != 0)
-		return errno;
-	return 0;
+	return tfs_dir_secure(dir, TFS_DIR_CREATE | TFS_DIR_PRIVATE, NULL);
 }
 
 static int runtime_dir(char *out, size_t len)

@@ -118,8 +118,10 @@ int tfs_ctl_canonical_path(const char *mountpoint, char *out, size_t len);
  * effective uid is 0, else "$XDG_RUNTIME_DIR/tierfs" when that variable
  * holds an absolute path, else "/tmp/tierfs-UID".  RUNDIR is created with
  * mode 0700 if missing (by the CLI too: it is harmless); an existing RUNDIR
- * must be a directory (not a symlink) owned by the effective uid, and is
- * chmod'ed to 0700 if group or others have access.
+ * must be a directory (not a symlink) owned by the effective uid that
+ * neither group nor others may write to, below directories that only
+ * root or the effective uid can change (tfs_dir_secure(), lib/dirs.h), and
+ * is chmod'ed to 0700 if group or others may read it.
  *
  * Returns 0 and writes the path to out[0..len); the errors of
  * tfs_ctl_canonical_path(); ENAMETOOLONG when the socket path does not

@@ -126,9 +126,36 @@ void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->type = TFS_FT_FILE;
-	a->mode = 0666;
-	a->uid = a->gid = TFS_META_UNSET;
+	a->mode = 0644;
+	a->uid = fs->cfg.uid;
+	a->gid = TFS_META_UNSET;
 	a->mtime = fs->root_attr.mtime;
+}
+
+/* Whether the caller of `req` may write the control file: the mount's uid
+ * or root. */
+static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+	return uid == 0 || uid == fs->cfg.uid;
+}
+
+int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size)
+{
+	uint64_t cur = atomic_load(&fs->order_bytes);
+	do {
+		if (size > fs->cfg.order_max || cur > fs->cfg.order_max - size) {
+			tfs_warn(fs->log, "%s: more than prefetch.order_max (%" PRIu64 " bytes, %" PRIu64
+				 " held by open handles); EFBIG", TFS_FOLLOW_FILE, fs->cfg.order_max, cur);
+			return EFBIG;
+		}
+	} while (!atomic_compare_exchange_weak(&fs->order_bytes, &cur, cur + size));
+	int rc = tfs_dbuf_add(h->order, buf, size);
+	if (rc) {
+		atomic_fetch_sub(&fs->order_bytes, (uint64_t)size);
+		return rc == ENOMEM ? ENOMEM : EFBIG;
+	}
+	return 0;
 }
 
 void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
@@ -161,6 +188,10 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 {
 	struct tfs_fs *fs = fs_of(req);
 	(void)in;
+	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && !order_writer_ok(fs, req)) {
+		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
+		return;
+	}
 	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
 	if (h)
 		h->order = malloc(sizeof(*h->order));
@@ -170,7 +201,7 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
 		return;
 	}
-	tfs_dbuf_init(h->order, 256u << 20);
+	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -647,6 +678,7 @@ void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
 	if (h->wf)
 		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
 	if (h->order) {
+		atomic_fetch_sub(&fs->order_bytes, (uint64_t)tfs_dbuf_len(h->order));
 		tfs_dbuf_free(h->order);
 		free(h->order);
 	}

@@ -45,6 +45,7 @@ struct tfs_fs {
 	pthread_mutex_t fh_lock;   /* open_fhs */
 	struct fh *open_fhs;       /* every handle given to the kernel and not released */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
+	_Atomic uint64_t order_bytes; /* written to open control-file handles (<= cfg.order_max) */
 	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
 };
 
@@ -103,12 +104,21 @@ int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_ino
 struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key);
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
 
-/* The control file TFS_FOLLOW_FILE at the root (src/follow.h). */
+/* The control file TFS_FOLLOW_FILE at the root (src/follow.h): mode 0644,
+ * owned by the mount's uid (cfg.uid). */
 bool tfs_fs_is_order_file(const char *path);
 void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
-/* Open it (any flags): a handle collecting what is written. */
+/* Open it: a handle collecting what is written.  Opening it for writing
+ * (or with O_TRUNC) is allowed to the mount's uid and root only, checked
+ * here whatever the kernel checked (without default_permissions it checks
+ * nothing): EACCES for anyone else. */
 void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
 		       const struct fuse_entry_param *e);
+/* Append `size` bytes written to control-file handle `h`, within the one
+ * budget of all its handles (cfg.order_max bytes, charged until the handle
+ * is freed).  Returns 0, EFBIG (the budget would be exceeded; nothing is
+ * kept) or ENOMEM. */
+int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size);
 /* Parse what the handle collected and set the order.  Returns 0, EINVAL
  * (not one valid entry in a non-empty file), ENOMEM. */
 int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h);

@@ -10,7 +10,10 @@
  * extended attributes (ENOTSUP), rename flags other than RENAME_NOREPLACE
  * (RENAME_EXCHANGE, RENAME_WHITEOUT: EINVAL), and renames of
  * directories holding more than RENAME_DIR_MAX entries (EXDEV, so mv(1)
- * falls back to copying).
+ * falls back to copying).  A name the backend cannot store
+ * (tfs_backend_check_key(): too long for S3's 1,024-byte keys, or reserved
+ * by the local backend) is refused at create, mknod, mkdir and rename
+ * with ENAMETOOLONG or EINVAL, so its upload never fails for it.
  */
 #include "config.h"
 
@@ -49,6 +52,23 @@ static int child_path(struct tfs_fs *fs, fuse_ino_t parent, const char *name, ch
 	if (strlen(name) > NAME_MAX)
 		return ENAMETOOLONG;
 	return tfs_meta_join(dir, name, path, PATH_MAX);
+}
+
+/* Whether the backend can store `path` (as a directory marker "path/"
+ * when `dir`), so that a name it would refuse is refused here, before
+ * anything is staged, rather than by an upload that retries forever.
+ * Returns 0, ENAMETOOLONG or EINVAL (tfs_backend_check_key()). */
+static int name_ok(struct tfs_fs *fs, const char *path, bool dir)
+{
+	char key[PATH_MAX + 1];
+	if (fs->be == NULL)
+		return 0;
+	if (!dir)
+		return tfs_backend_check_key(fs->be, path);
+	int n = snprintf(key, sizeof(key), "%s/", path);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return ENAMETOOLONG;
+	return tfs_backend_check_key(fs->be, key);
 }
 
 static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
@@ -164,6 +184,11 @@ void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	}
 	if (!writable(req, OP_CREATE))
 		return;
+	rc = name_ok(fs, path, false);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_CREATE, rc);
+		return;
+	}
 	pthread_mutex_lock(&fs->ns_lock);
 	int ex = tfs_fs_attr(fs, path, &a);
 	if (ex == 0 && (fi->flags & O_EXCL))
@@ -215,6 +240,8 @@ void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	}
 	int rc = child_path(fs, parent, name, path);
 	struct tfs_wb_file *wf = NULL;
+	if (rc == 0)
+		rc = name_ok(fs, path, false);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ns_lock);
 		rc = tfs_fs_attr(fs, path, &a) == 0 ? EEXIST : 0;
@@ -246,9 +273,9 @@ void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	if (h->order) {
 		/* The control file: appended, whatever the offset. */
-		int orc = tfs_dbuf_add(h->order, buf, size);
+		int orc = tfs_fs_order_add(fs, h, buf, size);
 		if (orc) {
-			tfs_fs_reply_err(req, OP_WRITE, orc == ENOMEM ? ENOMEM : EFBIG);
+			tfs_fs_reply_err(req, OP_WRITE, orc);
 			return;
 		}
 		tfs_fs_count(fs, OP_WRITE, 0);
@@ -428,6 +455,8 @@ void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	if (!writable(req, OP_MKDIR))
 		return;
 	int rc = child_path(fs, parent, name, path);
+	if (rc == 0)
+		rc = name_ok(fs, path, true);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ns_lock);
 		int ex = tfs_fs_attr(fs, path, &a);
@@ -646,8 +675,10 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const
 	return rc;
 }
 
-/* Count the entries below `dir`, up to the rename bound. */
-static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n)
+/* Count the entries below `dir`, up to the rename bound, checking that
+ * each one's name after the rename of `from` to `to` (an ancestor of
+ * `dir`, or `dir` itself) can be stored (name_ok()). */
+static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char *from, const char *to)
 {
 	struct collect c = { 0 };
 	int rc = tfs_meta_readdir(fs->meta, dir, "", collect_entry, &c);
@@ -657,12 +688,16 @@ static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n)
 	if (rc == 0 && *n > RENAME_DIR_MAX)
 		rc = EXDEV;
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
-		char sub[PATH_MAX];
-		if (c.types[i] != TFS_FT_DIR)
-			continue;
+		char sub[PATH_MAX], moved[PATH_MAX];
+		bool is_dir = c.types[i] == TFS_FT_DIR;
 		rc = tfs_meta_join(dir, c.names[i], sub, sizeof(sub));
+		if (rc == 0 && snprintf(moved, sizeof(moved), "%s%s", to, sub + strlen(from)) >=
+				       (int)sizeof(moved))
+			rc = ENAMETOOLONG;
 		if (rc == 0)
-			rc = count_tree(fs, sub, n);
+			rc = name_ok(fs, moved, is_dir);
+		if (rc == 0 && is_dir)
+			rc = count_tree(fs, sub, n, from, to);
 	}
 	for (size_t i = 0; i < c.n; i++)
 		free(c.names[i]);
@@ -714,9 +749,11 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 		rc = EISDIR;
 	if (rc == 0 && dex == 0 && da.type == TFS_FT_DIR)
 		rc = dir_empty(fs, to);
+	if (rc == 0)
+		rc = name_ok(fs, to, sa.type == TFS_FT_DIR);
 	if (rc == 0 && sa.type == TFS_FT_DIR) {
 		size_t n = 0, budget = RENAME_DIR_MAX;
-		rc = count_tree(fs, from, &n);
+		rc = count_tree(fs, from, &n, from, to);
 		if (rc == EXDEV)
 			tfs_info(fs->log, "rename '%s': more than %d entries; EXDEV (mv copies instead)", from,
 				 RENAME_DIR_MAX);
@@ -733,7 +770,7 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 	pthread_mutex_unlock(&fs->ns_lock);
 	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)
 		tfs_warn(fs->log, "rename '%s': out of memory renaming its inodes", from);
-	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY)
+	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY && rc != ENAMETOOLONG)
 		tfs_err(fs->log, "rename '%s' -> '%s': %s", from, to, strerror(rc));
 	tfs_fs_reply_err(req, OP_RENAME, rc);
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "dbuf.h"
+#include "dirs.h"
 #include "lmdb_env.h"
 #include "local.h"
 #include "ram.h"
@@ -68,25 +69,6 @@ static int source_dir(const struct tfs_config *cfg, struct tfs_backend *be, char
 	return *out ? 0 : ENOMEM;
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-	size_t len = strlen(path);
-	if (len >= sizeof(buf))
-		return ENAMETOOLONG;
-	memcpy(buf, path, len + 1);
-	for (size_t i = 1; i <= len; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char c = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return errno;
-		buf[i] = c;
-	}
-	return 0;
-}
-
 int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, bool read_only,
 		   const char *mountpoint, const struct tfs_log *log, struct tfs_stack **out)
 {
@@ -101,12 +83,17 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 	if (rc)
 		goto fail;
 	rc = source_dir(cfg, s->be, &s->cache_dir);
-	if (rc == 0)
-		rc = mkdir_p(s->cache_dir, 0700);
 	if (rc) {
 		tfs_err(log, "cache directory '%s': %s", cfg->ssd.dir, strerror(rc));
 		goto fail;
 	}
+	/* ssd.dir is the administrator's (root may own it); the source's
+	 * directory is ours.  Both checked, none planted (lib/dirs.h). */
+	rc = tfs_dir_secure(cfg->ssd.dir, TFS_DIR_CREATE | TFS_DIR_ADMIN, log);
+	if (rc == 0)
+		rc = tfs_dir_secure(s->cache_dir, TFS_DIR_CREATE, log);
+	if (rc)
+		goto fail;
 	snprintf(index, sizeof(index), "%s/index", s->cache_dir);
 	rc = tfs_lmdb_open(index, LMDB_MAP_SIZE, log, &s->env);
 	if (rc)

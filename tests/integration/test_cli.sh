@@ -87,5 +87,34 @@ out=$("$tierfs" backend -v -c "$empty" -o backend.credentials_file="$work/creds"
 	-o backend.endpoint=http://127.0.0.1:1 s3://bucket ls 2>&1)
 if grep -q "SECRETVALUE123" <<<"$out"; then bad "the secret never appears in logs" "$out"; else ok "the secret never appears in logs"; fi
 
+# Directories and files another user could have planted: `tierfs mount`
+# fails before mounting, naming the path (lib/dirs.h, log.file).
+mkdir -p "$work/mnt"
+tm() { "$tierfs" mount -c "$empty" -o ssd.size=64M -o ram.size=16M "$@" "$bucket" "$work/mnt"; }
+mkdir -m 0700 "$work/planted"
+if [ "$(id -u)" = 0 ]; then
+	chown 65534:65534 "$work/planted"
+	expect "an ssd.dir owned by another uid is refused" 1 "'$work/planted' is owned by uid 65534" \
+		tm -o ssd.dir="$work/planted"
+	expect "a cache directory below one owned by another uid is refused" 1 \
+		"'$work/planted' (above '$work/planted/cache') is owned by uid 65534" \
+		tm -o ssd.dir="$work/planted/cache"
+fi
+mkdir -m 0700 "$work/open"
+chmod 0777 "$work/open"
+expect "a world-writable ssd.dir is refused" 1 "'$work/open' is writable by others (mode 0777)" \
+	tm -o ssd.dir="$work/open"
+expect "a cache directory below a world-writable one is refused" 1 "without the sticky bit" \
+	tm -o ssd.dir="$work/open/cache"
+[ ! -e "$work/open/cache" ] || [ -z "$(ls -A "$work/open/cache")" ] &&
+	ok "nothing was created in the refused directory" || bad "nothing was created in the refused directory"
+mkdir -m 0700 "$work/logs"
+ln -s "$work/logs/target" "$work/logs/tierfs.log"
+expect "a symlinked log.file is refused" 1 "log.file '$work/logs/tierfs.log'" \
+	tm -o ssd.dir="$work/cache" -o log.file="$work/logs/tierfs.log"
+[ ! -e "$work/logs/target" ] && ok "the symlink's target was not created" ||
+	bad "the symlink's target was not created"
+if mountpoint -q "$work/mnt"; then bad "no refused mount is mounted"; fusermount3 -uz "$work/mnt"; fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

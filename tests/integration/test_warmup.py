@@ -7,6 +7,7 @@ Uses the harness of test_mount.py (Bucket, Mount).  Backend GETs are
 counted through `tierfs stats --json`.  Ends with
 "warmup: N passed, N failed".
 """
+import errno
 import os
 import pty
 import random
@@ -372,7 +373,65 @@ def t_follow_cli(ctx):
         m.umount()
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def t_order_file_owner_and_budget(ctx):
+    """.tierfs-order is 0644, owned by the mount's uid: another uid cannot
+    set the order; all open handles share one prefetch.order_max budget
+    (EFBIG beyond it), given back when a handle is released."""
+    files = dataset(ctx.bucket, n=10, size=(1000, 2000))
+    os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534 on its own
+    m = ctx.mount("orderbudget", opts=["-o", "allow_other", "-o", "prefetch.order_max=64K"]).mount()
+    ctl = os.path.join(m.mnt, ".tierfs-order")
+    try:
+        st = os.stat(ctl)
+        assert st.st_mode & 0o7777 == 0o644 and st.st_uid == os.getuid(), oct(st.st_mode)
+        r = subprocess.run(NOBODY + ["sh", "-c", "printf '%%s\\n' %s > %s" % (sorted(files)[0], ctl)],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and "denied" in r.stderr, (r.returncode, r.stderr)
+        assert stats(m)["follow"]["order_files"] == 0, "uid 65534 set the order"
+        # Two handles: 40 KiB each do not fit in 64 KiB together.
+        line = (sorted(files)[0] + "\n").encode()
+        chunk = line * (40 * 1024 // len(line))
+        a = os.open(ctl, os.O_WRONLY)
+        b = os.open(ctl, os.O_WRONLY)
+        try:
+            assert os.write(a, chunk) == len(chunk)
+            try:
+                os.write(b, chunk)
+                raise AssertionError("a write beyond prefetch.order_max was accepted")
+            except OSError as e:
+                assert e.errno == errno.EFBIG, e
+            os.close(a)
+            a = -1
+            # The release (after close) gives the budget back.
+            def fits():
+                try:
+                    return os.write(b, chunk) == len(chunk)
+                except OSError as e:
+                    assert e.errno == errno.EFBIG, e
+                    return False
+            poll(fits, 10, "the released handle's bytes to be given back")
+        finally:
+            if a >= 0:
+                os.close(a)
+            os.close(b)
+        poll(lambda: stats(m)["follow"]["order_files"] == len(chunk) // len(line), 10,
+             "the owner's order to be set")
+        # One write larger than the whole budget.
+        with open(ctl, "wb", buffering=0) as f:
+            try:
+                f.write(b"x\n" * (40 * 1024))
+                raise AssertionError("a 80 KiB write into a 64 KiB budget was accepted")
+            except OSError as e:
+                assert e.errno == errno.EFBIG, e
+    finally:
+        m.umount()
+
+
 TESTS = [
+    ("order_file_owner_and_budget", t_order_file_owner_and_budget),
     ("warm_tree_then_epoch_without_gets", t_warm_tree_then_epoch_without_gets),
     ("manifest_with_bad_entries", t_manifest_with_bad_entries),
     ("progress_display", t_progress_display),

@@ -431,6 +431,64 @@ def t_rename(ctx):
         m.umount()
 
 
+def t_names_the_backend_refuses(ctx):
+    """Names the backend cannot store are refused at create, mkdir, mknod
+    and rename (ENAMETOOLONG: S3 keys over 1,024 bytes with the prefix;
+    EINVAL: the local backend's reserved .tierfs-tmp.* names), before
+    anything is staged, rather than accepted and then never uploaded."""
+    m = ctx.mount("names", FAST).mount()
+    mnt = m.mnt
+    try:
+        write(os.path.join(mnt, "short"), b"s")
+        os.mkdir(os.path.join(mnt, "sdir"))
+        write(os.path.join(mnt, "sdir/child"), b"c")
+        deep = "/".join(c * 200 for c in "abcd")  # an 803-byte directory key
+        os.makedirs(os.path.join(mnt, deep))
+        if ctx.bucket.kind == "local":
+            # A directory holds any 1,100-byte key; its own reserved names not.
+            long_key = deep + "/" + "d" * 200 + "/" + "f" * 95
+            os.mkdir(os.path.join(mnt, deep, "d" * 200))
+            write(os.path.join(mnt, long_key), b"L")
+            for name in (".tierfs-tmp.x", ".tierfs-tmp.d", "sdir/.tierfs-tmp.dir"):
+                p = os.path.join(mnt, name)
+                expect_errno(lambda: write(p, b"x"), errno.EINVAL, "create " + name)
+                expect_errno(lambda: os.mkdir(p), errno.EINVAL, "mkdir " + name)
+                expect_errno(lambda: os.mknod(p, 0o644 | stat.S_IFREG), errno.EINVAL, "mknod " + name)
+                expect_errno(lambda: os.rename(os.path.join(mnt, "short"), p), errno.EINVAL,
+                             "rename to " + name)
+            expect_errno(lambda: os.rename(os.path.join(mnt, "sdir"), os.path.join(mnt, ".tierfs-tmp.s")),
+                         errno.EINVAL, "rename a directory to .tierfs-tmp.s")
+            poll(lambda: drained(m), 20, "write-back to finish")
+            assert bucket_get(ctx.bucket, long_key) == b"L"
+        else:
+            room = 1024 - len(ctx.bucket.prefix) - len(deep) - 1  # bytes left for the last name
+            fits = os.path.join(mnt, deep, "f" * room)  # a 1,024-byte key
+            over = os.path.join(mnt, deep, "f" * (room + 1))
+            write(fits, b"F")
+            expect_errno(lambda: write(over, b"x"), errno.ENAMETOOLONG, "create a 1,025-byte key")
+            expect_errno(lambda: os.mknod(over, 0o644 | stat.S_IFREG), errno.ENAMETOOLONG,
+                         "mknod a 1,025-byte key")
+            # A directory's key is its marker "name/": one byte more.
+            expect_errno(lambda: os.mkdir(os.path.join(mnt, deep, "d" * room)), errno.ENAMETOOLONG,
+                         "mkdir with a 1,025-byte marker")
+            os.mkdir(os.path.join(mnt, deep, "d" * (room - 1)))
+            expect_errno(lambda: os.rename(os.path.join(mnt, "short"), over), errno.ENAMETOOLONG,
+                         "rename to a 1,025-byte key")
+            # A directory whose marker fits, but not its child's key.
+            expect_errno(lambda: os.rename(os.path.join(mnt, "sdir"), os.path.join(mnt, deep, "s" * (room - 5))),
+                         errno.ENAMETOOLONG, "rename a directory whose child's key is too long")
+            assert not os.path.exists(over)
+            poll(lambda: drained(m), 20, "write-back to finish")
+            assert bucket_get(ctx.bucket, deep + "/" + "f" * room) == b"F"
+        # Nothing was moved or left staged by the refused calls.
+        assert read(os.path.join(mnt, "short")) == b"s"
+        assert read(os.path.join(mnt, "sdir/child")) == b"c"
+        st = wb(m)
+        assert st["pending_files"] == 0 and st.get("failures", 0) == 0, st
+    finally:
+        m.umount()
+
+
 def t_attrs_and_unsupported(ctx):
     m = ctx.mount("attrs", FAST).mount()
     try:
@@ -2610,6 +2668,7 @@ TESTS = [
     ("truncate_unlink_mkdir_rmdir", t_truncate_unlink_mkdir_rmdir),
     ("rename", t_rename),
     ("rename_dir_bound", t_rename_dir_bound),
+    ("names_the_backend_refuses", t_names_the_backend_refuses),
     ("attrs_and_unsupported", t_attrs_and_unsupported),
     ("posix_differences", t_posix_differences),
     ("fsync_and_close_survive_kill9", t_fsync_and_close_survive_kill9),

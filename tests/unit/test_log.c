@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -198,4 +200,48 @@ Test(log, token_bucket)
 	cr_assert(tfs_ratelimit_allow(&rl, 6000, &sup));
 	cr_assert_eq(sup, 2);
 	tfs_ratelimit_destroy(&rl);
+}
+
+/* log.file is opened with O_NOFOLLOW: a symlink planted at its path (by
+ * whoever can write to its directory) does not redirect the daemon's
+ * writes; neither does a hard link or a FIFO. */
+Test(log_file, symlink_hard_link_and_fifo_refused)
+{
+	char dir[] = "/tmp/tierfs-logtest-XXXXXX";
+	char target[64], sym[64], hard[64], fifo[64], plain[64];
+	struct tfs_log l;
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(sym, sizeof(sym), "%s/link.log", dir);
+	snprintf(hard, sizeof(hard), "%s/hard.log", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo.log", dir);
+	snprintf(plain, sizeof(plain), "%s/plain.log", dir);
+	FILE *f = fopen(target, "w");
+	cr_assert_not_null(f);
+	fclose(f);
+	cr_assert_eq(symlink(target, sym), 0);
+	cr_assert_eq(link(target, hard), 0);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+
+	cr_assert_eq(tfs_log_init_file(&l, sym, TFS_LOG_INFO), ELOOP);
+	cr_assert_eq(tfs_log_init_file(&l, hard, TFS_LOG_INFO), EMLINK);
+	int rc = tfs_log_init_file(&l, fifo, TFS_LOG_INFO); /* ENXIO: no reader */
+	cr_assert(rc == ENXIO || rc == EINVAL, "fifo: %s", strerror(rc));
+	struct stat st;
+	cr_assert_eq(stat(target, &st), 0);
+	cr_assert_eq(st.st_size, 0, "the symlink's target was written");
+
+	cr_assert_eq(tfs_log_init_file(&l, plain, TFS_LOG_INFO), 0);
+	tfs_info(&l, "hello %d", 1);
+	tfs_log_close(&l);
+	cr_assert_eq(stat(plain, &st), 0);
+	cr_assert_gt(st.st_size, 0);
+	cr_assert_eq(st.st_mode & 0777, 0600);
+
+	unlink(target);
+	unlink(sym);
+	unlink(hard);
+	unlink(fifo);
+	unlink(plain);
+	rmdir(dir);
 }

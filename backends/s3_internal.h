@@ -1,5 +1,6 @@
-/* s3_internal.h - state and the signed-request helper shared by s3.c and
- * s3_multipart.c.  Not for use outside backends/. */
+/* s3_internal.h - the S3 instance's state and the request helpers
+ * (s3_request.c) shared by s3.c and s3_multipart.c.  Not for use outside
+ * backends/. */
 #ifndef TFS_S3_INTERNAL_H
 #define TFS_S3_INTERNAL_H
 
@@ -55,7 +56,12 @@ int s3_fail(struct s3 *s, const char *what, const struct tfs_http_resp *resp);
  * on ENOMEM. */
 char *s3_full_key(const struct s3 *s, const char *key);
 
-/* HEAD of a full key (prefix applied): the s3 head operation. */
+/* "OP s3://bucket/key" into buf (cut to len), naming a request in logs. */
+void s3_describe_op(char *buf, size_t len, const char *op, const struct s3 *s, const char *key);
+
+/* HEAD of a full key (prefix applied): the s3 head operation.  Returns 0
+ * and fills *out (the caller clears it), or s3_fail()'s errno; EIO for a
+ * reply without Content-Length. */
 int s3_head_full(struct s3 *s, const char *full_key, struct tfs_obj_meta *out);
 
 /* Multipart PUT of `len` bytes from `src` as backend-relative `key`
@@ -79,10 +85,6 @@ int s3_upload_part(void *priv, const char *key, const char *upload_id, unsigned 
 		   struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
 void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size, unsigned *parallel);
 int s3_count_uploads(void *priv, const char *prefix, size_t *out);
-
-/* Single-request PUT. */
-int s3_put_single(struct s3 *s, const char *full_key, struct tfs_io src, uint64_t len,
-		  const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 
 /* x-amz-meta-* headers for `meta` (NULL: none).  *out is malloc'd with
  * `extra` free slots before the metadata; free the names with

@@ -421,8 +421,8 @@ static bool multipart_etag(const struct tfs_mpu *st, char out[TFS_ETAG_MAX])
 		return false;
 	char *p = out;
 	*p++ = '"';
-	for (int j = 0; j < 16; j++)
-		p += sprintf(p, "%02x", sum[j]);
+	for (int j = 0; j < 16; j++, p += 2)
+		snprintf(p, 3, "%02x", sum[j]);
 	snprintf(p, TFS_ETAG_MAX - 33, "-%u\"", st->nparts);
 	return true;
 }

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""check_calls.py - fail when the files of one layer call each other in a circle.
+
+Usage: scripts/check_calls.py BUILD_DIR [--graph]
+
+For each layer directory (lib, backends, cache, src, flexvolume) under
+BUILD_DIR, reads the object files' symbol tables with nm(1): a file calls
+another when it uses (U) a function or object that the other defines
+(T, D, B, R).  Inside a layer the calls must go one way: the graph of
+"file calls file" may have no cycle (two files calling each other, or a
+longer ring).  Prints each cycle as "layer: a.c -> b.c -> a.c"; with
+--graph also prints every layer's graph, one "a.c -> b.c c.c" line per
+file.  Ends with "calls: N cycles"; exits 1 if there is any.
+"""
+import os
+import re
+import subprocess
+import sys
+
+LAYERS = ["lib", "backends", "cache", "src", "flexvolume"]
+
+
+def symbols(obj):
+    out = subprocess.run(["nm", "--defined-only", "-g", obj], capture_output=True,
+                         text=True, check=True).stdout
+    defined = {l.split()[-1] for l in out.splitlines() if len(l.split()) == 3}
+    out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True,
+                         check=True).stdout
+    used = {l.split()[-1] for l in out.splitlines() if l.split()}
+    return defined, used
+
+
+def source_name(obj):
+    # "libflexvolume_a-fv_mount.o" -> "fv_mount.c"
+    base = os.path.basename(obj)[:-2]
+    base = re.sub(r"^lib\w+?_a-", "", base)
+    return base + ".c"
+
+
+def cycles(graph):
+    """The strongly connected components with more than one file (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def ring(graph, comp):
+    """One cycle through the component's first file, for the message."""
+    start = comp[0]
+    members = set(comp)
+    path, seen = [start], {start}
+
+    def dfs(v):
+        for w in sorted(graph[v] & members):
+            if w == start and len(path) > 1:
+                return True
+            if w not in seen:
+                seen.add(w)
+                path.append(w)
+                if dfs(w):
+                    return True
+                path.pop()
+        return False
+
+    dfs(start)
+    return path + [start]
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    build, show = sys.argv[1], "--graph" in sys.argv[2:]
+    n = 0
+    for layer in LAYERS:
+        d = os.path.join(build, layer)
+        if not os.path.isdir(d):
+            continue
+        objs = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".o"))
+        syms = {source_name(o): symbols(o) for o in objs}
+        owner = {}
+        for f, (defined, _) in syms.items():
+            for s in defined:
+                owner.setdefault(s, f)
+        graph = {f: {owner[s] for s in used if s in owner and owner[s] != f}
+                 for f, (_, used) in syms.items()}
+        if show:
+            for f in sorted(graph):
+                print("%s/%s -> %s" % (layer, f, " ".join(sorted(graph[f])) or "(nothing)"))
+        for comp in cycles(graph):
+            n += 1
+            print("%s: a cycle among %s: %s" % (layer, ", ".join(comp),
+                                                 " -> ".join(ring(graph, comp))))
+    print("calls: %d cycles" % n)
+    return 1 if n else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -37,6 +37,8 @@
 
 #include "meta.h"
 
+#include "lmdb_env.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <json-c/json.h>
@@ -164,16 +166,13 @@ int tfs_meta_join(const char *dir, const char *name, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
 }
 
+/* An LMDB result as an errno (tfs_lmdb_errno()), logged unless it is 0 or
+ * MDB_NOTFOUND (ENOENT: an answer, not a failure). */
 static int mdb_errno(const struct tfs_meta *m, int rc, const char *what)
 {
-	if (rc == 0)
-		return 0;
 	if (rc == MDB_NOTFOUND)
 		return ENOENT;
-	if (rc > 0)
-		return rc;
-	tfs_err(m->log, "meta: %s: %s", what, mdb_strerror(rc));
-	return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+	return tfs_lmdb_fail(m->log, rc, "meta: %s", what);
 }
 
 /* ---- record encoding ---- */
@@ -1109,11 +1108,6 @@ int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
 	return rc == MDB_NOTFOUND ? 0 : mdb_errno(m, rc, "forget entry");
 }
 
-MDB_env *tfs_meta_env(struct tfs_meta *m)
-{
-	return m->env;
-}
-
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 {
 	struct json_object *o = json_object_new_object();
@@ -1168,9 +1162,9 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
 		mdb_txn_abort(txn);
 	}
 	if (rc) {
-		tfs_err(log, "meta: cannot open the metadata DBs: %s", mdb_strerror(rc));
+		rc = tfs_lmdb_fail(log, rc, "meta: cannot open the metadata DBs");
 		free(m);
-		return EIO;
+		return rc;
 	}
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&m->stripes[i], NULL);

@@ -56,8 +56,9 @@ struct tfs_meta;
  * goes on to the next page only while lookups in that directory keep
  * coming, see meta.c; the threads start here, so open only after
  * daemonizing).
- * Returns 0, ENOMEM or EIO (LMDB failure, logged); a lister thread that
- * cannot start turns listing ahead off (logged). */
+ * Returns 0, ENOMEM, or tfs_lmdb_errno() of an LMDB failure (logged:
+ * ENOSPC for a full map, else EIO); a lister thread that cannot start
+ * turns listing ahead off (logged). */
 int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_config *cc,
 		  const struct tfs_log *log, struct tfs_meta **out);
 /* Stop the background listers (a listing in progress stops at its next
@@ -107,8 +108,6 @@ int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a);
 /* Remove the entry of `path`, LOCAL or not. */
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path);
-/* The shared environment, for callers that open the transactions above. */
-MDB_env *tfs_meta_env(struct tfs_meta *m);
 
 /* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 struct json_object;

@@ -29,6 +29,7 @@
 #include "dbuf.h"
 #include "fdio.h"
 #include "local.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -329,15 +330,9 @@ static int resolve_parent(struct local *lb, const char *key, bool mkdirs, int *d
 			  const char **name_out)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(key, '/');
-	size_t n = slash ? (size_t)(slash - key) : 0;
+	int rc = tfs_path_split(key, dir, sizeof(dir), name_out);
 
-	if (n >= sizeof(dir))
-		return ENAMETOOLONG;
-	memcpy(dir, key, n);
-	dir[n] = '\0';
-	*name_out = slash ? slash + 1 : key;
-	return resolve_dir(lb, dir, mkdirs, dfd_out);
+	return rc ? rc : resolve_dir(lb, dir, mkdirs, dfd_out);
 }
 
 /* ELOOP or EXDEV from a resolver: the key's path holds a symlink, or

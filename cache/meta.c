@@ -38,6 +38,7 @@
 #include "meta.h"
 
 #include "lmdb_env.h"
+#include "path.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -660,17 +661,12 @@ static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen
 	}
 }
 
-/* Split "a/b/c" into "a/b" and "c" (dir "" at the root). */
+/* Split "a/b/c" into "a/b" and "c" (dir "" at the root): tfs_path_split(),
+ * and ENAMETOOLONG for a last component over NAME_MAX as well. */
 static int split_path(const char *path, char *dir, size_t dlen, const char **name)
 {
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (n >= dlen)
-		return ENAMETOOLONG;
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	*name = slash ? slash + 1 : path;
-	return strlen(*name) > NAME_MAX ? ENAMETOOLONG : 0;
+	int rc = tfs_path_split(path, dir, dlen, name);
+	return rc == 0 && strlen(*name) > NAME_MAX ? ENAMETOOLONG : rc;
 }
 
 /* A directory with no key in the bucket still exists if this mount made

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "path.h"
 #include "ram.h"
 #include "workers.h"
 
@@ -74,12 +75,9 @@ static void sleep_ms(long ms)
 static int fetch(struct tfs_follow *f, const char *key, uint64_t gen)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(key, '/'), *name = slash ? slash + 1 : key;
-	size_t dl = slash ? (size_t)(slash - key) : 0;
-	if (dl >= sizeof(dir))
+	const char *name;
+	if (tfs_path_split(key, dir, sizeof(dir), &name) != 0)
 		return ENAMETOOLONG;
-	memcpy(dir, key, dl);
-	dir[dl] = '\0';
 	struct tfs_attr a;
 	int rc = tfs_meta_lookup(f->meta, dir, name, &a, NULL);
 	if (rc)

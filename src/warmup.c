@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "path.h"
 #include "ram.h"
 #include "ssd.h"
 
@@ -125,17 +126,6 @@ static bool pop(struct run *r, struct item *it)
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ok;
-}
-
-static void split(const char *path, char *dir, size_t dlen, const char **name)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	if (n >= dlen)
-		n = dlen - 1;
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	*name = slash ? slash + 1 : path;
 }
 
 /* ---- one file ---- */
@@ -375,8 +365,9 @@ static void walk(struct run *r, const char *key, struct page *pg)
 	}
 	char dir[PATH_MAX];
 	const char *name;
-	split(key, dir, sizeof(dir), &name);
-	int rc = tfs_meta_lookup(r->ctx->meta, dir, name, &a, NULL);
+	int rc = tfs_path_split(key, dir, sizeof(dir), &name);
+	if (rc == 0)
+		rc = tfs_meta_lookup(r->ctx->meta, dir, name, &a, NULL);
 	if (rc) {
 		fail(r, key, rc == ENOENT ? "no such file or directory" : strerror(rc));
 		return;

@@ -17,8 +17,9 @@ TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
 # unshare and nsenter (test_ops.py's syslog test); PyYAML
 # (test_flexvolume.py parses flexvolume/deploy/*.yaml)
 TEST_PKGS="$TEST_PKGS util-linux python3-yaml"
-# clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh)
-TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev"
+# clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh);
+# clang-format (scripts/check_format.sh); binutils' nm (scripts/check_calls.py)
+TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev clang-format binutils"
 BENCH_PKGS="s3fs rclone fio hyperfine"
 # dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
 # debian/control's Build-Depends are BUILD_PKGS and these.

@@ -328,7 +328,7 @@ void tfs_log_unlimit(struct tfs_log *log)
 
 /* ---- formatting ---- */
 
-void tfs_vlogf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, va_list ap)
+static void vlogf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, va_list ap)
 {
 	char line[4096];
 	int saved = errno;
@@ -355,6 +355,6 @@ void tfs_logf(const struct tfs_log *log, enum tfs_log_level level, const char *f
 	va_list ap;
 
 	va_start(ap, fmt);
-	tfs_vlogf(log, level, fmt, ap);
+	vlogf(log, level, fmt, ap);
 	va_end(ap);
 }

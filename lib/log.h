@@ -115,8 +115,6 @@ bool tfs_ratelimit_allow(struct tfs_ratelimit *rl, uint64_t now_ms, uint64_t *su
  * fails and never changes errno. */
 void tfs_logf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void tfs_vlogf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 3, 0)));
 
 /* Parse "error", "warn", "info" or "debug".  Returns 0 and sets *out, or
  * EINVAL for anything else. */

@@ -30,7 +30,13 @@ int tfs_workers_init(struct tfs_workers *p, unsigned max, void *(*fn)(void *), v
 	return 0;
 }
 
-int tfs_workers_resize(struct tfs_workers *p, unsigned n)
+/* Set the target size to n (clamped to max) and start the threads it
+ * needs; threads in slots >= n retire on their own.  Slots whose thread
+ * has retired are joined here.  Called with the owner's lock held (the new
+ * threads block on it until it is released); the caller then broadcasts
+ * the owner's condition.  Returns 0, or the pthread_create() error: then
+ * the target is the number of slots that do run. */
+static int workers_resize(struct tfs_workers *p, unsigned n)
 {
 	sigset_t all, old;
 	int rc = 0;
@@ -68,7 +74,7 @@ int tfs_workers_set(struct tfs_workers *p, pthread_mutex_t *lock, pthread_cond_t
 	pthread_mutex_lock(lock);
 	if (before)
 		*before = p->target;
-	int rc = tfs_workers_resize(p, n);
+	int rc = workers_resize(p, n);
 	if (after)
 		*after = p->target;
 	pthread_cond_broadcast(wake);

@@ -26,8 +26,8 @@
  *		return NULL;
  *	}
  *
- * tfs_workers_resize() wakes nobody: the owner broadcasts its condition
- * afterwards so retiring workers notice; tfs_workers_set() does both.
+ * tfs_workers_set() changes the number of threads and wakes the owner's
+ * condition, so that retiring workers notice.
  *
  * Threads are created with every signal blocked (signals go to the
  * daemon's own threads: SIGHUP to the reload thread, SIGTERM to FUSE).
@@ -66,19 +66,14 @@ struct tfs_workers {
  * tfs_workers_free(). */
 int tfs_workers_init(struct tfs_workers *p, unsigned max, void *(*fn)(void *), void *ctx);
 
-/* Set the target size to n (clamped to max) and start the threads it
- * needs; threads in slots >= n retire on their own.  Slots whose thread
- * has retired are joined here.  Call with the owner's lock held (the new
- * threads block on it until it is released), then broadcast the owner's
- * condition.  Returns 0, or the pthread_create() error: then the target
- * is the number of slots that do run. */
-int tfs_workers_resize(struct tfs_workers *p, unsigned n);
-
-/* tfs_workers_resize() wrapped in the owner's `lock`, then `wake`
- * broadcast so retiring workers notice: the whole of a layer's "set the
- * number of threads".  *before (may be NULL) gets the old target and
- * *after (may be NULL) the new one.  Call WITHOUT the lock.  Returns as
- * tfs_workers_resize(). */
+/* Set the target size to n (clamped to max), under the owner's `lock`:
+ * start the threads it needs (they block on the lock until it is
+ * released); threads in slots >= n retire on their own once `wake` is
+ * broadcast, which this does; slots whose thread has retired are joined.
+ * The whole of a layer's "set the number of threads".  *before (may be
+ * NULL) gets the old target and *after (may be NULL) the new one.  Call
+ * WITHOUT the lock.  Returns 0, or the pthread_create() error: then the
+ * target is the number of slots that do run. */
 int tfs_workers_set(struct tfs_workers *p, pthread_mutex_t *lock, pthread_cond_t *wake, unsigned n,
 		    unsigned *before, unsigned *after);
 

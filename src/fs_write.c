@@ -1,5 +1,7 @@
-/* fs_write.c - FUSE handlers that change the namespace or file data.
+/* fs_write.c - FUSE handlers that change the namespace or file data, and
+ * the opens that write (a file, or the control file of fs_order.c).
  *
+ * Called by fs.c (its operations table); calls fs_common.c and fs_order.c.
  * Data goes to the write-back layer's staged copies; namespace changes are
  * journalled there and become visible at once (LOCAL metadata entries).
  * Namespace changes are serialized by fs->ns_lock, so checks such as
@@ -133,6 +135,43 @@ static int stage(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, 
 		 struct tfs_wb_file **out)
 {
 	return tfs_wb_open_write(fs->wb, path, in_bucket(a), trunc, out);
+}
+
+/* Whether the caller of `req` may write the control file: the mount's uid
+ * or root. */
+static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+	return uid == 0 || uid == fs->cfg.uid;
+}
+
+void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e)
+{
+	struct tfs_fs *fs = fs_of(req);
+	(void)in;
+	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && !order_writer_ok(fs, req)) {
+		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
+		return;
+	}
+	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
+	if (h)
+		h->order = malloc(sizeof(*h->order));
+	if (h == NULL || h->order == NULL || fs->follow == NULL) {
+		if (h)
+			tfs_fs_fh_free(fs, h);
+		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
+		return;
+	}
+	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
+	fi->fh = (uintptr_t)h;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 0;
+	tfs_fs_count(fs, OP_OPEN, 0);
+	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
+	if (rc == -ENOENT)
+		tfs_fs_fh_free(fs, h);
 }
 
 void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,

@@ -781,38 +781,39 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
 	if (in)
 		tfs_itable_set_attr_etag(fs->itable, in, "");
-	tfs_fs_setattr(req, ino, attr, to_set, fi);
+	tfs_fs_op_setattr(req, ino, attr, to_set, fi);
 }
 
 TIMED(OP_SETATTR, fs_setattr,
       (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi), req,
       ino, attr, to_set, fi)
-TIMED(OP_MKDIR, tfs_fs_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode), req,
-      parent, name, mode)
-TIMED(OP_CREATE, tfs_fs_mknod,
+TIMED(OP_MKDIR, tfs_fs_op_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+      req, parent, name, mode)
+TIMED(OP_CREATE, tfs_fs_op_mknod,
       (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev), req, parent,
       name, mode, rdev)
-TIMED(OP_CREATE, tfs_fs_create_file,
+TIMED(OP_CREATE, tfs_fs_op_create,
       (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi),
       req, parent, name, mode, fi)
-TIMED(OP_WRITE, tfs_fs_write,
+TIMED(OP_WRITE, tfs_fs_op_write,
       (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
        struct fuse_file_info *fi), req, ino, buf, size, off, fi)
-TIMED(OP_FLUSH, tfs_fs_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
+TIMED(OP_FLUSH, tfs_fs_op_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
       fi)
-TIMED(OP_FSYNC, tfs_fs_fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-      req, ino, datasync, fi)
-TIMED(OP_UNLINK, tfs_fs_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+TIMED(OP_FSYNC, tfs_fs_op_fsync,
+      (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi), req, ino, datasync,
+      fi)
+TIMED(OP_UNLINK, tfs_fs_op_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
       name)
-TIMED(OP_RMDIR, tfs_fs_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+TIMED(OP_RMDIR, tfs_fs_op_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
       name)
-TIMED(OP_RENAME, tfs_fs_rename,
+TIMED(OP_RENAME, tfs_fs_op_rename,
       (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
        const char *newname, unsigned int flags), req, parent, name, newparent, newname, flags)
-TIMED(OP_CREATE, tfs_fs_symlink,
+TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
-TIMED(OP_CREATE, tfs_fs_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+TIMED(OP_CREATE, tfs_fs_op_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
       const char *newname), req, ino, newparent, newname)
 
 static const struct fuse_lowlevel_ops ops = {
@@ -830,21 +831,21 @@ static const struct fuse_lowlevel_ops ops = {
 	.release = fs_release,
 	.statfs = timed_fs_statfs,
 	.setattr = timed_fs_setattr,
-	.mkdir = timed_tfs_fs_mkdir,
-	.mknod = timed_tfs_fs_mknod,
-	.create = timed_tfs_fs_create_file,
-	.write = timed_tfs_fs_write,
-	.flush = timed_tfs_fs_flush,
-	.fsync = timed_tfs_fs_fsync,
-	.unlink = timed_tfs_fs_unlink,
-	.rmdir = timed_tfs_fs_rmdir,
-	.rename = timed_tfs_fs_rename,
-	.symlink = timed_tfs_fs_symlink,
-	.link = timed_tfs_fs_link,
-	.setxattr = tfs_fs_setxattr,
-	.getxattr = tfs_fs_getxattr,
-	.listxattr = tfs_fs_listxattr,
-	.removexattr = tfs_fs_removexattr,
+	.mkdir = timed_tfs_fs_op_mkdir,
+	.mknod = timed_tfs_fs_op_mknod,
+	.create = timed_tfs_fs_op_create,
+	.write = timed_tfs_fs_op_write,
+	.flush = timed_tfs_fs_op_flush,
+	.fsync = timed_tfs_fs_op_fsync,
+	.unlink = timed_tfs_fs_op_unlink,
+	.rmdir = timed_tfs_fs_op_rmdir,
+	.rename = timed_tfs_fs_op_rename,
+	.symlink = timed_tfs_fs_op_symlink,
+	.link = timed_tfs_fs_op_link,
+	.setxattr = tfs_fs_op_setxattr,
+	.getxattr = tfs_fs_op_getxattr,
+	.listxattr = tfs_fs_op_listxattr,
+	.removexattr = tfs_fs_op_removexattr,
 };
 
 const struct fuse_lowlevel_ops *tfs_fs_ops(void)

@@ -139,27 +139,32 @@ void tfs_fs_order_free(struct tfs_fs *fs, struct fh *h);
 /* ---- fs_write.c: the handlers that change things (EROFS without
  * write-back), and the opens that write ---- */
 
-void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		    struct fuse_file_info *fi);
-void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
-void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
-void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi);
-void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		  struct fuse_file_info *fi);
-void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
-void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		   const char *newname, unsigned int flags);
-void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
-void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
-void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		     size_t size, int flags);
-void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
-void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+/* FUSE handlers, named tfs_fs_op_<operation> (as in struct
+ * fuse_lowlevel_ops) so that none reads as a function on the fs state
+ * (tfs_fs_create() builds the state; tfs_fs_op_create() is create(2)).
+ * Each replies exactly once. */
+
+void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi);
+void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi);
+void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void tfs_fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags);
+void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags);
+void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void tfs_fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 /* open() with write flags (O_WRONLY/O_RDWR/O_TRUNC): stage the file.
  * Replies (open or error). */
 void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,

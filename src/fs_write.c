@@ -198,8 +198,8 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 	reply_open(req, OP_OPEN, h, fi, NULL);
 }
 
-void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi)
+void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
@@ -265,7 +265,7 @@ void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	reply_open(req, OP_CREATE, h, fi, &e);
 }
 
-void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)rdev;
 	struct tfs_fs *fs = fs_of(req);
@@ -304,8 +304,8 @@ void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	reply_entry(req, OP_CREATE, path, &a);
 }
 
-void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		  struct fuse_file_info *fi)
+void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -335,7 +335,7 @@ void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 	fuse_reply_write(req, size);
 }
 
-void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -351,7 +351,7 @@ void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
 }
 
-void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)datasync;
@@ -382,8 +382,8 @@ static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_a
 	return rc ? rc : crc;
 }
 
-void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		    struct fuse_file_info *fi)
+void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
@@ -486,7 +486,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 
 /* ---- directories and names ---- */
 
-void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
@@ -590,12 +590,12 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 	tfs_fs_reply_err(req, op, rc);
 }
 
-void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void tfs_fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_name(req, parent, name, false);
 }
 
-void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_name(req, parent, name, true);
 }
@@ -745,8 +745,8 @@ static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char 
 	return rc;
 }
 
-void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		   const char *newname, unsigned int flags)
+void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char from[PATH_MAX], to[PATH_MAX];
@@ -816,7 +816,7 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 
 /* ---- not supported ---- */
 
-void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	(void)link;
 	(void)parent;
@@ -824,7 +824,7 @@ void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const c
 	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
 }
 
-void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	(void)ino;
 	(void)newparent;
@@ -832,8 +832,8 @@ void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const cha
 	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
 }
 
-void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		     size_t size, int flags)
+void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
 {
 	(void)ino;
 	(void)name;
@@ -843,7 +843,7 @@ void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	(void)ino;
 	(void)name;
@@ -851,14 +851,14 @@ void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t si
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+void tfs_fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	(void)ino;
 	(void)size;
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
 	(void)name;

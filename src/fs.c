@@ -589,7 +589,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * has one, or else keeps the version it has. */
 	char cur[PATH_MAX];
 	struct tfs_inode *in = NULL;
-	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && strncmp(cur, "//", 2) != 0
+	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur)
 				   ? cur : NULL;
 again:;
 	struct tfs_wb_file *wf = handle_staged(fs, h, curp);

@@ -1,4 +1,9 @@
-/* fs.c - FUSE low-level operations for a read path through the cache.
+/* fs.c - the FUSE operations table, the filesystem state's life, and the
+ * handlers of the read path through the cache.
+ *
+ * The table also holds the handlers of fs_write.c (changes); both use
+ * fs_common.c (counters, replies, attributes, file handles), and the
+ * control file is fs_order.c.  Nothing there calls back into this file.
  *
  * lookup/getattr/readdir come from the metadata cache (cache/meta.c);
  * open pins the object's version (key, ETag, size) in a file handle, and
@@ -30,7 +35,6 @@
 #include <unistd.h>
 
 #include "fs_internal.h"
-#include "manifest.h"
 #include "ram.h"
 
 #define READDIR_MAX (64u * 1024u)
@@ -46,208 +50,9 @@ struct dirh {
 	off_t last_off;
 };
 
-double tfs_fs_timeout(const struct tfs_fs *fs)
-{
-	uint64_t ttl = atomic_load(&fs->ttl_ms);
-
-	return ttl == UINT64_MAX ? FOREVER_S : (double)ttl / 1000.0;
-}
-
 void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms)
 {
 	atomic_store(&fs->ttl_ms, ttl_ms);
-}
-
-void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err)
-{
-	atomic_fetch_add_explicit(&fs->ops[op], 1, memory_order_relaxed);
-	if (err)
-		atomic_fetch_add_explicit(&fs->errs[op], 1, memory_order_relaxed);
-}
-
-void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err)
-{
-	tfs_fs_count(fs_of(req), op, err);
-	fuse_reply_err(req, err);
-}
-
-mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode)
-{
-	return mode & (fs->cfg.keep_setid ? 07777 : 07777 & ~(mode_t)(S_ISUID | S_ISGID));
-}
-
-void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	if (a->type == TFS_FT_DIR) {
-		st->st_mode = S_IFDIR |
-			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
-		st->st_nlink = 2;
-	} else {
-		st->st_mode = S_IFREG |
-			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
-		st->st_nlink = 1;
-		st->st_size = (off_t)a->size;
-		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
-	}
-	st->st_uid = a->uid != TFS_META_UNSET ? a->uid : fs->cfg.uid;
-	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
-	st->st_blksize = (blksize_t)fs->block_size;
-	/* Directories have no time in S3: show the mount's. */
-	st->st_mtim.tv_sec = (time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
-	st->st_ctim = st->st_mtim;
-	st->st_atim = st->st_mtim;
-}
-
-/* Split an inode's path into its directory and last component. */
-void tfs_fs_split(const char *path, char *dir, size_t dlen, const char **name)
-{
-	const char *slash = strrchr(path, '/');
-	if (slash == NULL) {
-		dir[0] = '\0';
-		*name = path;
-		return;
-	}
-	size_t n = (size_t)(slash - path);
-	if (n >= dlen)
-		n = dlen - 1;
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	*name = slash + 1;
-}
-
-bool tfs_fs_is_order_file(const char *path)
-{
-	return strcmp(path, TFS_FOLLOW_FILE) == 0;
-}
-
-void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->type = TFS_FT_FILE;
-	a->mode = 0644;
-	a->uid = fs->cfg.uid;
-	a->gid = TFS_META_UNSET;
-	a->mtime = fs->root_attr.mtime;
-}
-
-/* Whether the caller of `req` may write the control file: the mount's uid
- * or root. */
-static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
-{
-	uid_t uid = fuse_req_ctx(req)->uid;
-	return uid == 0 || uid == fs->cfg.uid;
-}
-
-int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size)
-{
-	uint64_t cur = atomic_load(&fs->order_bytes);
-	do {
-		if (size > fs->cfg.order_max || cur > fs->cfg.order_max - size) {
-			tfs_warn(fs->log, "%s: more than prefetch.order_max (%" PRIu64 " bytes, %" PRIu64
-				 " held by open handles); EFBIG", TFS_FOLLOW_FILE, fs->cfg.order_max, cur);
-			return EFBIG;
-		}
-	} while (!atomic_compare_exchange_weak(&fs->order_bytes, &cur, cur + size));
-	int rc = tfs_dbuf_add(h->order, buf, size);
-	if (rc) {
-		atomic_fetch_sub(&fs->order_bytes, (uint64_t)size);
-		return rc == ENOMEM ? ENOMEM : EFBIG;
-	}
-	return 0;
-}
-
-void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
-		       const struct tfs_manifest_scope *scope)
-{
-	fs->follow = follow;
-	fs->scope = scope;
-}
-
-int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h)
-{
-	struct tfs_manifest m;
-	int rc = tfs_manifest_parse(tfs_dbuf_str(h->order), tfs_dbuf_len(h->order), fs->scope,
-				    50u * 1000u * 1000u, &m);
-	if (rc)
-		return rc;
-	if (m.n > 0 && m.n == m.errors) {
-		tfs_warn(fs->log, "%s: no valid entry (line %llu: %s); order unchanged", TFS_FOLLOW_FILE,
-			 (unsigned long long)m.v[0].line, m.v[0].error);
-		tfs_manifest_free(&m);
-		return EINVAL;
-	}
-	rc = tfs_follow_set(fs->follow, &m);
-	tfs_manifest_free(&m);
-	return rc;
-}
-
-void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
-		       const struct fuse_entry_param *e)
-{
-	struct tfs_fs *fs = fs_of(req);
-	(void)in;
-	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && !order_writer_ok(fs, req)) {
-		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
-		return;
-	}
-	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
-	if (h)
-		h->order = malloc(sizeof(*h->order));
-	if (h == NULL || h->order == NULL || fs->follow == NULL) {
-		if (h)
-			tfs_fs_fh_free(fs, h);
-		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
-		return;
-	}
-	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
-	fi->fh = (uintptr_t)h;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	fi->noflush = 0;
-	tfs_fs_count(fs, OP_OPEN, 0);
-	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
-	if (rc == -ENOENT)
-		tfs_fs_fh_free(fs, h);
-}
-
-int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
-{
-	if (path[0] == '\0') {
-		*a = fs->root_attr;
-		return 0;
-	}
-	if (fs->follow && tfs_fs_is_order_file(path)) {
-		tfs_fs_order_attr(fs, a);
-		return 0;
-	}
-	if (fs->wb && tfs_wb_attr(fs->wb, path, a))
-		return 0;
-	char dir[PATH_MAX];
-	const char *name;
-	bool changed = false;
-	tfs_fs_split(path, dir, sizeof(dir), &name);
-	int rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
-	if (rc)
-		return rc;
-	if (changed) {
-		struct tfs_obj obj;
-		tfs_obj_init(&obj, path, "", 0);
-		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", path, a->etag);
-		tfs_layer_invalidate(fs->top, obj.id);
-	}
-	return 0;
-}
-
-int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **out)
-{
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
-	if (in == NULL)
-		return ESTALE;
-	if (out)
-		*out = in;
-	return tfs_itable_path(fs->itable, in, buf, PATH_MAX);
 }
 
 /* The attributes of inode `in` at `path`; ESTALE if its type changed. */
@@ -257,18 +62,6 @@ static int inode_attr(struct tfs_fs *fs, struct tfs_inode *in, const char *path,
 	if (rc == 0 && a->type != in->type)
 		rc = ESTALE;
 	return rc;
-}
-
-void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
-		       struct fuse_entry_param *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = in->ino;
-	e->generation = 1;
-	e->attr_timeout = tfs_fs_timeout(fs);
-	e->entry_timeout = tfs_fs_timeout(fs);
-	tfs_fs_fill_stat(fs, in->ino, a, &e->attr);
-	tfs_itable_set_attr_etag(fs->itable, in, a->type == TFS_FT_FILE ? a->etag : "");
 }
 
 void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se)
@@ -648,48 +441,6 @@ static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 /* ---- data ---- */
 
-struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key)
-{
-	struct fh *h = calloc(1, sizeof(*h));
-	if (h == NULL || (h->key = strdup(key)) == NULL) {
-		free(h);
-		return NULL;
-	}
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_mutex_lock(&fs->fh_lock);
-	h->next = fs->open_fhs;
-	if (h->next)
-		h->next->prev = h;
-	fs->open_fhs = h;
-	pthread_mutex_unlock(&fs->fh_lock);
-	return h;
-}
-
-void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
-{
-	pthread_mutex_lock(&fs->fh_lock);
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		fs->open_fhs = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	pthread_mutex_unlock(&fs->fh_lock);
-	if (h->wf)
-		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
-	if (h->order) {
-		atomic_fetch_sub(&fs->order_bytes, (uint64_t)tfs_dbuf_len(h->order));
-		tfs_dbuf_free(h->order);
-		free(h->order);
-	}
-	for (size_t i = 0; i < h->n_retired; i++)
-		free(h->retired_keys[i]);
-	free(h->retired_keys);
-	pthread_mutex_destroy(&h->lock);
-	free(h->key);
-	free(h);
-}
-
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -838,7 +589,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * has one, or else keeps the version it has. */
 	char cur[PATH_MAX];
 	struct tfs_inode *in = NULL;
-	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && strncmp(cur, "//", 2) != 0
+	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur)
 				   ? cur : NULL;
 again:;
 	struct tfs_wb_file *wf = handle_staged(fs, h, curp);
@@ -1030,38 +781,39 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
 	if (in)
 		tfs_itable_set_attr_etag(fs->itable, in, "");
-	tfs_fs_setattr(req, ino, attr, to_set, fi);
+	tfs_fs_op_setattr(req, ino, attr, to_set, fi);
 }
 
 TIMED(OP_SETATTR, fs_setattr,
       (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi), req,
       ino, attr, to_set, fi)
-TIMED(OP_MKDIR, tfs_fs_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode), req,
-      parent, name, mode)
-TIMED(OP_CREATE, tfs_fs_mknod,
+TIMED(OP_MKDIR, tfs_fs_op_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+      req, parent, name, mode)
+TIMED(OP_CREATE, tfs_fs_op_mknod,
       (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev), req, parent,
       name, mode, rdev)
-TIMED(OP_CREATE, tfs_fs_create_file,
+TIMED(OP_CREATE, tfs_fs_op_create,
       (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi),
       req, parent, name, mode, fi)
-TIMED(OP_WRITE, tfs_fs_write,
+TIMED(OP_WRITE, tfs_fs_op_write,
       (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
        struct fuse_file_info *fi), req, ino, buf, size, off, fi)
-TIMED(OP_FLUSH, tfs_fs_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
+TIMED(OP_FLUSH, tfs_fs_op_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
       fi)
-TIMED(OP_FSYNC, tfs_fs_fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-      req, ino, datasync, fi)
-TIMED(OP_UNLINK, tfs_fs_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+TIMED(OP_FSYNC, tfs_fs_op_fsync,
+      (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi), req, ino, datasync,
+      fi)
+TIMED(OP_UNLINK, tfs_fs_op_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
       name)
-TIMED(OP_RMDIR, tfs_fs_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+TIMED(OP_RMDIR, tfs_fs_op_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
       name)
-TIMED(OP_RENAME, tfs_fs_rename,
+TIMED(OP_RENAME, tfs_fs_op_rename,
       (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
        const char *newname, unsigned int flags), req, parent, name, newparent, newname, flags)
-TIMED(OP_CREATE, tfs_fs_symlink,
+TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
-TIMED(OP_CREATE, tfs_fs_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+TIMED(OP_CREATE, tfs_fs_op_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
       const char *newname), req, ino, newparent, newname)
 
 static const struct fuse_lowlevel_ops ops = {
@@ -1079,21 +831,21 @@ static const struct fuse_lowlevel_ops ops = {
 	.release = fs_release,
 	.statfs = timed_fs_statfs,
 	.setattr = timed_fs_setattr,
-	.mkdir = timed_tfs_fs_mkdir,
-	.mknod = timed_tfs_fs_mknod,
-	.create = timed_tfs_fs_create_file,
-	.write = timed_tfs_fs_write,
-	.flush = timed_tfs_fs_flush,
-	.fsync = timed_tfs_fs_fsync,
-	.unlink = timed_tfs_fs_unlink,
-	.rmdir = timed_tfs_fs_rmdir,
-	.rename = timed_tfs_fs_rename,
-	.symlink = timed_tfs_fs_symlink,
-	.link = timed_tfs_fs_link,
-	.setxattr = tfs_fs_setxattr,
-	.getxattr = tfs_fs_getxattr,
-	.listxattr = tfs_fs_listxattr,
-	.removexattr = tfs_fs_removexattr,
+	.mkdir = timed_tfs_fs_op_mkdir,
+	.mknod = timed_tfs_fs_op_mknod,
+	.create = timed_tfs_fs_op_create,
+	.write = timed_tfs_fs_op_write,
+	.flush = timed_tfs_fs_op_flush,
+	.fsync = timed_tfs_fs_op_fsync,
+	.unlink = timed_tfs_fs_op_unlink,
+	.rmdir = timed_tfs_fs_op_rmdir,
+	.rename = timed_tfs_fs_op_rename,
+	.symlink = timed_tfs_fs_op_symlink,
+	.link = timed_tfs_fs_op_link,
+	.setxattr = tfs_fs_op_setxattr,
+	.getxattr = tfs_fs_op_getxattr,
+	.listxattr = tfs_fs_op_listxattr,
+	.removexattr = tfs_fs_op_removexattr,
 };
 
 const struct fuse_lowlevel_ops *tfs_fs_ops(void)

@@ -1,5 +1,11 @@
-/* fs_internal.h - state shared by the FUSE handlers of fs.c (namespace and
- * reads) and fs_write.c (modifications).  Not for use outside src/fs*.c.
+/* fs_internal.h - state shared by the FUSE layer's files.  Not for use
+ * outside src/fs*.c.
+ *
+ * Calls go one way: fs.c (the operations table, namespace and reads) ->
+ * fs_write.c (modifications) -> fs_common.c (counters, replies, stat
+ * filling, attributes, inode paths, file handles) -> fs_order.c (the
+ * control file).  Each section below lists what one file exports to the
+ * files above it.
  *
  * Reply discipline: each handler replies exactly once, on every path; the
  * helpers below that take a fuse_req_t reply, the others do not.
@@ -70,11 +76,15 @@ static inline struct tfs_fs *fs_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* ---- fs_common.c ---- */
+
 /* The kernel's entry and attribute timeout in seconds (from the TTL). */
 double tfs_fs_timeout(const struct tfs_fs *fs);
 
+/* Count one `op` (and an error when err != 0).  Lock-free. */
 void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err);
-/* Count and reply with an error. */
+/* Count and reply with an error (err 0: the success reply of operations
+ * that return no data). */
 void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err);
 /* The permission bits of `mode` the mount keeps: 07777, without S_ISUID
  * and S_ISGID unless cfg.keep_setid.  The sticky bit is always kept.  Every
@@ -88,65 +98,84 @@ void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
  * version's attributes the kernel is sent (tfs_itable_set_attr_etag). */
 void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
 		       struct fuse_entry_param *e);
-/* Split "a/b/c" into "a/b" and a pointer to "c" inside path. */
-void tfs_fs_split(const char *path, char *dir, size_t dlen, const char **name);
-/* Current attributes of `path` (type `type`, 0: any): dirty state first,
- * then the metadata cache (revalidated after the TTL; drops cached data of
- * a changed object).  Returns 0 or an errno (ENOENT, ESTALE, EIO...). */
+/* Current attributes of `path`: the root, the control file (when
+ * sampler-order prefetch is on), dirty state, then the metadata cache
+ * (revalidated after the TTL; drops cached data of a changed object).
+ * Returns 0 or an errno (ENOENT, ESTALE, EIO...). */
 int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a);
 /* The path of inode `ino` into buf (PATH_MAX).  Returns 0, ESTALE (no such
- * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode. */
+ * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode.  A detached
+ * inode's path starts with TFS_ITABLE_DETACHED (inode.h). */
 int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **in);
-/* Allocate and free file handles.  The fs keeps a list of them: the
- * kernel sends no RELEASE for files still open when the connection ends
- * (the last close after a lazy unmount, or the daemon stopped), and
- * tfs_fs_destroy() releases those. */
+/* Allocate and free file handles.  The fs keeps a list of them (under
+ * fs->fh_lock): the kernel sends no RELEASE for files still open when the
+ * connection ends (the last close after a lazy unmount, or the daemon
+ * stopped), and tfs_fs_destroy() releases those.  tfs_fs_fh_new() returns
+ * NULL when out of memory.  tfs_fs_fh_free() releases the handle's staged
+ * copy (committing nothing) and its control-file buffer. */
 struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key);
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
 
-/* The control file TFS_FOLLOW_FILE at the root (src/follow.h): mode 0644,
- * owned by the mount's uid (cfg.uid). */
+/* ---- fs_order.c: the control file TFS_FOLLOW_FILE (src/follow.h) ---- */
+
+/* Whether `path` is the control file's (at the root).  It exists only
+ * while fs->follow is set (tfs_fs_set_follow()): callers check both. */
 bool tfs_fs_is_order_file(const char *path);
+/* Its attributes: a file of mode 0644 owned by the mount's uid (cfg.uid),
+ * empty, with the mount's time. */
 void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
-/* Open it: a handle collecting what is written.  Opening it for writing
- * (or with O_TRUNC) is allowed to the mount's uid and root only, checked
- * here whatever the kernel checked (without default_permissions it checks
- * nothing): EACCES for anyone else. */
-void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
-		       const struct fuse_entry_param *e);
 /* Append `size` bytes written to control-file handle `h`, within the one
  * budget of all its handles (cfg.order_max bytes, charged until the handle
- * is freed).  Returns 0, EFBIG (the budget would be exceeded; nothing is
- * kept) or ENOMEM. */
+ * is freed).  Lock-free (an atomic).  Returns 0, EFBIG (the budget would
+ * be exceeded; nothing is kept) or ENOMEM. */
 int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size);
 /* Parse what the handle collected and set the order.  Returns 0, EINVAL
  * (not one valid entry in a non-empty file), ENOMEM. */
 int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h);
+/* Free handle `h`'s buffer (h->order, non-NULL) and give its bytes back to
+ * the budget; h->order becomes NULL.  Called by tfs_fs_fh_free(). */
+void tfs_fs_order_free(struct tfs_fs *fs, struct fh *h);
 
-/* fs_write.c: the handlers that change things (EROFS without write-back). */
-void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		    struct fuse_file_info *fi);
-void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
-void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
-void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi);
-void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		  struct fuse_file_info *fi);
-void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
-void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
-void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		   const char *newname, unsigned int flags);
-void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
-void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
-void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		     size_t size, int flags);
-void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
-void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
-void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
-/* open() with write flags (O_WRONLY/O_RDWR/O_TRUNC): stage the file. */
+/* ---- fs_write.c: the handlers that change things (EROFS without
+ * write-back), and the opens that write ---- */
+
+/* FUSE handlers, named tfs_fs_op_<operation> (as in struct
+ * fuse_lowlevel_ops) so that none reads as a function on the fs state
+ * (tfs_fs_create() builds the state; tfs_fs_op_create() is create(2)).
+ * Each replies exactly once. */
+
+void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi);
+void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi);
+void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void tfs_fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags);
+void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags);
+void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void tfs_fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+/* open() with write flags (O_WRONLY/O_RDWR/O_TRUNC): stage the file.
+ * Replies (open or error). */
 void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 		       struct fuse_file_info *fi);
+/* Open the control file (open(), or create() when `e` is its entry): a
+ * handle collecting what is written (ENOTSUP without sampler-order
+ * prefetch).  Opening it for writing (or with O_TRUNC) is allowed to the
+ * mount's uid and root only, checked here whatever the kernel checked
+ * (without default_permissions it checks nothing): EACCES for anyone else.
+ * Replies. */
+void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e);
 
 #endif

@@ -1,5 +1,7 @@
-/* fs_write.c - FUSE handlers that change the namespace or file data.
+/* fs_write.c - FUSE handlers that change the namespace or file data, and
+ * the opens that write (a file, or the control file of fs_order.c).
  *
+ * Called by fs.c (its operations table); calls fs_common.c and fs_order.c.
  * Data goes to the write-back layer's staged copies; namespace changes are
  * journalled there and become visible at once (LOCAL metadata entries).
  * Namespace changes are serialized by fs->ns_lock, so checks such as
@@ -135,6 +137,43 @@ static int stage(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, 
 	return tfs_wb_open_write(fs->wb, path, in_bucket(a), trunc, out);
 }
 
+/* Whether the caller of `req` may write the control file: the mount's uid
+ * or root. */
+static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
+{
+	uid_t uid = fuse_req_ctx(req)->uid;
+	return uid == 0 || uid == fs->cfg.uid;
+}
+
+void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
+		       const struct fuse_entry_param *e)
+{
+	struct tfs_fs *fs = fs_of(req);
+	(void)in;
+	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && !order_writer_ok(fs, req)) {
+		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
+		return;
+	}
+	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
+	if (h)
+		h->order = malloc(sizeof(*h->order));
+	if (h == NULL || h->order == NULL || fs->follow == NULL) {
+		if (h)
+			tfs_fs_fh_free(fs, h);
+		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
+		return;
+	}
+	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
+	fi->fh = (uintptr_t)h;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	fi->noflush = 0;
+	tfs_fs_count(fs, OP_OPEN, 0);
+	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
+	if (rc == -ENOENT)
+		tfs_fs_fh_free(fs, h);
+}
+
 void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 		       struct fuse_file_info *fi)
 {
@@ -159,8 +198,8 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 	reply_open(req, OP_OPEN, h, fi, NULL);
 }
 
-void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		   struct fuse_file_info *fi)
+void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
@@ -226,7 +265,7 @@ void tfs_fs_create_file(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	reply_open(req, OP_CREATE, h, fi, &e);
 }
 
-void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)rdev;
 	struct tfs_fs *fs = fs_of(req);
@@ -265,8 +304,8 @@ void tfs_fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mo
 	reply_entry(req, OP_CREATE, path, &a);
 }
 
-void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		  struct fuse_file_info *fi)
+void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -296,7 +335,7 @@ void tfs_fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, 
 	fuse_reply_write(req, size);
 }
 
-void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -312,7 +351,7 @@ void tfs_fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
 }
 
-void tfs_fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)datasync;
@@ -343,8 +382,8 @@ static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_a
 	return rc ? rc : crc;
 }
 
-void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		    struct fuse_file_info *fi)
+void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
@@ -447,7 +486,7 @@ void tfs_fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 
 /* ---- directories and names ---- */
 
-void tfs_fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
@@ -551,12 +590,12 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 	tfs_fs_reply_err(req, op, rc);
 }
 
-void tfs_fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void tfs_fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_name(req, parent, name, false);
 }
 
-void tfs_fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	remove_name(req, parent, name, true);
 }
@@ -706,8 +745,8 @@ static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char 
 	return rc;
 }
 
-void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-		   const char *newname, unsigned int flags)
+void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
 {
 	struct tfs_fs *fs = fs_of(req);
 	char from[PATH_MAX], to[PATH_MAX];
@@ -777,7 +816,7 @@ void tfs_fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino
 
 /* ---- not supported ---- */
 
-void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	(void)link;
 	(void)parent;
@@ -785,7 +824,7 @@ void tfs_fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const c
 	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
 }
 
-void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	(void)ino;
 	(void)newparent;
@@ -793,8 +832,8 @@ void tfs_fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const cha
 	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
 }
 
-void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-		     size_t size, int flags)
+void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
 {
 	(void)ino;
 	(void)name;
@@ -804,7 +843,7 @@ void tfs_fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const cha
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	(void)ino;
 	(void)name;
@@ -812,14 +851,14 @@ void tfs_fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t si
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+void tfs_fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	(void)ino;
 	(void)size;
 	fuse_reply_err(req, ENOTSUP);
 }
 
-void tfs_fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
 	(void)name;

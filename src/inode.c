@@ -324,7 +324,7 @@ static int detach_locked(struct tfs_itable *t, const char *path)
 			return ENOMEM;
 		}
 		/* No lookup can produce a path with an empty segment. */
-		snprintf(p, 48, "//detached/%llu", (unsigned long long)v[i]->ino);
+		snprintf(p, 48, TFS_ITABLE_DETACHED "%llu", (unsigned long long)v[i]->ino);
 		repath(t, v[i], p);
 	}
 	free(v);
@@ -376,6 +376,11 @@ bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struc
 	}
 	pthread_mutex_unlock(&t->lock);
 	return d;
+}
+
+bool tfs_itable_path_is_detached(const char *path)
+{
+	return strncmp(path, TFS_ITABLE_DETACHED, sizeof(TFS_ITABLE_DETACHED) - 1) == 0;
 }
 
 int tfs_itable_detach(struct tfs_itable *t, const char *path)

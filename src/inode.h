@@ -36,9 +36,26 @@ struct tfs_inode {
 	enum tfs_ftype type;  /* immutable */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
 	void *staged;          /* ... and its staged copy, released with the inode */
-	char *path;           /* "" for the root, else "a/b"; changed by rename
-			       * under the table lock: read it with tfs_itable_path() */
+	char *path;           /* "" for the root, else "a/b", or TFS_ITABLE_DETACHED
+			       * "<ino>" once detached; changed by rename and
+			       * detach under the table lock: read it with
+			       * tfs_itable_path() */
 };
+
+/* Detached inodes.  When a name goes away (unlink, rmdir, or a rename over
+ * it), its inode and those below it stay in the table while the kernel
+ * holds lookups on them (files still open), but no name reaches them:
+ * tfs_itable_detach(), tfs_itable_detach_keep() and tfs_itable_rename()
+ * (inode.c's only writers of such paths) give each the path
+ * TFS_ITABLE_DETACHED followed by its number ("//detached/42").  No lookup
+ * makes a path with an empty segment, so that path never meets a name the
+ * kernel sends, and a new file of the old name gets a new inode.
+ * tfs_itable_path() returns it like any path; a caller that must know
+ * whether the inode still has a name tests it with
+ * tfs_itable_path_is_detached() (fs.c's read handler, which then stops
+ * following the name).  What an inode kept when detached (its last
+ * attributes and staged copy) is read with tfs_itable_detached(). */
+#define TFS_ITABLE_DETACHED "//detached/"
 
 struct tfs_itable;
 
@@ -77,8 +94,14 @@ void tfs_itable_set_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const 
  * kernel fetch its attributes again.  Both cases record `etag`. */
 bool tfs_itable_swap_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag);
 
-/* Copy the inode's current path into buf.  Returns 0 or ENAMETOOLONG. */
+/* Copy the inode's current path into buf (a detached inode's starts with
+ * TFS_ITABLE_DETACHED).  Returns 0 or ENAMETOOLONG. */
 int tfs_itable_path(struct tfs_itable *t, const struct tfs_inode *in, char *buf, size_t len);
+
+/* Whether `path`, as tfs_itable_path() returned it, is a detached inode's
+ * (it starts with TFS_ITABLE_DETACHED).  Takes no lock: it only reads
+ * `path`. */
+bool tfs_itable_path_is_detached(const char *path);
 
 /* After a rename: the inodes at `from` and below it now have the paths at
  * `to` and below; inodes that were at `to` or below are detached (they keep

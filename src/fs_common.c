@@ -1,0 +1,174 @@
+/* fs_common.c - what the FUSE handlers of fs.c and fs_write.c share: the
+ * operation counters and error replies, stat and entry filling, a path's
+ * current attributes, inode paths, and file handles.
+ *
+ * Below the handlers and above the control file (fs_order.c), the inode
+ * table (inode.c) and the cache layers.  Only tfs_fs_reply_err() replies.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs_internal.h"
+
+double tfs_fs_timeout(const struct tfs_fs *fs)
+{
+	uint64_t ttl = atomic_load(&fs->ttl_ms);
+
+	return ttl == UINT64_MAX ? FOREVER_S : (double)ttl / 1000.0;
+}
+
+void tfs_fs_count(struct tfs_fs *fs, enum fs_op op, int err)
+{
+	atomic_fetch_add_explicit(&fs->ops[op], 1, memory_order_relaxed);
+	if (err)
+		atomic_fetch_add_explicit(&fs->errs[op], 1, memory_order_relaxed);
+}
+
+void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err)
+{
+	tfs_fs_count(fs_of(req), op, err);
+	fuse_reply_err(req, err);
+}
+
+mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode)
+{
+	return mode & (fs->cfg.keep_setid ? 07777 : 07777 & ~(mode_t)(S_ISUID | S_ISGID));
+}
+
+void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	if (a->type == TFS_FT_DIR) {
+		st->st_mode = S_IFDIR |
+			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG |
+			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
+		st->st_nlink = 1;
+		st->st_size = (off_t)a->size;
+		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	}
+	st->st_uid = a->uid != TFS_META_UNSET ? a->uid : fs->cfg.uid;
+	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
+	st->st_blksize = (blksize_t)fs->block_size;
+	/* Directories have no time in S3: show the mount's. */
+	st->st_mtim.tv_sec = (time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
+	st->st_ctim = st->st_mtim;
+	st->st_atim = st->st_mtim;
+}
+
+/* Split an inode's path into its directory and last component (a
+ * directory longer than dlen - 1 is cut). */
+static void fs_split(const char *path, char *dir, size_t dlen, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL) {
+		dir[0] = '\0';
+		*name = path;
+		return;
+	}
+	size_t n = (size_t)(slash - path);
+	if (n >= dlen)
+		n = dlen - 1;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	*name = slash + 1;
+}
+
+int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
+{
+	if (path[0] == '\0') {
+		*a = fs->root_attr;
+		return 0;
+	}
+	if (fs->follow && tfs_fs_is_order_file(path)) {
+		tfs_fs_order_attr(fs, a);
+		return 0;
+	}
+	if (fs->wb && tfs_wb_attr(fs->wb, path, a))
+		return 0;
+	char dir[PATH_MAX];
+	const char *name;
+	bool changed = false;
+	fs_split(path, dir, sizeof(dir), &name);
+	int rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
+	if (rc)
+		return rc;
+	if (changed) {
+		struct tfs_obj obj;
+		tfs_obj_init(&obj, path, "", 0);
+		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", path, a->etag);
+		tfs_layer_invalidate(fs->top, obj.id);
+	}
+	return 0;
+}
+
+int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **out)
+{
+	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	if (in == NULL)
+		return ESTALE;
+	if (out)
+		*out = in;
+	return tfs_itable_path(fs->itable, in, buf, PATH_MAX);
+}
+
+void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = in->ino;
+	e->generation = 1;
+	e->attr_timeout = tfs_fs_timeout(fs);
+	e->entry_timeout = tfs_fs_timeout(fs);
+	tfs_fs_fill_stat(fs, in->ino, a, &e->attr);
+	tfs_itable_set_attr_etag(fs->itable, in, a->type == TFS_FT_FILE ? a->etag : "");
+}
+
+struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key)
+{
+	struct fh *h = calloc(1, sizeof(*h));
+	if (h == NULL || (h->key = strdup(key)) == NULL) {
+		free(h);
+		return NULL;
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&fs->fh_lock);
+	h->next = fs->open_fhs;
+	if (h->next)
+		h->next->prev = h;
+	fs->open_fhs = h;
+	pthread_mutex_unlock(&fs->fh_lock);
+	return h;
+}
+
+void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
+{
+	pthread_mutex_lock(&fs->fh_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		fs->open_fhs = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->fh_lock);
+	if (h->wf)
+		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
+	if (h->order)
+		tfs_fs_order_free(fs, h);
+	for (size_t i = 0; i < h->n_retired; i++)
+		free(h->retired_keys[i]);
+	free(h->retired_keys);
+	pthread_mutex_destroy(&h->lock);
+	free(h->key);
+	free(h);
+}

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "fs_internal.h"
+#include "path.h"
 
 double tfs_fs_timeout(const struct tfs_fs *fs)
 {
@@ -66,24 +67,6 @@ void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
 	st->st_atim = st->st_mtim;
 }
 
-/* Split an inode's path into its directory and last component (a
- * directory longer than dlen - 1 is cut). */
-static void fs_split(const char *path, char *dir, size_t dlen, const char **name)
-{
-	const char *slash = strrchr(path, '/');
-	if (slash == NULL) {
-		dir[0] = '\0';
-		*name = path;
-		return;
-	}
-	size_t n = (size_t)(slash - path);
-	if (n >= dlen)
-		n = dlen - 1;
-	memcpy(dir, path, n);
-	dir[n] = '\0';
-	*name = slash + 1;
-}
-
 int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 {
 	if (path[0] == '\0') {
@@ -99,8 +82,9 @@ int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 	char dir[PATH_MAX];
 	const char *name;
 	bool changed = false;
-	fs_split(path, dir, sizeof(dir), &name);
-	int rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
+	int rc = tfs_path_split(path, dir, sizeof(dir), &name);
+	if (rc == 0)
+		rc = tfs_meta_lookup(fs->meta, dir, name, a, &changed);
 	if (rc)
 		return rc;
 	if (changed) {

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 LAYERS = ["lib", "backends", "cache", "src", "flexvolume"]
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def symbols(obj):
@@ -100,7 +101,10 @@ def main():
         d = os.path.join(build, layer)
         if not os.path.isdir(d):
             continue
-        objs = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".o"))
+        # Only objects whose source is still in the tree: a build directory
+        # keeps the objects of removed or renamed files.
+        objs = sorted(os.path.join(d, f) for f in os.listdir(d)
+                      if f.endswith(".o") and os.path.exists(os.path.join(TOP, layer, source_name(f))))
         syms = {source_name(o): symbols(o) for o in objs}
         owner = {}
         for f, (defined, _) in syms.items():

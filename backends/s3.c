@@ -304,6 +304,7 @@ static void s3_destroy(void *priv)
 	free(s->cfg.profile);
 	free(s->origin);
 	free(s->host);
+	free(s->identity);
 	free(s->path_base);
 	free(s->copy_base);
 	free(s);
@@ -320,8 +321,7 @@ static const char *s3_cache_identity(void *priv)
  * secret key ties the identity to the secret as well, without revealing
  * it, so a mount given the right key ID with a wrong secret (for example
  * while the server cannot be asked) gets a cache of its own.  Returns 0,
- * EINVAL (a key ID over 128 bytes, AWS's maximum) or EIO (OpenSSL
- * failed); the cause is logged. */
+ * ENOMEM or EIO (OpenSSL failed; logged). */
 static int make_identity(struct s3 *s)
 {
 	static const char msg[] = "tierfs cache identity";
@@ -334,16 +334,16 @@ static int make_identity(struct s3 *s)
 		tfs_err(s->log, "s3: cannot derive the cache identity (HMAC-SHA256 failed)");
 		return EIO;
 	}
-	int n = snprintf(s->identity, sizeof(s->identity), "%s ", s->creds.access_key);
-	if (n < 0 || (size_t)n + 33 > sizeof(s->identity)) {
-		tfs_err(s->log, "s3: the access key ID from %s is longer than 128 bytes",
-			s->creds.source);
-		return EINVAL;
-	}
-	for (int i = 0; i < 16; i++)
-		snprintf(s->identity + n + 2 * i, 3, "%02x", md[i]);
+	struct tfs_dbuf d;
+	int rc;
+	tfs_dbuf_init(&d, strlen(s->creds.access_key) + 64);
+	rc = tfs_dbuf_addf(&d, "%s ", s->creds.access_key);
+	for (int i = 0; rc == 0 && i < 16; i++)
+		rc = tfs_dbuf_addf(&d, "%02x", md[i]);
 	OPENSSL_cleanse(md, sizeof(md));
-	return 0;
+	s->identity = rc == 0 ? tfs_dbuf_steal(&d) : NULL;
+	tfs_dbuf_free(&d);
+	return s->identity ? 0 : ENOMEM;
 }
 
 /* S3 refuses keys longer than 1,024 bytes (UTF-8), the prefix included. */

@@ -9,10 +9,6 @@
 #include "s3_http.h"
 #include "s3_sigv4.h"
 
-/* "<access key ID> <32 hex>": the key ID, a space, and the first 16 bytes
- * of HMAC-SHA256(secret key, "tierfs cache identity") in hex. */
-#define TFS_S3_IDENTITY_MAX (128 + 1 + 32 + 1)
-
 struct s3 {
 	struct tfs_s3_config cfg; /* owned copy; strings owned */
 	struct tfs_s3_creds creds;
@@ -22,8 +18,10 @@ struct s3 {
 	char *host;      /* Host header value */
 	char *path_base; /* "/bucket" (path style) or "" (virtual-hosted) */
 	char *copy_base; /* "/bucket/" for x-amz-copy-source */
-	/* What a shared cache is keyed by (s3_cache_identity()). */
-	char identity[TFS_S3_IDENTITY_MAX];
+	/* What a shared cache is keyed by (s3_cache_identity()): the access
+	 * key ID, a space, and the first 16 bytes of HMAC-SHA256(secret key,
+	 * "tierfs cache identity") in hex.  Owned. */
+	char *identity;
 };
 
 /* One S3 request.  Unused fields are zero. */

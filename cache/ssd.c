@@ -238,6 +238,24 @@ static int lookup(struct ssd *s, const uint8_t id[ID_LEN], uint64_t idx, struct 
 	return 0;
 }
 
+/* lookup(), and if id holds another version of obj (or an unreadable
+ * record), drop it: the read then sees it ABSENT.  The caller pins obj->id.
+ * A failed lookup (logged) is a miss.  Never fails. */
+static void lookup_version(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
+			   struct lookup *lk)
+{
+	uint64_t freed;
+
+	if (lookup(s, obj->id, idx, lk) != 0)
+		memset(lk, 0, sizeof(*lk)); /* logged; treat as a miss */
+	if (lk->have_obj && (lk->bad_obj || strcmp(lk->rec.etag, obj->etag) != 0)) {
+		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
+			  lk->bad_obj ? "(unreadable)" : lk->rec.etag, obj->etag);
+		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
+		memset(lk, 0, sizeof(*lk));
+	}
+}
+
 /* ---- the end of a read ---- */
 
 static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
@@ -311,7 +329,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
 	struct lookup lk;
-	uint64_t tick, freed;
+	uint64_t tick;
 	bool filled = false;
 	int rc;
 
@@ -322,14 +340,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	if (ssd_pin(s, obj->id) != 0)
 		return pass_through(s, obj, idx, buf);
 
-	if (lookup(s, obj->id, idx, &lk) != 0)
-		memset(&lk, 0, sizeof(lk)); /* logged; treat as a miss */
-	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
-		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
-			  lk.bad_obj ? "(unreadable)" : lk.rec.etag, obj->etag);
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk, 0, sizeof(lk));
-	}
+	lookup_version(s, obj, idx, &lk);
 	if (lk.have_blk && read_cached(s, obj, idx, buf, len, &lk.blk)) {
 		count(&s->hits, 1);
 		count(&s->hit_bytes, len);
@@ -351,17 +362,12 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
 	struct lookup lk;
-	uint64_t tick, freed;
+	uint64_t tick;
 
 	if (len == 0 || obj->etag[0] == '\0' || atomic_load(&s->broken) || ssd_pin(s, obj->id) != 0)
 		return;
 	tick = atomic_fetch_add(&s->clock, 1) + 1;
-	if (lookup(s, obj->id, idx, &lk) != 0)
-		memset(&lk, 0, sizeof(lk));
-	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk, 0, sizeof(lk));
-	}
+	lookup_version(s, obj, idx, &lk);
 	bool filled = lk.have_blk || ssd_fill(s, obj, idx, buf, len, false, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 }
@@ -374,19 +380,14 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 {
 	struct ssd *s = l->priv;
 	struct lookup lk, lk0;
-	uint64_t tick, freed;
+	uint64_t tick;
 	bool any_cached = false, filled = false;
 	int rc;
 
 	if (obj->etag[0] == '\0' || atomic_load(&s->broken) || ssd_pin(s, obj->id) != 0)
 		goto one_by_one;
 	tick = atomic_fetch_add(&s->clock, 1) + 1;
-	if (lookup(s, obj->id, first, &lk0) != 0)
-		memset(&lk0, 0, sizeof(lk0));
-	if (lk0.have_obj && (lk0.bad_obj || strcmp(lk0.rec.etag, obj->etag) != 0)) {
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk0, 0, sizeof(lk0));
-	}
+	lookup_version(s, obj, first, &lk0);
 	any_cached = lk0.have_blk;
 	for (unsigned i = 1; !any_cached && lk0.have_obj && i < n; i++)
 		any_cached = lookup(s, obj->id, first + i, &lk) == 0 && lk.have_blk;

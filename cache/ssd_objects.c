@@ -132,6 +132,18 @@ static bool ent_busy(const struct ent *e)
 
 /* ---- marks ---- */
 
+/* Mark id EVICTING: e is its entry or NULL (caller holds s->lock).
+ * Returns false, unmarked, when the table is full. */
+static bool mark_locked(struct ssd *s, struct ent *e, const uint8_t id[ID_LEN])
+{
+	if (e == NULL)
+		e = tab_insert(s, id);
+	if (e == NULL)
+		return false;
+	e->evicting = true;
+	return true;
+}
+
 /* Mark `id` EVICTING if nobody reads or touched it.  Returns true if marked. */
 bool ssd_mark(struct ssd *s, const uint8_t id[ID_LEN])
 {
@@ -140,14 +152,8 @@ bool ssd_mark(struct ssd *s, const uint8_t id[ID_LEN])
 
 	pthread_mutex_lock(&s->lock);
 	e = tab_find(s, id);
-	if (!ent_busy(e)) {
-		if (e == NULL)
-			e = tab_insert(s, id);
-		if (e != NULL) {
-			e->evicting = true;
-			ok = true;
-		}
-	}
+	if (!ent_busy(e))
+		ok = mark_locked(s, e, id);
 	pthread_mutex_unlock(&s->lock);
 	return ok;
 }
@@ -358,16 +364,10 @@ void ssd_doom(struct ssd *s, const uint8_t id[ID_LEN])
 	pthread_mutex_lock(&s->lock);
 	while ((e = tab_find(s, id)) != NULL && e->evicting)
 		pthread_cond_wait(&s->unmarked, &s->lock);
-	if (e != NULL && e->pins > 0) {
+	if (e != NULL && e->pins > 0)
 		e->doomed = true; /* the last reader drops it */
-	} else {
-		if (e == NULL)
-			e = tab_insert(s, id);
-		if (e != NULL) {
-			e->evicting = true;
-			now = true;
-		}
-	}
+	else
+		now = mark_locked(s, e, id);
 	pthread_mutex_unlock(&s->lock);
 	if (now)
 		drop_marked(s, id);

@@ -2,13 +2,17 @@
  * object) indexed in LMDB, with checksums, access-order eviction and
  * crash recovery.
  *
- * This file is the layer: lookup, read_block, put_block, pins, drops,
- * touches, invalidate, stats, create/destroy.  Writing blocks into the
- * tier (admission, the data write, the block record: ssd_fill()) is
- * ssd_fill.c; ON DISK (the cache directory and the LMDB records) is
- * described in ssd_index.c, which implements the format; the background
- * thread (eviction, sweep) is ssd_evict.c; the state they share and its
- * LOCKING are in ssd_internal.h.
+ * This file is the layer: lookup, read_block, read_blocks, put_block,
+ * verifying a cached block, pinning objects, invalidate, stats, limits,
+ * create/destroy.  Writing blocks into the tier (admission, the data
+ * write, the block record: ssd_fill()) is ssd_fill.c; the background
+ * thread (eviction, sweep) is ssd_evict.c; the in-memory id table (pins,
+ * EVICTING marks, touches), dropping an object, the data files and trash,
+ * and the eviction candidate are ssd_objects.c, which all three call; ON
+ * DISK (the cache directory and the LMDB records) is described in
+ * ssd_index.c, which implements the format.  Calls go one way: ssd.c ->
+ * ssd_fill.c, ssd_evict.c -> ssd_objects.c -> ssd_index.c.  The state they
+ * share and its LOCKING are in ssd_internal.h.
  *
  * STATES
  *
@@ -143,306 +147,7 @@ static void add_u64(struct json_object *o, const char *k, uint64_t v)
 	json_object_object_add(o, k, json_object_new_uint64(v));
 }
 
-/* An LMDB failure at run time: log (rate-limited) and, if the index is
- * damaged, disable the tier until a restart.  Returns the errno. */
-int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what)
-{
-	uint64_t sup = 0;
-
-	if (tfs_lmdb_is_corruption(rc)) {
-		if (!atomic_exchange(&s->broken, true))
-			tfs_err(s->log, "ssd: %s: %s: the cache index is damaged; the SSD tier "
-				"passes reads through until tierfs restarts, which rebuilds it",
-				what, mdb_strerror(rc));
-	} else if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
-		count(&s->write_errors, 1);
-		if (rl_allow(&s->rl_full, &sup))
-			tfs_warn(s->log, "ssd: %s: %s: the LMDB map is full; not caching "
-				 "(raise the map size)", what, mdb_strerror(rc));
-	} else if (rl_allow(&s->rl_err, &sup)) {
-		tfs_err(s->log, "ssd: %s: %s (%" PRIu64 " similar errors suppressed)", what,
-			mdb_strerror(rc), sup);
-	}
-	return tfs_lmdb_errno(rc);
-}
-
-/* ssd_lmdb_trouble() for an operation on one object: the message names its
- * key. */
-int ssd_lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key)
-{
-	char w[160];
-
-	snprintf(w, sizeof(w), "%s '%.100s'", what, key);
-	return ssd_lmdb_trouble(s, rc, w);
-}
-
-/* ---- the id table (caller holds s->lock) ---- */
-
-static size_t tab_home(const uint8_t id[ID_LEN])
-{
-	return (size_t)get_le64(id) & TAB_MASK;
-}
-
-static struct ent *tab_find(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	for (size_t i = tab_home(id);; i = (i + 1) & TAB_MASK) {
-		struct ent *e = &s->tab[i];
-		if (!e->used)
-			return NULL;
-		if (memcmp(e->id, id, ID_LEN) == 0)
-			return e;
-	}
-}
-
-/* NULL when the table is full (one slot always stays free, so probes end). */
-static struct ent *tab_insert(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	size_t i;
-
-	if (s->tab_count >= TAB_SLOTS - 1)
-		return NULL;
-	for (i = tab_home(id); s->tab[i].used; i = (i + 1) & TAB_MASK)
-		;
-	memset(&s->tab[i], 0, sizeof(s->tab[i]));
-	memcpy(s->tab[i].id, id, ID_LEN);
-	s->tab[i].used = true;
-	s->tab_count++;
-	return &s->tab[i];
-}
-
-/* Backward-shift deletion (Knuth 6.4 algorithm R): no tombstones.  Moves
- * other entries, so pointers into the table are stale afterwards. */
-static void tab_delete(struct ssd *s, struct ent *e)
-{
-	size_t i = (size_t)(e - s->tab), j = i;
-
-	for (;;) {
-		j = (j + 1) & TAB_MASK;
-		if (!s->tab[j].used)
-			break;
-		size_t k = tab_home(s->tab[j].id);
-		bool move = i <= j ? (k <= i || k > j) : (k <= i && k > j);
-		if (move) {
-			s->tab[i] = s->tab[j];
-			i = j;
-		}
-	}
-	s->tab[i].used = false;
-	s->tab_count--;
-}
-
-static void tab_release(struct ssd *s, struct ent *e)
-{
-	if (e->pins == 0 && e->touch == 0 && !e->evicting && !e->doomed)
-		tab_delete(s, e);
-}
-
-static bool ent_busy(const struct ent *e)
-{
-	return e != NULL && (e->pins > 0 || e->touch != 0 || e->evicting || e->doomed);
-}
-
-/* Pin `id` for a read_block, waiting while it is being evicted.
- * Returns 0 or ENOMEM (table full: the caller passes through). */
-static int pin(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	struct ent *e;
-
-	pthread_mutex_lock(&s->lock);
-	while ((e = tab_find(s, id)) != NULL && e->evicting)
-		pthread_cond_wait(&s->unmarked, &s->lock);
-	if (e == NULL)
-		e = tab_insert(s, id);
-	if (e != NULL)
-		e->pins++;
-	pthread_mutex_unlock(&s->lock);
-	return e ? 0 : ENOMEM;
-}
-
-/* Mark `id` EVICTING if nobody reads or touched it.  Returns true if marked. */
-bool ssd_mark(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	struct ent *e;
-	bool ok = false;
-
-	pthread_mutex_lock(&s->lock);
-	e = tab_find(s, id);
-	if (!ent_busy(e)) {
-		if (e == NULL)
-			e = tab_insert(s, id);
-		if (e != NULL) {
-			e->evicting = true;
-			ok = true;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return ok;
-}
-
-void ssd_unmark(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	struct ent *e;
-
-	pthread_mutex_lock(&s->lock);
-	e = tab_find(s, id);
-	if (e != NULL) {
-		e->evicting = false;
-		tab_release(s, e);
-	}
-	pthread_cond_broadcast(&s->unmarked);
-	pthread_mutex_unlock(&s->lock);
-}
-
-static bool is_busy(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	bool busy;
-
-	pthread_mutex_lock(&s->lock);
-	busy = ent_busy(tab_find(s, id));
-	pthread_mutex_unlock(&s->lock);
-	return busy;
-}
-
-/* Wake the background thread: evict now (admit(), a reload). */
-void ssd_wake_bg(struct ssd *s)
-{
-	pthread_mutex_lock(&s->lock);
-	s->kick = true;
-	pthread_cond_signal(&s->wake);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* ---- data files ---- */
-
-/* Open id's data file: the fd, or -1 with errno set (ssd_internal.h). */
-int ssd_open_data(struct ssd *s, const uint8_t id[ID_LEN], int flags)
-{
-	char rel[REL_LEN];
-
-	rel_path(id, rel);
-	return openat(s->datafd, rel, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
-/* Inside a write txn: rename id's data file into trash/.  Returns true and
- * sets `trash` if a file was moved (the caller unlinks it after commit). */
-bool ssd_move_to_trash(struct ssd *s, const uint8_t id[ID_LEN], char trash[TRASH_LEN])
-{
-	char rel[REL_LEN], hex[2 * ID_LEN + 1];
-
-	rel_path(id, rel);
-	hex_id(id, hex);
-	snprintf(trash, TRASH_LEN, "trash/%s.%" PRIu64, hex, atomic_fetch_add(&s->trash_seq, 1));
-	if (renameat(s->datafd, rel, s->datafd, trash) == 0)
-		return true;
-	if (errno != ENOENT) {
-		uint64_t sup;
-		if (rl_allow(&s->rl_err, &sup))
-			tfs_err(s->log, "ssd: cannot move '%s/data/%s' to trash: %s", s->dir, rel,
-				strerror(errno));
-	}
-	return false;
-}
-
-void ssd_unlink_trash(struct ssd *s, const char *trash)
-{
-	if (unlinkat(s->datafd, trash, 0) != 0 && errno != ENOENT)
-		tfs_warn(s->log, "ssd: cannot remove '%s/data/%s': %s", s->dir, trash,
-			 strerror(errno));
-}
-
-/* ---- dropping objects and blocks ---- */
-
-/* Delete every record of `id` and move its file to trash, in one write
- * txn.  With expect_tick != ANY_TICK (the evictor) the object must still
- * have that last_tick and not be PINNED, else EAGAIN.  The caller holds
- * the EVICTING mark or a pin.  Returns 0 (*freed = bytes), ENOENT (no
- * record), EAGAIN, or an errno (logged). */
-int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
-		    uint64_t *freed)
-{
-	MDB_txn *txn = NULL;
-	MDB_cursor *cur = NULL;
-	MDB_val k = mval(id, ID_LEN), v;
-	struct obj_rec r;
-	uint8_t bk[BLK_KEY_LEN], ak[ATIME_KEY_LEN];
-	char trash[TRASH_LEN];
-	bool moved, valid;
-	int rc;
-
-	*freed = 0;
-	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-	if (rc)
-		return ssd_lmdb_trouble(s, rc, "drop: begin");
-	rc = mdb_get(txn, s->objs, &k, &v);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return rc == MDB_NOTFOUND ? ENOENT : ssd_lmdb_trouble(s, rc, "drop: get");
-	}
-	valid = ssd_obj_decode(&v, &r) == 0;
-	if (expect_tick != ANY_TICK &&
-	    (!valid || r.last_tick != expect_tick || (r.flags & TFS_SSD_OBJ_PINNED))) {
-		mdb_txn_abort(txn);
-		return EAGAIN;
-	}
-	/* blocks: every key with the id prefix */
-	rc = mdb_cursor_open(txn, s->blks, &cur);
-	ssd_blk_key(bk, id, 0);
-	while (rc == 0) {
-		MDB_val ck = mval(bk, BLK_KEY_LEN), cv;
-		rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE);
-		if (rc == MDB_NOTFOUND) {
-			rc = 0;
-			break;
-		}
-		if (rc == 0 && (ck.mv_size < ID_LEN || memcmp(ck.mv_data, id, ID_LEN) != 0))
-			break;
-		if (rc == 0)
-			rc = mdb_cursor_del(cur, 0);
-	}
-	if (cur)
-		mdb_cursor_close(cur);
-	if (rc == 0 && valid) {
-		ssd_atime_key(ak, r.last_tick, id);
-		MDB_val akv = mval(ak, ATIME_KEY_LEN);
-		rc = mdb_del(txn, s->atime, &akv, NULL);
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
-	}
-	if (rc == 0)
-		rc = mdb_del(txn, s->objs, &k, NULL);
-	struct ssd_usage now;
-	if (rc == 0)
-		rc = ssd_shared_add(s, txn, valid ? -(int64_t)r.cached : 0, -1, &now);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return ssd_lmdb_trouble(s, rc, "drop");
-	}
-	moved = ssd_move_to_trash(s, id, trash);
-	rc = mdb_txn_commit(txn);
-	if (moved)
-		ssd_unlink_trash(s, trash);
-	if (rc)
-		return ssd_lmdb_trouble(s, rc, "drop: commit");
-	ssd_usage_sync(s, &now);
-	if (valid) {
-		*freed = r.cached;
-		if (r.flags & TFS_SSD_OBJ_PINNED) {
-			atomic_fetch_sub(&s->pinned, r.size);
-			tfs_info(s->log, "ssd: a pinned object (%" PRIu64 " bytes) was dropped "
-				 "(invalidated or replaced by a new version): no longer pinned", r.size);
-		}
-	}
-	return 0;
-}
-
-/* Drop an object that is not pinned by the caller (invalidate). */
-static void drop_marked(struct ssd *s, const uint8_t id[ID_LEN])
-{
-	uint64_t freed;
-
-	(void)ssd_drop_object(s, id, ANY_TICK, &freed);
-	ssd_unmark(s, id);
-}
+/* ---- dropping a block ---- */
 
 /* A cached block failed verification: delete its record if it is still
  * the one we read (same ETag, same checksum and length).  Returns true if
@@ -533,77 +238,25 @@ static int lookup(struct ssd *s, const uint8_t id[ID_LEN], uint64_t idx, struct 
 	return 0;
 }
 
-/* ---- the eviction candidate (for admit() in ssd_fill.c and the evictor) ---- */
-
-/* The oldest object that could be evicted now (see ADMISSION).  Returns
- * 0, ENOENT (none within SCAN_LIMIT entries) or an errno. */
-int ssd_oldest_candidate(struct ssd *s, struct victim *out)
+/* lookup(), and if id holds another version of obj (or an unreadable
+ * record), drop it: the read then sees it ABSENT.  The caller pins obj->id.
+ * A failed lookup (logged) is a miss.  Never fails. */
+static void lookup_version(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
+			   struct lookup *lk)
 {
-	MDB_txn *txn = NULL;
-	MDB_cursor *cur = NULL;
-	MDB_val k, v;
-	MDB_cursor_op op = MDB_FIRST;
-	int rc, scanned = 0;
+	uint64_t freed;
 
-	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return ssd_lmdb_trouble(s, rc, "scan: begin");
-	rc = mdb_cursor_open(txn, s->atime, &cur);
-	while (rc == 0 && (rc = mdb_cursor_get(cur, &k, &v, op)) == 0) {
-		const uint8_t *p = k.mv_data;
-		struct obj_rec r;
-		MDB_val ok, ov;
-
-		op = MDB_NEXT;
-		if (++scanned > SCAN_LIMIT) {
-			rc = MDB_NOTFOUND;
-			break;
-		}
-		if (k.mv_size != ATIME_KEY_LEN || is_busy(s, p + 8))
-			continue;
-		ok = mval(p + 8, ID_LEN);
-		if (mdb_get(txn, s->objs, &ok, &ov) != 0 || ssd_obj_decode(&ov, &r) != 0 ||
-		    (r.flags & TFS_SSD_OBJ_PINNED))
-			continue;
-		memcpy(out->id, p + 8, ID_LEN);
-		out->tick = get_be64(p);
-		break;
+	if (lookup(s, obj->id, idx, lk) != 0)
+		memset(lk, 0, sizeof(*lk)); /* logged; treat as a miss */
+	if (lk->have_obj && (lk->bad_obj || strcmp(lk->rec.etag, obj->etag) != 0)) {
+		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
+			  lk->bad_obj ? "(unreadable)" : lk->rec.etag, obj->etag);
+		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
+		memset(lk, 0, sizeof(*lk));
 	}
-	if (cur)
-		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
-	if (rc == MDB_NOTFOUND)
-		return ENOENT;
-	return rc ? ssd_lmdb_trouble(s, rc, "scan") : 0;
 }
 
-bool ssd_may_go(struct ssd *s, const struct victim *v)
-{
-	struct tfs_reuse r;
-	uint64_t now = atomic_load(&s->clock);
-
-	pthread_mutex_lock(&s->lock);
-	r = s->reuse;
-	pthread_mutex_unlock(&s->lock);
-	return tfs_policy_may_evict(s->policy, &r, now > v->tick ? now - v->tick : 0,
-				    atomic_load(&s->objects));
-}
-
-/* ---- touches ---- */
-
-/* Note an access at `tick` (caller holds s->lock).  Returns false when the
- * table of pending touches is full (the caller flushes and retries). */
-static bool touch_locked(struct ssd *s, struct ent *e, uint64_t tick)
-{
-	if (e->touch == 0) {
-		if (s->touched >= TOUCH_MAX)
-			return false;
-		s->touched++;
-	}
-	if (tick > e->touch)
-		e->touch = tick;
-	return true;
-}
+/* ---- the end of a read ---- */
 
 static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
 {
@@ -612,135 +265,14 @@ static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
 	return n > floor ? n : floor;
 }
 
-/* End of a read_block: learn, touch, unpin, run a deferred invalidation. */
+/* End of a read_block: learn, touch, unpin (which runs a deferred
+ * invalidation). */
 static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick,
 		   const struct lookup *lk, bool hit, bool touch)
 {
-	struct ent *e;
-	bool doomed = false;
-
-	pthread_mutex_lock(&s->lock);
-	e = tab_find(s, obj->id);
-	if (hit) {
-		uint64_t prev = e->touch ? e->touch : lk->rec.last_tick;
-		if (tick > prev && tick - prev > visit_gap(s, obj))
-			tfs_reuse_observe(&s->reuse, tick - prev);
-	}
-	if (touch && !touch_locked(s, e, tick)) {
-		pthread_mutex_unlock(&s->lock);
-		ssd_flush_touches(s);
-		pthread_mutex_lock(&s->lock);
-		e = tab_find(s, obj->id);
-		(void)touch_locked(s, e, tick); /* still full: the touch is lost */
-	}
-	if (--e->pins == 0 && e->doomed) {
-		e->doomed = false;
-		e->evicting = true;
-		doomed = true;
-	} else {
-		tab_release(s, e);
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (doomed)
-		drop_marked(s, obj->id);
-}
-
-/* Write pending touches: last_tick and atime entries, plus the clock and
- * the estimator, in one transaction. */
-void ssd_flush_touches(struct ssd *s)
-{
-	struct tfs_reuse reuse;
-	uint64_t clock, sb[2];
-	uint8_t vb[OBJ_VAL_MAX], ak[ATIME_KEY_LEN], state[16];
-	MDB_txn *txn = NULL;
-	size_t n = 0;
-	int rc;
-
-	pthread_mutex_lock(&s->flush_lock);
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < TAB_SLOTS && n < TOUCH_MAX && s->touched > 0; i++) {
-		if (s->tab[i].used && s->tab[i].touch) {
-			memcpy(s->flush_buf[n].id, s->tab[i].id, ID_LEN);
-			s->flush_buf[n].tick = s->tab[i].touch;
-			n++;
-		}
-	}
-	reuse = s->reuse;
-	pthread_mutex_unlock(&s->lock);
-	clock = atomic_load(&s->clock);
-	if (n == 0 && clock == s->persisted_clock) {
-		pthread_mutex_unlock(&s->flush_lock);
-		return;
-	}
-
-	rc = mdb_txn_begin(s->env, NULL, 0, &txn);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		const struct touch *t = &s->flush_buf[i];
-		MDB_val k = mval(t->id, ID_LEN), v, akv;
-		struct obj_rec r;
-
-		rc = mdb_get(txn, s->objs, &k, &v);
-		if (rc == MDB_NOTFOUND) { /* dropped meanwhile */
-			rc = 0;
-			continue;
-		}
-		if (rc || ssd_obj_decode(&v, &r) != 0 || r.last_tick >= t->tick)
-			continue;
-		size_t vlen = v.mv_size;
-		memcpy(vb, v.mv_data, vlen);
-		put_le64(vb + OFF_TICK, t->tick);
-		ssd_atime_key(ak, r.last_tick, t->id);
-		akv = mval(ak, ATIME_KEY_LEN);
-		rc = mdb_del(txn, s->atime, &akv, NULL);
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
-		ssd_atime_key(ak, t->tick, t->id);
-		akv = mval(ak, ATIME_KEY_LEN);
-		v = mval(NULL, 0);
-		if (rc == 0)
-			rc = mdb_put(txn, s->atime, &akv, &v, 0);
-		v = mval(vb, vlen);
-		if (rc == 0)
-			rc = mdb_put(txn, s->objs, &k, &v, 0);
-	}
-	if (rc == 0) {
-		MDB_val k = mval("clock", 5), v;
-		put_le64(state, clock);
-		v = mval(state, 8);
-		rc = mdb_put(txn, s->state, &k, &v, 0);
-	}
-	if (rc == 0) {
-		MDB_val k = mval("reuse", 5), v;
-		memcpy(&sb[0], &reuse.mean, sizeof(double));
-		sb[1] = reuse.samples;
-		put_le64(state, sb[0]);
-		put_le64(state + 8, sb[1]);
-		v = mval(state, 16);
-		rc = mdb_put(txn, s->state, &k, &v, 0);
-	}
-	if (rc == 0) {
-		rc = mdb_txn_commit(txn);
-		if (rc == 0)
-			s->persisted_clock = clock;
-	} else if (txn) {
-		mdb_txn_abort(txn);
-	}
-	if (rc)
-		ssd_lmdb_trouble(s, rc, "flushing access times");
-
-	/* Clear the notes we wrote (or lost), unless a newer access came in;
-	 * until now they kept the objects out of the evictor's reach. */
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < n; i++) {
-		struct ent *e = tab_find(s, s->flush_buf[i].id);
-		if (e == NULL || e->touch != s->flush_buf[i].tick)
-			continue;
-		e->touch = 0;
-		s->touched--;
-		tab_release(s, e);
-	}
-	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_unlock(&s->flush_lock);
+	if (hit || touch)
+		ssd_touch(s, obj->id, tick, hit, lk->rec.last_tick, visit_gap(s, obj));
+	ssd_unpin(s, obj->id);
 }
 
 /* ---- read_block ---- */
@@ -797,7 +329,7 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
 	struct lookup lk;
-	uint64_t tick, freed;
+	uint64_t tick;
 	bool filled = false;
 	int rc;
 
@@ -805,17 +337,10 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	if (obj->etag[0] == '\0' || atomic_load(&s->broken))
 		return pass_through(s, obj, idx, buf);
 	tick = atomic_fetch_add(&s->clock, 1) + 1;
-	if (pin(s, obj->id) != 0)
+	if (ssd_pin(s, obj->id) != 0)
 		return pass_through(s, obj, idx, buf);
 
-	if (lookup(s, obj->id, idx, &lk) != 0)
-		memset(&lk, 0, sizeof(lk)); /* logged; treat as a miss */
-	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
-		tfs_debug(s->log, "ssd: '%s': cached version %s replaced by %s", obj->key,
-			  lk.bad_obj ? "(unreadable)" : lk.rec.etag, obj->etag);
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk, 0, sizeof(lk));
-	}
+	lookup_version(s, obj, idx, &lk);
 	if (lk.have_blk && read_cached(s, obj, idx, buf, len, &lk.blk)) {
 		count(&s->hits, 1);
 		count(&s->hit_bytes, len);
@@ -837,17 +362,12 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
 	struct lookup lk;
-	uint64_t tick, freed;
+	uint64_t tick;
 
-	if (len == 0 || obj->etag[0] == '\0' || atomic_load(&s->broken) || pin(s, obj->id) != 0)
+	if (len == 0 || obj->etag[0] == '\0' || atomic_load(&s->broken) || ssd_pin(s, obj->id) != 0)
 		return;
 	tick = atomic_fetch_add(&s->clock, 1) + 1;
-	if (lookup(s, obj->id, idx, &lk) != 0)
-		memset(&lk, 0, sizeof(lk));
-	if (lk.have_obj && (lk.bad_obj || strcmp(lk.rec.etag, obj->etag) != 0)) {
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk, 0, sizeof(lk));
-	}
+	lookup_version(s, obj, idx, &lk);
 	bool filled = lk.have_blk || ssd_fill(s, obj, idx, buf, len, false, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 }
@@ -860,19 +380,14 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 {
 	struct ssd *s = l->priv;
 	struct lookup lk, lk0;
-	uint64_t tick, freed;
+	uint64_t tick;
 	bool any_cached = false, filled = false;
 	int rc;
 
-	if (obj->etag[0] == '\0' || atomic_load(&s->broken) || pin(s, obj->id) != 0)
+	if (obj->etag[0] == '\0' || atomic_load(&s->broken) || ssd_pin(s, obj->id) != 0)
 		goto one_by_one;
 	tick = atomic_fetch_add(&s->clock, 1) + 1;
-	if (lookup(s, obj->id, first, &lk0) != 0)
-		memset(&lk0, 0, sizeof(lk0));
-	if (lk0.have_obj && (lk0.bad_obj || strcmp(lk0.rec.etag, obj->etag) != 0)) {
-		(void)ssd_drop_object(s, obj->id, ANY_TICK, &freed);
-		memset(&lk0, 0, sizeof(lk0));
-	}
+	lookup_version(s, obj, first, &lk0);
 	any_cached = lk0.have_blk;
 	for (unsigned i = 1; !any_cached && lk0.have_obj && i < n; i++)
 		any_cached = lookup(s, obj->id, first + i, &lk) == 0 && lk.have_blk;
@@ -932,7 +447,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 
 	if (atomic_load(&s->broken))
 		return EIO;
-	if (pin(s, obj->id) != 0)
+	if (ssd_pin(s, obj->id) != 0)
 		return ENOMEM;
 	int rc = mdb_txn_begin(s->env, NULL, 0, &txn);
 	if (rc) {
@@ -976,19 +491,7 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 	else
 		atomic_fetch_sub(&s->pinned, r.size);
 out:
-	pthread_mutex_lock(&s->lock);
-	struct ent *e = tab_find(s, obj->id);
-	bool doomed = false;
-	if (--e->pins == 0 && e->doomed) {
-		e->doomed = false;
-		e->evicting = true;
-		doomed = true;
-	} else {
-		tab_release(s, e);
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (doomed)
-		drop_marked(s, obj->id);
+	ssd_unpin(s, obj->id);
 	return rc;
 }
 
@@ -1004,25 +507,8 @@ void tfs_ssd_pin_usage(struct tfs_layer *l, uint64_t *pinned, uint64_t *max)
 static void ssd_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 {
 	struct ssd *s = l->priv;
-	struct ent *e;
-	bool now = false;
 
-	pthread_mutex_lock(&s->lock);
-	while ((e = tab_find(s, id)) != NULL && e->evicting)
-		pthread_cond_wait(&s->unmarked, &s->lock);
-	if (e != NULL && e->pins > 0) {
-		e->doomed = true; /* the last reader drops it */
-	} else {
-		if (e == NULL)
-			e = tab_insert(s, id);
-		if (e != NULL) {
-			e->evicting = true;
-			now = true;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (now)
-		drop_marked(s, id);
+	ssd_doom(s, id);
 	tfs_layer_invalidate(s->inner, id);
 }
 

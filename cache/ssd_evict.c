@@ -3,7 +3,10 @@
  * environment; above the high watermark it evicts whole objects, oldest
  * first (ADMISSION AND EVICTION in ssd.c); after start-up it sweeps
  * data/trash/ and the data files that have no object record (CRASH
- * BEHAVIOUR in ssd.c).  The shared state is ssd_internal.h.
+ * BEHAVIOUR in ssd.c).  Started and joined by ssd.c; it calls the object
+ * table (ssd_objects.c: the eviction candidate, marks, drops, trash, the
+ * touch flush) and the index (ssd_index.c), never ssd.c or ssd_fill.c.
+ * The shared state is ssd_internal.h.
  */
 #include "config.h"
 

@@ -6,7 +6,9 @@
  * ssd.c), written into its object's data file and indexed in one short
  * write transaction (I1-I3 in ssd.c).  A fill never fails the read: a
  * refused or failed fill only leaves the block uncached.  The layer that
- * calls it is ssd.c; the shared state is ssd_internal.h.
+ * calls it is ssd.c; it calls the object table (ssd_objects.c: the
+ * eviction candidate, the data file) and the index (ssd_index.c), never
+ * ssd.c or ssd_evict.c; the shared state is ssd_internal.h.
  */
 #include "config.h"
 

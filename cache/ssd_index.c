@@ -1,9 +1,11 @@
 /* ssd_index.c - the SSD tier's on-disk format: the records of its LMDB
  * index (object, block and atime keys and values, encode and decode), the
  * usage record shared by the daemons that share the tier, and opening,
- * checking and recounting the index at start-up.  The layer that reads
- * and writes these records is ssd.c, with ssd_fill.c writing the records
- * of a fill; the shared state is ssd_internal.h.
+ * checking and recounting the index at start-up.  It is the bottom of
+ * the tier and calls none of its other files; ssd.c, ssd_fill.c (the
+ * records of a fill), ssd_evict.c and ssd_objects.c (drops, touches, the
+ * eviction candidate) read and write these records.  The shared state is
+ * ssd_internal.h.
  *
  * ON DISK
  *

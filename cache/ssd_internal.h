@@ -1,11 +1,20 @@
-/* ssd_internal.h - state and helpers shared by the files of the SSD tier:
- * ssd.c (the layer: lookup, read_block, pins, drops, touches, stats,
- * create/destroy), ssd_fill.c (writing blocks into the tier: admission,
- * the data write, the block record), ssd_index.c (the on-disk format: LMDB
- * records, shared usage, opening and recounting the index) and ssd_evict.c
- * (the background thread: eviction and the sweep).  Not for use outside
- * cache/ssd*.c; the tier's interface is ssd.h.  The STATES and INVARIANTS
- * (I1-I5) these files keep are described at the top of ssd.c.
+/* ssd_internal.h - state and helpers shared by the files of the SSD tier.
+ * Calls go one way, top to bottom:
+ *
+ *   ssd.c          the layer: lookup, read_block, put_block, invalidate,
+ *                  stats, pinning objects, create/destroy
+ *   ssd_fill.c     writing blocks into the tier: admission, the data
+ *   ssd_evict.c    write, the block record; the background thread:
+ *                  eviction and the sweep (siblings: neither calls the other)
+ *   ssd_objects.c  the shared state: the id table (pins, EVICTING marks,
+ *                  deferred invalidations, touches), data files and trash,
+ *                  dropping an object, the eviction candidate
+ *   ssd_index.c    the on-disk format: LMDB records, shared usage, opening
+ *                  and recounting the index
+ *
+ * Each file calls only files below it.  Not for use outside cache/ssd*.c;
+ * the tier's interface is ssd.h.  The STATES and INVARIANTS (I1-I5) these
+ * files keep are described at the top of ssd.c.
  *
  * LOCKING
  *
@@ -78,6 +87,8 @@
 /* ssd_drop_object(): any last_tick will do (not the evictor) */
 #define ANY_TICK UINT64_MAX
 
+/* An id table entry (ssd_objects.c only; the table is allocated and freed
+ * by ssd.c). */
 struct ent {
 	uint8_t id[ID_LEN];
 	uint64_t touch;  /* tick of the latest unflushed access, 0: none */
@@ -308,7 +319,7 @@ int ssd_open_dbs(struct ssd *s, bool wipe);
  * record) or an LMDB code (not logged).  Creation only. */
 int ssd_load_state(struct ssd *s);
 
-/* ---- ssd.c: used by the background thread and the fill path ---- */
+/* ---- ssd_objects.c: the id table, data files, drops, the eviction candidate ---- */
 
 /* Log an LMDB failure (rate-limited), disable the tier if the index is damaged;
  * returns the errno.  Takes none of the tier's locks. */
@@ -317,6 +328,35 @@ int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what);
 /* ssd_lmdb_trouble() for an operation on one object: the message names `key`
  * (cut to 100 bytes).  Returns the errno.  Takes none of the tier's locks. */
 int ssd_lmdb_trouble_key(struct ssd *s, int rc, const char *what, const char *key);
+
+/* Pin id for a read (I5: it cannot be marked EVICTING while pinned),
+ * waiting while it is EVICTING.  Returns 0, or ENOMEM when the id table is
+ * full (the caller passes through, and must not ssd_unpin()).  Takes
+ * s->lock and waits on `unmarked`: the caller holds no transaction. */
+int ssd_pin(struct ssd *s, const uint8_t id[ID_LEN]);
+
+/* Release a pin of ssd_pin().  The last pin of an id invalidated meanwhile
+ * (ssd_doom()) drops the object (ssd_drop_object(), failure logged).
+ * Cannot fail.  Takes s->lock; the caller holds no lock nor a transaction. */
+void ssd_unpin(struct ssd *s, const uint8_t id[ID_LEN]);
+
+/* Invalidate id: wait while it is EVICTING; if readers pin it, mark it so
+ * that the last ssd_unpin() drops it, else mark it EVICTING and drop it now
+ * (failure logged; with the id table full nothing is dropped).  Cannot fail.
+ * Takes s->lock and waits on `unmarked`: the caller holds no pin of id, no
+ * lock and no transaction. */
+void ssd_doom(struct ssd *s, const uint8_t id[ID_LEN]);
+
+/* Note an access to id at `tick` by a reader that pins it: with `hit`, the
+ * gap since the object's previous access (its pending touch, else
+ * `last_tick` from its record) feeds the epoch estimator if it exceeds
+ * `gap` (the object's visit gap, ACCESS ORDER in ssd.c).  Then tick is
+ * noted as id's touch, written to the index by the next
+ * ssd_flush_touches(); when TOUCH_MAX ids wait it flushes first, and if
+ * still full the touch is lost.  Cannot fail.  Takes s->lock, and to flush
+ * flush_lock then s->lock: the caller holds neither, nor a transaction. */
+void ssd_touch(struct ssd *s, const uint8_t id[ID_LEN], uint64_t tick, bool hit,
+	       uint64_t last_tick, uint64_t gap);
 
 /* Open id's data file (data/XX/<hex>, relative to datafd) with `flags` plus
  * O_CLOEXEC | O_NOFOLLOW, mode 0600 if created.  Returns the fd, which the

@@ -19,7 +19,8 @@
 
 #include <json-c/json.h>
 
-#include "ctl.h"
+#include "ctl_client.h"
+#include "ctl_path.h"
 #include "fv_sys.h"
 #include "fv_volume.h"
 

@@ -48,6 +48,7 @@
 
 #include "commands.h"
 #include "ctl.h"
+#include "ctl_client.h"
 #include "dbuf.h"
 #include "fs.h"
 #include "follow.h"

@@ -16,9 +16,15 @@
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
 
-/* `tierfs mount ...` and `tierfs umount MOUNTPOINT`: argv[0] is the
- * command name. */
+/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name. */
 int tfs_cmd_mount(int argc, char **argv);
+
+/* The commands that act on a running daemon through its control socket
+ * (cmd_ctl.c); argv[0] is the command name. */
+/* `tierfs umount MOUNTPOINT`: ask the daemon to drain (bounded by its
+ * writeback.drain_timeout), unmount (umount2 as root, else fusermount3
+ * -u), then wait up to 60 s for the daemon to end.  Returns TFS_EXIT_OK,
+ * TFS_EXIT_FAIL (the unmount failed) or TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_umount(int argc, char **argv);
 /* `tierfs flush MOUNTPOINT`: upload everything pending now and wait.
  * Returns TFS_EXIT_OK when nothing is left, TFS_EXIT_FAIL otherwise (or no

@@ -9,12 +9,18 @@
 #define TFS_EXIT_FAIL 1 /* the operation failed; the reason was printed */
 /* TFS_EXIT_CONFIG (2, config.h): usage or configuration error */
 
-/* Load the configuration: `path` (NULL: the default file, which may be
- * missing), then each "-o" assignment in order, then validate.  Prints
- * "tierfs: <file:line message>" to stderr on error.  Returns 0 or
- * TFS_EXIT_CONFIG; on error *cfg is cleared. */
+/* Load the configuration (cmd_config.c): `path` (NULL: the default file,
+ * which may be missing), then each "-o" assignment in order, then
+ * validate.  Prints "tierfs: <file:line message>" to stderr on error.
+ * Returns 0 or TFS_EXIT_CONFIG; on error *cfg is cleared. */
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
+
+/* `tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...` (argv[0] "config"):
+ * print the effective configuration with the origin of every value that
+ * is not a default.  Returns TFS_EXIT_OK, TFS_EXIT_CONFIG (usage, invalid
+ * configuration) or TFS_EXIT_FAIL (out of memory). */
+int tfs_cmd_config(int argc, char **argv);
 
 /* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name. */
 int tfs_cmd_mount(int argc, char **argv);

@@ -56,8 +56,8 @@ int tfs_cmd_pin(int argc, char **argv);
 int tfs_cmd_backend(int argc, char **argv);
 
 /* `tierfs stats [--json] MOUNTPOINT`: argv[0] is "stats".  Asks the daemon
- * serving MOUNTPOINT over its control socket (ctl.h) and prints the result.
- * Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, daemon error) or
+ * serving MOUNTPOINT over its control socket (ctl_client.h) and prints
+ * the result.  Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, daemon error) or
  * TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_stats(int argc, char **argv);
 

@@ -280,14 +280,16 @@ static int open_stack(struct daemon_ctx *d, const struct tfs_daemon_opts *o, con
 	rc = tfs_backend_list(d->stack->be, "", "/", NULL, 1, &p);
 	tfs_list_page_clear(&p);
 	if (rc == EIO) {
-		tfs_warn(d->log, "%s is unreachable: serving from the cache until it answers", o->source);
+		tfs_warn(d->log, "%s is unreachable: serving from the cache until it answers",
+			 o->source);
 		rc = 0;
 	} else if (rc) {
 		*fail = rc == ENOENT ? "the bucket does not exist" : "the bucket cannot be listed";
 		return rc;
 	}
 	rc = tfs_fs_create(o->fsc, d->stack->meta, d->stack->top, d->stack->pf,
-			   tfs_wb_writable(d->stack->wb) ? d->stack->wb : NULL, d->stack->be, d->log, &d->fs);
+			   tfs_wb_writable(d->stack->wb) ? d->stack->wb : NULL, d->stack->be, d->log,
+			   &d->fs);
 	if (rc) {
 		*fail = "out of memory";
 		return rc;
@@ -381,7 +383,9 @@ static int setup(struct daemon_ctx *d, const struct tfs_daemon_opts *o, struct h
  * SIGINT/SIGTERM; the kernel readahead is raised beside it. */
 static void session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 {
-	struct bdi_tune bt = { .mountpoint = o->mountpoint, .readahead = o->cfg->prefetch.readahead, .log = d->log };
+	struct bdi_tune bt = {
+		.mountpoint = o->mountpoint, .readahead = o->cfg->prefetch.readahead, .log = d->log,
+	};
 	pthread_t bt_thread;
 	bool bt_started = bt.readahead >= TFS_MAX_READ &&
 			  pthread_create(&bt_thread, NULL, tune_bdi, &bt) == 0;
@@ -437,8 +441,10 @@ static int serve(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int *sta
 	if (tfs_wb_writable(d->stack->wb)) {
 		uint64_t files = 0, bytes = 0;
 		if (tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes) != 0)
-			tfs_warn(d->log, "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not uploaded yet "
-				 "stay in the journal for the next mount", files, bytes);
+			tfs_warn(d->log,
+				 "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not uploaded "
+				 "yet stay in the journal for the next mount",
+				 files, bytes);
 	}
 	fuse_remove_signal_handlers(d->se);
 	return 0;

@@ -49,6 +49,7 @@
  * (LOG_INTERVAL_MS, daemon_internal.h). */
 #define LOG_BURST 5
 
+/* ---- the commands: stats, drain ---- */
 
 /* The statistics: `tierfs stats` and the metrics endpoint.  NULL on
  * ENOMEM. */
@@ -156,6 +157,8 @@ static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 	*resp = o;
 	return 0;
 }
+
+/* ---- beside the session: readahead, the report to the parent ---- */
 
 /* The kernel caps a FUSE mount's readahead at 128 KiB (the bdi default,
  * fixed when INIT is answered), so sequential reads arrive as 128 KiB

@@ -3,7 +3,6 @@
 #ifndef TFS_DAEMON_INTERNAL_H
 #define TFS_DAEMON_INTERNAL_H
 
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,6 +17,9 @@
 /* The log rate limiter's interval; the reload thread flushes its counts
  * of suppressed lines as often. */
 #define LOG_INTERVAL_MS 10000
+
+struct fuse_session;
+struct tfs_config;
 
 /* The state of a running daemon, built by tfs_daemon_run() (daemon.c). */
 struct daemon_ctx {

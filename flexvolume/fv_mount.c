@@ -19,7 +19,8 @@
 
 #include <json-c/json.h>
 
-#include "ctl.h"
+#include "ctl_client.h"
+#include "ctl_path.h"
 #include "fv_sys.h"
 #include "fv_volume.h"
 
@@ -625,7 +626,7 @@ out:
 /* ---- unmount ---- */
 
 /* Upload what the volume's pods wrote, bounded by `deadline_ms`: the
- * daemon's "drain" command (src/cmd_mount.c) uploads everything pending
+ * daemon's "drain" command (src/daemon.c) uploads everything pending
  * now and says what is left.  Returns 0 with *clean true when nothing is
  * left, 0 with *clean false when no daemon answered (a dead mount: its
  * journal stays in the cache); EBUSY with the report in msg when files

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "ctl.h"
+#include "ctl_client.h"
+#include "ctl_path.h"
 #include "dbuf.h"
 #include "stats_render.h"
 

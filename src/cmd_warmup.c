@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "ctl.h"
+#include "ctl_client.h"
+#include "ctl_path.h"
 #include "dbuf.h"
 #include "units.h"
 

@@ -9,16 +9,28 @@
 #define TFS_EXIT_FAIL 1 /* the operation failed; the reason was printed */
 /* TFS_EXIT_CONFIG (2, config.h): usage or configuration error */
 
-/* Load the configuration: `path` (NULL: the default file, which may be
- * missing), then each "-o" assignment in order, then validate.  Prints
- * "tierfs: <file:line message>" to stderr on error.  Returns 0 or
- * TFS_EXIT_CONFIG; on error *cfg is cleared. */
+/* Load the configuration (cmd_config.c): `path` (NULL: the default file,
+ * which may be missing), then each "-o" assignment in order, then
+ * validate.  Prints "tierfs: <file:line message>" to stderr on error.
+ * Returns 0 or TFS_EXIT_CONFIG; on error *cfg is cleared. */
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
 
-/* `tierfs mount ...` and `tierfs umount MOUNTPOINT`: argv[0] is the
- * command name. */
+/* `tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...` (argv[0] "config"):
+ * print the effective configuration with the origin of every value that
+ * is not a default.  Returns TFS_EXIT_OK, TFS_EXIT_CONFIG (usage, invalid
+ * configuration) or TFS_EXIT_FAIL (out of memory). */
+int tfs_cmd_config(int argc, char **argv);
+
+/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name. */
 int tfs_cmd_mount(int argc, char **argv);
+
+/* The commands that act on a running daemon through its control socket
+ * (cmd_ctl.c); argv[0] is the command name. */
+/* `tierfs umount MOUNTPOINT`: ask the daemon to drain (bounded by its
+ * writeback.drain_timeout), unmount (umount2 as root, else fusermount3
+ * -u), then wait up to 60 s for the daemon to end.  Returns TFS_EXIT_OK,
+ * TFS_EXIT_FAIL (the unmount failed) or TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_umount(int argc, char **argv);
 /* `tierfs flush MOUNTPOINT`: upload everything pending now and wait.
  * Returns TFS_EXIT_OK when nothing is left, TFS_EXIT_FAIL otherwise (or no
@@ -44,8 +56,8 @@ int tfs_cmd_pin(int argc, char **argv);
 int tfs_cmd_backend(int argc, char **argv);
 
 /* `tierfs stats [--json] MOUNTPOINT`: argv[0] is "stats".  Asks the daemon
- * serving MOUNTPOINT over its control socket (ctl.h) and prints the result.
- * Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, daemon error) or
+ * serving MOUNTPOINT over its control socket (ctl_client.h) and prints
+ * the result.  Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, daemon error) or
  * TFS_EXIT_CONFIG (usage). */
 int tfs_cmd_stats(int argc, char **argv);
 

@@ -1,15 +1,14 @@
-/* ctl.c - the control socket: socket location, the poll()-based server with
- * one worker thread per running request, and the client. */
+/* ctl.c - the control socket's server: a poll()-based thread that owns
+ * the listening socket and the idle connections, and one worker thread per
+ * running request. */
 #include "config.h"
 
 #include "ctl.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,245 +21,14 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "ctl_proto.h"
 #include "dbuf.h"
-#include "dirs.h"
 #include "log.h"
+#include "unix_listen.h"
 
-_Static_assert(TFS_CTL_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
-	       "TFS_CTL_SOCK_PATH_MAX must be the size of sun_path");
-
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-#define READ_CHUNK 65536
-#define MAX_SYMLINKS 40
 #define LISTEN_BACKLOG 16
-#define MSG_MAX 1024
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Remove the first `n` bytes of `d` (n <= len). */
-static void dbuf_drop_front(struct tfs_dbuf *d, size_t n)
-{
-	if (n == 0)
-		return;
-	memmove(d->buf, d->buf + n, d->len - n);
-	d->len -= n;
-	d->buf[d->len] = '\0';
-}
-
-static bool is_errno(int e)
-{
-	return e > 0 && e < 4096;
-}
-
-/* ---- the socket's location ---- */
-
-/* Normalise the absolute path `abs` without looking at the filesystem:
- * "//" and "." are removed, ".." removes the previous component. */
-static int lexical(const char *abs, char *out, size_t len)
-{
-	const char *p = abs;
-	size_t o = 0;
-
-	while (*p) {
-		while (*p == '/')
-			p++;
-		if (*p == '\0')
-			break;
-		const char *s = p;
-		while (*p && *p != '/')
-			p++;
-		size_t n = (size_t)(p - s);
-		if (n == 1 && s[0] == '.')
-			continue;
-		if (n == 2 && s[0] == '.' && s[1] == '.') {
-			while (o > 0 && out[o - 1] != '/')
-				o--;
-			if (o > 0)
-				o--;
-			continue;
-		}
-		if (o + 1 + n >= len)
-			return ENAMETOOLONG;
-		out[o++] = '/';
-		memcpy(out + o, s, n);
-		o += n;
-	}
-	if (o == 0) {
-		if (len < 2)
-			return ENAMETOOLONG;
-		out[o++] = '/';
-	}
-	out[o] = '\0';
-	return 0;
-}
-
-/* out = dir + "/" + name, without doubling the slash of "/". */
-static int join(const char *dir, const char *name, char *out, size_t len)
-{
-	int n = snprintf(out, len, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/", name);
-	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
-}
-
-int tfs_ctl_canonical_path(const char *mountpoint, char *out, size_t len)
-{
-	char path[PATH_MAX], parent[PATH_MAX], rparent[PATH_MAX], cand[PATH_MAX];
-	char target[PATH_MAX];
-	int rc;
-
-	if (mountpoint == NULL || mountpoint[0] == '\0')
-		return EINVAL;
-	if (mountpoint[0] == '/') {
-		if (strlen(mountpoint) >= sizeof(path))
-			return ENAMETOOLONG;
-		memcpy(path, mountpoint, strlen(mountpoint) + 1);
-	} else {
-		char cwd[PATH_MAX];
-		if (getcwd(cwd, sizeof(cwd)) == NULL)
-			return errno == ERANGE ? ENAMETOOLONG : errno;
-		rc = join(cwd, mountpoint, path, sizeof(path));
-		if (rc)
-			return rc;
-	}
-
-	for (int depth = 0;; depth++) {
-		if (depth > MAX_SYMLINKS)
-			return ELOOP;
-		/* Drop trailing slashes and trailing "." components. */
-		size_t n = strlen(path);
-		for (;;) {
-			while (n > 1 && path[n - 1] == '/')
-				n--;
-			if (n >= 2 && path[n - 1] == '.' && path[n - 2] == '/') {
-				n--;
-				continue;
-			}
-			break;
-		}
-		path[n] = '\0';
-		char *slash = strrchr(path, '/');
-		if (strcmp(slash + 1, "..") == 0) {
-			rc = lexical(path, cand, sizeof(cand));
-			if (rc)
-				return rc;
-			memcpy(path, cand, strlen(cand) + 1);
-			slash = strrchr(path, '/');
-		}
-		const char *last = slash + 1;
-		if (*last == '\0') {
-			/* The root directory. */
-			memcpy(cand, "/", 2);
-			break;
-		}
-		if (slash == path) {
-			memcpy(parent, "/", 2);
-		} else {
-			memcpy(parent, path, (size_t)(slash - path));
-			parent[slash - path] = '\0';
-		}
-		if (realpath(parent, rparent) == NULL) {
-			rc = errno;
-			if (rc == ENOMEM || rc == ENAMETOOLONG || rc == ELOOP)
-				return rc;
-			rc = lexical(parent, rparent, sizeof(rparent));
-			if (rc)
-				return rc;
-		}
-		rc = join(rparent, last, cand, sizeof(cand));
-		if (rc)
-			return rc;
-		ssize_t t = readlink(cand, target, sizeof(target));
-		if (t < 0)
-			break; /* not a link, missing, or unreadable: use it as is */
-		if ((size_t)t >= sizeof(target))
-			return ENAMETOOLONG;
-		target[t] = '\0';
-		if (target[0] == '/') {
-			memcpy(path, target, (size_t)t + 1);
-		} else {
-			rc = join(rparent, target, path, sizeof(path));
-			if (rc)
-				return rc;
-		}
-	}
-	if (strlen(cand) >= len)
-		return ERANGE;
-	memcpy(out, cand, strlen(cand) + 1);
-	return 0;
-}
-
-/* Create `dir` 0700 or check that the existing one is safe to use
- * (lib/dirs.h), and make it 0700. */
-static int ensure_dir(const char *dir)
-{
-	return tfs_dir_secure(dir, TFS_DIR_CREATE | TFS_DIR_PRIVATE, NULL);
-}
-
-static int runtime_dir(char *out, size_t len)
-{
-	uid_t uid = geteuid();
-	int n;
-
-	if (uid == 0) {
-		n = snprintf(out, len, "/run/tierfs");
-	} else {
-		const char *x = secure_getenv("XDG_RUNTIME_DIR");
-		if (x != NULL && x[0] == '/') {
-			size_t xl = strlen(x);
-			while (xl > 1 && x[xl - 1] == '/')
-				xl--;
-			if (xl > (size_t)INT_MAX - 16)
-				return ENAMETOOLONG;
-			n = snprintf(out, len, "%.*s/tierfs", (int)xl, x);
-		} else {
-			n = snprintf(out, len, "/tmp/tierfs-%u", (unsigned)uid);
-		}
-	}
-	if (n < 0 || (size_t)n >= len)
-		return ENAMETOOLONG;
-	return 0;
-}
-
-int tfs_ctl_socket_path(const char *mountpoint, char *out, size_t len)
-{
-	char canon[PATH_MAX], dir[PATH_MAX], hex[17];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	int rc;
-
-	rc = tfs_ctl_canonical_path(mountpoint, canon, sizeof(canon));
-	if (rc)
-		return rc;
-	if (!EVP_Digest(canon, strlen(canon), md, &mdlen, EVP_sha256(), NULL) || mdlen < 8)
-		return EIO;
-	for (int i = 0; i < 8; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	rc = runtime_dir(dir, sizeof(dir));
-	if (rc)
-		return rc;
-	/* "/" + 16 hex digits + ".sock" */
-	size_t n = strlen(dir) + 1 + 16 + 5;
-	if (n >= TFS_CTL_SOCK_PATH_MAX)
-		return ENAMETOOLONG;
-	if (n >= len)
-		return ERANGE;
-	rc = ensure_dir(dir);
-	if (rc)
-		return rc;
-	snprintf(out, len, "%s/%s.sock", dir, hex);
-	return 0;
-}
-
-/* ---- the server ---- */
 
 struct handler {
 	char *cmd;
@@ -308,7 +76,7 @@ struct tfs_ctl {
 	size_t n_conns;
 	int64_t busy_warned_ms;     /* last "too many connections" warning */
 	unsigned long busy_refused; /* refusals since that warning */
-	char rbuf[READ_CHUNK];
+	char rbuf[CTL_READ_CHUNK];
 };
 
 static void wake(struct tfs_ctl *c)
@@ -354,12 +122,12 @@ static struct json_object *error_reply(int err, const char *msg)
 static void send_error_nowait(int fd, int err, const char *msg)
 {
 	struct json_object *o = error_reply(err, msg);
-	char buf[MSG_MAX + 128];
+	char buf[CTL_MSG_MAX + 128];
 	size_t n;
 
 	if (o == NULL)
 		return;
-	const char *s = json_object_to_json_string_length(o, JSON_FLAGS, &n);
+	const char *s = json_object_to_json_string_length(o, CTL_JSON_FLAGS, &n);
 	if (s != NULL && n + 1 <= sizeof(buf)) {
 		memcpy(buf, s, n);
 		buf[n] = '\n';
@@ -374,7 +142,7 @@ static void send_error_nowait(int fd, int err, const char *msg)
  * for the client to make room each time. */
 static int conn_write(struct tfs_ctl_conn *k, const char *buf, size_t len)
 {
-	int64_t deadline = now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
+	int64_t deadline = ctl_now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
 	int rc = 0;
 
 	if (k->write_err)
@@ -388,13 +156,13 @@ static int conn_write(struct tfs_ctl_conn *k, const char *buf, size_t len)
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
-			deadline = now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
+			deadline = ctl_now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int64_t left = deadline - now_ms();
+			int64_t left = deadline - ctl_now_ms();
 			if (left <= 0) {
 				rc = ETIMEDOUT;
 				break;
@@ -419,7 +187,7 @@ static int conn_write(struct tfs_ctl_conn *k, const char *buf, size_t len)
 static int conn_send(struct tfs_ctl_conn *k, struct json_object *o)
 {
 	size_t n;
-	const char *s = json_object_to_json_string_length(o, JSON_FLAGS, &n);
+	const char *s = json_object_to_json_string_length(o, CTL_JSON_FLAGS, &n);
 
 	if (s == NULL)
 		return ENOMEM;
@@ -455,7 +223,7 @@ bool tfs_ctl_conn_cancelled(const struct tfs_ctl_conn *conn)
 
 int tfs_ctl_fail(struct json_object **resp, int err, const char *fmt, ...)
 {
-	char msg[MSG_MAX];
+	char msg[CTL_MSG_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -464,51 +232,6 @@ int tfs_ctl_fail(struct json_object **resp, int err, const char *fmt, ...)
 	*resp = json_object_new_string(msg);
 	return err;
 }
-
-/* Parse one line into a JSON object.  EINVAL with a message for anything
- * else; ENOMEM. */
-static int parse_line(const char *line, size_t len, struct json_object **out, char *msg,
-		      size_t msglen)
-{
-	*out = NULL;
-	if (memchr(line, '\0', len) != NULL) {
-		snprintf(msg, msglen, "malformed JSON: NUL byte");
-		return EINVAL;
-	}
-	if (len > INT_MAX) {
-		snprintf(msg, msglen, "line too long");
-		return EINVAL;
-	}
-	struct json_tokener *tok = json_tokener_new();
-	if (tok == NULL) {
-		snprintf(msg, msglen, "out of memory");
-		return ENOMEM;
-	}
-	struct json_object *o = json_tokener_parse_ex(tok, line, (int)len);
-	enum json_tokener_error je = json_tokener_get_error(tok);
-	size_t end = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
-	if (o == NULL && je != json_tokener_success) {
-		snprintf(msg, msglen, "malformed JSON: %s",
-			 je == json_tokener_continue ? "incomplete" : json_tokener_error_desc(je));
-		return EINVAL;
-	}
-	for (size_t i = end; i < len; i++) {
-		if (!isspace((unsigned char)line[i])) {
-			json_object_put(o);
-			snprintf(msg, msglen, "malformed JSON: trailing characters");
-			return EINVAL;
-		}
-	}
-	if (!json_object_is_type(o, json_type_object)) {
-		json_object_put(o);
-		snprintf(msg, msglen, "not a JSON object");
-		return EINVAL;
-	}
-	*out = o;
-	return 0;
-}
-
 static bool lookup(struct tfs_ctl *c, const char *cmd, struct handler *h)
 {
 	bool found = false;
@@ -530,11 +253,11 @@ static void handle_request(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 {
 	struct json_object *req = NULL, *resp = NULL, *reply = NULL;
 	const char *cmd = "";
-	char msg[MSG_MAX] = "";
+	char msg[CTL_MSG_MAX] = "";
 	char perr[256], ebuf[128];
 	int rc;
 
-	rc = parse_line(k->in.buf, k->line_len, &req, perr, sizeof(perr));
+	rc = ctl_parse_line(k->in.buf, k->line_len, &req, perr, sizeof(perr));
 	if (rc)
 		snprintf(msg, sizeof(msg), "%s%s", rc == EINVAL ? "malformed request: " : "", perr);
 	if (rc == 0) {
@@ -554,7 +277,7 @@ static void handle_request(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 			snprintf(msg, sizeof(msg), "unknown command '%.200s'", cmd);
 		} else {
 			rc = h.fn(h.ctx, k, req, &resp);
-			if (rc != 0 && !is_errno(rc)) {
+			if (rc != 0 && !ctl_is_errno(rc)) {
 				tfs_err(c->log, "ctl: handler of '%s' returned %d, not an errno", cmd,
 					rc);
 				rc = EIO;
@@ -627,15 +350,6 @@ static void start_worker(struct tfs_ctl *c, struct tfs_ctl_conn *k, size_t line_
 	}
 }
 
-static bool blank(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isspace((unsigned char)s[i]))
-			return false;
-	return true;
-}
-
-/* Start the next request of an idle connection, if complete. */
 static void process_input(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 {
 	while (!k->closing) {
@@ -662,8 +376,8 @@ static void process_input(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 			k->closing = true;
 			return;
 		}
-		if (blank(k->in.buf, line_len)) {
-			dbuf_drop_front(&k->in, consume);
+		if (ctl_blank(k->in.buf, line_len)) {
+			ctl_drop_front(&k->in, consume);
 			continue;
 		}
 		start_worker(c, k, line_len, consume);
@@ -680,7 +394,7 @@ static void conn_readable(struct tfs_ctl *c, struct tfs_ctl_conn *k, char *tmp, 
 			k->closing = true;
 		return;
 	}
-	k->last_ms = now_ms();
+	k->last_ms = ctl_now_ms();
 	if (n == 0) {
 		k->eof = true;
 	} else if (tfs_dbuf_add(&k->in, tmp, (size_t)n) != 0) {
@@ -702,7 +416,7 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 				/* EMFILE, ENOBUFS...: the listening socket stays
 				 * readable, so do not poll it for a while. */
 				tfs_warn(c->log, "ctl: accept: %s", strerror(errno));
-				*pause_until = now_ms() + 200;
+				*pause_until = ctl_now_ms() + 200;
 			}
 			return;
 		}
@@ -726,7 +440,7 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 		if (c->n_conns == TFS_CTL_MAX_CLIENTS) {
 			/* At most one warning per 10 s: a busy client must not
 			 * flood the log. */
-			int64_t now = now_ms();
+			int64_t now = ctl_now_ms();
 			c->busy_refused++;
 			if (now - c->busy_warned_ms >= 10000) {
 				tfs_warn(c->log,
@@ -749,8 +463,8 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 		k->ctl = c;
 		k->fd = fd;
 		k->uid = cr.uid;
-		tfs_dbuf_init(&k->in, TFS_CTL_MAX_REQUEST + READ_CHUNK + 1);
-		k->last_ms = now_ms();
+		tfs_dbuf_init(&k->in, TFS_CTL_MAX_REQUEST + CTL_READ_CHUNK + 1);
+		k->last_ms = ctl_now_ms();
 		atomic_init(&k->done, false);
 		c->conns[c->n_conns++] = k;
 	}
@@ -766,8 +480,8 @@ static void reap(struct tfs_ctl *c)
 			continue;
 		pthread_join(k->worker, NULL);
 		k->busy = false;
-		dbuf_drop_front(&k->in, k->consume);
-		k->last_ms = now_ms();
+		ctl_drop_front(&k->in, k->consume);
+		k->last_ms = ctl_now_ms();
 		if (k->write_err) {
 			tfs_debug(c->log, "ctl: uid %u: reply not delivered: %s", (unsigned)k->uid,
 				  strerror(k->write_err));
@@ -807,7 +521,7 @@ static void *server_main(void *arg)
 	int64_t pause_until = 0;
 
 	while (!atomic_load(&c->stopping)) {
-		int64_t now = now_ms();
+		int64_t now = ctl_now_ms();
 		int64_t timeout = -1;
 		nfds_t n = 0;
 		int lidx = -1;
@@ -852,7 +566,7 @@ static void *server_main(void *arg)
 			if (pc[i] != NULL && pfd[i].revents && !pc[i]->closing)
 				conn_readable(c, pc[i], c->rbuf, sizeof(c->rbuf));
 		}
-		now = now_ms();
+		now = ctl_now_ms();
 		for (size_t i = 0; i < c->n_conns; i++) {
 			struct tfs_ctl_conn *k = c->conns[i];
 			if (!k->busy && !k->closing && now - k->last_ms >= TFS_CTL_IDLE_MS) {
@@ -875,80 +589,6 @@ static void *server_main(void *arg)
 	}
 	c->n_conns = 0;
 	return NULL;
-}
-
-/* Is something serving `path`?  0 when nothing is there (a stale socket is
- * removed), EADDRINUSE when a server accepts, EEXIST for a non-socket. */
-static int probe_existing(const char *path, const struct tfs_log *log, const char *who)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int rc;
-
-	if (lstat(path, &st) != 0)
-		return errno == ENOENT ? 0 : errno;
-	if (!S_ISSOCK(st.st_mode)) {
-		tfs_err(log, "%s: %s exists and is not a socket", who, path);
-		return EEXIST;
-	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return errno;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		rc = EADDRINUSE;
-	else
-		rc = errno;
-	close(fd);
-	if (rc == EAGAIN || rc == EINPROGRESS)
-		rc = EADDRINUSE; /* a full backlog: alive */
-	if (rc == EADDRINUSE)
-		return EADDRINUSE;
-	if (rc == ECONNREFUSED) {
-		tfs_info(log, "%s: replacing the stale socket %s", who, path);
-		if (unlink(path) != 0 && errno != ENOENT)
-			return errno;
-		return 0;
-	}
-	return rc == ENOENT ? 0 : rc;
-}
-
-int tfs_unix_listen(const char *path, mode_t mode, int backlog, const struct tfs_log *log,
-		    const char *who, struct stat *st, int *fdp)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	size_t plen = strlen(path);
-	int fd, rc;
-
-	if (plen == 0 || plen >= sizeof(sa.sun_path)) {
-		tfs_err(log, "%s: socket path too long: %s", who, path);
-		return ENAMETOOLONG;
-	}
-	rc = probe_existing(path, log, who);
-	if (rc)
-		return rc;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = errno;
-		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
-		return rc;
-	}
-	memcpy(sa.sun_path, path, plen + 1);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		rc = errno;
-		close(fd);
-		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
-		return rc;
-	}
-	if (chmod(path, mode) != 0 || lstat(path, st) != 0 || listen(fd, backlog) != 0) {
-		rc = errno;
-		unlink(path);
-		close(fd);
-		tfs_err(log, "%s: %s: %s", who, path, strerror(rc));
-		return rc;
-	}
-	*fdp = fd;
-	return 0;
 }
 
 static int ctl_open(struct tfs_ctl *c, const char *sock_path)
@@ -1100,262 +740,4 @@ void tfs_ctl_stop(struct tfs_ctl *c)
 		unlink(c->path);
 	tfs_info(c->log, "ctl: stopped (%s)", c->path);
 	ctl_free(c);
-}
-
-/* ---- the client ---- */
-
-static void errmsg(struct tfs_dbuf *err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void errmsg(struct tfs_dbuf *err, const char *fmt, ...)
-{
-	char msg[MSG_MAX + 256];
-	va_list ap;
-
-	if (err == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	tfs_dbuf_adds(err, msg);
-}
-
-static int client_send(int fd, const char *buf, size_t len, int timeout_ms)
-{
-	int64_t deadline = now_ms() + timeout_ms;
-
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			deadline = now_ms() + timeout_ms;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int64_t left = deadline - now_ms();
-			if (left <= 0)
-				return ETIMEDOUT;
-			struct pollfd p = { .fd = fd, .events = POLLOUT };
-			if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-				return errno;
-			continue;
-		}
-		return n < 0 ? errno : EIO;
-	}
-	return 0;
-}
-
-/* Handle one line from the server.  Returns -1 to read on (a progress
- * line), 0 for a successful reply, or an errno. */
-static int client_line(const char *line, size_t len, tfs_ctl_progress_fn progress, void *pctx,
-		       struct json_object **result, struct tfs_dbuf *err)
-{
-	struct json_object *o, *v, *e;
-	char msg[MSG_MAX], ebuf[128];
-	int rc;
-
-	if (blank(line, len))
-		return -1;
-	if (parse_line(line, len, &o, msg, sizeof(msg)) != 0) {
-		errmsg(err, "malformed reply from the daemon: %s", msg);
-		return EPROTO;
-	}
-	if (json_object_object_get_ex(o, "ok", &v)) {
-		if (!json_object_is_type(v, json_type_boolean)) {
-			rc = EPROTO;
-			errmsg(err, "malformed reply from the daemon: \"ok\" is not a boolean");
-		} else if (json_object_get_boolean(v)) {
-			if (json_object_object_get_ex(o, "result", &v))
-				*result = json_object_get(v);
-			else
-				*result = json_object_new_object();
-			rc = *result != NULL ? 0 : ENOMEM;
-			if (rc)
-				errmsg(err, "out of memory");
-		} else {
-			rc = EIO;
-			if (json_object_object_get_ex(o, "errno", &e) &&
-			    json_object_is_type(e, json_type_int) &&
-			    is_errno((int)json_object_get_int64(e)))
-				rc = (int)json_object_get_int64(e);
-			if (json_object_object_get_ex(o, "error", &e) &&
-			    json_object_is_type(e, json_type_string))
-				errmsg(err, "%s", json_object_get_string(e));
-			else
-				errmsg(err, "%s", strerror_r(rc, ebuf, sizeof(ebuf)));
-		}
-	} else if (json_object_object_get_ex(o, "progress", &v)) {
-		rc = progress != NULL ? progress(pctx, v) : 0;
-		if (rc != 0) {
-			if (!is_errno(rc))
-				rc = ECANCELED;
-			errmsg(err, "cancelled (%s)", strerror_r(rc, ebuf, sizeof(ebuf)));
-		} else {
-			rc = -1;
-		}
-	} else {
-		rc = EPROTO;
-		errmsg(err, "malformed reply from the daemon: neither \"ok\" nor \"progress\"");
-	}
-	json_object_put(o);
-	return rc;
-}
-
-static int client_connect(const char *sock_path, int timeout_ms, int *fdp, struct tfs_dbuf *err)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000 };
-	int rc;
-
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = errno;
-		errmsg(err, "socket: %s", strerror(rc));
-		return rc;
-	}
-	memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-	/* A blocking connect to a full backlog waits up to SO_SNDTIMEO. */
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		rc = errno;
-		close(fd);
-		switch (rc) {
-		case ENOENT:
-		case ECONNREFUSED:
-			errmsg(err, "no tierfs daemon serves this mountpoint (socket %s)", sock_path);
-			break;
-		case EACCES:
-		case EPERM:
-			errmsg(err, "permission denied on %s (is the daemon run by another user?)",
-			       sock_path);
-			rc = EACCES;
-			break;
-		case EAGAIN:
-		case EINPROGRESS:
-		case ETIMEDOUT:
-			errmsg(err, "the daemon did not accept the connection within %d s (socket %s)",
-			       (timeout_ms + 999) / 1000, sock_path);
-			rc = ETIMEDOUT;
-			break;
-		default:
-			errmsg(err, "cannot connect to %s: %s", sock_path, strerror(rc));
-			break;
-		}
-		return rc;
-	}
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-		rc = errno;
-		close(fd);
-		errmsg(err, "fcntl: %s", strerror(rc));
-		return rc;
-	}
-	*fdp = fd;
-	return 0;
-}
-
-int tfs_ctl_call_ex(const char *sock_path, struct json_object *req, int timeout_ms,
-		    tfs_ctl_progress_fn progress, void *progress_ctx, struct json_object **result,
-		    struct tfs_dbuf *err)
-{
-	struct tfs_dbuf in;
-	char tmp[READ_CHUNK];
-	size_t n;
-	int fd = -1, rc, send_rc;
-
-	*result = NULL;
-	if (sock_path == NULL || sock_path[0] == '\0' || req == NULL || timeout_ms <= 0)
-		return EINVAL;
-	if (strlen(sock_path) >= TFS_CTL_SOCK_PATH_MAX) {
-		errmsg(err, "socket path too long: %s", sock_path);
-		return ENAMETOOLONG;
-	}
-	const char *s = json_object_to_json_string_length(req, JSON_FLAGS, &n);
-	if (s == NULL) {
-		errmsg(err, "out of memory");
-		return ENOMEM;
-	}
-	rc = client_connect(sock_path, timeout_ms, &fd, err);
-	if (rc)
-		return rc;
-
-	send_rc = client_send(fd, s, n, timeout_ms);
-	if (send_rc == 0)
-		send_rc = client_send(fd, "\n", 1, timeout_ms);
-	if (send_rc == ETIMEDOUT) {
-		close(fd);
-		errmsg(err, "the daemon did not take the request within %d s (socket %s)",
-		       (timeout_ms + 999) / 1000, sock_path);
-		return ETIMEDOUT;
-	}
-	/* After EPIPE or ECONNRESET the daemon may still have explained
-	 * why it hung up (a request too large): read on. */
-
-	tfs_dbuf_init(&in, TFS_CTL_MAX_REPLY + sizeof(tmp) + 1);
-	int64_t deadline = now_ms() + timeout_ms;
-	for (;;) {
-		char *nl = in.len ? memchr(in.buf, '\n', in.len) : NULL;
-		if (nl != NULL) {
-			size_t len = (size_t)(nl - in.buf);
-			rc = client_line(in.buf, len, progress, progress_ctx, result, err);
-			if (rc >= 0)
-				break;
-			dbuf_drop_front(&in, len + 1);
-			continue;
-		}
-		if (in.len > TFS_CTL_MAX_REPLY) {
-			rc = EMSGSIZE;
-			errmsg(err, "reply from the daemon larger than %u bytes", TFS_CTL_MAX_REPLY);
-			break;
-		}
-		int64_t left = deadline - now_ms();
-		if (left <= 0) {
-			rc = ETIMEDOUT;
-			errmsg(err, "no reply from the daemon within %d s (socket %s)",
-			       (timeout_ms + 999) / 1000, sock_path);
-			break;
-		}
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = errno;
-			errmsg(err, "poll: %s", strerror(rc));
-			break;
-		}
-		ssize_t got = recv(fd, tmp, sizeof(tmp), 0);
-		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			continue;
-		if (got <= 0) {
-			rc = got < 0 ? errno : 0;
-			if (send_rc)
-				rc = send_rc;
-			errmsg(err, "the daemon closed the connection without replying%s%s%s",
-			       rc ? " (" : "", rc ? strerror(rc) : "", rc ? ")" : "");
-			rc = ECONNRESET;
-			break;
-		}
-		if (tfs_dbuf_add(&in, tmp, (size_t)got) != 0) {
-			rc = ENOMEM;
-			errmsg(err, "out of memory");
-			break;
-		}
-		deadline = now_ms() + timeout_ms;
-	}
-	tfs_dbuf_free(&in);
-	close(fd);
-	if (rc != 0) {
-		json_object_put(*result);
-		*result = NULL;
-	}
-	return rc;
-}
-
-int tfs_ctl_call(const char *sock_path, struct json_object *req, struct json_object **result,
-		 struct tfs_dbuf *err)
-{
-	return tfs_ctl_call_ex(sock_path, req, TFS_CTL_TIMEOUT_MS, NULL, NULL, result, err);
 }

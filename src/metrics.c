@@ -22,7 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "unix_listen.h"
 #include "dbuf.h"
 #include "hist.h"
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_client.h"
 #include "dbuf.h"
 #include "log.h"
 #include "stats_render.h"

@@ -19,7 +19,7 @@
 #define REPLY_BODY_MAX (16u * 1024u * 1024u)
 /* libcurl allocates its download buffer (this + 1 byte) for every
  * transfer and frees it at the end.  Kept below the daemon's malloc mmap
- * threshold (128 KiB, src/cmd_mount.c), it is recycled from the heap; at
+ * threshold (128 KiB, src/daemon.c), it is recycled from the heap; at
  * 128 KiB it was mapped, faulted in page by page and unmapped for every
  * GET: half of the page faults of a cold small-file epoch. */
 #define RECV_BUFFER (120u * 1024u)

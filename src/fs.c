@@ -715,7 +715,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = TFS_MAX_READ; /* must match the max_read mount option */
 	conn->max_readahead = TFS_MAX_READ;
 	/* libfuse derives the kernel's max_pages from max_write; together with
-	 * the raised bdi readahead (cmd_mount.c) reads arrive as 1 MiB. */
+	 * the raised bdi readahead (daemon.c) reads arrive as 1 MiB. */
 	conn->max_write = TFS_MAX_READ;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;

@@ -1217,7 +1217,7 @@ def t_unlinked_handle_stays_usable(ctx):
         fc = os.open(P("clean.txt"), os.O_RDONLY)
         fds.append(fc)
         os.unlink(P("clean.txt"))
-        expect_all("unlinked-open-file (fs.c fs_getattr and fs_write.c tfs_fs_setattr look the inode's "
+        expect_all("unlinked-open-file (fs.c fs_getattr and fs_write.c tfs_fs_op_setattr look the inode's "
                    "path up, '//detached/N' after unlink or rename-over: EINVAL from the local backend, "
                    "ENOENT from S3, instead of using the open handle's staged file)", [
             ("fstat of the unlinked new file", lambda: os.fstat(fd).st_size, 5),
@@ -1591,7 +1591,7 @@ def t_umount_waits_for_the_daemon(ctx):
             m.umount()
     if bad:
         raise AssertionError(
-            "BUG umount-returns-early (src/cmd_mount.c tfs_cmd_umount waits only until the control socket "
+            "BUG umount-returns-early (src/cmd_ctl.c tfs_cmd_umount waits only until the control socket "
             "stops answering, but the daemon stops it before tfs_wb_destroy lets the upload in flight "
             "finish, and nothing keeps a second daemon off the same cache directory; the two then "
             "retire the same journal records, and cache/writeback.c retire()/save_mpu() call "

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "backend_impl.h"
+#include "clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -200,7 +201,7 @@ const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
 	return &be->stats;
 }
 
-/* Count one request of `op` that started at t0 (tfs_hist_now(); 0: not
+/* Count one request of `op` that started at t0 (tfs_mono_ns(); 0: not
  * timed, a part of a multipart upload). */
 static int account(struct tfs_backend *be, enum tfs_backend_op op, int rc, uint64_t bytes,
 		   uint64_t t0)
@@ -232,7 +233,7 @@ int tfs_backend_check_key(const struct tfs_backend *be, const char *key)
 
 int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out)
 {
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (!key_ok(key))
 		return EINVAL;
@@ -287,7 +288,7 @@ static size_t list_drop_foreign(struct tfs_list_page *p, const char *prefix, con
 int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *delimiter,
 		     const char *token, size_t max_keys, struct tfs_list_page *out)
 {
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (prefix == NULL)
 		prefix = "";
@@ -390,7 +391,7 @@ int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off,
 {
 	char etag[TFS_ETAG_MAX] = "";
 	size_t n = 0;
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (!key_ok(key))
 		return EINVAL;
@@ -409,7 +410,7 @@ int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, 
 		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (!key_ok(key) || src.kind == TFS_IO_IOV)
 		return EINVAL;
@@ -451,7 +452,7 @@ int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tf
 	if (!key_ok(key) || src.kind == TFS_IO_IOV)
 		return EINVAL;
 	struct part_counter pc = { .be = be, .len = len, .fn = fn, .ctx = ctx };
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	int rc = be->ops->put_resumable(be->priv, key, src, len, meta, st, count_part, &pc, etag);
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
@@ -468,7 +469,7 @@ int tfs_backend_abort_upload(struct tfs_backend *be, const char *key, const char
 		return EINVAL;
 	if (be->ops->abort_upload == NULL || upload_id == NULL || upload_id[0] == '\0')
 		return 0;
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	return account(be, TFS_OP_DELETE, be->ops->abort_upload(be->priv, key, upload_id), 0, t0);
 }
 
@@ -493,7 +494,7 @@ int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const stru
 		return EINVAL;
 	if (be->ops->upload_begin == NULL)
 		return ENOTSUP;
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	int rc = be->ops->upload_begin(be->priv, key, meta, upload_id);
 	if (rc)
 		upload_id[0] = '\0';
@@ -508,7 +509,7 @@ int tfs_backend_upload_part(struct tfs_backend *be, const char *key, const char 
 		return EINVAL;
 	if (be->ops->upload_part == NULL)
 		return ENOTSUP;
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	int rc = be->ops->upload_part(be->priv, key, upload_id, idx, src, len, etag_out);
 	return account(be, TFS_OP_PUT, rc, len, t0);
 }
@@ -518,7 +519,7 @@ int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t
 	*out = 0;
 	if (be->ops->count_uploads == NULL)
 		return 0;
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	int rc = be->ops->count_uploads(be->priv, prefix ? prefix : "", out);
 	if (rc)
 		*out = 0;
@@ -527,7 +528,7 @@ int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t
 
 int tfs_backend_delete(struct tfs_backend *be, const char *key)
 {
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (!key_ok(key))
 		return EINVAL;
@@ -538,7 +539,7 @@ int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 
 	if (!key_ok(src) || !key_ok(dst))
 		return EINVAL;

@@ -36,6 +36,7 @@
 #include "config.h"
 
 #include "meta.h"
+#include "clock.h"
 
 #include "lmdb_env.h"
 #include "path.h"
@@ -127,13 +128,6 @@ struct tfs_meta {
 	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
 		errors, listed_ahead, listed_partial;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Was something fetched at `fetched` still fresh at `now`? */
 static bool fresh(struct tfs_meta *m, uint64_t fetched, uint64_t now)
@@ -395,7 +389,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 {
 	uint8_t h[HLEN];
 	struct tfs_attr cached;
-	uint64_t fetched = 0, now = now_ms();
+	uint64_t fetched = 0, now = tfs_wall_ms();
 	struct dirrec d = { 0 };
 
 	if (changed)
@@ -714,7 +708,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 		   atomic_uint_fast64_t *demand)
 {
 	char prefix[4096];
-	uint64_t start = now_ms(), pages = 0;
+	uint64_t start = tfs_wall_ms(), pages = 0;
 	struct tfs_list_walk w = { 0 };
 	bool any = false, partial = false;
 	int rc = 0;
@@ -868,7 +862,7 @@ static void shown_dir(struct tfs_meta *m, const uint8_t h[HLEN], const struct di
  * `flags`?  It must be fresh; a partial one serves only listing ahead. */
 static bool serves(struct tfs_meta *m, const struct dirrec *d, uint64_t flags)
 {
-	if (!d->listed_ms || !fresh(m, d->listed_ms, now_ms()))
+	if (!d->listed_ms || !fresh(m, d->listed_ms, tfs_wall_ms()))
 		return false;
 	return !(d->flags & DIR_PARTIAL) || (flags & DIR_AHEAD);
 }
@@ -917,7 +911,7 @@ static void list_ahead(struct tfs_meta *m, const char *dir)
 {
 	if (!m->list_ahead || atomic_load(&m->ttl_ms) == 0)
 		return;
-	uint64_t now = now_ms();
+	uint64_t now = tfs_wall_ms();
 	pthread_mutex_lock(&m->list_lock);
 	bool skip = m->stop || m->qlen == LIST_QUEUE ||
 		    (m->list_failed_ms && now - m->list_failed_ms < LIST_RETRY_MS);
@@ -969,7 +963,7 @@ static void *lister_main(void *arg)
 
 		pthread_mutex_lock(&m->list_lock);
 		if (rc && rc != ENOENT)
-			m->list_failed_ms = now_ms();
+			m->list_failed_ms = tfs_wall_ms();
 		m->running[slot] = NULL;
 		free(dir);
 	}
@@ -1057,11 +1051,11 @@ int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
 {
 	struct tfs_attr l = *a;
 	l.local = true;
-	int rc = txn_put(m, txn, path, &l, now_ms());
+	int rc = txn_put(m, txn, path, &l, tfs_wall_ms());
 	if (rc == 0 && a->type == TFS_FT_DIR) {
 		/* A new directory: its (empty) listing is complete. */
 		uint8_t h[HLEN];
-		struct dirrec d = { .listed_ms = now_ms() };
+		struct dirrec d = { .listed_ms = tfs_wall_ms() };
 		dir_hash(path, h);
 		MDB_val k = { HLEN, h }, v = { sizeof(d), &d };
 		MDB_val old;
@@ -1077,7 +1071,7 @@ int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path)
 	memset(&a, 0, sizeof(a));
 	a.type = (enum tfs_ftype)TYPE_WHITEOUT;
 	a.local = true;
-	return txn_put(m, txn, path, &a, now_ms());
+	return txn_put(m, txn, path, &a, tfs_wall_ms());
 }
 
 int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
@@ -1085,7 +1079,7 @@ int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 {
 	struct tfs_attr c = *a;
 	c.local = false;
-	return txn_put(m, txn, path, &c, now_ms());
+	return txn_put(m, txn, path, &c, tfs_wall_ms());
 }
 
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "ssd_internal.h"
+#include "clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -167,9 +168,9 @@ static void sweep_dir(struct ssd *s, const char *name, bool trash)
 /* Some of the start-up sweep: trash/, then data/00 .. data/ff. */
 static void sweep_step(struct ssd *s)
 {
-	uint64_t start = mono_ms();
+	uint64_t start = tfs_mono_ms();
 
-	while (s->sweep_pos < SWEEP_DONE && mono_ms() - start < SWEEP_BUDGET_MS &&
+	while (s->sweep_pos < SWEEP_DONE && tfs_mono_ms() - start < SWEEP_BUDGET_MS &&
 	       !atomic_load(&s->stop)) {
 		char name[3];
 		if (s->sweep_pos == 0) {
@@ -190,14 +191,14 @@ static void sweep_step(struct ssd *s)
 void *ssd_bg_main(void *arg)
 {
 	struct ssd *s = arg;
-	uint64_t next_flush = mono_ms() + FLUSH_MS;
+	uint64_t next_flush = tfs_mono_ms() + FLUSH_MS;
 
 	pthread_mutex_lock(&s->lock);
 	while (!atomic_load(&s->stop)) {
 		if (!s->kick && s->sweep_pos >= SWEEP_DONE) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t now = mono_ms(), wait = next_flush > now ? next_flush - now : 0;
+			uint64_t now = tfs_mono_ms(), wait = next_flush > now ? next_flush - now : 0;
 			ts.tv_sec += (time_t)(wait / 1000);
 			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {
@@ -211,7 +212,7 @@ void *ssd_bg_main(void *arg)
 			break;
 		pthread_mutex_unlock(&s->lock);
 
-		uint64_t now = mono_ms();
+		uint64_t now = tfs_mono_ms();
 		if (now >= next_flush) {
 			ssd_usage_refresh(s); /* other daemons sharing the tier */
 			ssd_flush_touches(s);

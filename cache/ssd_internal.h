@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "clock.h"
 #include "policy.h"
 #include "ssd.h"
 
@@ -228,13 +229,6 @@ static inline uint64_t get_be64(const uint8_t *p)
 	return v;
 }
 
-static inline uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static const char hexdig[] = "0123456789abcdef";
 
 static inline void count(_Atomic uint64_t *c, uint64_t n)
@@ -271,7 +265,7 @@ static inline void rel_path(const uint8_t id[ID_LEN], char out[REL_LEN])
  * itself.) */
 static inline bool rl_allow(struct tfs_ratelimit *rl, uint64_t *suppressed)
 {
-	return tfs_ratelimit_allow(rl, mono_ms(), suppressed);
+	return tfs_ratelimit_allow(rl, tfs_mono_ms(), suppressed);
 }
 
 /* ---- ssd_index.c: records, shared usage, opening the index ---- */

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "fv_mount.h"
+#include "clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -422,7 +423,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	child_env(env, sizeof(env) / sizeof(env[0]));
 
 	tfs_dbuf_init(&out, MAX_OUTPUT);
-	uint64_t t0 = fv_now_ms();
+	uint64_t t0 = tfs_mono_ms();
 	rc = fv_run(argv, env, node->mount_timeout_ms, &out, &status);
 	one_line(&out, line, sizeof(line));
 	if (rc == ETIMEDOUT) {
@@ -441,7 +442,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	}
 	if (rc == 0)
 		tfs_debug(log, "%s: tierfs mount took %llu ms", v->target,
-			  (unsigned long long)(fv_now_ms() - t0));
+			  (unsigned long long)(tfs_mono_ms() - t0));
 	tfs_dbuf_free(&out);
 	return rc;
 }
@@ -637,7 +638,7 @@ static int drain_writeback(const struct vol *v, uint64_t deadline_ms, const stru
 {
 	char sock[TFS_CTL_SOCK_PATH_MAX];
 	struct json_object *req, *res = NULL, *f;
-	uint64_t now = fv_now_ms(), files = 0, bytes = 0;
+	uint64_t now = tfs_mono_ms(), files = 0, bytes = 0;
 	uint64_t budget = deadline_ms > now + 2000 ? deadline_ms - now - 1000 : 1000;
 	struct tfs_dbuf err;
 	int rc;
@@ -703,7 +704,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 	rc = vol_paths(node, target, &v, msg);
 	if (rc)
 		goto out;
-	uint64_t deadline = fv_now_ms() + node->unmount_timeout_ms;
+	uint64_t deadline = tfs_mono_ms() + node->unmount_timeout_ms;
 	bool have_info = read_info(v.info, &in) == 0;
 	if (!have_info) {
 		/* Nothing of ours is recorded: the cache is the default one. */
@@ -740,7 +741,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 		char line[MAX_MESSAGE + 8];
 		struct tfs_dbuf outb;
 		int status = 0;
-		uint64_t now = fv_now_ms();
+		uint64_t now = tfs_mono_ms();
 
 		child_env(env, sizeof(env) / sizeof(env[0]));
 		tfs_dbuf_init(&outb, MAX_OUTPUT);
@@ -771,7 +772,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			}
 			lazy = true;
 			/* Its users keep the daemon alive: do not wait long. */
-			uint64_t soon = fv_now_ms() + LAZY_WAIT_MS;
+			uint64_t soon = tfs_mono_ms() + LAZY_WAIT_MS;
 			if (soon < deadline)
 				deadline = soon;
 		} else if (rc) {
@@ -793,7 +794,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 	 * daemon has exited, if nothing written can be left in it: the
 	 * volume was read-only, or drained before a plain unmount. */
 	(void)unlink(v.creds);
-	while (pid > 0 && !fv_pid_gone((pid_t)pid) && fv_now_ms() < deadline)
+	while (pid > 0 && !fv_pid_gone((pid_t)pid) && tfs_mono_ms() < deadline)
 		fv_sleep_ms(50);
 	bool exited = pid <= 0 || fv_pid_gone((pid_t)pid);
 	if (!clean || (lazy && in.writable)) {

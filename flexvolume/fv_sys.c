@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "fv_sys.h"
+#include "clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,14 +21,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-
-uint64_t fv_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void fv_sleep_ms(unsigned ms)
 {
@@ -118,12 +111,12 @@ int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct t
 	close(efd[1]);
 	(void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
 
-	uint64_t deadline = fv_now_ms() + timeout_ms;
+	uint64_t deadline = tfs_mono_ms() + timeout_ms;
 	bool open_pipe = true, exited = false;
 	int st = 0, rc = 0;
 
 	while (!exited) {
-		uint64_t now = fv_now_ms();
+		uint64_t now = tfs_mono_ms();
 
 		if (now >= deadline) {
 			/* setsid() made it a group leader; if it had not got
@@ -309,9 +302,9 @@ int fv_kill_by_arg(const char *arg, uint64_t grace_ms, unsigned *found)
 	closedir(d);
 	for (unsigned i = 0; i < n; i++)
 		kill(victims[i], SIGTERM);
-	uint64_t deadline = fv_now_ms() + grace_ms;
+	uint64_t deadline = tfs_mono_ms() + grace_ms;
 	for (unsigned i = 0; i < n; i++) {
-		while (!fv_pid_gone(victims[i]) && fv_now_ms() < deadline)
+		while (!fv_pid_gone(victims[i]) && tfs_mono_ms() < deadline)
 			fv_sleep_ms(20);
 		if (!fv_pid_gone(victims[i]))
 			kill(victims[i], SIGKILL);

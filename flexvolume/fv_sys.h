@@ -15,9 +15,6 @@
 
 #include "dbuf.h"
 
-/* Milliseconds on CLOCK_MONOTONIC.  Cannot fail. */
-uint64_t fv_now_ms(void);
-
 /* Sleep `ms` milliseconds (restarted after signals).  Cannot fail. */
 void fv_sleep_ms(unsigned ms);
 

@@ -2,19 +2,12 @@
 #include "config.h"
 
 #include "hist.h"
+#include "clock.h"
 
 #include <json-c/json.h>
 #include <time.h>
 
 static const uint64_t bounds_us[TFS_HIST_NBOUNDS] = { TFS_HIST_BOUNDS_US };
-
-uint64_t tfs_hist_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t tfs_hist_bound_us(unsigned i)
 {
@@ -34,7 +27,7 @@ void tfs_hist_add(struct tfs_hist *h, uint64_t ns)
 
 void tfs_hist_observe(struct tfs_hist *h, uint64_t start_ns)
 {
-	uint64_t now = tfs_hist_now();
+	uint64_t now = tfs_mono_ns();
 
 	tfs_hist_add(h, now > start_ns ? now - start_ns : 0);
 }

@@ -11,7 +11,7 @@
  * carries counts; src/metrics.c turns it into a Prometheus histogram.
  *
  * Usage:
- *	uint64_t t0 = tfs_hist_now();
+ *	uint64_t t0 = tfs_mono_ns();   (clock.h)
  *	...the operation...
  *	tfs_hist_observe(&h, t0);
  *
@@ -39,11 +39,7 @@ struct tfs_hist {
 	atomic_uint_fast64_t sum_ns;
 };
 
-/* A monotonic timestamp in nanoseconds for tfs_hist_observe().  Cannot
- * fail. */
-uint64_t tfs_hist_now(void);
-
-/* Count one event that started at `start_ns` (tfs_hist_now()) and ends
+/* Count one event that started at `start_ns` (tfs_mono_ns(), clock.h) and ends
  * now.  Thread safe, lock free. */
 void tfs_hist_observe(struct tfs_hist *h, uint64_t start_ns);
 

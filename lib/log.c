@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "log.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -200,14 +201,6 @@ struct tfs_log_limiter {
 	struct limit_slot slots[LIMIT_SLOTS];
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int tfs_log_limit(struct tfs_log *log, unsigned burst, uint64_t interval_ms,
 		  uint64_t (*clock_ms)(void))
 {
@@ -218,7 +211,7 @@ int tfs_log_limit(struct tfs_log *log, unsigned burst, uint64_t interval_ms,
 	pthread_mutex_init(&l->mu, NULL);
 	l->burst = burst ? burst : 1;
 	l->interval_ms = interval_ms;
-	l->clock_ms = clock_ms ? clock_ms : mono_ms;
+	l->clock_ms = clock_ms ? clock_ms : tfs_mono_ms;
 	log->limiter = l;
 	return 0;
 }

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "ctl.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,7 +143,7 @@ static void send_error_nowait(int fd, int err, const char *msg)
  * for the client to make room each time. */
 static int conn_write(struct tfs_ctl_conn *k, const char *buf, size_t len)
 {
-	int64_t deadline = ctl_now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
+	int64_t deadline = (int64_t)tfs_mono_ms() + TFS_CTL_SEND_TIMEOUT_MS;
 	int rc = 0;
 
 	if (k->write_err)
@@ -156,13 +157,13 @@ static int conn_write(struct tfs_ctl_conn *k, const char *buf, size_t len)
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
-			deadline = ctl_now_ms() + TFS_CTL_SEND_TIMEOUT_MS;
+			deadline = (int64_t)tfs_mono_ms() + TFS_CTL_SEND_TIMEOUT_MS;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int64_t left = deadline - ctl_now_ms();
+			int64_t left = deadline - (int64_t)tfs_mono_ms();
 			if (left <= 0) {
 				rc = ETIMEDOUT;
 				break;
@@ -394,7 +395,7 @@ static void conn_readable(struct tfs_ctl *c, struct tfs_ctl_conn *k, char *tmp, 
 			k->closing = true;
 		return;
 	}
-	k->last_ms = ctl_now_ms();
+	k->last_ms = (int64_t)tfs_mono_ms();
 	if (n == 0) {
 		k->eof = true;
 	} else if (tfs_dbuf_add(&k->in, tmp, (size_t)n) != 0) {
@@ -416,7 +417,7 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 				/* EMFILE, ENOBUFS...: the listening socket stays
 				 * readable, so do not poll it for a while. */
 				tfs_warn(c->log, "ctl: accept: %s", strerror(errno));
-				*pause_until = ctl_now_ms() + 200;
+				*pause_until = (int64_t)tfs_mono_ms() + 200;
 			}
 			return;
 		}
@@ -440,7 +441,7 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 		if (c->n_conns == TFS_CTL_MAX_CLIENTS) {
 			/* At most one warning per 10 s: a busy client must not
 			 * flood the log. */
-			int64_t now = ctl_now_ms();
+			int64_t now = (int64_t)tfs_mono_ms();
 			c->busy_refused++;
 			if (now - c->busy_warned_ms >= 10000) {
 				tfs_warn(c->log,
@@ -464,7 +465,7 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 		k->fd = fd;
 		k->uid = cr.uid;
 		tfs_dbuf_init(&k->in, TFS_CTL_MAX_REQUEST + CTL_READ_CHUNK + 1);
-		k->last_ms = ctl_now_ms();
+		k->last_ms = (int64_t)tfs_mono_ms();
 		atomic_init(&k->done, false);
 		c->conns[c->n_conns++] = k;
 	}
@@ -481,7 +482,7 @@ static void reap(struct tfs_ctl *c)
 		pthread_join(k->worker, NULL);
 		k->busy = false;
 		ctl_drop_front(&k->in, k->consume);
-		k->last_ms = ctl_now_ms();
+		k->last_ms = (int64_t)tfs_mono_ms();
 		if (k->write_err) {
 			tfs_debug(c->log, "ctl: uid %u: reply not delivered: %s", (unsigned)k->uid,
 				  strerror(k->write_err));
@@ -521,7 +522,7 @@ static void *server_main(void *arg)
 	int64_t pause_until = 0;
 
 	while (!atomic_load(&c->stopping)) {
-		int64_t now = ctl_now_ms();
+		int64_t now = (int64_t)tfs_mono_ms();
 		int64_t timeout = -1;
 		nfds_t n = 0;
 		int lidx = -1;
@@ -566,7 +567,7 @@ static void *server_main(void *arg)
 			if (pc[i] != NULL && pfd[i].revents && !pc[i]->closing)
 				conn_readable(c, pc[i], c->rbuf, sizeof(c->rbuf));
 		}
-		now = ctl_now_ms();
+		now = (int64_t)tfs_mono_ms();
 		for (size_t i = 0; i < c->n_conns; i++) {
 			struct tfs_ctl_conn *k = c->conns[i];
 			if (!k->busy && !k->closing && now - k->last_ms >= TFS_CTL_IDLE_MS) {

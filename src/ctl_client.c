@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "ctl_client.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,20 +40,20 @@ static void errmsg(struct tfs_dbuf *err, const char *fmt, ...)
 
 static int client_send(int fd, const char *buf, size_t len, int timeout_ms)
 {
-	int64_t deadline = ctl_now_ms() + timeout_ms;
+	int64_t deadline = (int64_t)tfs_mono_ms() + timeout_ms;
 
 	while (len > 0) {
 		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
-			deadline = ctl_now_ms() + timeout_ms;
+			deadline = (int64_t)tfs_mono_ms() + timeout_ms;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int64_t left = deadline - ctl_now_ms();
+			int64_t left = deadline - (int64_t)tfs_mono_ms();
 			if (left <= 0)
 				return ETIMEDOUT;
 			struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -212,7 +213,7 @@ int tfs_ctl_call_ex(const char *sock_path, struct json_object *req, int timeout_
 	 * why it hung up (a request too large): read on. */
 
 	tfs_dbuf_init(&in, TFS_CTL_MAX_REPLY + sizeof(tmp) + 1);
-	int64_t deadline = ctl_now_ms() + timeout_ms;
+	int64_t deadline = (int64_t)tfs_mono_ms() + timeout_ms;
 	for (;;) {
 		char *nl = in.len ? memchr(in.buf, '\n', in.len) : NULL;
 		if (nl != NULL) {
@@ -228,7 +229,7 @@ int tfs_ctl_call_ex(const char *sock_path, struct json_object *req, int timeout_
 			errmsg(err, "reply from the daemon larger than %u bytes", TFS_CTL_MAX_REPLY);
 			break;
 		}
-		int64_t left = deadline - ctl_now_ms();
+		int64_t left = deadline - (int64_t)tfs_mono_ms();
 		if (left <= 0) {
 			rc = ETIMEDOUT;
 			errmsg(err, "no reply from the daemon within %d s (socket %s)",
@@ -260,7 +261,7 @@ int tfs_ctl_call_ex(const char *sock_path, struct json_object *req, int timeout_
 			errmsg(err, "out of memory");
 			break;
 		}
-		deadline = ctl_now_ms() + timeout_ms;
+		deadline = (int64_t)tfs_mono_ms() + timeout_ms;
 	}
 	tfs_dbuf_free(&in);
 	close(fd);

@@ -14,14 +14,6 @@
 
 #include "dbuf.h"
 
-int64_t ctl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Remove the first `n` bytes of `d` (n <= len). */
 void ctl_drop_front(struct tfs_dbuf *d, size_t n)
 {

@@ -38,9 +38,6 @@ struct tfs_dbuf;
 /* Longest error message sent or reported. */
 #define CTL_MSG_MAX 1024
 
-/* CLOCK_MONOTONIC in milliseconds, for timeouts.  Thread safe. */
-int64_t ctl_now_ms(void);
-
 /* Remove the first `n` bytes of `d` (n <= d->len); keeps the NUL. */
 void ctl_drop_front(struct tfs_dbuf *d, size_t n);
 

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include "fs.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -754,7 +755,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	static void timed_##fn params                            \
 	{                                                        \
 		struct tfs_fs *tfs = fs_of(req);                 \
-		uint64_t t0 = tfs_hist_now();                    \
+		uint64_t t0 = tfs_mono_ns();                    \
 		fn(__VA_ARGS__);                                 \
 		tfs_hist_observe(&tfs->lat[op], t0);             \
 	}

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "warmup.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -54,13 +55,6 @@ struct run {
 	uint64_t fetched_files, fetched_bytes, cached_files, cached_bytes, failed_files, skipped_files;
 	struct json_object *failures; /* array of {path, error} */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Count a failure; `queued` says whether the file was counted in
  * files_total already (a worker's item) or not (the walk). */
@@ -386,7 +380,7 @@ static struct json_object *progress(struct run *r, uint64_t t0)
 	if (p == NULL)
 		return NULL;
 	pthread_mutex_lock(&r->lock);
-	double secs = (double)(now_ns() - t0) / 1e9;
+	double secs = (double)(tfs_mono_ns() - t0) / 1e9;
 	json_object_object_add(p, "files_done", json_object_new_uint64(r->files_done));
 	json_object_object_add(p, "files_total", json_object_new_uint64(r->files_total));
 	json_object_object_add(p, "bytes_done", json_object_new_uint64(r->bytes_done));
@@ -514,7 +508,7 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 		pthread_mutex_unlock(&r->lock);
 		rc = EAGAIN;
 	}
-	uint64_t t0 = now_ns();
+	uint64_t t0 = tfs_mono_ns();
 	if (rc == 0) {
 		const char *what = op == OP_WARM ? (pin ? "pin" : "warm-up") : op == OP_UNPIN ? "unpin" : "evict";
 		tfs_info(ctx->log, "%s started (%u parallel fetches, %s tier)", what, jobs,
@@ -569,7 +563,7 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 		}
 		tfs_info(ctx->log, "warm-up done: %" PRIu64 " fetched, %" PRIu64 " already cached, %" PRIu64
 			 " failed, in %.1f s", r->fetched_files, r->cached_files, r->failed_files,
-			 (double)(now_ns() - t0) / 1e9);
+			 (double)(tfs_mono_ns() - t0) / 1e9);
 		rc = o ? 0 : ENOMEM;
 	}
 	/* Items left in the queue after a stop. */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dbuf.h"
+#include "clock.h"
 #include "hist.h"
 #include "metrics.h"
 
@@ -168,7 +169,7 @@ Test(metrics, histogram_json)
 	tfs_hist_add(&h, 10000);  /* 10 us: le 10us (inclusive) */
 	tfs_hist_add(&h, 10001);  /* 10.001 us: still 10 (whole us) */
 	tfs_hist_add(&h, 11000);  /* 11 us: le 25 */
-	uint64_t t0 = tfs_hist_now();
+	uint64_t t0 = tfs_mono_ns();
 	tfs_hist_observe(&h, t0);
 	struct json_object *j = tfs_hist_json(&h), *b;
 	cr_assert(json_object_object_get_ex(j, "buckets", &b));

@@ -26,6 +26,7 @@
 #include <xxhash.h>
 
 #include "layer.h"
+#include "clock.h"
 #include "lmdb_env.h"
 #include "log.h"
 #include "ssd.h"

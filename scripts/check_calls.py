@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_calls.py - fail when the files of one layer call each other in a circle.
 
-Usage: scripts/check_calls.py BUILD_DIR [--graph]
+Usage: scripts/check_calls.py BUILD_DIR [--graph | --doc FILE | --write-doc FILE]
 
 For each layer directory (lib, backends, cache, src, flexvolume) under
 BUILD_DIR, reads the object files' symbol tables with nm(1): a file calls
@@ -9,9 +9,16 @@ another when it uses (U) a function or object that the other defines
 (T, D, B, R).  Inside a layer the calls must go one way: the graph of
 "file calls file" may have no cycle (two files calling each other, or a
 longer ring).  Prints each cycle as "layer: a.c -> b.c -> a.c"; with
---graph also prints every layer's graph, one "a.c -> b.c c.c" line per
-file.  Ends with "calls: N cycles"; exits 1 if there is any.
+--graph also prints every layer's graph, one "layer/a.c -> b.c c.c" line
+per file.  Ends with "calls: N cycles"; exits 1 if there is any.
+
+--doc FILE also checks that FILE (docs/architecture.md) shows that graph:
+the fenced block after its heading "## Calls inside each layer" must be
+exactly the --graph lines, so the documented picture cannot drift from
+the code (exit 1 and a diff if it does).  --write-doc FILE rewrites that
+block.
 """
+import difflib
 import os
 import re
 import subprocess
@@ -95,7 +102,11 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    build, show = sys.argv[1], "--graph" in sys.argv[2:]
+    build, args = sys.argv[1], sys.argv[2:]
+    show = "--graph" in args
+    doc = args[args.index("--doc") + 1] if "--doc" in args else None
+    write = args[args.index("--write-doc") + 1] if "--write-doc" in args else None
+    lines = []
     n = 0
     for layer in LAYERS:
         d = os.path.join(build, layer)
@@ -112,15 +123,46 @@ def main():
                 owner.setdefault(s, f)
         graph = {f: {owner[s] for s in used if s in owner and owner[s] != f}
                  for f, (_, used) in syms.items()}
-        if show:
-            for f in sorted(graph):
-                print("%s/%s -> %s" % (layer, f, " ".join(sorted(graph[f])) or "(nothing)"))
+        for f in sorted(graph):
+            lines.append("%s/%s -> %s" % (layer, f, " ".join(sorted(graph[f])) or "(nothing)"))
+            if show:
+                print(lines[-1])
         for comp in cycles(graph):
             n += 1
             print("%s: a cycle among %s: %s" % (layer, ", ".join(comp),
                                                  " -> ".join(ring(graph, comp))))
+    bad = 0
+    if doc or write:
+        bad = doc_block(doc or write, lines, write is not None)
     print("calls: %d cycles" % n)
-    return 1 if n else 0
+    return 1 if n or bad else 0
+
+
+HEADING = "## Calls inside each layer"
+
+
+def doc_block(path, lines, rewrite):
+    """Compare (or, rewrite, replace) the fenced block under HEADING."""
+    text = open(path).read()
+    at = text.find("\n" + HEADING + "\n")
+    start = text.find("```\n", at) + 4 if at >= 0 else -1
+    end = text.find("```", start) if start >= 4 else -1
+    if at < 0 or start < 4 or end < 0:
+        print("%s: no fenced block under '%s'" % (path, HEADING))
+        return 1
+    want = "\n".join(lines) + "\n"
+    if rewrite:
+        open(path, "w").write(text[:start] + want + text[end:])
+        return 0
+    have = text[start:end]
+    if have == want:
+        return 0
+    print("%s: the call graph under '%s' is not the code's (scripts/check_calls.py "
+          "BUILD_DIR --write-doc %s):" % (path, HEADING, path))
+    for l in difflib.unified_diff(have.splitlines(), want.splitlines(), "documented", "built",
+                                  lineterm=""):
+        print("    " + l)
+    return 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@
 #   2. A header says what the code does now: no comment in a header
 #      promises work ("soon", "future", "milestone", "TODO", "FIXME",
 #      "XXX").  "as soon as" describes an order of events and is allowed.
+#   3. docs/architecture.md's file map matches the tree: it names every
+#      source file of the layers, and every header that has no source
+#      file of its own name (x.h goes with x.c).
 #
 # Usage: scripts/check_layers.sh [TOPDIR]   (default: the tree it lives in)
 # Prints one line per violation, then "layers: N violations"; exits 1 if
@@ -60,6 +63,17 @@ for d in "${layers[@]}"; do
 			echo "$h:${hit%%:*}: a header promises work: ${hit#*:}"
 			bad=$((bad + 1))
 		done < <(sed -E 's/as soon as//g' "$h" | grep -nEi "$promise" || true)
+	done
+done
+
+for d in "${layers[@]}"; do
+	for f in "$d"/*.c "$d"/*.h; do
+		[ -e "$f" ] || continue
+		case $f in *.h) [ -e "${f%.h}.c" ] && continue ;; esac
+		if ! grep -qF "${f##*/}" docs/architecture.md; then
+			echo "$f: not named in docs/architecture.md's file map"
+			bad=$((bad + 1))
+		fi
 	done
 done
 

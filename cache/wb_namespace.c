@@ -19,7 +19,7 @@
 static void detach(struct tfs_wb *wb, struct ent *e)
 {
 	struct tfs_wb_file *f = e->file;
-	tfs_wb_stream_cancel(e->stream); /* its upload is of this name */
+	tfs_upload_stream_cancel(e->stream); /* its upload is of this name */
 	e->stream = NULL;
 	if (f == NULL)
 		return;
@@ -118,7 +118,7 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		if (rc == 0) {
 			detach(wb, dst);
 			wb_file_stream_break(f); /* its upload is of the old name */
-			tfs_wb_stream_cancel(src->stream);
+			tfs_upload_stream_cancel(src->stream);
 			src->stream = NULL;
 			src->file = NULL;
 			free(f->path);

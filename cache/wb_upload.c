@@ -149,25 +149,25 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
 static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, uint64_t size,
 			struct mpu_ctx *mc)
 {
-	struct tfs_wb_stream *ws = NULL;
+	struct tfs_upload_stream *ws = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (e && e->stream) {
 		if (e->stream_gen == r->gen)
 			ws = e->stream;
 		else
-			tfs_wb_stream_cancel(e->stream);
+			tfs_upload_stream_cancel(e->stream);
 		e->stream = NULL;
 	}
 	pthread_mutex_unlock(&wb->lock);
 	if (ws == NULL)
 		return;
 	struct tfs_mpu st;
-	if (tfs_wb_stream_finish(ws, size, &st) != 0)
+	if (tfs_upload_stream_finish(ws, size, &st) != 0)
 		return;
 	if (r->mpu.upload_id[0] && tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
 		/* The record's own upload stays: the stream's is the one to drop. */
 		if (tfs_backend_abort_upload(wb->be, r->path, st.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, st.upload_id);
+			(void)tfs_upload_stream_forget(wb->streams, r->path, st.upload_id);
 		tfs_mpu_clear(&st);
 		return;
 	}
@@ -175,11 +175,11 @@ static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, ui
 	r->mpu = st;
 	r->mpu_gen = r->gen;
 	if (save_mpu(mc, &r->mpu, UINT_MAX) == 0) {
-		(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+		(void)tfs_upload_stream_forget(wb->streams, r->path, r->mpu.upload_id);
 	} else {
 		/* Rewritten meanwhile, or the journal failed: drop it. */
 		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+			(void)tfs_upload_stream_forget(wb->streams, r->path, r->mpu.upload_id);
 		tfs_mpu_clear(&r->mpu);
 	}
 }
@@ -548,9 +548,9 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 					     "mkdirs", "attr_updates", "attempt_failures",
 					     "reuploads", "recovered", "streams", "streams_finished",
 					     "streams_cancelled", "streamed_parts" };
-	struct tfs_wb_streams_stats ss = { 0 };
+	struct tfs_upload_streams_stats ss = { 0 };
 	if (wb->streams)
-		tfs_wb_streams_stats(wb->streams, &ss);
+		tfs_upload_streams_stats(wb->streams, &ss);
 	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
 			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
 			    wb->recovered, ss.started, ss.finished, ss.cancelled, ss.parts };

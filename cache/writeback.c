@@ -5,7 +5,7 @@
  * start-up (the journal reloaded, staged files without a record moved to
  * lost+found) and shutdown.  Namespace changes are in wb_namespace.c, the
  * job queue and the uploaders in wb_upload.c, write-back's side of
- * streaming in wb_streaming.c.  The shared state, the locking and the
+ * streaming in wb_stream_glue.c.  The shared state, the locking and the
  * cross-file contracts are in writeback_internal.h.
  */
 #include "config.h"
@@ -67,7 +67,7 @@ void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e)
 {
 	if (e->has_job || e->running || e->file)
 		return;
-	tfs_wb_stream_cancel(e->stream);
+	tfs_upload_stream_cancel(e->stream);
 	struct ent **pp = &wb->tab[bucket(e->path)];
 	while (*pp != e)
 		pp = &(*pp)->next;
@@ -100,7 +100,7 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 
 void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 {
-	tfs_wb_stream_cancel(f->stream);
+	tfs_upload_stream_cancel(f->stream);
 	wb->staged -= f->size; /* callers hold the lock */
 	if (f->fd >= 0)
 		close(f->fd);

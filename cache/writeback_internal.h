@@ -8,7 +8,7 @@
  *                   its job, the file API, start-up and shutdown
  *   wb_namespace.c  unlink, rmdir, mkdir and renames
  *   wb_upload.c     the job queue: uploaders, retries, drain, stats
- *   wb_streaming.c  write-back's side of wb_stream.h: which files stream,
+ *   wb_stream_glue.c  write-back's side of upload_stream.h: which files stream,
  *                   the table of their uploads in the journal, and the
  *                   start-up sweep of the uploads a crash left
  *
@@ -40,11 +40,11 @@
  *   retirement of a record (a write transaction checking the generation)
  *   are made without it.  Nothing here takes `lock` inside a write
  *   transaction.
- *   lock -> a stream's or the stream group's lock (wb_stream.c): streams
+ *   lock -> a stream's or the stream group's lock (upload_stream.c): streams
  *   are grown, cancelled and counted with `lock` held, and call back (the
  *   registration of their uploads, which takes `lock`) holding none of
  *   their own.  `lock` is never held across a backend call, a read
- *   through the cache stack, or tfs_wb_stream_finish().
+ *   through the cache stack, or tfs_upload_stream_finish().
  */
 #ifndef TFS_WRITEBACK_INTERNAL_H
 #define TFS_WRITEBACK_INTERNAL_H
@@ -57,7 +57,7 @@
 
 #include "journal.h"
 #include "meta.h"
-#include "wb_stream.h"
+#include "upload_stream.h"
 #include "workers.h"
 #include "writeback.h"
 
@@ -71,12 +71,12 @@ struct tfs_wb_file {
 	uint64_t committed_seq;
 	int refs, writers;
 	bool journaled;      /* a PUT record describes it */
-	/* Streaming (wb_stream.h): `appending` while the file has only been
+	/* Streaming (upload_stream.h): `appending` while the file has only been
 	 * appended to since it was empty, by one writer; `stream` once it is
 	 * being uploaded as it is written, with the attributes its upload
 	 * was created with. */
 	bool appending;
-	struct tfs_wb_stream *stream;
+	struct tfs_upload_stream *stream;
 	uint32_t stream_mode, stream_uid, stream_gid;
 };
 
@@ -90,7 +90,7 @@ struct ent {
 	int last_err;        /* result of the last attempt */
 	uint64_t due_ms, next_try_ms, bytes;
 	unsigned attempts;
-	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
+	struct tfs_upload_stream *stream; /* handed over at close, for generation stream_gen */
 	uint64_t stream_gen;
 	struct ent *next;
 };
@@ -118,7 +118,7 @@ struct tfs_wb {
 	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
 	struct tfs_workers pool; /* the uploaders (none when mode = off) */
-	struct tfs_wb_streams *streams; /* NULL: no streaming */
+	struct tfs_upload_streams *streams; /* NULL: no streaming */
 	pthread_t sweeper;              /* aborts uploads of streams a crash left */
 	bool sweeper_started;
 	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
@@ -214,7 +214,7 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
  * returns NULL.  Takes wb->lock, dropped while a job runs. */
 void *wb_uploader_main(void *arg);
 
-/* ---- wb_streaming.c: files uploaded while they are written ---- */
+/* ---- wb_stream_glue.c: files uploaded while they are written ---- */
 
 /* `f` is no longer written by appending only: cancel its stream (its
  * upload is aborted in the background).  Cannot fail.  wb->lock held. */

@@ -56,7 +56,7 @@ void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
 
 /* The last writer closed `f`, committed as generation `gen` of `e`: its
  * stream goes to `e` for the uploader to finish.  Lock held. */
-void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen)
+void wb_file_stream_hand_over(struct wb_ent *e, struct tfs_wb_file *f, uint64_t gen)
 {
 	f->appending = false;
 	if (f->stream == NULL)
@@ -219,7 +219,7 @@ void wb_streams_stop(struct tfs_wb *wb)
 		tfs_upload_streams_shutdown(wb->streams);
 		pthread_mutex_lock(&wb->lock);
 		for (size_t i = 0; i < NBUCKETS; i++)
-			for (struct ent *e = wb->tab[i]; e; e = e->next) {
+			for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
 				tfs_upload_stream_cancel(e->stream);
 				e->stream = NULL;
 				if (e->file) {

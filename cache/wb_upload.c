@@ -146,7 +146,7 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
  * state, so that only the parts still missing are sent.  A stream of an
  * older generation is cancelled.  Best effort: on any failure the file is
  * uploaded whole. */
-static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, uint64_t size,
+static void take_stream(struct tfs_wb *wb, struct wb_ent *e, struct tfs_jrec *r, uint64_t size,
 			struct mpu_ctx *mc)
 {
 	struct tfs_upload_stream *ws = NULL;
@@ -195,7 +195,7 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	struct stat st;
 	uint64_t seq0 = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, r->path);
+	struct wb_ent *e = wb_ent_find(wb, r->path);
 	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
 	if (f)
 		seq0 = f->seq;
@@ -377,12 +377,12 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 }
 
 /* The next runnable job, or NULL; *wait_ms says how long until one may be. */
-static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
+static struct wb_ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
 {
-	struct ent *best = NULL;
+	struct wb_ent *best = NULL;
 	uint64_t best_due = UINT64_MAX, soonest = UINT64_MAX;
 	for (size_t i = 0; i < NBUCKETS; i++) {
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
 			if (!e->has_job || e->running || e->failed)
 				continue;
 			if (e->op == TFS_J_PUT && e->file && e->file->writers > 0 && !e->force)
@@ -409,7 +409,7 @@ void *wb_uploader_main(void *arg)
 	pthread_mutex_lock(&wb->lock);
 	while (!wb->stop && !tfs_workers_retire(self)) {
 		uint64_t wait_ms;
-		struct ent *e = pick(wb, wb_now_ms(), &wait_ms);
+		struct wb_ent *e = pick(wb, wb_now_ms(), &wait_ms);
 		if (e == NULL) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -487,7 +487,7 @@ static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_
 	if (failed)
 		*failed = 0;
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next)
 			if (e->has_job) {
 				(*files)++;
 				*bytes += e->bytes;
@@ -501,7 +501,7 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	uint64_t deadline = wb_now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
 	pthread_mutex_lock(&wb->lock);
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next)
 			if (e->has_job) {
 				e->due_ms = 0;
 				e->force = true; /* unmounting: nobody writes any more */
@@ -539,7 +539,7 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	pthread_mutex_lock(&wb->lock);
 	pending(wb, &f, &b, &failed);
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
 			running += e->running;
 			open_files += e->file && e->file->refs > 0;
 		}
@@ -562,7 +562,7 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	uint64_t staged = wb->staged, cap = wb->staging_cap;
 	size_t listed = 0;
 	for (size_t i = 0; failing && i < NBUCKETS && listed < 20; i++)
-		for (struct ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
 			if (!e->has_job || e->attempts == 0)
 				continue;
 			struct json_object *x = json_object_new_object();

@@ -38,17 +38,17 @@ static size_t bucket(const char *path)
 	return (size_t)(h % NBUCKETS);
 }
 
-struct ent *wb_ent_find(struct tfs_wb *wb, const char *path)
+struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path)
 {
-	for (struct ent *e = wb->tab[bucket(path)]; e; e = e->next)
+	for (struct wb_ent *e = wb->tab[bucket(path)]; e; e = e->next)
 		if (strcmp(e->path, path) == 0)
 			return e;
 	return NULL;
 }
 
-struct ent *wb_ent_get(struct tfs_wb *wb, const char *path)
+struct wb_ent *wb_ent_get(struct tfs_wb *wb, const char *path)
 {
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e)
 		return e;
 	e = calloc(1, sizeof(*e));
@@ -63,12 +63,12 @@ struct ent *wb_ent_get(struct tfs_wb *wb, const char *path)
 }
 
 /* Free `e` if nothing needs it any more. */
-void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e)
+void wb_ent_maybe_free(struct tfs_wb *wb, struct wb_ent *e)
 {
 	if (e->has_job || e->running || e->file)
 		return;
 	tfs_upload_stream_cancel(e->stream);
-	struct ent **pp = &wb->tab[bucket(e->path)];
+	struct wb_ent **pp = &wb->tab[bucket(e->path)];
 	while (*pp != e)
 		pp = &(*pp)->next;
 	*pp = e->next;
@@ -211,7 +211,7 @@ int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const 
 }
 
 /* Queue the job of `e` (generation gen, op) in memory.  Lock held. */
-void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
+void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
 {
 	e->has_job = true;
 	e->failed = false;
@@ -274,7 +274,7 @@ int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *loc
 }
 
 /* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
-static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
+static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file *f)
 {
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
@@ -300,7 +300,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 {
 	struct tfs_wb_file *f;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_get(wb, path);
+	struct wb_ent *e = wb_ent_get(wb, path);
 	int rc = e ? new_file(wb, path, &f) : ENOMEM;
 	if (rc == 0) {
 		f->attr = *a;
@@ -380,7 +380,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 {
 	struct tfs_attr now;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
@@ -475,7 +475,7 @@ struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path)
 {
 	struct tfs_wb_file *f = NULL;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		f = e->file;
 		f->refs++;
@@ -492,7 +492,7 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 {
 	bool found = false;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		wb_file_tfs_attr(e->file, a);
 		found = true;
@@ -551,7 +551,7 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 			 * a writer never closed it (the daemon stopping with the
 			 * file open): its bytes stay for lost+found, as after a
 			 * crash. */
-			struct ent *e = wb_ent_find(wb, f->path);
+			struct wb_ent *e = wb_ent_find(wb, f->path);
 			if (e && e->file == f) {
 				e->file = NULL;
 				wb_ent_maybe_free(wb, e);
@@ -651,7 +651,7 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 {
 	int rc = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->has_job) {
 		e->force = true;
 		e->due_ms = 0;
@@ -687,16 +687,16 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	char *path = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (f->path && (f->seq != f->committed_seq || (durable && !f->journaled && f->seq))) {
-		struct ent *e = wb_ent_get(wb, f->path);
+		struct wb_ent *e = wb_ent_get(wb, f->path);
 		rc = e ? journal_file(wb, e, f) : ENOMEM;
 		if (rc == 0)
 			gen = e->gen;
 	} else if (f->path && f->journaled) {
-		struct ent *e = wb_ent_find(wb, f->path);
+		struct wb_ent *e = wb_ent_find(wb, f->path);
 		gen = e ? e->gen : 0;
 	}
 	if (f->writers == 0) {
-		struct ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
+		struct wb_ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
 		if (e && e->file == f)
 			wb_file_stream_hand_over(e, f, gen);
 		else
@@ -735,7 +735,7 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 	struct tfs_attr now;
 again:
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		if (mask)
@@ -817,7 +817,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
 		return 0;
 	}
-	struct ent *e = wb_ent_get(wb, r->path);
+	struct wb_ent *e = wb_ent_get(wb, r->path);
 	if (e == NULL)
 		return ENOMEM;
 	e->gen = r->gen;
@@ -1039,9 +1039,9 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	tfs_workers_stop(&wb->pool);
 	wb_streams_stop(wb);
 	for (size_t i = 0; i < NBUCKETS; i++) {
-		struct ent *e = wb->tab[i];
+		struct wb_ent *e = wb->tab[i];
 		while (e) {
-			struct ent *n = e->next;
+			struct wb_ent *n = e->next;
 			if (e->file) {
 				/* Still journalled: the staged copy stays for the next mount. */
 				bool keep = e->file->journaled;

@@ -14,7 +14,7 @@
  *
  * STATE
  *
- *   One `struct ent` per path with work or open files, in a hash table:
+ *   One `struct wb_ent` per path with work or open files, in a hash table:
  *     file  the dirty file of that path (NULL: none, e.g. a DELETE)
  *     job   the journal record's op and generation, its due time and state
  *   A file detached by unlink or rename-over lives on only through its
@@ -80,7 +80,7 @@ struct tfs_wb_file {
 	uint32_t stream_mode, stream_uid, stream_gid;
 };
 
-struct ent {
+struct wb_ent {
 	char *path;
 	struct tfs_wb_file *file;
 	bool has_job, running, failed, force;
@@ -92,7 +92,7 @@ struct ent {
 	unsigned attempts;
 	struct tfs_upload_stream *stream; /* handed over at close, for generation stream_gen */
 	uint64_t stream_gen;
-	struct ent *next;
+	struct wb_ent *next;
 };
 
 #define NBUCKETS 4096
@@ -112,7 +112,7 @@ struct tfs_wb {
 	pthread_mutex_t lock; /* see LOCKING above */
 	pthread_cond_t work;  /* a job became due, or stop */
 	pthread_cond_t done;  /* a job finished */
-	struct ent *tab[NBUCKETS];
+	struct wb_ent *tab[NBUCKETS];
 	uint64_t next_staging;
 	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
 	bool full_logged;             /* "staging full" was logged (until it drains) */
@@ -138,16 +138,16 @@ static inline uint64_t wb_now_ms(void)
 /* ---- writeback.c: entries, staged files, journal transactions ---- */
 
 /* The entry of `path`, or NULL.  wb->lock held. */
-struct ent *wb_ent_find(struct tfs_wb *wb, const char *path);
+struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path);
 
 /* The entry of `path`, added empty (no file, no job) if there is none;
  * NULL when out of memory.  The table owns it.  wb->lock held. */
-struct ent *wb_ent_get(struct tfs_wb *wb, const char *path);
+struct wb_ent *wb_ent_get(struct tfs_wb *wb, const char *path);
 
 /* Free `e`, cancelling a stream handed over to it, if it has no job, no
  * running upload and no file; else nothing.  The caller must not use `e`
  * afterwards unless it knows one of those holds.  wb->lock held. */
-void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e);
+void wb_ent_maybe_free(struct tfs_wb *wb, struct wb_ent *e);
 
 /* Open staged file number `id` in the staging directory with `flags`
  * (O_CLOEXEC and O_NOFOLLOW added; O_CREAT makes it 0600).  Returns the
@@ -198,7 +198,7 @@ int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *loc
  * job (`op`, `bytes` to upload), due after writeback.delay in async mode
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.
  * wb->lock held. */
-void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
+void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
 
 /* ---- wb_upload.c: the job queue ---- */
 
@@ -230,7 +230,7 @@ void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f);
  * stream moves to `e` (replacing and cancelling an older one) for the
  * uploader to finish, or is cancelled if mode, uid or gid changed since
  * its upload was created.  Cannot fail.  wb->lock held. */
-void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen);
+void wb_file_stream_hand_over(struct wb_ent *e, struct tfs_wb_file *f, uint64_t gen);
 
 /* At start-up (mode != off), before the uploaders run and before the
  * mount serves anything: create the stream group in wb->streams when

@@ -15,15 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* `f` is no longer written by appending only: cancel its stream.  Lock
- * held. */
-void wb_file_stream_break(struct tfs_wb_file *f)
-{
-	f->appending = false;
-	tfs_upload_stream_cancel(f->stream);
-	f->stream = NULL;
-}
-
 /* After an append: start streaming `f` once it is big enough, or tell its
  * stream how far it got.  Lock held. */
 void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)

@@ -27,28 +27,6 @@
 #include "backoff.h"
 #include "fdio.h"
 
-void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
-{
-	char v[32];
-	if (r->mode != TFS_META_UNSET) {
-		/* s3fs stores st_mode in decimal, with the file type bits. */
-		snprintf(v, sizeof(v), "%u", (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
-		tfs_obj_meta_set(om, "mode", v);
-	}
-	if (r->uid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->uid);
-		tfs_obj_meta_set(om, "uid", v);
-	}
-	if (r->gid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
-		tfs_obj_meta_set(om, "gid", v);
-	}
-	if (mtime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
-		tfs_obj_meta_set(om, "mtime", v);
-	}
-}
-
 struct mpu_ctx {
 	struct tfs_wb *wb;
 	const char *path;

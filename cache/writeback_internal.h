@@ -3,14 +3,22 @@
  * cache/wb_*.c: the layer's interface is writeback.h, the journal's
  * records are journal.h.
  *
- *   writeback.c     the table of paths with work or open files, the staged
- *                   files and the staging limit, journalling a change with
- *                   its job, the file API, start-up and shutdown
- *   wb_namespace.c  unlink, rmdir, mkdir and renames
- *   wb_upload.c     the job queue: uploaders, retries, drain, stats
- *   wb_stream_glue.c  write-back's side of upload_stream.h: which files stream,
- *                   the table of their uploads in the journal, and the
- *                   start-up sweep of the uploads a crash left
+ *   writeback.c       the layer (writeback.h): the file API (staging
+ *                     limit, copy-on-write, commit, setattr), start-up (the
+ *                     journal reloaded, staged files without a record
+ *                     moved to lost+found) and shutdown
+ *   wb_namespace.c    unlink, rmdir, mkdir and renames
+ *   wb_upload.c       the job queue: uploaders, retries, drain, stats
+ *   wb_stream_glue.c  write-back's side of upload_stream.h: which files
+ *                     stream, the table of their uploads in the journal,
+ *                     and the start-up sweep of the uploads a crash left
+ *   wb_state.c        what they all share: the entry table, staged files'
+ *                     names, journal transactions (a record with its
+ *                     metadata-cache change and its job), record headers
+ *
+ * Calls go one way: writeback.c -> wb_namespace.c, wb_upload.c,
+ * wb_stream_glue.c -> wb_state.c -> journal.c, upload_stream.c, meta.c.
+ * writeback.c calls wb_state.c too; no file calls one above it.
  *
  * STATE
  *
@@ -33,7 +41,7 @@
  *   Fixed from tfs_wb_create() to tfs_wb_destroy(): cfg, env, j, meta,
  *   be, top, log, stagefd, stagedir, staging_cap, streams.  orphans
  *   belongs to the sweeper thread once it runs.
- *   One job per path runs at a time (ent.running).
+ *   One job per path runs at a time (wb_ent.running).
  *   Order: lock -> the LMDB writer lock.  Journal write transactions that
  *   change a path's record are made with `lock` held, so the record and
  *   the entry change together; the uploaders' read transactions and the
@@ -135,7 +143,7 @@ static inline uint64_t wb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* ---- writeback.c: entries, staged files, journal transactions ---- */
+/* ---- wb_state.c: entries, staged files, journal transactions ---- */
 
 /* The entry of `path`, or NULL.  wb->lock held. */
 struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path);
@@ -198,9 +206,8 @@ int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *loc
  * job (`op`, `bytes` to upload), due after writeback.delay in async mode
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.
  * wb->lock held. */
-void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
-
-/* ---- wb_upload.c: the job queue ---- */
+void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen,
+		 uint64_t bytes);
 
 /* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
  * decimal, with S_IFDIR if `dir`, else S_IFREG), uid and gid when set, and
@@ -208,17 +215,20 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
  * cannot be allocated is left out.  No lock. */
 void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
 
+/* `f` is no longer written by appending only: cancel its stream (its
+ * upload is aborted in the background).  Cannot fail.  wb->lock held. */
+void wb_file_stream_break(struct tfs_wb_file *f);
+
+/* ---- wb_upload.c: the job queue (called by writeback.c) ---- */
+
 /* The uploaders' thread (tfs_workers_init(); arg: a struct tfs_worker
  * whose ctx is the struct tfs_wb): runs due jobs, one per path at a time,
  * retrying failures with backoff, until wb->stop or the pool shrinks;
  * returns NULL.  Takes wb->lock, dropped while a job runs. */
 void *wb_uploader_main(void *arg);
 
-/* ---- wb_stream_glue.c: files uploaded while they are written ---- */
-
-/* `f` is no longer written by appending only: cancel its stream (its
- * upload is aborted in the background).  Cannot fail.  wb->lock held. */
-void wb_file_stream_break(struct tfs_wb_file *f);
+/* ---- wb_stream_glue.c: files uploaded while they are written (called by
+ * writeback.c) ---- */
 
 /* After an append up to f->size: start streaming `f` once it reaches the
  * threshold (if it cannot start, it is uploaded after close as usual; a

@@ -324,18 +324,28 @@ void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr 
 	pthread_mutex_unlock(&wb->lock);
 }
 
+/* Set the attributes named in `mask` (TFS_WB_SET_*) from `a` in *mode,
+ * *uid, *gid and *mtime (the fields of a dirty file's struct tfs_wb_attr
+ * or of a clean object's struct tfs_attr).  Cannot fail.  No lock of its
+ * own: the caller's protects the fields. */
+static void set_by_mask(unsigned mask, const struct tfs_wb_attr *a, uint32_t *mode, uint32_t *uid,
+			uint32_t *gid, int64_t *mtime)
+{
+	if (mask & TFS_WB_SET_MODE)
+		*mode = a->mode;
+	if (mask & TFS_WB_SET_UID)
+		*uid = a->uid;
+	if (mask & TFS_WB_SET_GID)
+		*gid = a->gid;
+	if (mask & TFS_WB_SET_MTIME)
+		*mtime = a->mtime;
+}
+
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
 			 const struct tfs_wb_attr *a)
 {
 	pthread_mutex_lock(&wb->lock);
-	if (mask & TFS_WB_SET_MODE)
-		f->attr.mode = a->mode;
-	if (mask & TFS_WB_SET_UID)
-		f->attr.uid = a->uid;
-	if (mask & TFS_WB_SET_GID)
-		f->attr.gid = a->gid;
-	if (mask & TFS_WB_SET_MTIME)
-		f->attr.mtime = a->mtime;
+	set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -556,14 +566,7 @@ again:
 		struct tfs_wb_file *f = e->file;
 		if (mask)
 			wb_file_stream_break(f); /* its upload's headers are fixed */
-		if (mask & TFS_WB_SET_MODE)
-			f->attr.mode = a->mode;
-		if (mask & TFS_WB_SET_UID)
-			f->attr.uid = a->uid;
-		if (mask & TFS_WB_SET_GID)
-			f->attr.gid = a->gid;
-		if (mask & TFS_WB_SET_MTIME)
-			f->attr.mtime = a->mtime;
+		set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
 		f->seq++;
 		if (f->writers == 0 || f->journaled) {
 			rc = journal_file(wb, e, f);
@@ -581,14 +584,7 @@ again:
 	}
 	/* A clean object: a META record (server-side copy with new headers). */
 	struct tfs_attr na = *clean;
-	if (mask & TFS_WB_SET_MODE)
-		na.mode = a->mode;
-	if (mask & TFS_WB_SET_UID)
-		na.uid = a->uid;
-	if (mask & TFS_WB_SET_GID)
-		na.gid = a->gid;
-	if (mask & TFS_WB_SET_MTIME)
-		na.mtime = a->mtime;
+	set_by_mask(mask, a, &na.mode, &na.uid, &na.gid, &na.mtime);
 	e = wb_ent_get(wb, path);
 	rc = ENOMEM;
 	if (e) {

@@ -120,12 +120,23 @@ void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 
 /* ---- journal transactions ---- */
 
+/* An LMDB failure of a journal transaction as the layer's callers see
+ * it: ENOSPC when the map is full, EIO for anything else.  Narrower than
+ * tfs_lmdb_errno() on purpose, which passes a positive errno on (ENOMEM
+ * from a begin, a write error from a commit): the write-back API promises
+ * its callers (FUSE replies to create, close, fsync, unlink ...) EIO or
+ * ENOSPC for a journal failure (writeback.h).  Pure. */
+static int journal_errno(int rc)
+{
+	return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+}
+
 int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn)
 {
 	int rc = mdb_txn_begin(wb->env, NULL, 0, txn);
 	if (rc) {
 		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
-		return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+		return journal_errno(rc);
 	}
 	return 0;
 }
@@ -137,7 +148,7 @@ int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const 
 		if (rc) {
 			tfs_err(wb->log, "writeback: journal commit (%s '%s'): %s", what, path,
 				mdb_strerror(rc));
-			return rc == MDB_MAP_FULL ? ENOSPC : EIO;
+			return journal_errno(rc);
 		}
 		return 0;
 	}

@@ -1,10 +1,12 @@
-/* wb_state.c - the write-back layer's shared state: the table of paths
- * with work or open files (struct wb_ent), the staged files' names and
- * their freeing, journal transactions (a record written with its
- * metadata-cache change, and the job it queues), and the object headers
- * a record gives.  Called by writeback.c, wb_namespace.c, wb_upload.c and
- * wb_stream_glue.c; calls only journal.c, upload_stream.c and the
- * metadata cache.  The state, the locking and the contracts are in
+/* wb_state.c - write-back's shared state: entries, staged files, journal transactions.
+ *
+ * The table of paths with work or open files (struct wb_ent), the staged
+ * files' names and their freeing, journal transactions (a record written
+ * with its metadata-cache change, and the job it queues), and the object
+ * headers a record gives.  Called by writeback.c, wb_namespace.c,
+ * wb_upload.c and wb_stream_glue.c; calls only journal.c,
+ * upload_stream.c, the metadata cache and the object-header helpers of
+ * backend.h.  The state, the locking and the contracts are in
  * writeback_internal.h.
  */
 #include "config.h"

@@ -18,7 +18,8 @@
  *
  * Calls go one way: writeback.c -> wb_namespace.c, wb_upload.c,
  * wb_stream_glue.c -> wb_state.c -> journal.c, upload_stream.c, meta.c.
- * writeback.c calls wb_state.c too; no file calls one above it.
+ * writeback.c calls wb_state.c and journal.c too; no file calls one above
+ * it, and the three in the middle never call each other.
  *
  * STATE
  *

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lmdb_env.h"
+
 #define JREC_VERSION 1
 
 struct hdr {
@@ -37,17 +39,6 @@ void tfs_jrec_clear(struct tfs_jrec *r)
 	free(r->path);
 	tfs_mpu_clear(&r->mpu);
 	memset(r, 0, sizeof(*r));
-}
-
-static int lmdb_err(int rc)
-{
-	if (rc == 0)
-		return 0;
-	if (rc == MDB_NOTFOUND)
-		return ENOENT;
-	if (rc == MDB_MAP_FULL)
-		return ENOSPC;
-	return rc > 0 ? rc : EIO;
 }
 
 #define KEY_LEN (TFS_JOURNAL_OWNER_LEN + 32)
@@ -167,7 +158,7 @@ int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 	int rc = mdb_dbi_open(txn, "wb_journal", MDB_CREATE, &out->dbi);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, "wb_streams", MDB_CREATE, &out->streams);
-	return lmdb_err(rc);
+	return tfs_lmdb_errno(rc);
 }
 
 int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out)
@@ -178,7 +169,7 @@ int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path,
 	MDB_val k = { sizeof(kb), kb }, v;
 	int rc = mdb_get(txn, j->dbi, &k, &v);
 	if (rc)
-		return lmdb_err(rc);
+		return tfs_lmdb_errno(rc);
 	rc = tfs_jrec_decode(v.mv_data, v.mv_size, out);
 	if (rc == 0 && strcmp(out->path, path) != 0) {
 		tfs_jrec_clear(out); /* a SHA-256 collision: treat as absent */
@@ -199,7 +190,7 @@ int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_
 	MDB_val k = { sizeof(kb), kb }, v = { len, buf };
 	rc = mdb_put(txn, j->dbi, &k, &v, 0);
 	free(buf);
-	return lmdb_err(rc);
+	return tfs_lmdb_errno(rc);
 }
 
 int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
@@ -208,7 +199,7 @@ int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
 	key_of(j, path, kb);
 	MDB_val k = { sizeof(kb), kb };
 	int rc = mdb_del(txn, j->dbi, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
 }
 
 int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx)
@@ -217,7 +208,7 @@ int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn f
 	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
 	int rc = mdb_cursor_open(txn, j->dbi, &c);
 	if (rc)
-		return lmdb_err(rc);
+		return tfs_lmdb_errno(rc);
 	int ret = 0;
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
@@ -235,7 +226,7 @@ int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn f
 	mdb_cursor_close(c);
 	if (ret)
 		return ret;
-	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
 }
 
 /* ---- streams ---- */
@@ -261,7 +252,7 @@ int tfs_journal_stream_add(MDB_txn *txn, const struct tfs_journal *j, const char
 	MDB_val k = { sizeof(kb), kb }, v = { kl + ul, buf };
 	int rc = mdb_put(txn, j->streams, &k, &v, 0);
 	free(buf);
-	return lmdb_err(rc);
+	return tfs_lmdb_errno(rc);
 }
 
 int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char *upload_id)
@@ -270,7 +261,7 @@ int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char
 	stream_key(j, upload_id, kb);
 	MDB_val k = { sizeof(kb), kb };
 	int rc = mdb_del(txn, j->streams, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
 }
 
 int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_stream_fn fn,
@@ -280,7 +271,7 @@ int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journ
 	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
 	int rc = mdb_cursor_open(txn, j->streams, &c);
 	if (rc)
-		return lmdb_err(rc);
+		return tfs_lmdb_errno(rc);
 	int ret = 0;
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
@@ -295,5 +286,5 @@ int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journ
 	mdb_cursor_close(c);
 	if (ret)
 		return ret;
-	return rc == MDB_NOTFOUND ? 0 : lmdb_err(rc);
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
 }

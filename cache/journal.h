@@ -59,7 +59,7 @@ void tfs_jrec_clear(struct tfs_jrec *r);
 /* One mount's journal in the shared DB. */
 struct tfs_journal {
 	MDB_dbi dbi;
-	MDB_dbi streams; /* open uploads of files being written (wb_stream.h) */
+	MDB_dbi streams; /* open uploads of files being written (upload_stream.h) */
 	uint8_t owner[TFS_JOURNAL_OWNER_LEN];
 };
 
@@ -84,7 +84,7 @@ typedef int (*tfs_journal_fn)(void *ctx, const struct tfs_jrec *r);
 int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx);
 
 /* The table of streams: multipart uploads begun for files still being
- * written (cache/wb_stream.h), so that the next mount can abort those a
+ * written (cache/upload_stream.h), so that the next mount can abort those a
  * crash left behind.  Keyed by owner and SHA-256(upload_id); the value is
  * the key and the upload id. */
 int tfs_journal_stream_add(MDB_txn *txn, const struct tfs_journal *j, const char *key,

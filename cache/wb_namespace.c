@@ -16,10 +16,10 @@
 #include <string.h>
 
 /* Detach the dirty file of `e` (unlink, rename over).  Lock held. */
-static void detach(struct tfs_wb *wb, struct ent *e)
+static void detach(struct tfs_wb *wb, struct wb_ent *e)
 {
 	struct tfs_wb_file *f = e->file;
-	tfs_wb_stream_cancel(e->stream); /* its upload is of this name */
+	tfs_upload_stream_cancel(e->stream); /* its upload is of this name */
 	e->stream = NULL;
 	if (f == NULL)
 		return;
@@ -36,7 +36,7 @@ int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
 {
 	int rc = ENOMEM;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_get(wb, path);
+	struct wb_ent *e = wb_ent_get(wb, path);
 	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
@@ -58,7 +58,7 @@ int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *
 {
 	int rc = ENOMEM;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_get(wb, path);
+	struct wb_ent *e = wb_ent_get(wb, path);
 	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
@@ -80,13 +80,13 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *src = wb_ent_find(wb, from);
+	struct wb_ent *src = wb_ent_find(wb, from);
 	if (src == NULL || src->file == NULL || !src->file->journaled) {
 		pthread_mutex_unlock(&wb->lock);
 		return ENOENT;
 	}
 	struct tfs_wb_file *f = src->file;
-	struct ent *dst = wb_ent_get(wb, to);
+	struct wb_ent *dst = wb_ent_get(wb, to);
 	char *newpath = strdup(to);
 	int rc = dst && newpath ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
@@ -118,7 +118,7 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		if (rc == 0) {
 			detach(wb, dst);
 			wb_file_stream_break(f); /* its upload is of the old name */
-			tfs_wb_stream_cancel(src->stream);
+			tfs_upload_stream_cancel(src->stream);
 			src->stream = NULL;
 			src->file = NULL;
 			free(f->path);
@@ -143,7 +143,7 @@ int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
 	int rc = 0;
 	*busy = false;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e;
+	struct wb_ent *e;
 	while ((e = wb_ent_find(wb, path)) != NULL && e->running)
 		pthread_cond_wait(&wb->done, &wb->lock);
 	if (e && e->file && e->file->refs > 0) {

@@ -27,28 +27,6 @@
 #include "backoff.h"
 #include "fdio.h"
 
-void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
-{
-	char v[32];
-	if (r->mode != TFS_META_UNSET) {
-		/* s3fs stores st_mode in decimal, with the file type bits. */
-		snprintf(v, sizeof(v), "%u", (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
-		tfs_obj_meta_set(om, "mode", v);
-	}
-	if (r->uid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->uid);
-		tfs_obj_meta_set(om, "uid", v);
-	}
-	if (r->gid != TFS_META_UNSET) {
-		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
-		tfs_obj_meta_set(om, "gid", v);
-	}
-	if (mtime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
-		tfs_obj_meta_set(om, "mtime", v);
-	}
-}
-
 struct mpu_ctx {
 	struct tfs_wb *wb;
 	const char *path;
@@ -146,28 +124,28 @@ static bool retire(struct tfs_wb *wb, const char *path, uint64_t gen, const stru
  * state, so that only the parts still missing are sent.  A stream of an
  * older generation is cancelled.  Best effort: on any failure the file is
  * uploaded whole. */
-static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, uint64_t size,
+static void take_stream(struct tfs_wb *wb, struct wb_ent *e, struct tfs_jrec *r, uint64_t size,
 			struct mpu_ctx *mc)
 {
-	struct tfs_wb_stream *ws = NULL;
+	struct tfs_upload_stream *ws = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (e && e->stream) {
 		if (e->stream_gen == r->gen)
 			ws = e->stream;
 		else
-			tfs_wb_stream_cancel(e->stream);
+			tfs_upload_stream_cancel(e->stream);
 		e->stream = NULL;
 	}
 	pthread_mutex_unlock(&wb->lock);
 	if (ws == NULL)
 		return;
 	struct tfs_mpu st;
-	if (tfs_wb_stream_finish(ws, size, &st) != 0)
+	if (tfs_upload_stream_finish(ws, size, &st) != 0)
 		return;
 	if (r->mpu.upload_id[0] && tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
 		/* The record's own upload stays: the stream's is the one to drop. */
 		if (tfs_backend_abort_upload(wb->be, r->path, st.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, st.upload_id);
+			(void)tfs_upload_stream_forget(wb->streams, r->path, st.upload_id);
 		tfs_mpu_clear(&st);
 		return;
 	}
@@ -175,11 +153,11 @@ static void take_stream(struct tfs_wb *wb, struct ent *e, struct tfs_jrec *r, ui
 	r->mpu = st;
 	r->mpu_gen = r->gen;
 	if (save_mpu(mc, &r->mpu, UINT_MAX) == 0) {
-		(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+		(void)tfs_upload_stream_forget(wb->streams, r->path, r->mpu.upload_id);
 	} else {
 		/* Rewritten meanwhile, or the journal failed: drop it. */
 		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
-			(void)tfs_wb_stream_forget(wb->streams, r->path, r->mpu.upload_id);
+			(void)tfs_upload_stream_forget(wb->streams, r->path, r->mpu.upload_id);
 		tfs_mpu_clear(&r->mpu);
 	}
 }
@@ -195,7 +173,7 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	struct stat st;
 	uint64_t seq0 = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, r->path);
+	struct wb_ent *e = wb_ent_find(wb, r->path);
 	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
 	if (f)
 		seq0 = f->seq;
@@ -377,12 +355,12 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 }
 
 /* The next runnable job, or NULL; *wait_ms says how long until one may be. */
-static struct ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
+static struct wb_ent *pick(struct tfs_wb *wb, uint64_t now, uint64_t *wait_ms)
 {
-	struct ent *best = NULL;
+	struct wb_ent *best = NULL;
 	uint64_t best_due = UINT64_MAX, soonest = UINT64_MAX;
 	for (size_t i = 0; i < NBUCKETS; i++) {
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
 			if (!e->has_job || e->running || e->failed)
 				continue;
 			if (e->op == TFS_J_PUT && e->file && e->file->writers > 0 && !e->force)
@@ -409,7 +387,7 @@ void *wb_uploader_main(void *arg)
 	pthread_mutex_lock(&wb->lock);
 	while (!wb->stop && !tfs_workers_retire(self)) {
 		uint64_t wait_ms;
-		struct ent *e = pick(wb, wb_now_ms(), &wait_ms);
+		struct wb_ent *e = pick(wb, wb_now_ms(), &wait_ms);
 		if (e == NULL) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -487,7 +465,7 @@ static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_
 	if (failed)
 		*failed = 0;
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next)
 			if (e->has_job) {
 				(*files)++;
 				*bytes += e->bytes;
@@ -501,7 +479,7 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	uint64_t deadline = wb_now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
 	pthread_mutex_lock(&wb->lock);
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next)
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next)
 			if (e->has_job) {
 				e->due_ms = 0;
 				e->force = true; /* unmounting: nobody writes any more */
@@ -539,7 +517,7 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	pthread_mutex_lock(&wb->lock);
 	pending(wb, &f, &b, &failed);
 	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct ent *e = wb->tab[i]; e; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
 			running += e->running;
 			open_files += e->file && e->file->refs > 0;
 		}
@@ -548,9 +526,9 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 					     "mkdirs", "attr_updates", "attempt_failures",
 					     "reuploads", "recovered", "streams", "streams_finished",
 					     "streams_cancelled", "streamed_parts" };
-	struct tfs_wb_streams_stats ss = { 0 };
+	struct tfs_upload_streams_stats ss = { 0 };
 	if (wb->streams)
-		tfs_wb_streams_stats(wb->streams, &ss);
+		tfs_upload_streams_stats(wb->streams, &ss);
 	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
 			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
 			    wb->recovered, ss.started, ss.finished, ss.cancelled, ss.parts };
@@ -562,7 +540,7 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 	uint64_t staged = wb->staged, cap = wb->staging_cap;
 	size_t listed = 0;
 	for (size_t i = 0; failing && i < NBUCKETS && listed < 20; i++)
-		for (struct ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
+		for (struct wb_ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
 			if (!e->has_job || e->attempts == 0)
 				continue;
 			struct json_object *x = json_object_new_object();

@@ -1,12 +1,12 @@
-/* writeback.c - the write-back layer's core: the table of paths with work
- * or open files, the staged files and the staging limit, journalling a
- * change together with its job, the file API of writeback.h (create, open
- * for writing, read, write, truncate, commit, setattr, release), and
- * start-up (the journal reloaded, staged files without a record moved to
- * lost+found) and shutdown.  Namespace changes are in wb_namespace.c, the
- * job queue and the uploaders in wb_upload.c, write-back's side of
- * streaming in wb_streaming.c.  The shared state, the locking and the
- * cross-file contracts are in writeback_internal.h.
+/* writeback.c - the write-back layer (writeback.h): the file API
+ * (create, open for writing with copy-on-write, read, write, truncate,
+ * commit, setattr, release) over the staging limit, and start-up (the
+ * journal reloaded, staged files without a record moved to lost+found)
+ * and shutdown.  Namespace changes are in wb_namespace.c, the job queue
+ * and the uploaders in wb_upload.c, write-back's side of streaming in
+ * wb_stream_glue.c, and what they all share (the entry table, staged
+ * files, journal transactions) in wb_state.c.  The shared state, the
+ * locking and the cross-file contracts are in writeback_internal.h.
  */
 #include "config.h"
 
@@ -29,86 +29,6 @@
 #include "dirs.h"
 #include "fdio.h"
 #include "ram.h"
-
-static size_t bucket(const char *path)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return (size_t)(h % NBUCKETS);
-}
-
-struct ent *wb_ent_find(struct tfs_wb *wb, const char *path)
-{
-	for (struct ent *e = wb->tab[bucket(path)]; e; e = e->next)
-		if (strcmp(e->path, path) == 0)
-			return e;
-	return NULL;
-}
-
-struct ent *wb_ent_get(struct tfs_wb *wb, const char *path)
-{
-	struct ent *e = wb_ent_find(wb, path);
-	if (e)
-		return e;
-	e = calloc(1, sizeof(*e));
-	if (e == NULL || (e->path = strdup(path)) == NULL) {
-		free(e);
-		return NULL;
-	}
-	size_t b = bucket(path);
-	e->next = wb->tab[b];
-	wb->tab[b] = e;
-	return e;
-}
-
-/* Free `e` if nothing needs it any more. */
-void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e)
-{
-	if (e->has_job || e->running || e->file)
-		return;
-	tfs_wb_stream_cancel(e->stream);
-	struct ent **pp = &wb->tab[bucket(e->path)];
-	while (*pp != e)
-		pp = &(*pp)->next;
-	*pp = e->next;
-	free(e->path);
-	free(e);
-}
-
-static void staging_name(uint64_t id, char buf[32])
-{
-	snprintf(buf, 32, "%016" PRIx64, id);
-}
-
-int wb_open_staged(struct tfs_wb *wb, uint64_t id, int flags)
-{
-	char name[32];
-	staging_name(id, name);
-	int fd = openat(wb->stagefd, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-	return fd < 0 ? -errno : fd;
-}
-
-static void unlink_staged(struct tfs_wb *wb, uint64_t id)
-{
-	char name[32];
-	staging_name(id, name);
-	if (unlinkat(wb->stagefd, name, 0) < 0 && errno != ENOENT)
-		tfs_warn(wb->log, "writeback: cannot delete staged file %s/%s: %s", wb->stagedir, name,
-			 strerror(errno));
-}
-
-void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
-{
-	tfs_wb_stream_cancel(f->stream);
-	wb->staged -= f->size; /* callers hold the lock */
-	if (f->fd >= 0)
-		close(f->fd);
-	if (delete_staged)
-		unlink_staged(wb, f->staging_id);
-	free(f->path);
-	free(f);
-}
 
 /* A new dirty file with a fresh, empty staged file.  Lock held. */
 static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **out)
@@ -169,112 +89,8 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 	return 0;
 }
 
-void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->type = TFS_FT_FILE;
-	a->size = f->size;
-	a->mtime = f->attr.mtime;
-	a->mode = f->attr.mode;
-	a->uid = f->attr.uid;
-	a->gid = f->attr.gid;
-	a->local = true;
-	a->headers = true;
-}
-
-/* ---- journal transactions ---- */
-
-int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn)
-{
-	int rc = mdb_txn_begin(wb->env, NULL, 0, txn);
-	if (rc) {
-		tfs_err(wb->log, "writeback: journal: %s", mdb_strerror(rc));
-		return rc == MDB_MAP_FULL ? ENOSPC : EIO;
-	}
-	return 0;
-}
-
-int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path)
-{
-	if (rc == 0) {
-		rc = mdb_txn_commit(txn);
-		if (rc) {
-			tfs_err(wb->log, "writeback: journal commit (%s '%s'): %s", what, path,
-				mdb_strerror(rc));
-			return rc == MDB_MAP_FULL ? ENOSPC : EIO;
-		}
-		return 0;
-	}
-	mdb_txn_abort(txn);
-	tfs_err(wb->log, "writeback: journal (%s '%s'): %s", what, path, strerror(rc));
-	return rc;
-}
-
-/* Queue the job of `e` (generation gen, op) in memory.  Lock held. */
-void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes)
-{
-	e->has_job = true;
-	e->failed = false;
-	e->op = op;
-	e->gen = gen;
-	e->bytes = bytes;
-	e->attempts = 0;
-	e->next_try_ms = 0;
-	e->due_ms = wb_now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
-	pthread_cond_broadcast(&wb->work);
-}
-
-/* Write a record for `path`, keeping the multipart state of the previous
- * one so the uploader can resume or abort it.  Lock held. */
-int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
-{
-	struct tfs_jrec old;
-	int rc = tfs_journal_get(txn, &wb->j, r->path, &old);
-	if (rc == 0) {
-		if (r->gen <= old.gen)
-			r->gen = old.gen + 1;
-		/* A name removed and made again as the other type before
-		 * write-back: the new record must still remove the old key. */
-		if (old.op == TFS_J_DELETE &&
-		    (r->op == TFS_J_MKDIR || (r->op == TFS_J_PUT && old.is_dir)))
-			r->is_dir = 1; /* a DELETE of "key" (and maybe "key/") must still happen */
-		else if (old.op == r->op && old.is_dir && (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
-			r->is_dir = 1;
-		else if (r->op == TFS_J_DELETE && old.op == TFS_J_PUT && old.is_dir)
-			r->is_dir = 1; /* the marker the PUT was to remove goes too */
-		if (r->mpu.upload_id[0] == '\0' && old.mpu.upload_id[0]) {
-			r->mpu = old.mpu;
-			r->mpu_gen = old.mpu_gen;
-			memset(&old.mpu, 0, sizeof(old.mpu));
-		}
-		tfs_jrec_clear(&old);
-	} else if (rc != ENOENT && rc != EINVAL) {
-		return rc;
-	}
-	return tfs_journal_put(txn, &wb->j, r);
-}
-
-int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
-	       const char *what, uint64_t *gen)
-{
-	MDB_txn *txn;
-	const char *path = r->path;
-	int rc = wb_txn_begin(wb, &txn);
-	if (rc == 0) {
-		rc = wb_put_record(wb, txn, r);
-		if (rc == 0)
-			rc = local ? tfs_meta_txn_set_local(wb->meta, txn, path, local)
-				   : tfs_meta_txn_whiteout(wb->meta, txn, path);
-		*gen = r->gen;
-		rc = wb_txn_end(wb, txn, rc, what, path);
-	}
-	r->path = NULL; /* the caller's */
-	tfs_jrec_clear(r);
-	return rc;
-}
-
 /* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
-static int journal_file(struct tfs_wb *wb, struct ent *e, struct tfs_wb_file *f)
+static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file *f)
 {
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
@@ -300,7 +116,7 @@ int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_
 {
 	struct tfs_wb_file *f;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_get(wb, path);
+	struct wb_ent *e = wb_ent_get(wb, path);
 	int rc = e ? new_file(wb, path, &f) : ENOMEM;
 	if (rc == 0) {
 		f->attr = *a;
@@ -380,7 +196,7 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 {
 	struct tfs_attr now;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		f->refs++;
@@ -475,7 +291,7 @@ struct tfs_wb_file *tfs_wb_find(struct tfs_wb *wb, const char *path)
 {
 	struct tfs_wb_file *f = NULL;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		f = e->file;
 		f->refs++;
@@ -492,7 +308,7 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 {
 	bool found = false;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		wb_file_tfs_attr(e->file, a);
 		found = true;
@@ -508,18 +324,28 @@ void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr 
 	pthread_mutex_unlock(&wb->lock);
 }
 
+/* Set the attributes named in `mask` (TFS_WB_SET_*) from `a` in *mode,
+ * *uid, *gid and *mtime (the fields of a dirty file's struct tfs_wb_attr
+ * or of a clean object's struct tfs_attr).  Cannot fail.  No lock of its
+ * own: the caller's protects the fields. */
+static void set_by_mask(unsigned mask, const struct tfs_wb_attr *a, uint32_t *mode, uint32_t *uid,
+			uint32_t *gid, int64_t *mtime)
+{
+	if (mask & TFS_WB_SET_MODE)
+		*mode = a->mode;
+	if (mask & TFS_WB_SET_UID)
+		*uid = a->uid;
+	if (mask & TFS_WB_SET_GID)
+		*gid = a->gid;
+	if (mask & TFS_WB_SET_MTIME)
+		*mtime = a->mtime;
+}
+
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
 			 const struct tfs_wb_attr *a)
 {
 	pthread_mutex_lock(&wb->lock);
-	if (mask & TFS_WB_SET_MODE)
-		f->attr.mode = a->mode;
-	if (mask & TFS_WB_SET_UID)
-		f->attr.uid = a->uid;
-	if (mask & TFS_WB_SET_GID)
-		f->attr.gid = a->gid;
-	if (mask & TFS_WB_SET_MTIME)
-		f->attr.mtime = a->mtime;
+	set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -551,7 +377,7 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 			 * a writer never closed it (the daemon stopping with the
 			 * file open): its bytes stay for lost+found, as after a
 			 * crash. */
-			struct ent *e = wb_ent_find(wb, f->path);
+			struct wb_ent *e = wb_ent_find(wb, f->path);
 			if (e && e->file == f) {
 				e->file = NULL;
 				wb_ent_maybe_free(wb, e);
@@ -651,7 +477,7 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 {
 	int rc = 0;
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->has_job) {
 		e->force = true;
 		e->due_ms = 0;
@@ -687,16 +513,16 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	char *path = NULL;
 	pthread_mutex_lock(&wb->lock);
 	if (f->path && (f->seq != f->committed_seq || (durable && !f->journaled && f->seq))) {
-		struct ent *e = wb_ent_get(wb, f->path);
+		struct wb_ent *e = wb_ent_get(wb, f->path);
 		rc = e ? journal_file(wb, e, f) : ENOMEM;
 		if (rc == 0)
 			gen = e->gen;
 	} else if (f->path && f->journaled) {
-		struct ent *e = wb_ent_find(wb, f->path);
+		struct wb_ent *e = wb_ent_find(wb, f->path);
 		gen = e ? e->gen : 0;
 	}
 	if (f->writers == 0) {
-		struct ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
+		struct wb_ent *e = f->path && gen && rc == 0 ? wb_ent_find(wb, f->path) : NULL;
 		if (e && e->file == f)
 			wb_file_stream_hand_over(e, f, gen);
 		else
@@ -735,19 +561,12 @@ int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *c
 	struct tfs_attr now;
 again:
 	pthread_mutex_lock(&wb->lock);
-	struct ent *e = wb_ent_find(wb, path);
+	struct wb_ent *e = wb_ent_find(wb, path);
 	if (e && e->file) {
 		struct tfs_wb_file *f = e->file;
 		if (mask)
 			wb_file_stream_break(f); /* its upload's headers are fixed */
-		if (mask & TFS_WB_SET_MODE)
-			f->attr.mode = a->mode;
-		if (mask & TFS_WB_SET_UID)
-			f->attr.uid = a->uid;
-		if (mask & TFS_WB_SET_GID)
-			f->attr.gid = a->gid;
-		if (mask & TFS_WB_SET_MTIME)
-			f->attr.mtime = a->mtime;
+		set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
 		f->seq++;
 		if (f->writers == 0 || f->journaled) {
 			rc = journal_file(wb, e, f);
@@ -765,14 +584,7 @@ again:
 	}
 	/* A clean object: a META record (server-side copy with new headers). */
 	struct tfs_attr na = *clean;
-	if (mask & TFS_WB_SET_MODE)
-		na.mode = a->mode;
-	if (mask & TFS_WB_SET_UID)
-		na.uid = a->uid;
-	if (mask & TFS_WB_SET_GID)
-		na.gid = a->gid;
-	if (mask & TFS_WB_SET_MTIME)
-		na.mtime = a->mtime;
+	set_by_mask(mask, a, &na.mode, &na.uid, &na.gid, &na.mtime);
 	e = wb_ent_get(wb, path);
 	rc = ENOMEM;
 	if (e) {
@@ -817,7 +629,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
 		return 0;
 	}
-	struct ent *e = wb_ent_get(wb, r->path);
+	struct wb_ent *e = wb_ent_get(wb, r->path);
 	if (e == NULL)
 		return ENOMEM;
 	e->gen = r->gen;
@@ -1039,9 +851,9 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 	tfs_workers_stop(&wb->pool);
 	wb_streams_stop(wb);
 	for (size_t i = 0; i < NBUCKETS; i++) {
-		struct ent *e = wb->tab[i];
+		struct wb_ent *e = wb->tab[i];
 		while (e) {
-			struct ent *n = e->next;
+			struct wb_ent *n = e->next;
 			if (e->file) {
 				/* Still journalled: the staged copy stays for the next mount. */
 				bool keep = e->file->journaled;

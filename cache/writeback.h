@@ -63,7 +63,7 @@ struct tfs_writeback_config {
 	uint64_t retry_max_ms;     /* longest backoff */
 	uint64_t drain_timeout_ms; /* unmount waits this long for the queue */
 	/* Upload a file written sequentially while it is written (see
-	 * wb_stream.h); only when uploads start at close (mode sync, or
+	 * upload_stream.h); only when uploads start at close (mode sync, or
 	 * async with delay_ms 0) and the backend has multipart uploads. */
 	bool stream;
 	/* Most bytes staged at once: absolute (staging_size > 0) or percent of

@@ -3,18 +3,27 @@
  * cache/wb_*.c: the layer's interface is writeback.h, the journal's
  * records are journal.h.
  *
- *   writeback.c     the table of paths with work or open files, the staged
- *                   files and the staging limit, journalling a change with
- *                   its job, the file API, start-up and shutdown
- *   wb_namespace.c  unlink, rmdir, mkdir and renames
- *   wb_upload.c     the job queue: uploaders, retries, drain, stats
- *   wb_streaming.c  write-back's side of wb_stream.h: which files stream,
- *                   the table of their uploads in the journal, and the
- *                   start-up sweep of the uploads a crash left
+ *   writeback.c       the layer (writeback.h): the file API (staging
+ *                     limit, copy-on-write, commit, setattr), start-up (the
+ *                     journal reloaded, staged files without a record
+ *                     moved to lost+found) and shutdown
+ *   wb_namespace.c    unlink, rmdir, mkdir and renames
+ *   wb_upload.c       the job queue: uploaders, retries, drain, stats
+ *   wb_stream_glue.c  write-back's side of upload_stream.h: which files
+ *                     stream, the table of their uploads in the journal,
+ *                     and the start-up sweep of the uploads a crash left
+ *   wb_state.c        what they all share: the entry table, staged files'
+ *                     names, journal transactions (a record with its
+ *                     metadata-cache change and its job), record headers
+ *
+ * Calls go one way: writeback.c -> wb_namespace.c, wb_upload.c,
+ * wb_stream_glue.c -> wb_state.c -> journal.c, upload_stream.c, meta.c.
+ * writeback.c calls wb_state.c and journal.c too; no file calls one above
+ * it, and the three in the middle never call each other.
  *
  * STATE
  *
- *   One `struct ent` per path with work or open files, in a hash table:
+ *   One `struct wb_ent` per path with work or open files, in a hash table:
  *     file  the dirty file of that path (NULL: none, e.g. a DELETE)
  *     job   the journal record's op and generation, its due time and state
  *   A file detached by unlink or rename-over lives on only through its
@@ -33,18 +42,18 @@
  *   Fixed from tfs_wb_create() to tfs_wb_destroy(): cfg, env, j, meta,
  *   be, top, log, stagefd, stagedir, staging_cap, streams.  orphans
  *   belongs to the sweeper thread once it runs.
- *   One job per path runs at a time (ent.running).
+ *   One job per path runs at a time (wb_ent.running).
  *   Order: lock -> the LMDB writer lock.  Journal write transactions that
  *   change a path's record are made with `lock` held, so the record and
  *   the entry change together; the uploaders' read transactions and the
  *   retirement of a record (a write transaction checking the generation)
  *   are made without it.  Nothing here takes `lock` inside a write
  *   transaction.
- *   lock -> a stream's or the stream group's lock (wb_stream.c): streams
+ *   lock -> a stream's or the stream group's lock (upload_stream.c): streams
  *   are grown, cancelled and counted with `lock` held, and call back (the
  *   registration of their uploads, which takes `lock`) holding none of
  *   their own.  `lock` is never held across a backend call, a read
- *   through the cache stack, or tfs_wb_stream_finish().
+ *   through the cache stack, or tfs_upload_stream_finish().
  */
 #ifndef TFS_WRITEBACK_INTERNAL_H
 #define TFS_WRITEBACK_INTERNAL_H
@@ -57,7 +66,7 @@
 
 #include "journal.h"
 #include "meta.h"
-#include "wb_stream.h"
+#include "upload_stream.h"
 #include "workers.h"
 #include "writeback.h"
 
@@ -71,16 +80,16 @@ struct tfs_wb_file {
 	uint64_t committed_seq;
 	int refs, writers;
 	bool journaled;      /* a PUT record describes it */
-	/* Streaming (wb_stream.h): `appending` while the file has only been
+	/* Streaming (upload_stream.h): `appending` while the file has only been
 	 * appended to since it was empty, by one writer; `stream` once it is
 	 * being uploaded as it is written, with the attributes its upload
 	 * was created with. */
 	bool appending;
-	struct tfs_wb_stream *stream;
+	struct tfs_upload_stream *stream;
 	uint32_t stream_mode, stream_uid, stream_gid;
 };
 
-struct ent {
+struct wb_ent {
 	char *path;
 	struct tfs_wb_file *file;
 	bool has_job, running, failed, force;
@@ -90,9 +99,9 @@ struct ent {
 	int last_err;        /* result of the last attempt */
 	uint64_t due_ms, next_try_ms, bytes;
 	unsigned attempts;
-	struct tfs_wb_stream *stream; /* handed over at close, for generation stream_gen */
+	struct tfs_upload_stream *stream; /* handed over at close, for generation stream_gen */
 	uint64_t stream_gen;
-	struct ent *next;
+	struct wb_ent *next;
 };
 
 #define NBUCKETS 4096
@@ -112,13 +121,13 @@ struct tfs_wb {
 	pthread_mutex_t lock; /* see LOCKING above */
 	pthread_cond_t work;  /* a job became due, or stop */
 	pthread_cond_t done;  /* a job finished */
-	struct ent *tab[NBUCKETS];
+	struct wb_ent *tab[NBUCKETS];
 	uint64_t next_staging;
 	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
 	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
 	struct tfs_workers pool; /* the uploaders (none when mode = off) */
-	struct tfs_wb_streams *streams; /* NULL: no streaming */
+	struct tfs_upload_streams *streams; /* NULL: no streaming */
 	pthread_t sweeper;              /* aborts uploads of streams a crash left */
 	bool sweeper_started;
 	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
@@ -135,19 +144,19 @@ static inline uint64_t wb_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* ---- writeback.c: entries, staged files, journal transactions ---- */
+/* ---- wb_state.c: entries, staged files, journal transactions ---- */
 
 /* The entry of `path`, or NULL.  wb->lock held. */
-struct ent *wb_ent_find(struct tfs_wb *wb, const char *path);
+struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path);
 
 /* The entry of `path`, added empty (no file, no job) if there is none;
  * NULL when out of memory.  The table owns it.  wb->lock held. */
-struct ent *wb_ent_get(struct tfs_wb *wb, const char *path);
+struct wb_ent *wb_ent_get(struct tfs_wb *wb, const char *path);
 
 /* Free `e`, cancelling a stream handed over to it, if it has no job, no
  * running upload and no file; else nothing.  The caller must not use `e`
  * afterwards unless it knows one of those holds.  wb->lock held. */
-void wb_ent_maybe_free(struct tfs_wb *wb, struct ent *e);
+void wb_ent_maybe_free(struct tfs_wb *wb, struct wb_ent *e);
 
 /* Open staged file number `id` in the staging directory with `flags`
  * (O_CLOEXEC and O_NOFOLLOW added; O_CREAT makes it 0600).  Returns the
@@ -198,9 +207,8 @@ int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *loc
  * job (`op`, `bytes` to upload), due after writeback.delay in async mode
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.
  * wb->lock held. */
-void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen, uint64_t bytes);
-
-/* ---- wb_upload.c: the job queue ---- */
+void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen,
+		 uint64_t bytes);
 
 /* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
  * decimal, with S_IFDIR if `dir`, else S_IFREG), uid and gid when set, and
@@ -208,17 +216,20 @@ void wb_schedule(struct tfs_wb *wb, struct ent *e, enum tfs_jop op, uint64_t gen
  * cannot be allocated is left out.  No lock. */
 void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
 
+/* `f` is no longer written by appending only: cancel its stream (its
+ * upload is aborted in the background).  Cannot fail.  wb->lock held. */
+void wb_file_stream_break(struct tfs_wb_file *f);
+
+/* ---- wb_upload.c: the job queue (called by writeback.c) ---- */
+
 /* The uploaders' thread (tfs_workers_init(); arg: a struct tfs_worker
  * whose ctx is the struct tfs_wb): runs due jobs, one per path at a time,
  * retrying failures with backoff, until wb->stop or the pool shrinks;
  * returns NULL.  Takes wb->lock, dropped while a job runs. */
 void *wb_uploader_main(void *arg);
 
-/* ---- wb_streaming.c: files uploaded while they are written ---- */
-
-/* `f` is no longer written by appending only: cancel its stream (its
- * upload is aborted in the background).  Cannot fail.  wb->lock held. */
-void wb_file_stream_break(struct tfs_wb_file *f);
+/* ---- wb_stream_glue.c: files uploaded while they are written (called by
+ * writeback.c) ---- */
 
 /* After an append up to f->size: start streaming `f` once it reaches the
  * threshold (if it cannot start, it is uploaded after close as usual; a
@@ -230,7 +241,7 @@ void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f);
  * stream moves to `e` (replacing and cancelling an older one) for the
  * uploader to finish, or is cancelled if mode, uid or gid changed since
  * its upload was created.  Cannot fail.  wb->lock held. */
-void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen);
+void wb_file_stream_hand_over(struct wb_ent *e, struct tfs_wb_file *f, uint64_t gen);
 
 /* At start-up (mode != off), before the uploaders run and before the
  * mount serves anything: create the stream group in wb->streams when

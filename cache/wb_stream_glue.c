@@ -1,5 +1,5 @@
-/* wb_streaming.c - write-back's side of streaming (the streams themselves
- * are wb_stream.c, which knows nothing of write-back): which dirty files
+/* wb_stream_glue.c - write-back's side of streaming (the streams themselves
+ * are upload_stream.c, which knows nothing of write-back): which dirty files
  * stream and when their stream is broken or handed to the uploader, the
  * table of stream uploads in this mount's journal (the streams' `reg`
  * callback), and at start-up the sweep that aborts the uploads an earlier
@@ -15,24 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* `f` is no longer written by appending only: cancel its stream.  Lock
- * held. */
-void wb_file_stream_break(struct tfs_wb_file *f)
-{
-	f->appending = false;
-	tfs_wb_stream_cancel(f->stream);
-	f->stream = NULL;
-}
-
 /* After an append: start streaming `f` once it is big enough, or tell its
  * stream how far it got.  Lock held. */
 void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
 {
 	if (f->stream) {
-		tfs_wb_stream_grow(f->stream, f->size);
+		tfs_upload_stream_grow(f->stream, f->size);
 		return;
 	}
-	if (wb->streams == NULL || f->path == NULL || f->size < tfs_wb_streams_threshold(wb->streams))
+	if (wb->streams == NULL || f->path == NULL ||
+	    f->size < tfs_upload_streams_threshold(wb->streams))
 		return;
 	/* The object's headers are fixed now; mtime is left out (the
 	 * object's Last-Modified stands for it), so that only a change of
@@ -40,7 +32,7 @@ void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
 	struct tfs_jrec r = { .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid };
 	struct tfs_obj_meta om = { 0 };
 	wb_set_meta_headers(&om, &r, false, false);
-	int rc = tfs_wb_stream_start(wb->streams, f->path, f->fd, f->size, &om, &f->stream);
+	int rc = tfs_upload_stream_start(wb->streams, f->path, f->fd, f->size, &om, &f->stream);
 	if (rc == 0) {
 		f->stream_mode = f->attr.mode;
 		f->stream_uid = f->attr.uid;
@@ -55,12 +47,12 @@ void wb_file_stream_grow(struct tfs_wb *wb, struct tfs_wb_file *f)
 
 /* The last writer closed `f`, committed as generation `gen` of `e`: its
  * stream goes to `e` for the uploader to finish.  Lock held. */
-void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen)
+void wb_file_stream_hand_over(struct wb_ent *e, struct tfs_wb_file *f, uint64_t gen)
 {
 	f->appending = false;
 	if (f->stream == NULL)
 		return;
-	tfs_wb_stream_cancel(e->stream); /* an older generation's */
+	tfs_upload_stream_cancel(e->stream); /* an older generation's */
 	e->stream = NULL;
 	if (f->attr.mode != f->stream_mode || f->attr.uid != f->stream_uid ||
 	    f->attr.gid != f->stream_gid) {
@@ -74,7 +66,7 @@ void wb_file_stream_hand_over(struct ent *e, struct tfs_wb_file *f, uint64_t gen
 
 /* ---- the table of stream uploads, and the sweep at start-up ---- */
 
-/* wb_stream's reg callback: the table of open stream uploads. */
+/* upload_stream's reg callback: the table of open stream uploads. */
 static int stream_reg(void *ctx, const char *key, const char *upload_id, bool add)
 {
 	struct tfs_wb *wb = ctx;
@@ -165,7 +157,7 @@ static void *sweeper(void *arg)
 static int streams_init(struct tfs_wb *wb)
 {
 	const struct tfs_writeback_config *cfg = &wb->cfg;
-	struct tfs_wb_streams_config sc = {
+	struct tfs_upload_streams_config sc = {
 		.be = wb->be, .log = wb->log, .max_streams = cfg->uploaders,
 		.reg = stream_reg, .reg_ctx = wb,
 	};
@@ -173,7 +165,7 @@ static int streams_init(struct tfs_wb *wb)
 	if (!cfg->stream || !at_close ||
 	    !tfs_backend_multipart_geometry(wb->be, &sc.threshold, &sc.part_size, &sc.parallel))
 		return 0;
-	int rc = tfs_wb_streams_create(&sc, &wb->streams);
+	int rc = tfs_upload_streams_create(&sc, &wb->streams);
 	if (rc)
 		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s", strerror(rc));
 	return rc;
@@ -215,19 +207,19 @@ void wb_streams_stop(struct tfs_wb *wb)
 	if (wb->streams) {
 		/* Streams still running stop without aborting their uploads
 		 * (the server may be down): the next mount aborts them. */
-		tfs_wb_streams_shutdown(wb->streams);
+		tfs_upload_streams_shutdown(wb->streams);
 		pthread_mutex_lock(&wb->lock);
 		for (size_t i = 0; i < NBUCKETS; i++)
-			for (struct ent *e = wb->tab[i]; e; e = e->next) {
-				tfs_wb_stream_cancel(e->stream);
+			for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
+				tfs_upload_stream_cancel(e->stream);
 				e->stream = NULL;
 				if (e->file) {
-					tfs_wb_stream_cancel(e->file->stream);
+					tfs_upload_stream_cancel(e->file->stream);
 					e->file->stream = NULL;
 				}
 			}
 		pthread_mutex_unlock(&wb->lock);
-		tfs_wb_streams_destroy(wb->streams);
+		tfs_upload_streams_destroy(wb->streams);
 		wb->streams = NULL;
 	}
 }

@@ -1,8 +1,8 @@
-/* wb_stream.c - uploading a file while it is still being written; see
- * wb_stream.h. */
+/* upload_stream.c - uploading a file while it is still being written; see
+ * upload_stream.h. */
 #include "config.h"
 
-#include "wb_stream.h"
+#include "upload_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,17 +17,17 @@
 #define MAX_PARTS 10000u
 #define STREAM_NICE 10 /* the stream threads' nice value */
 
-struct tfs_wb_streams {
-	struct tfs_wb_streams_config cfg;
+struct tfs_upload_streams {
+	struct tfs_upload_streams_config cfg;
 	pthread_mutex_t lock; /* live and the counters */
 	pthread_cond_t gone;  /* a stream ended */
 	unsigned live;
 	bool closing;          /* shutdown: cancelled streams do not abort */
-	struct tfs_wb_streams_stats stats;
+	struct tfs_upload_streams_stats stats;
 };
 
-struct tfs_wb_stream {
-	struct tfs_wb_streams *g;
+struct tfs_upload_stream {
+	struct tfs_upload_streams *g;
 	char *key;
 	int fd;
 	struct tfs_obj_meta meta;
@@ -47,12 +47,13 @@ struct tfs_wb_stream {
 	unsigned parts;        /* parts uploaded */
 };
 
-int tfs_wb_streams_create(const struct tfs_wb_streams_config *cfg, struct tfs_wb_streams **out)
+int tfs_upload_streams_create(const struct tfs_upload_streams_config *cfg,
+			      struct tfs_upload_streams **out)
 {
 	if (cfg->parallel == 0 || cfg->max_streams == 0 || cfg->part_size < (5u << 20) ||
 	    cfg->threshold < cfg->part_size)
 		return EINVAL;
-	struct tfs_wb_streams *g = calloc(1, sizeof(*g));
+	struct tfs_upload_streams *g = calloc(1, sizeof(*g));
 	if (g == NULL)
 		return ENOMEM;
 	g->cfg = *cfg;
@@ -62,14 +63,14 @@ int tfs_wb_streams_create(const struct tfs_wb_streams_config *cfg, struct tfs_wb
 	return 0;
 }
 
-void tfs_wb_streams_shutdown(struct tfs_wb_streams *g)
+void tfs_upload_streams_shutdown(struct tfs_upload_streams *g)
 {
 	pthread_mutex_lock(&g->lock);
 	g->closing = true;
 	pthread_mutex_unlock(&g->lock);
 }
 
-void tfs_wb_streams_destroy(struct tfs_wb_streams *g)
+void tfs_upload_streams_destroy(struct tfs_upload_streams *g)
 {
 	if (g == NULL)
 		return;
@@ -82,21 +83,21 @@ void tfs_wb_streams_destroy(struct tfs_wb_streams *g)
 	free(g);
 }
 
-uint64_t tfs_wb_streams_threshold(const struct tfs_wb_streams *g)
+uint64_t tfs_upload_streams_threshold(const struct tfs_upload_streams *g)
 {
 	return g->cfg.threshold;
 }
 
-void tfs_wb_streams_stats(struct tfs_wb_streams *g, struct tfs_wb_streams_stats *out)
+void tfs_upload_streams_stats(struct tfs_upload_streams *g, struct tfs_upload_streams_stats *out)
 {
 	pthread_mutex_lock(&g->lock);
 	*out = g->stats;
 	pthread_mutex_unlock(&g->lock);
 }
 
-static void stream_free(struct tfs_wb_stream *s)
+static void stream_free(struct tfs_upload_stream *s)
 {
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_streams *g = s->g;
 	unsigned parts = s->parts;
 	if (s->fd >= 0)
 		close(s->fd);
@@ -114,9 +115,9 @@ static void stream_free(struct tfs_wb_stream *s)
 }
 
 /* Abort and unregister the upload of a cancelled or failed stream. */
-static void abort_stream(struct tfs_wb_stream *s)
+static void abort_stream(struct tfs_upload_stream *s)
 {
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_streams *g = s->g;
 	if (s->upload_id[0] == '\0')
 		return;
 	pthread_mutex_lock(&g->lock);
@@ -130,7 +131,7 @@ static void abort_stream(struct tfs_wb_stream *s)
 }
 
 /* Record part idx's ETag, growing the array.  Stream lock held. */
-static int record(struct tfs_wb_stream *s, unsigned idx, const char etag[TFS_ETAG_MAX])
+static int record(struct tfs_upload_stream *s, unsigned idx, const char etag[TFS_ETAG_MAX])
 {
 	if (idx >= s->cap) {
 		unsigned cap = s->cap ? s->cap * 2 : 64;
@@ -150,9 +151,9 @@ static int record(struct tfs_wb_stream *s, unsigned idx, const char etag[TFS_ETA
 
 /* Create the upload (one thread does it; the others wait).  Lock held;
  * dropped around the requests. */
-static void create(struct tfs_wb_stream *s)
+static void create(struct tfs_upload_stream *s)
 {
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_streams *g = s->g;
 	char id[TFS_UPLOAD_ID_MAX];
 	s->creating = true;
 	pthread_mutex_unlock(&s->lock);
@@ -175,8 +176,8 @@ static void create(struct tfs_wb_stream *s)
 
 static void *worker(void *arg)
 {
-	struct tfs_wb_stream *s = arg;
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_stream *s = arg;
+	struct tfs_upload_streams *g = s->g;
 	uint64_t ps = g->cfg.part_size;
 	/* The writer comes first: a stream only saves time if it does not
 	 * slow the write it overlaps.  Linux nice values are per thread. */
@@ -224,8 +225,8 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int tfs_wb_stream_start(struct tfs_wb_streams *g, const char *key, int fd, uint64_t size,
-			struct tfs_obj_meta *meta, struct tfs_wb_stream **out)
+int tfs_upload_stream_start(struct tfs_upload_streams *g, const char *key, int fd, uint64_t size,
+			    struct tfs_obj_meta *meta, struct tfs_upload_stream **out)
 {
 	pthread_mutex_lock(&g->lock);
 	bool busy = g->live >= g->cfg.max_streams;
@@ -237,7 +238,7 @@ int tfs_wb_stream_start(struct tfs_wb_streams *g, const char *key, int fd, uint6
 		return EBUSY;
 	}
 	int rc = 0;
-	struct tfs_wb_stream *s = calloc(1, sizeof(*s));
+	struct tfs_upload_stream *s = calloc(1, sizeof(*s));
 	if (s == NULL || (s->key = strdup(key)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0 && (s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)
@@ -287,7 +288,7 @@ int tfs_wb_stream_start(struct tfs_wb_streams *g, const char *key, int fd, uint6
 	return 0;
 }
 
-void tfs_wb_stream_grow(struct tfs_wb_stream *s, uint64_t size)
+void tfs_upload_stream_grow(struct tfs_upload_stream *s, uint64_t size)
 {
 	pthread_mutex_lock(&s->lock);
 	uint64_t ps = s->g->cfg.part_size;
@@ -299,9 +300,9 @@ void tfs_wb_stream_grow(struct tfs_wb_stream *s, uint64_t size)
 	pthread_mutex_unlock(&s->lock);
 }
 
-int tfs_wb_stream_finish(struct tfs_wb_stream *s, uint64_t size, struct tfs_mpu *st)
+int tfs_upload_stream_finish(struct tfs_upload_stream *s, uint64_t size, struct tfs_mpu *st)
 {
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_streams *g = s->g;
 	uint64_t ps = g->cfg.part_size;
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&s->lock);
@@ -338,11 +339,11 @@ int tfs_wb_stream_finish(struct tfs_wb_stream *s, uint64_t size, struct tfs_mpu 
 	return rc;
 }
 
-void tfs_wb_stream_cancel(struct tfs_wb_stream *s)
+void tfs_upload_stream_cancel(struct tfs_upload_stream *s)
 {
 	if (s == NULL)
 		return;
-	struct tfs_wb_streams *g = s->g;
+	struct tfs_upload_streams *g = s->g;
 	pthread_mutex_lock(&s->lock);
 	s->cancel = true;
 	pthread_cond_broadcast(&s->cond);
@@ -354,7 +355,7 @@ void tfs_wb_stream_cancel(struct tfs_wb_stream *s)
 	pthread_mutex_unlock(&g->lock);
 }
 
-int tfs_wb_stream_forget(struct tfs_wb_streams *g, const char *key, const char *upload_id)
+int tfs_upload_stream_forget(struct tfs_upload_streams *g, const char *key, const char *upload_id)
 {
 	return g->cfg.reg(g->cfg.reg_ctx, key, upload_id, false);
 }

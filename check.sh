@@ -32,6 +32,9 @@ step "build (warnings are errors)"
 mkdir -p build
 (cd build && { [ -f Makefile ] || ../configure -q --enable-werror; } && make -s -j"$jobs" && make -s -j"$jobs" check TESTS=)
 
+step "calls inside each layer go one way, as docs/architecture.md shows"
+python3 scripts/check_calls.py build --doc docs/architecture.md
+
 step "sanitizer build (ASan + UBSan)"
 mkdir -p build-san
 (cd build-san && { [ -f Makefile ] || ../configure -q --enable-werror --enable-sanitizers; } && make -s -j"$jobs" check TESTS=)

@@ -40,7 +40,7 @@ int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
 	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
-			.closed_ms = wb_now_ms(), .path = (char *)path,
+			.closed_ms = tfs_wall_ms(), .path = (char *)path,
 		};
 		uint64_t gen;
 		rc = wb_journal(wb, &r, NULL, "remove", &gen);
@@ -62,7 +62,7 @@ int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *
 	if (e) {
 		struct tfs_jrec r = {
 			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
-			.gid = a->gid, .mtime = a->mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
+			.gid = a->gid, .mtime = a->mtime, .closed_ms = tfs_wall_ms(), .path = (char *)path,
 		};
 		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
 				       .uid = a->uid, .gid = a->gid, .headers = true };
@@ -93,10 +93,10 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 		struct tfs_jrec put = {
 			.op = TFS_J_PUT, .gen = dst->gen + 1, .staging_id = f->staging_id,
 			.size = f->size, .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid,
-			.mtime = f->attr.mtime, .closed_ms = wb_now_ms(), .path = (char *)to,
+			.mtime = f->attr.mtime, .closed_ms = tfs_wall_ms(), .path = (char *)to,
 		};
 		struct tfs_jrec del = {
-			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = wb_now_ms(),
+			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = tfs_wall_ms(),
 			.path = (char *)from,
 		};
 		struct tfs_attr a;

@@ -169,7 +169,7 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
 	e->bytes = bytes;
 	e->attempts = 0;
 	e->next_try_ms = 0;
-	e->due_ms = wb_now_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
+	e->due_ms = tfs_wall_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
 	pthread_cond_broadcast(&wb->work);
 }
 

@@ -387,7 +387,7 @@ void *wb_uploader_main(void *arg)
 	pthread_mutex_lock(&wb->lock);
 	while (!wb->stop && !tfs_workers_retire(self)) {
 		uint64_t wait_ms;
-		struct wb_ent *e = pick(wb, wb_now_ms(), &wait_ms);
+		struct wb_ent *e = pick(wb, tfs_wall_ms(), &wait_ms);
 		if (e == NULL) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
@@ -431,13 +431,13 @@ void *wb_uploader_main(void *arg)
 				/* Changed during the upload, or superseded: the
 				 * record stays and runs again. */
 				wb->reuploads++;
-				e->due_ms = wb_now_ms() + wb->cfg.delay_ms;
+				e->due_ms = tfs_wall_ms() + wb->cfg.delay_ms;
 			}
 			e->attempts = 0;
 		} else {
 			e->attempts++;
 			wb->failures++;
-			e->next_try_ms = wb_now_ms() + tfs_backoff_ms(wb->cfg.retry_base_ms, wb->cfg.retry_max_ms,
+			e->next_try_ms = tfs_wall_ms() + tfs_backoff_ms(wb->cfg.retry_base_ms, wb->cfg.retry_max_ms,
 									  e->attempts - 1);
 			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
 				e->failed = true;
@@ -447,7 +447,7 @@ void *wb_uploader_main(void *arg)
 			} else {
 				tfs_warn(wb->log, "writeback: '%s': upload attempt %u failed (%s); "
 					 "retrying in %" PRIu64 " ms", e->path, e->attempts, strerror(rc),
-					 e->next_try_ms - wb_now_ms());
+					 e->next_try_ms - tfs_wall_ms());
 			}
 		}
 		free(path);
@@ -476,7 +476,7 @@ static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_
 
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes)
 {
-	uint64_t deadline = wb_now_ms() + timeout_ms, f = 0, b = 0, failed = 0;
+	uint64_t deadline = tfs_wall_ms() + timeout_ms, f = 0, b = 0, failed = 0;
 	pthread_mutex_lock(&wb->lock);
 	for (size_t i = 0; i < NBUCKETS; i++)
 		for (struct wb_ent *e = wb->tab[i]; e; e = e->next)
@@ -487,7 +487,7 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	pthread_cond_broadcast(&wb->work);
 	for (;;) {
 		pending(wb, &f, &b, &failed);
-		uint64_t now = wb_now_ms();
+		uint64_t now = tfs_wall_ms();
 		if (f == 0 || f == failed || now >= deadline || tfs_workers_count(&wb->pool) == 0)
 			break;
 		struct timespec ts;

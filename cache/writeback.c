@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "writeback_internal.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -95,7 +96,7 @@ static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file 
 	struct tfs_jrec r = {
 		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
 		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
-		.closed_ms = wb_now_ms(), .path = f->path,
+		.closed_ms = tfs_wall_ms(), .path = f->path,
 	};
 	struct tfs_attr a;
 	uint64_t gen;
@@ -181,14 +182,10 @@ static int copy_in(struct tfs_wb *wb, const char *path, const struct tfs_attr *a
 static bool retired_meanwhile(struct tfs_wb *wb, const char *path, struct tfs_attr *a)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	size_t dl = slash ? (size_t)(slash - path) : 0;
-	if (dl >= sizeof(dir))
-		return false;
-	memcpy(dir, path, dl);
-	dir[dl] = '\0';
-	return tfs_meta_lookup(wb->meta, dir, slash ? slash + 1 : path, a, NULL) == 0 &&
-	       a->type == TFS_FT_FILE && a->etag[0] != '\0';
+	const char *name;
+	return tfs_path_split(path, dir, sizeof(dir), &name) == 0 &&
+	       tfs_meta_lookup(wb->meta, dir, name, a, NULL) == 0 && a->type == TFS_FT_FILE &&
+	       a->etag[0] != '\0';
 }
 
 int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, bool trunc,
@@ -591,7 +588,7 @@ again:
 		enum tfs_jop op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META;
 		struct tfs_jrec r = {
 			.op = op, .gen = e->gen + 1, .size = na.size, .mode = na.mode, .uid = na.uid,
-			.gid = na.gid, .mtime = na.mtime, .closed_ms = wb_now_ms(), .path = (char *)path,
+			.gid = na.gid, .mtime = na.mtime, .closed_ms = tfs_wall_ms(), .path = (char *)path,
 		};
 		rc = wb_journal(wb, &r, &na, "setattr", &gen);
 		if (rc == 0)

@@ -65,6 +65,7 @@
 #include <time.h>
 
 #include "journal.h"
+#include "clock.h"
 #include "meta.h"
 #include "upload_stream.h"
 #include "workers.h"
@@ -134,15 +135,6 @@ struct tfs_wb {
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };
-
-/* Wall-clock time in milliseconds (due times, and the records' closed_ms,
- * which outlive the process).  Cannot fail.  No lock. */
-static inline uint64_t wb_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ---- wb_state.c: entries, staged files, journal transactions ---- */
 

@@ -2500,7 +2500,7 @@ def t_reference_model_racing_uploads(ctx):
     run_model(ctx, "reference_model_racing_uploads", "model-racing", cfg, nops, flush_ops=False)
 
 
-# ------------------------------------------------ streaming (wb_stream.h)
+# ------------------------------------------------ streaming (upload_stream.h)
 
 STREAM = {"writeback": {"delay": "0s", "stream": "true"},
           "backend": {"multipart_threshold": "10M", "part_size": "5M", "upload_parallel": "2"}}

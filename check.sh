@@ -24,8 +24,9 @@ step() { printf '\n=== %s\n' "$*"; }
 step "dependencies"
 scripts/deps.sh test
 
-step "layering: no upward #include, no header that promises work"
+step "layering: no upward #include, no header that promises work; the C style (.clang-format)"
 scripts/check_layers.sh
+scripts/check_format.sh
 
 step "build (warnings are errors)"
 ./autogen.sh >/dev/null 2>&1 || ./autogen.sh

@@ -379,7 +379,8 @@ int tfs_backend_list_walk(struct tfs_backend *be, const struct tfs_log *log,
 loop:
 	atomic_fetch_add_explicit(&be->stats.list_loops, 1, memory_order_relaxed);
 	if (log)
-		tfs_err(log, "listing '%s' of %s: %s after %" PRIu64 " pages: the listing does not end",
+		tfs_err(log,
+			"listing '%s' of %s: %s after %" PRIu64 " pages: the listing does not end",
 			prefix, tfs_backend_describe(be), what, w->pages);
 	w->done = true;
 	return EIO;
@@ -439,9 +440,9 @@ static int count_part(void *arg, const struct tfs_mpu *st, unsigned part)
 	return pc->fn ? pc->fn(pc->ctx, st, part) : 0;
 }
 
-int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
-			      const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
-			      void *ctx, char etag_out[TFS_ETAG_MAX])
+int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src,
+			      uint64_t len, const struct tfs_obj_meta *meta, struct tfs_mpu *st,
+			      tfs_mpu_fn fn, void *ctx, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
 
@@ -486,8 +487,8 @@ bool tfs_backend_multipart_geometry(const struct tfs_backend *be, uint64_t *thre
 	return true;
 }
 
-int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const struct tfs_obj_meta *meta,
-			     char upload_id[TFS_UPLOAD_ID_MAX])
+int tfs_backend_upload_begin(struct tfs_backend *be, const char *key,
+			     const struct tfs_obj_meta *meta, char upload_id[TFS_UPLOAD_ID_MAX])
 {
 	upload_id[0] = '\0';
 	if (!key_ok(key))
@@ -502,7 +503,8 @@ int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const stru
 }
 
 int tfs_backend_upload_part(struct tfs_backend *be, const char *key, const char *upload_id,
-			    unsigned idx, struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX])
+			    unsigned idx, struct tfs_io src, uint64_t len,
+			    char etag_out[TFS_ETAG_MAX])
 {
 	if (!key_ok(key) || upload_id == NULL || upload_id[0] == '\0' || src.kind == TFS_IO_IOV ||
 	    idx >= 10000)

@@ -91,16 +91,20 @@ void tfs_list_page_clear(struct tfs_list_page *p);
 /* Where get_range puts bytes, and where put takes them from.  TFS_IO_IOV
  * (scattered buffers) is for get_range only: one GET filling several
  * cache blocks. */
-enum tfs_io_kind { TFS_IO_BUF, TFS_IO_FD, TFS_IO_IOV };
+enum tfs_io_kind {
+	TFS_IO_BUF,
+	TFS_IO_FD,
+	TFS_IO_IOV
+};
 
 struct tfs_io {
 	enum tfs_io_kind kind;
 	union {
-		void *buf;       /* TFS_IO_BUF (get: destination) */
+		void *buf;        /* TFS_IO_BUF (get: destination) */
 		const void *cbuf; /* TFS_IO_BUF (put: source) */
 	};
-	int fd;    /* TFS_IO_FD: read/written with pread/pwrite */
-	off_t off; /* TFS_IO_FD: file offset of the first byte */
+	int fd;                  /* TFS_IO_FD: read/written with pread/pwrite */
+	off_t off;               /* TFS_IO_FD: file offset of the first byte */
 	const struct iovec *iov; /* TFS_IO_IOV: the buffers, in order */
 	int iovcnt;
 	struct tfs_io_progress *progress; /* TFS_IO_IOV, optional: see below */
@@ -234,11 +238,11 @@ int tfs_backend_list(struct tfs_backend *be, const char *prefix, const char *del
 /* A walk over all the pages of one listing.  Zero it to start; release with
  * tfs_list_walk_clear().  Not shared between threads. */
 struct tfs_list_walk {
-	char *token;     /* the next page's token; NULL before the first page */
-	char *mark;      /* an earlier token, to recognise a loop (Brent) */
-	uint64_t pages;  /* pages fetched so far */
+	char *token;      /* the next page's token; NULL before the first page */
+	char *mark;       /* an earlier token, to recognise a loop (Brent) */
+	uint64_t pages;   /* pages fetched so far */
 	uint64_t mark_at; /* the page count at which `mark` moves on */
-	bool done;       /* the last page was fetched */
+	bool done;        /* the last page was fetched */
 };
 
 /* Fetch the walk's next page into *out (zeroed; tfs_list_page_clear()), as
@@ -296,7 +300,7 @@ struct tfs_mpu {
 	char upload_id[TFS_UPLOAD_ID_MAX]; /* "" = no upload started */
 	uint64_t part_size;                /* all parts but the last */
 	unsigned nparts;
-	char (*etags)[TFS_ETAG_MAX];       /* malloc'd; tfs_mpu_clear() frees */
+	char (*etags)[TFS_ETAG_MAX]; /* malloc'd; tfs_mpu_clear() frees */
 };
 
 /* Allocate etags for nparts parts (all ""), freeing the old array and
@@ -340,9 +344,9 @@ typedef int (*tfs_mpu_fn)(void *ctx, const struct tfs_mpu *st, unsigned part);
  * then only in memory).  EINVAL for st NULL or a TFS_IO_IOV source; other
  * errors as tfs_backend_put(), or fn's (which wins over a part failing at
  * the same time). */
-int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
-			      const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
-			      void *ctx, char etag_out[TFS_ETAG_MAX]);
+int tfs_backend_put_resumable(struct tfs_backend *be, const char *key, struct tfs_io src,
+			      uint64_t len, const struct tfs_obj_meta *meta, struct tfs_mpu *st,
+			      tfs_mpu_fn fn, void *ctx, char etag_out[TFS_ETAG_MAX]);
 
 /* Abort a multipart upload of `key`, freeing its parts.  An upload the
  * server does not know counts as aborted (0), and so does upload_id NULL
@@ -370,8 +374,8 @@ bool tfs_backend_multipart_geometry(const struct tfs_backend *be, uint64_t *thre
 /* CreateMultipartUpload of `key` with meta's user metadata (meta may be
  * NULL); the new upload's id goes to upload_id.  ENOTSUP without
  * multipart; otherwise errors as tfs_backend_put(). */
-int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const struct tfs_obj_meta *meta,
-			     char upload_id[TFS_UPLOAD_ID_MAX]);
+int tfs_backend_upload_begin(struct tfs_backend *be, const char *key,
+			     const struct tfs_obj_meta *meta, char upload_id[TFS_UPLOAD_ID_MAX]);
 
 /* Upload part `idx` (0-based, < 10,000) of `upload_id`: `len` bytes from
  * `src` (a buffer or fd; src.off is the part's own start).  etag_out gets
@@ -379,7 +383,8 @@ int tfs_backend_upload_begin(struct tfs_backend *be, const char *key, const stru
  * length or IOV source; ENOENT when the server no longer knows the
  * upload; otherwise errors as tfs_backend_put(). */
 int tfs_backend_upload_part(struct tfs_backend *be, const char *key, const char *upload_id,
-			    unsigned idx, struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
+			    unsigned idx, struct tfs_io src, uint64_t len,
+			    char etag_out[TFS_ETAG_MAX]);
 
 /* Test/ops helper: the number of multipart uploads in progress under
  * `prefix` ("" or NULL = all under the backend root), from the first page

@@ -17,8 +17,9 @@ struct tfs_backend_ops {
 	int (*head)(void *priv, const char *key, struct tfs_obj_meta *out);
 	int (*list)(void *priv, const char *prefix, const char *delimiter, const char *token,
 		    size_t max_keys, struct tfs_list_page *out);
-	int (*get_range)(void *priv, const char *key, uint64_t off, uint64_t len, const char *if_match,
-			 struct tfs_io dst, size_t *got, char etag_out[TFS_ETAG_MAX]);
+	int (*get_range)(void *priv, const char *key, uint64_t off, uint64_t len,
+			 const char *if_match, struct tfs_io dst, size_t *got,
+			 char etag_out[TFS_ETAG_MAX]);
 	int (*put)(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		   const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 	int (*del)(void *priv, const char *key);

@@ -106,8 +106,10 @@ static int check_key(struct local *lb, const char *key, bool *is_dir)
 	*is_dir = dir;
 	return 0;
 bad:
-	tfs_warn(lb->log, "local: key '%s' cannot be stored in a directory (empty, '.' or '..' "
-			  "segment, or too long)", key);
+	tfs_warn(lb->log,
+		 "local: key '%s' cannot be stored in a directory (empty, '.' or '..' "
+		 "segment, or too long)",
+		 key);
 	return EINVAL;
 }
 
@@ -179,7 +181,8 @@ static int open_last(int dfd, const char *name, int flags, mode_t mode, int *fd_
 	}
 	int e = errno;
 	struct stat st;
-	if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+	if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
 		e = ELOOP;
 	return e;
 }
@@ -348,19 +351,20 @@ static bool refused(int e)
 static int log_refused(struct local *lb, const char *what, const char *key, int e, int loop_rc)
 {
 	if (e == ELOOP) {
-		tfs_warn(lb->log, "local: %s '%s': a symlink on its path under %s is not followed", what,
-			 esc(key).s, lb->root);
+		tfs_warn(lb->log, "local: %s '%s': a symlink on its path under %s is not followed",
+			 what, esc(key).s, lb->root);
 		return loop_rc;
 	}
-	tfs_warn(lb->log, "local: %s '%s': the path leaves %s: refused", what, esc(key).s, lb->root);
+	tfs_warn(lb->log, "local: %s '%s': the path leaves %s: refused", what, esc(key).s,
+		 lb->root);
 	return EACCES;
 }
 
 static void make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
 {
 	uint64_t ns = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
-	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"", (uint64_t)st->st_size,
-		 ns, (uint64_t)st->st_ino);
+	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"",
+		 (uint64_t)st->st_size, ns, (uint64_t)st->st_ino);
 }
 
 static int load_meta(struct local *lb, int fd, const char *key, struct tfs_obj_meta *out)
@@ -542,8 +546,9 @@ static int entry_kind(struct walk *w, const char *rel, DIR *d, const struct dire
 		link = S_ISLNK(st.st_mode);
 	}
 	if (w != NULL)
-		tfs_warn(w->lb->log, "local: '%s%s' in %s is %s: not listed, never followed", esc(rel).s,
-			 esc(de->d_name).s, w->lb->root, link ? "a symlink" : "not a file or directory");
+		tfs_warn(w->lb->log, "local: '%s%s' in %s is %s: not listed, never followed",
+			 esc(rel).s, esc(de->d_name).s, w->lb->root,
+			 link ? "a symlink" : "not a file or directory");
 	return -1;
 }
 
@@ -633,7 +638,8 @@ static bool dir_empty(int dfd)
 	struct dirent *de;
 	while (empty && (de = readdir(d)) != NULL) {
 		bool isdir;
-		if (segment_ok(de->d_name, strlen(de->d_name)) && entry_kind(NULL, "", d, de, &isdir) == 0)
+		if (segment_ok(de->d_name, strlen(de->d_name)) &&
+		    entry_kind(NULL, "", d, de, &isdir) == 0)
 			empty = false;
 	}
 	closedir(d);
@@ -730,7 +736,8 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 		}
 		if (v[i].dir) {
 			/* Skip subtrees that sort wholly before the token. */
-			if ((w->token && strcmp(key, w->token) < 0 && !starts_with(w->token, key)) ||
+			if ((w->token && strcmp(key, w->token) < 0 &&
+			     !starts_with(w->token, key)) ||
 			    open_subdir(dfd, v[i].name, &cfd) != 0) {
 				free(key);
 				continue;
@@ -751,7 +758,8 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 		}
 		if (!(w->token && strcmp(key, w->token) <= 0)) {
 			struct stat st;
-			if (fstatat(dfd, v[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			if (fstatat(dfd, v[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISREG(st.st_mode))
 				rc = emit(w, key, false, &st);
 		}
 		free(key);
@@ -783,7 +791,8 @@ static int local_list(void *priv, const char *prefix, const char *delimiter, con
 			rc = ENOMEM;
 	}
 	if (rc) {
-		tfs_err(lb->log, "local: list '%s' in %s: %s", esc(prefix).s, lb->root, strerror(rc));
+		tfs_err(lb->log, "local: list '%s' in %s: %s", esc(prefix).s, lb->root,
+			strerror(rc));
 		tfs_list_page_clear(out);
 		return rc == ENOMEM ? ENOMEM : EIO;
 	}
@@ -791,7 +800,6 @@ static int local_list(void *priv, const char *prefix, const char *delimiter, con
 }
 
 /* ---- get ---- */
-
 
 /* Copy up to len bytes at `off` of `fd` into dst; *got is what was copied. */
 static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size_t *got)
@@ -858,7 +866,8 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 	make_etag(&st, etag_out);
 	if (if_match && *if_match && strcmp(if_match, etag_out) != 0) {
 		close(fd);
-		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", key, etag_out, if_match);
+		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", key, etag_out,
+			 if_match);
 		return ESTALE;
 	}
 	uint64_t size = (uint64_t)st.st_size;
@@ -970,7 +979,8 @@ static int fill_from_io(void *vctx, int fd)
 		loff_t in_off = c->src.off + (off_t)done;
 		loff_t out_off = (off_t)done;
 		ssize_t n = copy_file_range(c->src.fd, &in_off, fd, &out_off, c->len - done, 0);
-		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+		if (n < 0 &&
+		    (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
 			break;
 		if (n < 0) {
 			if (errno == EINTR)
@@ -1008,7 +1018,8 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 		struct stat st;
 		rc = resolve_dir(lb, key, true, &dfd);
 		if (rc == 0) {
-			int mfd = openat(dfd, MARKER_FILE, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			int mfd = openat(dfd, MARKER_FILE,
+					 O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (mfd < 0)
 				rc = errno;
 			else
@@ -1071,7 +1082,10 @@ static int local_copy(void *priv, const char *src, const char *dst, const struct
 		return EINVAL;
 	}
 	struct copy_ctx c = {
-		.lb = lb, .src_fd = fd, .len = (uint64_t)st.st_size, .keep_meta = meta == NULL,
+		.lb = lb,
+		.src_fd = fd,
+		.len = (uint64_t)st.st_size,
+		.keep_meta = meta == NULL,
 		.src_key = src,
 	};
 	rc = replace_file(lb, dst, fill_from_copy, &c, meta, etag_out);
@@ -1153,7 +1167,8 @@ static int local_delete(void *priv, const char *key)
 	if (refused(rc))
 		return log_refused(lb, "delete", key, rc, 0); /* nothing deleted */
 	if (rc) {
-		if (rc == ENOENT || rc == ENOTDIR || rc == ENOTEMPTY || rc == EEXIST || rc == EISDIR)
+		if (rc == ENOENT || rc == ENOTDIR || rc == ENOTEMPTY || rc == EEXIST ||
+		    rc == EISDIR)
 			return 0; /* nothing to delete, or a marker with content */
 		tfs_err(lb->log, "local: delete '%s': %s", esc(key).s, strerror(rc));
 		return rc == EACCES || rc == EPERM ? EACCES : EIO;
@@ -1226,8 +1241,8 @@ static void sweep_tmp(struct local *lb)
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
 		struct stat st;
-		if (de->d_name[0] == '.' || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode))
+		if (de->d_name[0] == '.' ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
 		/* "<pid>-<random>": a writer that is gone, or an old file. */
 		char *end;
@@ -1240,7 +1255,8 @@ static void sweep_tmp(struct local *lb)
 	}
 	closedir(d);
 	if (removed)
-		tfs_info(lb->log, "local: removed %u temporary file(s) of interrupted writes in %s/%s",
+		tfs_info(lb->log,
+			 "local: removed %u temporary file(s) of interrupted writes in %s/%s",
 			 removed, lb->root, TMP_DIR);
 }
 
@@ -1255,10 +1271,13 @@ static bool probe_openat2(struct local *lb)
 		close(fd);
 		return true;
 	}
-	tfs_info(lb->log, "local: openat2() unavailable (%s): keys are resolved one component at a "
-			  "time with O_NOFOLLOW", strerror(errno));
+	tfs_info(lb->log,
+		 "local: openat2() unavailable (%s): keys are resolved one component at a "
+		 "time with O_NOFOLLOW",
+		 strerror(errno));
 #else
-	tfs_info(lb->log, "local: built without openat2(): keys are resolved one component at a time "
+	tfs_info(lb->log, "local: built without openat2(): keys are resolved one component at a "
+			  "time "
 			  "with O_NOFOLLOW");
 #endif
 	return false;

@@ -69,8 +69,10 @@ static int s3_list(void *priv, const char *prefix, const char *delimiter, const 
 		rc = tfs_s3_xml_parse_list(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body),
 					   s->cfg.prefix, out);
 		if (rc)
-			tfs_err(s->log, "s3: %s: malformed or refused ListObjectsV2 reply "
-				"(bad XML, a size above 2^63-1, or truncated without a token)", what);
+			tfs_err(s->log,
+				"s3: %s: malformed or refused ListObjectsV2 reply "
+				"(bad XML, a size above 2^63-1, or truncated without a token)",
+				what);
 	}
 	tfs_http_resp_clear(&r);
 	free(fp);
@@ -97,8 +99,10 @@ static int check_range_reply(struct s3 *s, const char *what, const struct tfs_ht
 			want = len;
 		if (r->got == want)
 			return 0;
-		tfs_err(s->log, "s3: %s: whole-object reply of %" PRIu64 " bytes gave %" PRIu64
-			" bytes of the range", what, size, r->got);
+		tfs_err(s->log,
+			"s3: %s: whole-object reply of %" PRIu64 " bytes gave %" PRIu64 " bytes of "
+			"the range",
+			what, size, r->got);
 		return EIO;
 	}
 	if (r->range_first < 0) {
@@ -115,8 +119,10 @@ static int check_range_reply(struct s3 *s, const char *what, const struct tfs_ht
 		ok = false;
 	if (ok)
 		return 0;
-	tfs_err(s->log, "s3: %s: reply for bytes %" PRId64 "-%" PRId64 "/%" PRId64
-		", not the range asked for", what, r->range_first, r->range_last, r->range_total);
+	tfs_err(s->log,
+		"s3: %s: reply for bytes %" PRId64 "-%" PRId64 "/%" PRId64 ", not the range asked "
+		"for",
+		what, r->range_first, r->range_last, r->range_total);
 	return EIO;
 }
 
@@ -143,8 +149,13 @@ static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 	snprintf(what, sizeof(what), "GET s3://%s/%s [%s]", s->cfg.bucket, fk, range + 6);
 	tfs_http_resp_init(&r);
 	struct s3_call c = {
-		.method = "GET", .key = fk, .headers = h, .n_headers = n,
-		.dst = &dst, .dst_cap = len, .dst_skip = off,
+		.method = "GET",
+		.key = fk,
+		.headers = h,
+		.n_headers = n,
+		.dst = &dst,
+		.dst_cap = len,
+		.dst_skip = off,
 	};
 	int rc = s3_call(s, &c, what, &r);
 	if (rc == 0) {
@@ -158,7 +169,8 @@ static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 			if (r.status == 206 && r.content_length >= 0)
 				expect = (uint64_t)r.content_length;
 			if (r.got != expect) {
-				tfs_err(s->log, "s3: %s: short body (%" PRIu64 " of %" PRIu64 " bytes)",
+				tfs_err(s->log,
+					"s3: %s: short body (%" PRIu64 " of %" PRIu64 " bytes)",
 					what, r.got, expect);
 				rc = EIO;
 			} else {
@@ -173,7 +185,7 @@ static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 }
 
 static int s3_put_single(struct s3 *s, const char *fk, struct tfs_io src, uint64_t len,
-		  const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+			 const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	struct tfs_http_resp r;
 	struct tfs_kv *h = NULL;
@@ -185,7 +197,9 @@ static int s3_put_single(struct s3 *s, const char *fk, struct tfs_io src, uint64
 	s3_describe_op(what, sizeof(what), "PUT", s, fk);
 	struct tfs_http_body body = { .src = src, .len = len };
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "PUT", .key = fk, .headers = h, .n_headers = nh, .body = &body };
+	struct s3_call c = {
+		.method = "PUT", .key = fk, .headers = h, .n_headers = nh, .body = &body
+	};
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && (r.status < 200 || r.status > 299))
 		rc = s3_fail(s, what, &r);
@@ -276,7 +290,8 @@ static int s3_copy(void *priv, const char *src, const char *dst, const struct tf
 		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag_out,
 					   code, sizeof(code), msg, sizeof(msg));
 		if (rc)
-			tfs_err(s->log, "s3: %s: failed: %s %s", what, code[0] ? code : "malformed reply", msg);
+			tfs_err(s->log, "s3: %s: failed: %s %s", what,
+				code[0] ? code : "malformed reply", msg);
 	}
 	tfs_http_resp_clear(&r);
 	s3_meta_headers_free(h, 2, nh);
@@ -330,7 +345,8 @@ static int make_identity(struct s3 *s)
 	const char *secret = s->creds.secret_key;
 
 	if (HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg,
-		 sizeof(msg) - 1, md, &mdlen) == NULL || mdlen < 16) {
+		 sizeof(msg) - 1, md, &mdlen) == NULL ||
+	    mdlen < 16) {
 		tfs_err(s->log, "s3: cannot derive the cache identity (HMAC-SHA256 failed)");
 		return EIO;
 	}
@@ -411,7 +427,8 @@ static int resolve_endpoint(struct s3 *s)
 		goto out;
 	}
 	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-		tfs_err(s->log, "s3: endpoint '%s': scheme must be http or https", tfs_dbuf_str(&ep));
+		tfs_err(s->log, "s3: endpoint '%s': scheme must be http or https",
+			tfs_dbuf_str(&ep));
 		rc = EINVAL;
 		goto out;
 	}
@@ -479,7 +496,8 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	s->log = log;
 	s->cfg = *cfg;
 	s->cfg.endpoint = dup_or_null(cfg->endpoint, &nomem);
-	s->cfg.region = dup_or_null(cfg->region && *cfg->region ? cfg->region : "us-east-1", &nomem);
+	s->cfg.region =
+		dup_or_null(cfg->region && *cfg->region ? cfg->region : "us-east-1", &nomem);
 	s->cfg.bucket = dup_or_null(cfg->bucket, &nomem);
 	s->cfg.prefix = dup_or_null(cfg->prefix ? cfg->prefix : "", &nomem);
 	s->cfg.ca_file = dup_or_null(cfg->ca_file && *cfg->ca_file ? cfg->ca_file : NULL, &nomem);
@@ -535,7 +553,8 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 		return rc;
 	}
 	tfs_info(log, "s3: %s via %s (%s addressing, region %s), credentials from %s",
-		 tfs_backend_describe(*out), s->origin, s->cfg.path_style ? "path-style" : "virtual-hosted",
-		 s->cfg.region, s->creds.source);
+		 tfs_backend_describe(*out), s->origin,
+		 s->cfg.path_style ? "path-style" : "virtual-hosted", s->cfg.region,
+		 s->creds.source);
 	return 0;
 }

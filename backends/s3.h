@@ -18,20 +18,20 @@
 #include "log.h"
 
 struct tfs_s3_config {
-	char *endpoint;         /* "http[s]://host[:port]"; NULL: https://s3.<region>.amazonaws.com */
-	char *region;           /* SigV4 region, e.g. "us-east-1" */
-	bool path_style;        /* true: endpoint/bucket/key; false: bucket.endpoint/key */
-	char *bucket;           /* required */
-	char *prefix;           /* "" or a key prefix ending in '/' */
-	char *ca_file;          /* NULL: the system CA store */
+	char *endpoint;  /* "http[s]://host[:port]"; NULL: https://s3.<region>.amazonaws.com */
+	char *region;    /* SigV4 region, e.g. "us-east-1" */
+	bool path_style; /* true: endpoint/bucket/key; false: bucket.endpoint/key */
+	char *bucket;    /* required */
+	char *prefix;    /* "" or a key prefix ending in '/' */
+	char *ca_file;   /* NULL: the system CA store */
 	char *credentials_file; /* NULL: skip; must not be group/other readable */
-	char *profile;          /* profile in ~/.aws/credentials (NULL: $AWS_PROFILE or "default") */
+	char *profile; /* profile in ~/.aws/credentials (NULL: $AWS_PROFILE or "default") */
 	unsigned connect_timeout_ms;
-	unsigned low_speed_time_s;  /* abort a transfer below low_speed_limit for this long */
-	unsigned low_speed_limit;   /* bytes per second */
-	unsigned retries;           /* attempts after the first for retryable failures */
-	unsigned retry_base_ms;     /* first backoff; doubles each retry, with full jitter */
-	unsigned retry_max_ms;      /* backoff cap */
+	unsigned low_speed_time_s;    /* abort a transfer below low_speed_limit for this long */
+	unsigned low_speed_limit;     /* bytes per second */
+	unsigned retries;             /* attempts after the first for retryable failures */
+	unsigned retry_base_ms;       /* first backoff; doubles each retry, with full jitter */
+	unsigned retry_max_ms;        /* backoff cap */
 	uint64_t multipart_threshold; /* PUTs of at least this size use multipart */
 	uint64_t part_size;           /* multipart part size (5 MiB .. 5 GiB) */
 	unsigned upload_parallel;     /* parts in flight per multipart upload */

@@ -136,8 +136,10 @@ static int load_file(const char *path, const char *profile, bool strict_perms, b
 	}
 	if (strict_perms && (st.st_mode & 077)) {
 		close(fd);
-		tfs_err(log, "s3: credentials file '%s' has mode %04o: it must not be readable by "
-			     "group or others (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
+		tfs_err(log,
+			"s3: credentials file '%s' has mode %04o: it must not be readable by "
+			"group or others (chmod 600 '%s')",
+			path, (unsigned)(st.st_mode & 07777), path);
 		return EACCES;
 	}
 	FILE *f = fdopen(fd, "r");
@@ -186,18 +188,23 @@ int tfs_s3_creds_load(const char *credentials_file, const char *profile, const s
 {
 	int rc;
 	const char *env_profile = getenv("AWS_PROFILE");
-	const char *prof = profile && *profile ? profile : (env_profile && *env_profile ? env_profile : "default");
+	const char *prof = profile && *profile
+				   ? profile
+				   : (env_profile && *env_profile ? env_profile : "default");
 
 	memset(out, 0, sizeof(*out));
 	if (credentials_file && *credentials_file) {
 		rc = load_file(credentials_file, prof, true, true, log, out);
 		if (rc == 0 && !complete(out)) {
-			tfs_err(log, "s3: credentials file '%s' has no aws_access_key_id and "
-				     "aws_secret_access_key in profile [%s]", credentials_file, prof);
+			tfs_err(log,
+				"s3: credentials file '%s' has no aws_access_key_id and "
+				"aws_secret_access_key in profile [%s]",
+				credentials_file, prof);
 			rc = EACCES;
 		}
 		if (rc == 0)
-			snprintf(out->source, sizeof(out->source), "%s [%s]", credentials_file, prof);
+			snprintf(out->source, sizeof(out->source), "%s [%s]", credentials_file,
+				 prof);
 		else
 			tfs_s3_creds_clear(out);
 		return rc;
@@ -229,8 +236,9 @@ int tfs_s3_creds_load(const char *credentials_file, const char *profile, const s
 		if (rc && rc != ENOENT)
 			return rc;
 	}
-	tfs_err(log, "s3: no credentials: set credentials_file in [backend], or "
-		     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [%s] in %s",
+	tfs_err(log,
+		"s3: no credentials: set credentials_file in [backend], or "
+		"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [%s] in %s",
 		prof, path[0] ? path : "~/.aws/credentials");
 	return EACCES;
 }

@@ -204,7 +204,6 @@ static int on_seek(void *userp, curl_off_t offset, int origin)
 	return CURL_SEEKFUNC_OK;
 }
 
-
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userp)
 {
 	struct xfer *x = userp;
@@ -361,7 +360,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		if (rc == 0 && *s == '\0')
 			r->content_length = cl;
 		else if (rc == ERANGE && strspn(v, "0123456789") == vlen)
-			snprintf(r->refused, sizeof(r->refused), "Content-Length beyond 2^63-1 bytes");
+			snprintf(r->refused, sizeof(r->refused),
+				 "Content-Length beyond 2^63-1 bytes");
 	} else if (nlen == 13 && strncasecmp(line, "content-range", 13) == 0) {
 		char cr[128];
 		copy_value(cr, sizeof(cr), v, vlen);
@@ -483,7 +483,8 @@ int tfs_http_perform(struct tfs_http_pool *p, const struct tfs_http_req *req,
 	 * and ETag on S3.  curl accepts a header block cut short by a closed
 	 * connection as complete, so a reply missing either was cut: retry it
 	 * rather than read "0 bytes" as "the object changed". */
-	bool object_reply = strcmp(r.method, "HEAD") == 0 || (strcmp(r.method, "GET") == 0 && r.dst);
+	bool object_reply = strcmp(r.method, "HEAD") == 0 ||
+			    (strcmp(r.method, "GET") == 0 && r.dst);
 	if (object_reply && resp->status >= 200 && resp->status <= 299 &&
 	    (resp->content_length < 0 || resp->etag[0] == '\0')) {
 		release(p, h, false);

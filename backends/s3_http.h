@@ -43,9 +43,9 @@ struct tfs_http_body {
 };
 
 struct tfs_http_req {
-	const char *method;        /* "GET", "HEAD", "PUT", "POST", "DELETE" */
-	const char *url;           /* complete, already encoded */
-	struct curl_slist *headers; /* borrowed */
+	const char *method;               /* "GET", "HEAD", "PUT", "POST", "DELETE" */
+	const char *url;                  /* complete, already encoded */
+	struct curl_slist *headers;       /* borrowed */
 	const struct tfs_http_body *body; /* NULL: no body (Content-Length: 0 for PUT/POST) */
 	/* Destination for a 2xx response body; NULL collects it in resp->body.
 	 * For a 200 reply to a ranged GET that the server served whole, the
@@ -63,10 +63,10 @@ struct tfs_http_req {
 
 /* What came back.  Owns its memory: tfs_http_resp_clear(). */
 struct tfs_http_resp {
-	long status;        /* 0 when the exchange failed */
+	long status;          /* 0 when the exchange failed */
 	struct tfs_dbuf body; /* non-2xx bodies (the first 64 KiB), and 2xx bodies
 			       * without dst (whole, up to 16 MiB: EOVERFLOW beyond) */
-	uint64_t got;       /* bytes delivered to dst */
+	uint64_t got;         /* bytes delivered to dst */
 	char etag[TFS_ETAG_MAX];
 	int64_t content_length; /* -1 when absent */
 	/* Content-Range "bytes FIRST-LAST/TOTAL": range_first -1 when absent
@@ -77,7 +77,7 @@ struct tfs_http_resp {
 	char refused[96];
 	char last_modified[64];
 	char request_id[128];
-	struct tfs_obj_meta meta; /* x-amz-meta-* headers, and nothing else */
+	struct tfs_obj_meta meta;    /* x-amz-meta-* headers, and nothing else */
 	char error[CURL_ERROR_SIZE]; /* transport error text when status == 0 */
 	bool transport_error;
 };

@@ -81,7 +81,8 @@ int s3_upload_begin(void *priv, const char *key, const struct tfs_obj_meta *meta
 		    char upload_id[TFS_UPLOAD_ID_MAX]);
 int s3_upload_part(void *priv, const char *key, const char *upload_id, unsigned idx,
 		   struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX]);
-void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size, unsigned *parallel);
+void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size,
+			   unsigned *parallel);
 int s3_count_uploads(void *priv, const char *prefix, size_t *out);
 
 /* x-amz-meta-* headers for `meta` (NULL: none).  *out is malloc'd with

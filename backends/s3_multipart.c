@@ -31,12 +31,12 @@ struct mpu {
 	const char *key;
 	struct tfs_io src;
 	uint64_t len;
-	struct tfs_mpu *st;   /* part_size, nparts; etags written under `report` */
-	tfs_mpu_fn fn;        /* may be NULL */
+	struct tfs_mpu *st; /* part_size, nparts; etags written under `report` */
+	tfs_mpu_fn fn;      /* may be NULL */
 	void *ctx;
-	pthread_mutex_t lock; /* protects next and err */
-	unsigned next;        /* next part index to look at */
-	int err;              /* first failure; stops taking new parts */
+	pthread_mutex_t lock;   /* protects next and err */
+	unsigned next;          /* next part index to look at */
+	int err;                /* first failure; stops taking new parts */
 	pthread_mutex_t report; /* serializes st->etags updates and fn */
 	int fn_err;             /* fn said stop: record nothing more */
 };
@@ -99,7 +99,8 @@ static int upload_request(struct s3 *s, const char *method, const char *key, con
 	size_t nq = 1;
 	if (extra)
 		q[nq++] = *extra;
-	snprintf(what, sizeof(what), "%s s3://%s/%s upload %s", what_op, s->cfg.bucket, key, upload_id);
+	snprintf(what, sizeof(what), "%s s3://%s/%s upload %s", what_op, s->cfg.bucket, key,
+		 upload_id);
 	int rc = send_simple(s, method, key, q, nq, what, ok2, &r);
 	tfs_http_resp_clear(&r);
 	return rc;
@@ -137,7 +138,8 @@ static int put_part(struct s3 *s, const char *fk, const char *upload_id, unsigne
 		snprintf(total, sizeof(total), "%u", nparts);
 	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", upload_id } };
 	struct tfs_http_body body = { .src = src, .len = len };
-	snprintf(what, sizeof(what), "PUT s3://%s/%s part %u/%s", s->cfg.bucket, fk, idx + 1, total);
+	snprintf(what, sizeof(what), "PUT s3://%s/%s part %u/%s", s->cfg.bucket, fk, idx + 1,
+		 total);
 	tfs_http_resp_init(&r);
 	struct s3_call c = { .method = "PUT", .key = fk, .query = q, .n_query = 2, .body = &body };
 	int rc = s3_call(s, &c, what, &r);
@@ -216,7 +218,9 @@ static void *worker(void *arg)
 static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
 			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx, bool *by_fn)
 {
-	struct mpu m = { .s = s, .key = key, .src = src, .len = len, .st = st, .fn = fn, .ctx = ctx };
+	struct mpu m = {
+		.s = s, .key = key, .src = src, .len = len, .st = st, .fn = fn, .ctx = ctx
+	};
 	pthread_t tids[MAX_THREADS];
 	unsigned todo = 0, started = 0;
 
@@ -261,8 +265,9 @@ static int create_upload(struct s3 *s, const char *fk, const struct tfs_obj_meta
 	snprintf(what, sizeof(what), "CreateMultipartUpload s3://%s/%s", s->cfg.bucket, fk);
 	struct tfs_kv q[1] = { { "uploads", NULL } };
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "POST", .key = fk, .query = q, .n_query = 1, .headers = h,
-			     .n_headers = nh };
+	struct s3_call c = {
+		.method = "POST", .key = fk, .query = q, .n_query = 1, .headers = h, .n_headers = nh
+	};
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
@@ -286,8 +291,9 @@ static int create_upload(struct s3 *s, const char *fk, const struct tfs_obj_meta
 
 /* CreateMultipartUpload into a reset state (old upload id dropped: the
  * caller made sure it is gone), then tell fn. */
-static int start_upload(struct s3 *s, const char *key, uint64_t len, const struct tfs_obj_meta *meta,
-			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx)
+static int start_upload(struct s3 *s, const char *key, uint64_t len,
+			const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
+			void *ctx)
 {
 	uint64_t part_size = choose_part_size(s, len);
 
@@ -311,12 +317,13 @@ static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *
 	int rc = 0;
 
 	tfs_dbuf_init(&xml, (size_t)st->nparts * 256 + 256);
-	rc = tfs_dbuf_adds(&xml, "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+	rc = tfs_dbuf_adds(&xml, "<CompleteMultipartUpload "
+				 "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
 	for (unsigned i = 0; rc == 0 && i < st->nparts; i++) {
 		/* ETags are quotes and hex; '<', '>' and '&' are refused
 		 * (state_fits, upload_part) and '"' is legal content. */
-		rc = tfs_dbuf_addf(&xml, "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>", i + 1,
-				   st->etags[i]);
+		rc = tfs_dbuf_addf(&xml, "<Part><PartNumber>%u</PartNumber><ETag>%s</ETag></Part>",
+				   i + 1, st->etags[i]);
 	}
 	if (rc == 0)
 		rc = tfs_dbuf_adds(&xml, "</CompleteMultipartUpload>");
@@ -324,24 +331,30 @@ static int complete_upload(struct s3 *s, const char *key, const struct tfs_mpu *
 		tfs_dbuf_free(&xml);
 		return ENOMEM;
 	}
-	snprintf(what, sizeof(what), "CompleteMultipartUpload s3://%s/%s upload %s", s->cfg.bucket, key,
-		 st->upload_id);
+	snprintf(what, sizeof(what), "CompleteMultipartUpload s3://%s/%s upload %s", s->cfg.bucket,
+		 key, st->upload_id);
 	struct tfs_kv q[1] = { { "uploadId", st->upload_id } };
-	struct tfs_http_body body = { .src = tfs_io_cbuf(tfs_dbuf_str(&xml)), .len = tfs_dbuf_len(&xml) };
+	struct tfs_http_body body = { .src = tfs_io_cbuf(tfs_dbuf_str(&xml)),
+				      .len = tfs_dbuf_len(&xml) };
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "POST", .key = key, .query = q, .n_query = 1, .body = &body,
+	struct s3_call c = { .method = "POST",
+			     .key = key,
+			     .query = q,
+			     .n_query = 1,
+			     .body = &body,
 			     .slow_reply = true };
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
 	if (rc == 0) {
 		char code[128] = "", msg[512] = "";
-		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag_out, code,
-					   sizeof(code), msg, sizeof(msg));
+		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag_out,
+					   code, sizeof(code), msg, sizeof(msg));
 		if (rc) {
 			/* code and message only: a raw reply body may echo the
 			 * signed request (headers, session token) */
-			tfs_err(s->log, "s3: %s: %s %s", what, code[0] ? code : "malformed reply", msg);
+			tfs_err(s->log, "s3: %s: %s %s", what, code[0] ? code : "malformed reply",
+				msg);
 		}
 	}
 	tfs_http_resp_clear(&r);
@@ -386,11 +399,11 @@ static void sweep_stale_uploads(struct s3 *s, const char *fk, const char *keep)
 	struct tfs_kv q[3] = { { "uploads", NULL }, { "prefix", fk }, { "max-uploads", "1000" } };
 	if (send_simple(s, "GET", NULL, q, 3, what, 200, &r) == 0) {
 		struct sweep_ctx c = { s, fk, keep, 0 };
-		(void)tfs_s3_xml_each_upload(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), sweep_one, &c,
-					     NULL);
+		(void)tfs_s3_xml_each_upload(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body),
+					     sweep_one, &c, NULL);
 		if (c.aborted)
-			tfs_info(s->log, "s3: %s: aborted %u stale multipart upload(s) of the key", what,
-				 c.aborted);
+			tfs_info(s->log, "s3: %s: aborted %u stale multipart upload(s) of the key",
+				 what, c.aborted);
 	}
 	tfs_http_resp_clear(&r);
 }
@@ -461,8 +474,11 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 	int rc = fk ? 0 : ENOMEM;
 
 	if (rc == 0 && resume && !state_fits(st, len)) {
-		tfs_info(s->log, "s3: s3://%s/%s: the saved upload does not fit %" PRIu64
-				 " bytes; aborting it and starting over", s->cfg.bucket, fk, len);
+		tfs_info(s->log,
+			 "s3: s3://%s/%s: the saved upload does not fit %" PRIu64 " bytes; "
+			 "aborting it and "
+			 "starting over",
+			 s->cfg.bucket, fk, len);
 		st->upload_id[sizeof(st->upload_id) - 1] = '\0';
 		rc = abort_upload(s, fk, st->upload_id);
 		resume = false;
@@ -478,7 +494,8 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 		if (rc == ENOENT) {
 			/* NoSuchUpload: the saved upload is gone (aborted,
 			 * expired, or never existed): start a new one. */
-			tfs_info(s->log, "s3: s3://%s/%s: upload %s no longer exists; starting over",
+			tfs_info(s->log,
+				 "s3: s3://%s/%s: upload %s no longer exists; starting over",
 				 s->cfg.bucket, fk, st->upload_id);
 			resume = false;
 		}
@@ -537,7 +554,7 @@ void s3_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size,
 {
 	const struct s3 *s = priv;
 	*threshold = s->cfg.multipart_threshold > s->cfg.part_size ? s->cfg.multipart_threshold
-								    : s->cfg.part_size + 1;
+								   : s->cfg.part_size + 1;
 	*part_size = s->cfg.part_size;
 	*parallel = s->cfg.upload_parallel ? s->cfg.upload_parallel : 1;
 }

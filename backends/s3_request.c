@@ -106,8 +106,8 @@ static int build_url(struct s3 *s, const struct s3_call *c, struct tfs_dbuf *pat
 
 /* Sign `c` now and build the curl header list.  *out is owned by the caller
  * (curl_slist_free_all). */
-static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path, const char *payload_hash,
-		struct curl_slist **out)
+static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path,
+		const char *payload_hash, struct curl_slist **out)
 {
 	struct tfs_kv hdr[40];
 	size_t n = 0;
@@ -149,7 +149,8 @@ static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path, con
 	for (size_t i = 0; rc == 0 && i <= n + 2; i++) {
 		tfs_dbuf_reset(&line);
 		if (i < n)
-			rc = tfs_dbuf_addf(&line, "%s: %s", hdr[i].name, hdr[i].value ? hdr[i].value : "");
+			rc = tfs_dbuf_addf(&line, "%s: %s", hdr[i].name,
+					   hdr[i].value ? hdr[i].value : "");
 		else if (i == n)
 			rc = tfs_dbuf_addf(&line, "Authorization: %s", tfs_dbuf_str(&auth));
 		else if (i == n + 1)
@@ -190,7 +191,8 @@ static bool retryable(const struct tfs_http_resp *r, char *code, size_t code_len
 		char msg[8];
 		if (tfs_s3_xml_parse_error(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body), code,
 					   code_len, msg, sizeof(msg)) == 0)
-			return strcmp(code, "RequestTimeout") == 0 || strcmp(code, "RequestTimeTooSkewed") == 0;
+			return strcmp(code, "RequestTimeout") == 0 || strcmp(code, "RequestTimeTooS"
+										   "kewed") == 0;
 	}
 	return false;
 }
@@ -198,7 +200,8 @@ static bool retryable(const struct tfs_http_resp *r, char *code, size_t code_len
 static void backoff(const struct s3 *s, unsigned attempt)
 {
 	uint64_t ms = tfs_backoff_ms(s->cfg.retry_base_ms, s->cfg.retry_max_ms, attempt);
-	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+			       .tv_nsec = (long)(ms % 1000) * 1000000L };
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
@@ -244,7 +247,8 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 		rc = tfs_http_perform(s->pool, &req, resp);
 		curl_slist_free_all(headers);
 		if (rc == EOVERFLOW) {
-			tfs_err(s->log, "s3: %s: the reply is larger than the client accepts", what);
+			tfs_err(s->log, "s3: %s: the reply is larger than the client accepts",
+				what);
 			rc = EIO;
 			break;
 		}
@@ -262,19 +266,19 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 		}
 		if (attempt >= s->cfg.retries) {
 			if (resp->transport_error)
-				tfs_err(s->log, "s3: %s: %s (gave up after %u attempts)", what, resp->error,
-					attempt + 1);
+				tfs_err(s->log, "s3: %s: %s (gave up after %u attempts)", what,
+					resp->error, attempt + 1);
 			else
 				s3_fail(s, what, resp);
 			rc = EIO;
 			break;
 		}
 		if (resp->transport_error)
-			tfs_warn(s->log, "s3: %s: %s; retrying (%u/%u)", what, resp->error, attempt + 1,
-				 s->cfg.retries);
-		else
-			tfs_warn(s->log, "s3: %s: HTTP %ld %s; retrying (%u/%u)", what, resp->status, code,
+			tfs_warn(s->log, "s3: %s: %s; retrying (%u/%u)", what, resp->error,
 				 attempt + 1, s->cfg.retries);
+		else
+			tfs_warn(s->log, "s3: %s: HTTP %ld %s; retrying (%u/%u)", what,
+				 resp->status, code, attempt + 1, s->cfg.retries);
 		backoff(s, attempt);
 	}
 out:
@@ -309,9 +313,9 @@ int s3_fail(struct s3 *s, const char *what, const struct tfs_http_resp *resp)
 	enum tfs_log_level lvl = err == ENOENT || err == ESTALE ? TFS_LOG_DEBUG : TFS_LOG_ERROR;
 	if (strcmp(code, "NoSuchBucket") == 0)
 		lvl = TFS_LOG_ERROR;
-	tfs_logf(s->log, lvl, "s3: %s: HTTP %ld%s%s%s%s%s%s", what, resp->status, code[0] ? " " : "",
-		 code, msg[0] ? ": " : "", msg, resp->request_id[0] ? " request-id " : "",
-		 resp->request_id);
+	tfs_logf(s->log, lvl, "s3: %s: HTTP %ld%s%s%s%s%s%s", what, resp->status,
+		 code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
+		 resp->request_id[0] ? " request-id " : "", resp->request_id);
 	return err;
 }
 

@@ -352,7 +352,7 @@ static int xp_run(const struct xp_kind *kind, void *ctx, const char *body, size_
 			rc = xp.err;
 			if (rc == 0)
 				rc = XML_GetErrorCode(xp.parser) == XML_ERROR_NO_MEMORY ? ENOMEM
-											 : EIO;
+											: EIO;
 			break;
 		}
 		off += n;
@@ -669,8 +669,8 @@ static void clear_str(char *s, size_t len)
 		s[0] = '\0';
 }
 
-int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len,
-			   char *msg, size_t msg_len)
+int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len, char *msg,
+			   size_t msg_len)
 {
 	struct error_ctx ec = { code, code_len, msg, msg_len };
 	clear_str(code, code_len);
@@ -939,15 +939,14 @@ static int take_name3(const char **p, const char *const *names, int n)
 }
 
 static const char *const month_names[12] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-					      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+					     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
 static const char *const wday_names[7] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
 static const char *const wday_long[7] = { "Monday", "Tuesday",  "Wednesday", "Thursday",
 					  "Friday", "Saturday", "Sunday" };
 
 static int make_time(int y, int mo, int d, int h, int mi, int s, int64_t *out)
 {
-	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
-	    s > 60)
+	if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 60)
 		return EINVAL;
 	*out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
 	return 0;

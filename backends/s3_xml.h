@@ -38,8 +38,8 @@ int tfs_s3_xml_parse_list(const char *body, size_t len, const char *strip,
 
 /* <Error><Code>..</Code><Message>..</Message></Error>.  Copies at most
  * code_len-1 / msg_len-1 bytes (NUL-terminated; "" when absent). */
-int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len,
-			   char *msg, size_t msg_len);
+int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len, char *msg,
+			   size_t msg_len);
 
 /* <InitiateMultipartUploadResult><UploadId>.  *upload_id is malloc'd. */
 int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id);

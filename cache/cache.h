@@ -26,7 +26,7 @@ enum tfs_policy {
 };
 
 struct tfs_cache_config {
-	uint64_t block_size;      /* bytes; a power of two, 64 KiB .. 64 MiB */
+	uint64_t block_size; /* bytes; a power of two, 64 KiB .. 64 MiB */
 	enum tfs_policy policy;
 	uint64_t metadata_ttl_ms; /* how long HEAD/LIST results are trusted;
 				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */

@@ -63,11 +63,22 @@ int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
 	if (buf == NULL)
 		return ENOMEM;
 	struct hdr h = {
-		.version = JREC_VERSION, .op = (uint8_t)r->op, .path_len = (uint16_t)pl,
-		.mode = r->mode, .uid = r->uid, .gid = r->gid, .gen = r->gen,
-		.staging_id = r->staging_id, .size = r->size, .mtime = r->mtime,
-		.closed_ms = r->closed_ms, .attempts = r->attempts, .is_dir = r->is_dir,
-		.mpu_gen = r->mpu_gen, .part_size = r->mpu.part_size, .nparts = np,
+		.version = JREC_VERSION,
+		.op = (uint8_t)r->op,
+		.path_len = (uint16_t)pl,
+		.mode = r->mode,
+		.uid = r->uid,
+		.gid = r->gid,
+		.gen = r->gen,
+		.staging_id = r->staging_id,
+		.size = r->size,
+		.mtime = r->mtime,
+		.closed_ms = r->closed_ms,
+		.attempts = r->attempts,
+		.is_dir = r->is_dir,
+		.mpu_gen = r->mpu_gen,
+		.part_size = r->mpu.part_size,
+		.nparts = np,
 		.upload_id_len = (uint16_t)ul,
 	};
 	memcpy(p, &h, sizeof(h));
@@ -161,7 +172,8 @@ int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 	return tfs_lmdb_errno(rc);
 }
 
-int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out)
+int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path,
+		    struct tfs_jrec *out)
 {
 	uint8_t kb[KEY_LEN];
 	memset(out, 0, sizeof(*out)); /* callers clear it on every path */
@@ -279,7 +291,8 @@ int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journ
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		const char *p = v.mv_data, *end = p + v.mv_size;
 		const char *z = v.mv_size ? memchr(p, '\0', v.mv_size) : NULL;
-		if (z == NULL || z + 1 >= end || end[-1] != '\0' || memchr(z + 1, '\0', (size_t)(end - z - 1)) != end - 1)
+		if (z == NULL || z + 1 >= end || end[-1] != '\0' ||
+		    memchr(z + 1, '\0', (size_t)(end - z - 1)) != end - 1)
 			continue; /* undecodable: skipped */
 		ret = fn(ctx, p, z + 1);
 	}

@@ -31,24 +31,29 @@
 
 #include "backend.h"
 
-enum tfs_jop { TFS_J_PUT = 1, TFS_J_MKDIR = 2, TFS_J_DELETE = 3, TFS_J_META = 4 };
+enum tfs_jop {
+	TFS_J_PUT = 1,
+	TFS_J_MKDIR = 2,
+	TFS_J_DELETE = 3,
+	TFS_J_META = 4
+};
 
 struct tfs_jrec {
 	enum tfs_jop op;
 	uint64_t gen;
-	uint64_t staging_id; /* PUT: the staged file's number */
-	uint64_t size;       /* PUT: bytes to upload */
+	uint64_t staging_id;     /* PUT: the staged file's number */
+	uint64_t size;           /* PUT: bytes to upload */
 	uint32_t mode, uid, gid; /* TFS_META_UNSET when unknown */
 	int64_t mtime;
-	uint64_t closed_ms;  /* wall time of the last close or commit */
-	uint32_t attempts;   /* failed upload attempts so far */
-	uint32_t is_dir;     /* DELETE: also the "key/" marker.  PUT: also delete
+	uint64_t closed_ms; /* wall time of the last close or commit */
+	uint32_t attempts;  /* failed upload attempts so far */
+	uint32_t is_dir;    /* DELETE: also the "key/" marker.  PUT: also delete
 			      * the marker "key/" (a directory removed and made a
 			      * file before write-back); MKDIR: also delete the
 			      * object "key" (a file replaced by a directory) */
-	uint64_t mpu_gen;    /* generation the multipart state belongs to */
-	struct tfs_mpu mpu;  /* upload_id "" when none; etags owned */
-	char *path;          /* owned */
+	uint64_t mpu_gen;   /* generation the multipart state belongs to */
+	struct tfs_mpu mpu; /* upload_id "" when none; etags owned */
+	char *path;         /* owned */
 };
 
 /* Free what *r owns and zero it.  NULL-safe. */
@@ -70,7 +75,8 @@ int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out);
 /* Read the record of `path` into *out, which is zeroed first (so the
  * caller may clear it whatever the result).  Returns 0, ENOENT, EINVAL
  * (undecodable), ENOMEM or EIO. */
-int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path, struct tfs_jrec *out);
+int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path,
+		    struct tfs_jrec *out);
 /* Write *r under r->path.  Returns 0, ENOMEM, EIO or ENOSPC. */
 int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_jrec *r);
 /* Delete the record of `path`; a missing one is fine.  Returns 0 or EIO. */

@@ -42,8 +42,8 @@ int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 	return l->ops->read_block(l, obj, idx, buf);
 }
 
-int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[], struct tfs_io_progress *progress)
+int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			  unsigned n, void *const bufs[], struct tfs_io_progress *progress)
 {
 	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
 		return EINVAL;
@@ -73,7 +73,8 @@ void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 		l->ops->invalidate(l, id);
 }
 
-void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf)
+void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx,
+			 const void *buf)
 {
 	for (; l; l = l->inner) {
 		if (l->ops->put_block) {
@@ -108,7 +109,8 @@ static int be_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 	size_t want = tfs_obj_block_len(obj, idx, l->block_size);
 	size_t got = 0;
 	int rc = tfs_backend_get_range(b->be, obj->key, idx * l->block_size, want,
-				       obj->etag[0] ? obj->etag : NULL, tfs_io_buf(buf), &got, NULL);
+				       obj->etag[0] ? obj->etag : NULL, tfs_io_buf(buf), &got,
+				       NULL);
 	if (rc == 0 && got != want) {
 		/* Shorter than the size we know: the object was replaced by a
 		 * smaller one that kept the ETag we asked for (a server without
@@ -120,8 +122,8 @@ static int be_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_
 	return rc;
 }
 
-static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[], struct tfs_io_progress *progress)
+static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			  unsigned n, void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct be_layer *b = l->priv;
 	struct iovec iov[TFS_MAX_RUN];
@@ -141,7 +143,8 @@ static int be_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 	int rc = tfs_backend_get_range(b->be, obj->key, first * l->block_size, want,
 				       obj->etag[0] ? obj->etag : NULL, dst, &got, NULL);
 	if (rc == 0 && got != want) {
-		tfs_warn(b->log, "cache: '%s' blocks %" PRIu64 "+%u: %zu of %zu bytes: object changed",
+		tfs_warn(b->log,
+			 "cache: '%s' blocks %" PRIu64 "+%u: %zu of %zu bytes: object changed",
 			 obj->key, first, n, got, want);
 		rc = ESTALE;
 	}

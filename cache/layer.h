@@ -27,17 +27,17 @@
 #include "backend.h"
 #include "log.h"
 
-#define TFS_OBJ_ID_LEN 32 /* SHA-256 of the key */
-#define TFS_MAX_RUN 64    /* most blocks in one read_blocks() */
+#define TFS_OBJ_ID_LEN 32    /* SHA-256 of the key */
+#define TFS_MAX_RUN 64       /* most blocks in one read_blocks() */
 #define TFS_PAGE_ALIGN 4096u /* RAM tier buffers start at this alignment (O_DIRECT) */
 
 struct json_object;
 
 struct tfs_obj {
-	const char *key;                 /* backend key */
-	char etag[TFS_ETAG_MAX];         /* the version to read */
-	uint64_t size;                   /* its size */
-	uint8_t id[TFS_OBJ_ID_LEN];      /* tfs_obj_init() computes it from key */
+	const char *key;            /* backend key */
+	char etag[TFS_ETAG_MAX];    /* the version to read */
+	uint64_t size;              /* its size */
+	uint8_t id[TFS_OBJ_ID_LEN]; /* tfs_obj_init() computes it from key */
 };
 
 /* Fill obj: key is borrowed (must outlive obj), etag copied, id computed.
@@ -104,8 +104,8 @@ struct tfs_layer {
 
 /* Dispatch helpers; `l` NULL is a no-op for invalidate/stats/destroy. */
 int tfs_layer_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf);
-int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			  void *const bufs[], struct tfs_io_progress *progress);
+int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			  unsigned n, void *const bufs[], struct tfs_io_progress *progress);
 /* For read_blocks implementations: report block i of the run (`len`
  * bytes) to `progress` if it is the next one due; NULL is a no-op.
  * Cannot fail. */
@@ -113,7 +113,8 @@ void tfs_layer_block_done(struct tfs_io_progress *progress, unsigned i, size_t l
 void tfs_layer_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]);
 /* Offer a clean block to the first layer below `l` (inclusive) that keeps
  * data written back (the SSD tier).  Cannot fail. */
-void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf);
+void tfs_layer_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx,
+			 const void *buf);
 void tfs_layer_stats(struct tfs_layer *l, struct json_object *out);
 void tfs_layer_destroy(struct tfs_layer *l);
 

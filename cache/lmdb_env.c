@@ -28,17 +28,10 @@ static const struct {
 	uint32_t magic;
 	const char *name;
 } network_fs[] = {
-	{ 0x6969, "nfs" },
-	{ 0x517B, "smb" },
-	{ 0xFF534D42, "cifs" },
-	{ 0xFE534D42, "smb2" },
-	{ 0x65735546, "fuse" },
-	{ 0x00C36400, "ceph" },
-	{ 0x01021997, "9p" },
-	{ 0x5346414F, "afs" },
-	{ 0x01161970, "gfs2" },
-	{ 0x7461636f, "ocfs2" },
-	{ 0x0BD00BD0, "lustre" },
+	{ 0x6969, "nfs" },       { 0x517B, "smb" },        { 0xFF534D42, "cifs" },
+	{ 0xFE534D42, "smb2" },  { 0x65735546, "fuse" },   { 0x00C36400, "ceph" },
+	{ 0x01021997, "9p" },    { 0x5346414F, "afs" },    { 0x01161970, "gfs2" },
+	{ 0x7461636f, "ocfs2" }, { 0x0BD00BD0, "lustre" },
 };
 
 const char *tfs_lmdb_network_fs(unsigned long f_type)
@@ -307,7 +300,8 @@ static int quarantine(const char *dir, const struct tfs_log *log, struct tfs_dbu
 		rc = tfs_dbuf_addf(&from, "%s/%s", dir, files[i]);
 		if (rc == 0)
 			rc = tfs_dbuf_addf(&to, "%s/%s", tfs_dbuf_str(qdir), files[i]);
-		if (rc == 0 && rename(tfs_dbuf_str(&from), tfs_dbuf_str(&to)) != 0 && errno != ENOENT) {
+		if (rc == 0 && rename(tfs_dbuf_str(&from), tfs_dbuf_str(&to)) != 0 &&
+		    errno != ENOENT) {
 			rc = errno;
 			tfs_err(log, "lmdb: cannot move '%s' aside: %s", tfs_dbuf_str(&from),
 				strerror(rc));
@@ -335,7 +329,8 @@ int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log,
 	}
 	net = tfs_lmdb_network_fs((unsigned long)sf.f_type);
 	if (net != NULL) {
-		tfs_err(log, "lmdb: '%s' is on a %s filesystem (f_type 0x%lx): "
+		tfs_err(log,
+			"lmdb: '%s' is on a %s filesystem (f_type 0x%lx): "
 			"LMDB must not live on a network filesystem; use a local disk",
 			dir, net, (unsigned long)(uint32_t)sf.f_type);
 		return EINVAL;
@@ -361,7 +356,8 @@ int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log,
 		tfs_dbuf_init(&qdir, PATH_LIMIT);
 		qrc = quarantine(dir, log, &qdir);
 		if (qrc == 0)
-			tfs_warn(log, "lmdb: the cache index in '%s' is damaged (%s): moved it to "
+			tfs_warn(log,
+				 "lmdb: the cache index in '%s' is damaged (%s): moved it to "
 				 "'%s' and starting with an empty cache",
 				 dir, mdb_strerror(rc), tfs_dbuf_str(&qdir));
 		tfs_dbuf_free(&qdir);

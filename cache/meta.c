@@ -57,9 +57,9 @@
 
 #define HLEN 16
 #define STRIPES 64
-#define LISTER_THREADS 2     /* background listings at a time */
-#define LIST_QUEUE 64        /* directories waiting for one; more are not queued */
-#define LIST_RETRY_MS 1000   /* after a failed background listing, queue none for this long */
+#define LISTER_THREADS 2   /* background listings at a time */
+#define LIST_QUEUE 64      /* directories waiting for one; more are not queued */
+#define LIST_RETRY_MS 1000 /* after a failed background listing, queue none for this long */
 #define REC_VERSION 2
 #define REC_HEADERS 0x1 /* flags: attributes from a HEAD */
 #define REC_LOCAL 0x2   /* flags: written through the mount, not in the bucket yet */
@@ -207,9 +207,16 @@ static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], co
 	uint8_t vbuf[sizeof(struct rec) + TFS_ETAG_MAX];
 	size_t nlen = strlen(name);
 	struct rec r = {
-		.version = REC_VERSION, .type = (uint8_t)a->type,
-		.flags = (uint8_t)((a->headers ? REC_HEADERS : 0) | (a->local ? REC_LOCAL : 0)), .etag_len = (uint16_t)strlen(a->etag), .mode = a->mode, .uid = a->uid, .gid = a->gid,
-		.size = a->size, .mtime = a->mtime, .fetched_ms = fetched,
+		.version = REC_VERSION,
+		.type = (uint8_t)a->type,
+		.flags = (uint8_t)((a->headers ? REC_HEADERS : 0) | (a->local ? REC_LOCAL : 0)),
+		.etag_len = (uint16_t)strlen(a->etag),
+		.mode = a->mode,
+		.uid = a->uid,
+		.gid = a->gid,
+		.size = a->size,
+		.mtime = a->mtime,
+		.fetched_ms = fetched,
 	};
 	memcpy(kbuf, h, HLEN);
 	memcpy(kbuf + HLEN, name, nlen);
@@ -350,8 +357,9 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	if (rc == 0) {
 		attr_from_head(&om, a);
 		if (s3fs_meta)
-			*s3fs_meta = tfs_obj_meta_get(&om, "mode") || tfs_obj_meta_get(&om, "uid") ||
-				     tfs_obj_meta_get(&om, "gid") || tfs_obj_meta_get(&om, "mtime");
+			*s3fs_meta = tfs_obj_meta_get(&om, "mode") ||
+				     tfs_obj_meta_get(&om, "uid") || tfs_obj_meta_get(&om, "gid") ||
+				     tfs_obj_meta_get(&om, "mtime");
 		tfs_obj_meta_clear(&om);
 		return 0;
 	}
@@ -749,7 +757,9 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 	if (partial) {
 		flags |= DIR_PARTIAL;
 		atomic_fetch_add(&m->listed_partial, 1);
-		tfs_debug(m->log, "meta: listing '%s' ahead stopped after %" PRIu64 " pages: few lookups there",
+		tfs_debug(m->log,
+			  "meta: listing '%s' ahead stopped after %" PRIu64 " pages: few lookups "
+			  "there",
 			  dir, pages);
 	} else if (!any && dir[0] && !exists_locally(m, dir, h)) {
 		/* No key has this prefix: the directory is gone. */
@@ -778,8 +788,8 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 
 /* The index is unreadable: list the backend directly, in name order
  * (entries and prefixes of a page merged), nothing cached. */
-static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
-			  void *ctx)
+static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after,
+			  tfs_meta_entry_fn fn, void *ctx)
 {
 	char prefix[4096];
 	int n = snprintf(prefix, sizeof(prefix), "%s%s", dir, dir[0] ? "/" : "");
@@ -797,7 +807,8 @@ static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after
 			break;
 		size_t i = 0, j = 0;
 		while (cb == 0 && (i < p.n_entries || j < p.n_prefixes)) {
-			const char *e = i < p.n_entries ? after_prefix(p.entries[i].key, plen) : NULL;
+			const char *e = i < p.n_entries ? after_prefix(p.entries[i].key, plen)
+							: NULL;
 			char pname[NAME_MAX + 2] = "";
 			if (j < p.n_prefixes) {
 				const char *ps = after_prefix(p.prefixes[j], plen);
@@ -1104,13 +1115,18 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 	if (o == NULL)
 		return;
 	json_object_object_add(o, "hits", json_object_new_uint64(atomic_load(&m->hits)));
-	json_object_object_add(o, "negative_hits", json_object_new_uint64(atomic_load(&m->neg_hits)));
-	json_object_object_add(o, "backend_lookups", json_object_new_uint64(atomic_load(&m->backend_lookups)));
+	json_object_object_add(o, "negative_hits",
+			       json_object_new_uint64(atomic_load(&m->neg_hits)));
+	json_object_object_add(o, "backend_lookups",
+			       json_object_new_uint64(atomic_load(&m->backend_lookups)));
 	json_object_object_add(o, "listings", json_object_new_uint64(atomic_load(&m->listings)));
-	json_object_object_add(o, "list_pages", json_object_new_uint64(atomic_load(&m->list_pages)));
-	json_object_object_add(o, "stale_served", json_object_new_uint64(atomic_load(&m->stale_served)));
+	json_object_object_add(o, "list_pages",
+			       json_object_new_uint64(atomic_load(&m->list_pages)));
+	json_object_object_add(o, "stale_served",
+			       json_object_new_uint64(atomic_load(&m->stale_served)));
 	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
-	json_object_object_add(o, "listed_ahead", json_object_new_uint64(atomic_load(&m->listed_ahead)));
+	json_object_object_add(o, "listed_ahead",
+			       json_object_new_uint64(atomic_load(&m->listed_ahead)));
 	json_object_object_add(o, "listed_ahead_partial",
 			       json_object_new_uint64(atomic_load(&m->listed_partial)));
 	pthread_mutex_lock(&m->list_lock);
@@ -1163,7 +1179,8 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
 	for (int i = 0; m->list_ahead && i < LISTER_THREADS; i++) {
 		m->listers[i] = (struct lister){ .m = m, .slot = i };
 		if (pthread_create(&m->listers[i].thread, NULL, lister_main, &m->listers[i]) != 0) {
-			tfs_warn(log, "meta: cannot start a background lister; lookups HEAD instead");
+			tfs_warn(log, "meta: cannot start a background lister; lookups HEAD "
+				      "instead");
 			break;
 		}
 		m->nlisters++;

@@ -32,7 +32,10 @@
 
 #define TFS_META_UNSET UINT32_MAX
 
-enum tfs_ftype { TFS_FT_FILE = 1, TFS_FT_DIR = 2 };
+enum tfs_ftype {
+	TFS_FT_FILE = 1,
+	TFS_FT_DIR = 2
+};
 
 struct tfs_attr {
 	enum tfs_ftype type;

@@ -36,7 +36,10 @@
 #include <string.h>
 #include <time.h>
 
-enum state { FILLING, READY };
+enum state {
+	FILLING,
+	READY
+};
 
 #define FILL_SLOTS 64 /* condition variables for fills (a power of two) */
 
@@ -68,15 +71,15 @@ struct ram {
 	 * bucket, so a fill wakes only the readers of that block (and of a
 	 * few others), not every reader waiting for any block. */
 	pthread_cond_t filled[FILL_SLOTS];
-	pthread_cond_t budget; /* bytes were released */
+	pthread_cond_t budget;  /* bytes were released */
 	pthread_cond_t fg_idle; /* fg_busy dropped to 0 */
-	unsigned fg_busy; /* foreground gets waiting for data (fill or fetch) */
+	unsigned fg_busy;       /* foreground gets waiting for data (fill or fetch) */
 	struct tfs_ram_block **table;
-	size_t nbuckets; /* power of two */
+	size_t nbuckets;          /* power of two */
 	struct tfs_ram_block lru; /* sentinel */
 	uint64_t used, cached, nblocks_cached, clock;
 	struct tfs_bufarena arena; /* where buffers of block_size bytes come from */
-	char **pool; /* free buffers of block_size bytes, memory kept */
+	char **pool;               /* free buffers of block_size bytes, memory kept */
 	size_t npool, pool_cap;
 	uint64_t pooled, block_size;
 	struct tfs_reuse reuse;
@@ -218,8 +221,8 @@ static bool make_cache_room(struct ram *r, uint64_t need)
 {
 	while (r->cached + need > r->cap - r->reserve) {
 		struct tfs_ram_block *v = oldest_idle(r);
-		if (v == NULL ||
-		    !tfs_policy_may_evict(r->policy, &r->reuse, r->clock - v->tick, r->nblocks_cached))
+		if (v == NULL || !tfs_policy_may_evict(r->policy, &r->reuse, r->clock - v->tick,
+						       r->nblocks_cached))
 			return false;
 		r->evictions++;
 		drop(r, v);
@@ -678,19 +681,22 @@ static void ram_stats(struct tfs_layer *l, struct json_object *out)
 	if (o) {
 		pthread_mutex_lock(&r->lock);
 		static const char *const names[] = {
-			"hits", "misses", "hit_bytes", "fill_bytes", "evictions", "not_admitted",
-			"budget_waits", "fill_errors", "used_bytes", "cached_bytes", "capacity_bytes",
-			"blocks", "pooled_bytes", "stream_consumed", "background_yields",
+			"hits",         "misses",          "hit_bytes",         "fill_bytes",
+			"evictions",    "not_admitted",    "budget_waits",      "fill_errors",
+			"used_bytes",   "cached_bytes",    "capacity_bytes",    "blocks",
+			"pooled_bytes", "stream_consumed", "background_yields",
 		};
 		uint64_t vals[] = {
-			r->hits, r->misses, r->hit_bytes, r->fill_bytes, r->evictions, r->not_admitted,
-			r->waits, r->fill_errors, r->used, r->cached, r->cap, r->nblocks_cached, r->pooled,
-			r->consumed, r->yields,
+			r->hits,      r->misses,       r->hit_bytes, r->fill_bytes,
+			r->evictions, r->not_admitted, r->waits,     r->fill_errors,
+			r->used,      r->cached,       r->cap,       r->nblocks_cached,
+			r->pooled,    r->consumed,     r->yields,
 		};
 		pthread_mutex_unlock(&r->lock);
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
 			json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
-		json_object_object_add(o, "policy", json_object_new_string(tfs_policy_name(r->policy)));
+		json_object_object_add(o, "policy",
+				       json_object_new_string(tfs_policy_name(r->policy)));
 		json_object_object_add(out, "ram", o);
 	}
 	tfs_layer_stats(r->inner, out);

@@ -45,16 +45,16 @@ const void *tfs_ram_block_data(const struct tfs_ram_block *b);
 size_t tfs_ram_block_len(const struct tfs_ram_block *b);
 
 enum tfs_ram_get_flags {
-	TFS_RAM_WAIT = 0,   /* wait for budget when every buffer is in use */
-	TFS_RAM_NOWAIT = 1, /* prefetch: fail with EAGAIN instead of waiting */
-	TFS_RAM_ONCE = 2,   /* fill_run: streamed read-ahead, kept only until a
+	TFS_RAM_WAIT = 0,        /* wait for budget when every buffer is in use */
+	TFS_RAM_NOWAIT = 1,      /* prefetch: fail with EAGAIN instead of waiting */
+	TFS_RAM_ONCE = 2,        /* fill_run: streamed read-ahead, kept only until a
 			     * reader consumes it (tfs_ram_release(.., true)),
 			     * so one big file streamed through does not flush
 			     * the tier and its buffers are recycled at once */
-	TFS_RAM_PASS = 4,   /* fill_run: fill the tiers below (warm-up into the
+	TFS_RAM_PASS = 4,        /* fill_run: fill the tiers below (warm-up into the
 			     * SSD tier) without keeping the blocks in RAM;
 			     * readers waiting on the fill still get them */
-	TFS_RAM_SKIP = 8,   /* claim_run: start after the leading blocks that
+	TFS_RAM_SKIP = 8,        /* claim_run: start after the leading blocks that
 			     * are cached or being filled */
 	TFS_RAM_BACKGROUND = 16, /* get: not a reader of the mount (warm-up),
 				  * so not counted by tfs_ram_yield() */

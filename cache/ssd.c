@@ -184,8 +184,9 @@ static bool drop_block(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
 			if (rc == 0)
 				rc = mdb_put(txn, s->objs, &k, &v, 0);
 			if (rc == 0)
-				rc = ssd_shared_add(s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
-						    &now);
+				rc = ssd_shared_add(
+					s, txn, -(int64_t)(r.cached >= b.len ? b.len : r.cached), 0,
+					&now);
 			if (rc == 0)
 				rc = mdb_txn_commit(txn);
 			else
@@ -267,8 +268,8 @@ static uint64_t visit_gap(const struct ssd *s, const struct tfs_obj *obj)
 
 /* End of a read_block: learn, touch, unpin (which runs a deferred
  * invalidation). */
-static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick,
-		   const struct lookup *lk, bool hit, bool touch)
+static void finish(struct ssd *s, const struct tfs_obj *obj, uint64_t tick, const struct lookup *lk,
+		   bool hit, bool touch)
 {
 	if (hit || touch)
 		ssd_touch(s, obj->id, tick, hit, lk->rec.last_tick, visit_gap(s, obj));
@@ -316,7 +317,8 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 		uint64_t sup = 0;
 		count(&s->corrupt, 1);
 		if (rl_allow(&s->rl_corrupt, &sup))
-			tfs_warn(s->log, "ssd: '%s' block %" PRIu64 ": %s%s%s: dropped the cached "
+			tfs_warn(s->log,
+				 "ssd: '%s' block %" PRIu64 ": %s%s%s: dropped the cached "
 				 "copy, reading it again (%" PRIu64 " similar suppressed)",
 				 obj->key, idx, why, got < 0 && got != -ENOENT ? ": " : "",
 				 got < 0 && got != -ENOENT ? strerror((int)-got) : "", sup);
@@ -357,7 +359,8 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 }
 
 /* Write-back: cache a block of a version just uploaded. */
-static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, const void *buf)
+static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx,
+			  const void *buf)
 {
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
@@ -375,8 +378,8 @@ static void ssd_put_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 /* A run of blocks: if none of them is cached, one request to the inner
  * layer fills them all (one GET instead of n), each written as it arrives;
  * otherwise block by block, so cached blocks are still served locally. */
-static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first, unsigned n,
-			   void *const bufs[], struct tfs_io_progress *progress)
+static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
+			   unsigned n, void *const bufs[], struct tfs_io_progress *progress)
 {
 	struct ssd *s = l->priv;
 	struct lookup lk, lk0;
@@ -400,8 +403,13 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 	 * caller, which may then reuse its buffer; a run cut short keeps the
 	 * blocks that came whole.  An inner layer that reports nothing (or
 	 * not all) has its blocks written at the end. */
-	struct run_fill rf = { .s = s, .obj = obj, .first = first, .tick = tick, .bufs = bufs,
-			       .have_obj = lk0.have_obj, .up = progress };
+	struct run_fill rf = { .s = s,
+			       .obj = obj,
+			       .first = first,
+			       .tick = tick,
+			       .bufs = bufs,
+			       .have_obj = lk0.have_obj,
+			       .up = progress };
 	struct tfs_io_progress mine = { .done = ssd_run_block_done, .ctx = &rf };
 	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, &mine);
 	for (unsigned i = (unsigned)mine.ndone; rc == 0 && i < n; i++)
@@ -461,7 +469,8 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		rc = MDB_NOTFOUND; /* pin only what is wholly cached */
 	if (rc) {
 		mdb_txn_abort(txn);
-		rc = rc == MDB_NOTFOUND ? ENOENT : ssd_lmdb_trouble_key(s, rc, "pin: get", obj->key);
+		rc = rc == MDB_NOTFOUND ? ENOENT
+					: ssd_lmdb_trouble_key(s, rc, "pin: get", obj->key);
 		goto out;
 	}
 	bool was = (r.flags & TFS_SSD_OBJ_PINNED) != 0;
@@ -475,7 +484,8 @@ int tfs_ssd_set_pinned(struct tfs_layer *l, const struct tfs_obj *obj, bool pinn
 		goto out;
 	}
 	memcpy(vb, v.mv_data, v.mv_size);
-	put_le32(vb + OFF_FLAGS, pinned ? (r.flags | TFS_SSD_OBJ_PINNED) : (r.flags & ~TFS_SSD_OBJ_PINNED));
+	put_le32(vb + OFF_FLAGS,
+		 pinned ? (r.flags | TFS_SSD_OBJ_PINNED) : (r.flags & ~TFS_SSD_OBJ_PINNED));
 	MDB_val nv = mval(vb, v.mv_size);
 	rc = mdb_put(txn, s->objs, &k, &nv, 0);
 	if (rc == 0)
@@ -541,8 +551,10 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "clock", atomic_load(&s->clock));
 		add_u64(o, "reuse_samples", r.samples);
 		json_object_object_add(o, "reuse_interval", json_object_new_double(r.mean));
-		json_object_object_add(o, "policy", json_object_new_string(tfs_policy_name(s->policy)));
-		json_object_object_add(o, "disabled", json_object_new_boolean(atomic_load(&s->broken)));
+		json_object_object_add(o, "policy",
+				       json_object_new_string(tfs_policy_name(s->policy)));
+		json_object_object_add(o, "disabled",
+				       json_object_new_boolean(atomic_load(&s->broken)));
 		json_object_object_add(out, "ssd", o);
 	}
 	tfs_layer_stats(s->inner, out);
@@ -633,7 +645,8 @@ static int make_layout(struct ssd *s)
 		s->datafd = open(tfs_dbuf_str(&p), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (s->datafd < 0) {
 			rc = errno;
-			tfs_err(s->log, "ssd: cannot open '%s': %s", tfs_dbuf_str(&p), strerror(rc));
+			tfs_err(s->log, "ssd: cannot open '%s': %s", tfs_dbuf_str(&p),
+				strerror(rc));
 		}
 	}
 	for (int i = 0; i < 256 && rc == 0; i++) {
@@ -671,7 +684,8 @@ static int resolve_capacity(struct ssd *s, const struct tfs_ssd_config *cfg)
 	if (cap / s->bs < MIN_CAP_BLOCKS || low >= high) {
 		tfs_format_size(cap, a, sizeof(a));
 		tfs_format_size(s->bs, b, sizeof(b));
-		tfs_err(s->log, "ssd: capacity %s is too small for %d blocks of %s, or the "
+		tfs_err(s->log,
+			"ssd: capacity %s is too small for %d blocks of %s, or the "
 			"watermarks (%.15g%%, %.15g%%) are not low < high",
 			a, MIN_CAP_BLOCKS, b, cfg->low_watermark, cfg->high_watermark);
 		return EINVAL;
@@ -719,7 +733,7 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	if (cfg == NULL || cfg->dir == NULL || cfg->dir[0] == '\0' || cc == NULL || env == NULL ||
 	    inner == NULL || cc->block_size == 0 || inner->block_size != cc->block_size) {
 		tfs_err(log, "ssd: invalid arguments (directory, environment, inner layer, or a "
-			"block size that differs from the inner layer's)");
+			     "block size that differs from the inner layer's)");
 		return EINVAL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -787,7 +801,8 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	l->block_size = s->bs;
 	tfs_format_size(atomic_load(&s->capacity), a, sizeof(a));
 	tfs_format_size(atomic_load(&s->used), b, sizeof(b));
-	tfs_info(log, "ssd: '%s': capacity %s (evict above %.15g%%, down to %.15g%%), "
+	tfs_info(log,
+		 "ssd: '%s': capacity %s (evict above %.15g%%, down to %.15g%%), "
 		 "policy %s, %" PRIu64 " objects / %s cached",
 		 s->dir, a, cfg->high_watermark, cfg->low_watermark, tfs_policy_name(s->policy),
 		 atomic_load(&s->objects), b);

@@ -37,7 +37,7 @@
 #include "log.h"
 
 struct tfs_ssd_config {
-	char *dir;             /* absolute path of the cache directory */
+	char *dir; /* absolute path of the cache directory */
 	/* Capacity: either absolute (size > 0, size_pct == 0) or relative
 	 * (size == 0, 0 < size_pct <= 100: percent of the filesystem holding
 	 * dir, resolved by the tier at start-up with statvfs()). */

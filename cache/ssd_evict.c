@@ -77,7 +77,8 @@ static void evict(struct ssd *s)
 		}
 	}
 	if (n > 0)
-		tfs_debug(s->log, "ssd: evicted %" PRIu64 " objects (%" PRIu64 " bytes): %" PRIu64
+		tfs_debug(s->log,
+			  "ssd: evicted %" PRIu64 " objects (%" PRIu64 " bytes): %" PRIu64
 			  " -> %" PRIu64 " bytes cached (high %" PRIu64 ", low %" PRIu64 ")",
 			  n, bytes, start_used, atomic_load(&s->used), atomic_load(&s->high),
 			  atomic_load(&s->low));
@@ -198,7 +199,8 @@ void *ssd_bg_main(void *arg)
 		if (!s->kick && s->sweep_pos >= SWEEP_DONE) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t now = tfs_mono_ms(), wait = next_flush > now ? next_flush - now : 0;
+			uint64_t now = tfs_mono_ms(),
+				 wait = next_flush > now ? next_flush - now : 0;
 			ts.tv_sec += (time_t)(wait / 1000);
 			ts.tv_nsec += (long)(wait % 1000) * 1000000L;
 			if (ts.tv_nsec >= 1000000000L) {

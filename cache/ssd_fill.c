@@ -40,7 +40,8 @@ static bool admit(struct ssd *s, size_t len)
 	struct victim v;
 
 	if (c + len > atomic_load(&s->high)) {
-		if (s->policy != TFS_POLICY_LRU && (ssd_oldest_candidate(s, &v) != 0 || !ssd_may_go(s, &v)))
+		if (s->policy != TFS_POLICY_LRU &&
+		    (ssd_oldest_candidate(s, &v) != 0 || !ssd_may_go(s, &v)))
 			return false;
 		ssd_wake_bg(s);
 	}
@@ -72,14 +73,18 @@ static void write_failed(struct ssd *s, const struct tfs_obj *obj, int err, cons
 	count(&s->write_errors, 1);
 	if (err == ENOSPC || err == EDQUOT) {
 		if (rl_allow(&s->rl_full, &sup))
-			tfs_warn(s->log, "ssd: SSD tier full: %s '%s/data': %s; serving reads "
+			tfs_warn(s->log,
+				 "ssd: SSD tier full: %s '%s/data': %s; serving reads "
 				 "without caching them (%" PRIu64 " bytes cached, capacity %" PRIu64
 				 "; %" PRIu64 " similar errors suppressed)",
-				 what, s->dir, strerror(err), atomic_load(&s->used), atomic_load(&s->capacity),
-				 sup);
+				 what, s->dir, strerror(err), atomic_load(&s->used),
+				 atomic_load(&s->capacity), sup);
 	} else if (rl_allow(&s->rl_err, &sup)) {
-		tfs_err(s->log, "ssd: %s for '%s': %s; serving it without caching (%" PRIu64
-			" similar errors suppressed)", what, obj->key, strerror(err), sup);
+		tfs_err(s->log,
+			"ssd: %s for '%s': %s; serving it without caching (%" PRIu64 " similar "
+			"errors "
+			"suppressed)",
+			what, obj->key, strerror(err), sup);
 	}
 }
 
@@ -197,7 +202,8 @@ fail:
 static void direct_refused(struct ssd *s)
 {
 	if (atomic_exchange(&s->direct, false))
-		tfs_info(s->log, "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
+		tfs_info(s->log,
+			 "ssd: '%s' does not take O_DIRECT writes; writing through the page cache",
 			 s->dir);
 }
 
@@ -261,8 +267,8 @@ static int write_data(struct ssd *s, int fd, bool direct, const void *buf, size_
 
 /* Cache a block the inner layer just returned.  Never fails the read.
  * Returns true if the block is now indexed. */
-bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-	      size_t len, bool padded, uint64_t tick, bool have_obj)
+bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf, size_t len,
+	      bool padded, uint64_t tick, bool have_obj)
 {
 	bool direct;
 	int fd, rc;

@@ -194,7 +194,7 @@ int ssd_open_dbs(struct ssd *s, bool wipe)
 		rc = mdb_get(txn, s->state, &k, &v);
 		if (rc == 0 && (v.mv_size != 4 || get_le32(v.mv_data) != SSD_FORMAT)) {
 			tfs_warn(s->log, "ssd: the index in LMDB has an unknown format: "
-				 "starting with an empty SSD cache");
+					 "starting with an empty SSD cache");
 			wipe = true;
 		} else if (rc == MDB_NOTFOUND) {
 			MDB_stat st;

@@ -92,11 +92,11 @@
  * by ssd.c). */
 struct ent {
 	uint8_t id[ID_LEN];
-	uint64_t touch;  /* tick of the latest unflushed access, 0: none */
-	uint32_t pins;   /* readers inside read_block for this id */
+	uint64_t touch; /* tick of the latest unflushed access, 0: none */
+	uint32_t pins;  /* readers inside read_block for this id */
 	bool used;
-	bool evicting;   /* records and file being deleted */
-	bool doomed;     /* invalidated while pinned: drop at the last unpin */
+	bool evicting; /* records and file being deleted */
+	bool doomed;   /* invalidated while pinned: drop at the last unpin */
 };
 
 struct touch {
@@ -140,17 +140,17 @@ struct ssd {
 	_Atomic uint64_t trash_seq;
 	pthread_mutex_t usage_lock; /* orders the mirrors of the shared usage */
 	size_t usage_txnid;         /* the transaction they mirror (usage_lock) */
-	atomic_bool broken; /* index damaged at run time: pass through */
-	atomic_bool direct; /* fills open their data file O_DIRECT (ssd.direct_io,
+	atomic_bool broken;         /* index damaged at run time: pass through */
+	atomic_bool direct;         /* fills open their data file O_DIRECT (ssd.direct_io,
 			     * and the filesystem takes it); only ever cleared */
 	atomic_bool stop;
 
 	pthread_mutex_t lock;
 	pthread_cond_t unmarked;
 	pthread_cond_t wake;
-	struct ent *tab;   /* TAB_SLOTS entries */
-	size_t tab_count;  /* used slots */
-	size_t touched;    /* entries with touch != 0 */
+	struct ent *tab;  /* TAB_SLOTS entries */
+	size_t tab_count; /* used slots */
+	size_t touched;   /* entries with touch != 0 */
 	struct tfs_reuse reuse;
 	bool kick;
 
@@ -164,8 +164,8 @@ struct ssd {
 
 	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
 
-	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions,
-		evicted_bytes, corrupt, write_errors;
+	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes,
+		corrupt, write_errors;
 };
 
 /* an eviction candidate: ssd_oldest_candidate() */
@@ -349,8 +349,8 @@ void ssd_doom(struct ssd *s, const uint8_t id[ID_LEN]);
  * ssd_flush_touches(); when TOUCH_MAX ids wait it flushes first, and if
  * still full the touch is lost.  Cannot fail.  Takes s->lock, and to flush
  * flush_lock then s->lock: the caller holds neither, nor a transaction. */
-void ssd_touch(struct ssd *s, const uint8_t id[ID_LEN], uint64_t tick, bool hit,
-	       uint64_t last_tick, uint64_t gap);
+void ssd_touch(struct ssd *s, const uint8_t id[ID_LEN], uint64_t tick, bool hit, uint64_t last_tick,
+	       uint64_t gap);
 
 /* Open id's data file (data/XX/<hex>, relative to datafd) with `flags` plus
  * O_CLOEXEC | O_NOFOLLOW, mode 0600 if created.  Returns the fd, which the
@@ -378,8 +378,7 @@ void ssd_unlink_trash(struct ssd *s, const char *trash);
 /* Delete id's records and file in one write txn; the caller holds its EVICTING
  * mark or a pin, not s->lock.  Returns 0 (*freed), ENOENT, EAGAIN (expect_tick
  * given and not matched, or PINNED) or an errno (logged). */
-int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
-		    uint64_t *freed);
+int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick, uint64_t *freed);
 
 /* Write pending touches, clock and estimator in one txn (failure logged, touches
  * lost).  Takes flush_lock then s->lock: the caller holds neither, nor a txn. */
@@ -414,8 +413,8 @@ bool ssd_may_go(struct ssd *s, const struct victim *v);
  * holds none of the tier's locks nor a transaction: admission takes s->lock
  * (ssd_oldest_candidate(), ssd_may_go(), ssd_wake_bg()), the commit LMDB's
  * writer lock, then usage_lock (ssd_usage_sync()). */
-bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-	      size_t len, bool padded, uint64_t tick, bool have_obj);
+bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf, size_t len,
+	      bool padded, uint64_t tick, bool have_obj);
 
 /* A cold run of ssd_read_blocks() being filled: set up on the caller's stack
  * as the ctx of the struct tfs_io_progress it hands the inner layer, so each

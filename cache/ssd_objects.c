@@ -39,14 +39,17 @@ int ssd_lmdb_trouble(struct ssd *s, int rc, const char *what)
 
 	if (tfs_lmdb_is_corruption(rc)) {
 		if (!atomic_exchange(&s->broken, true))
-			tfs_err(s->log, "ssd: %s: %s: the cache index is damaged; the SSD tier "
+			tfs_err(s->log,
+				"ssd: %s: %s: the cache index is damaged; the SSD tier "
 				"passes reads through until tierfs restarts, which rebuilds it",
 				what, mdb_strerror(rc));
 	} else if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) {
 		count(&s->write_errors, 1);
 		if (rl_allow(&s->rl_full, &sup))
-			tfs_warn(s->log, "ssd: %s: %s: the LMDB map is full; not caching "
-				 "(raise the map size)", what, mdb_strerror(rc));
+			tfs_warn(s->log,
+				 "ssd: %s: %s: the LMDB map is full; not caching "
+				 "(raise the map size)",
+				 what, mdb_strerror(rc));
 	} else if (rl_allow(&s->rl_err, &sup)) {
 		tfs_err(s->log, "ssd: %s: %s (%" PRIu64 " similar errors suppressed)", what,
 			mdb_strerror(rc), sup);
@@ -227,8 +230,7 @@ void ssd_unlink_trash(struct ssd *s, const char *trash)
  * have that last_tick and not be PINNED, else EAGAIN.  The caller holds
  * the EVICTING mark or a pin.  Returns 0 (*freed = bytes), ENOENT (no
  * record), EAGAIN, or an errno (logged). */
-int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick,
-		    uint64_t *freed)
+int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tick, uint64_t *freed)
 {
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;
@@ -298,8 +300,10 @@ int ssd_drop_object(struct ssd *s, const uint8_t id[ID_LEN], uint64_t expect_tic
 		*freed = r.cached;
 		if (r.flags & TFS_SSD_OBJ_PINNED) {
 			atomic_fetch_sub(&s->pinned, r.size);
-			tfs_info(s->log, "ssd: a pinned object (%" PRIu64 " bytes) was dropped "
-				 "(invalidated or replaced by a new version): no longer pinned", r.size);
+			tfs_info(s->log,
+				 "ssd: a pinned object (%" PRIu64 " bytes) was dropped "
+				 "(invalidated or replaced by a new version): no longer pinned",
+				 r.size);
 		}
 	}
 	return 0;
@@ -391,8 +395,8 @@ static bool touch_locked(struct ssd *s, struct ent *e, uint64_t tick)
 
 /* An access by a reader that pins id: learn from a hit's gap, note the
  * touch (flushing first when the table of touches is full). */
-void ssd_touch(struct ssd *s, const uint8_t id[ID_LEN], uint64_t tick, bool hit,
-	       uint64_t last_tick, uint64_t gap)
+void ssd_touch(struct ssd *s, const uint8_t id[ID_LEN], uint64_t tick, bool hit, uint64_t last_tick,
+	       uint64_t gap)
 {
 	struct ent *e;
 

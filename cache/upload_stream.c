@@ -22,7 +22,7 @@ struct tfs_upload_streams {
 	pthread_mutex_t lock; /* live and the counters */
 	pthread_cond_t gone;  /* a stream ended */
 	unsigned live;
-	bool closing;          /* shutdown: cancelled streams do not abort */
+	bool closing; /* shutdown: cancelled streams do not abort */
 	struct tfs_upload_streams_stats stats;
 };
 
@@ -31,20 +31,20 @@ struct tfs_upload_stream {
 	char *key;
 	int fd;
 	struct tfs_obj_meta meta;
-	pthread_mutex_t lock;  /* everything below */
-	pthread_cond_t cond;   /* size, state or a thread changed */
-	uint64_t size;         /* bytes written so far */
+	pthread_mutex_t lock;              /* everything below */
+	pthread_cond_t cond;               /* size, state or a thread changed */
+	uint64_t size;                     /* bytes written so far */
 	char upload_id[TFS_UPLOAD_ID_MAX]; /* "" until created */
 	bool creating, created;
-	bool stop;             /* finish: take no more parts */
-	bool cancel;           /* cancel: abort when the threads are out */
-	int err;               /* first failure: the stream is dead */
-	unsigned next;         /* next part to take */
+	bool stop;     /* finish: take no more parts */
+	bool cancel;   /* cancel: abort when the threads are out */
+	int err;       /* first failure: the stream is dead */
+	unsigned next; /* next part to take */
 	unsigned inflight;
-	unsigned threads;      /* threads still running */
-	unsigned cap;          /* etags slots */
+	unsigned threads; /* threads still running */
+	unsigned cap;     /* etags slots */
 	char (*etags)[TFS_ETAG_MAX];
-	unsigned parts;        /* parts uploaded */
+	unsigned parts; /* parts uploaded */
 };
 
 int tfs_upload_streams_create(const struct tfs_upload_streams_config *cfg,
@@ -137,7 +137,7 @@ static int record(struct tfs_upload_stream *s, unsigned idx, const char etag[TFS
 		unsigned cap = s->cap ? s->cap * 2 : 64;
 		while (cap <= idx)
 			cap *= 2;
-		char (*e)[TFS_ETAG_MAX] = realloc(s->etags, (size_t)cap * sizeof(*e));
+		char(*e)[TFS_ETAG_MAX] = realloc(s->etags, (size_t)cap * sizeof(*e));
 		if (e == NULL)
 			return ENOMEM;
 		memset(e + s->cap, 0, (size_t)(cap - s->cap) * sizeof(*e));
@@ -191,23 +191,25 @@ static void *worker(void *arg)
 			continue;
 		}
 		unsigned idx = s->next;
-		if (s->err == 0 && s->created && idx < MAX_PARTS && (uint64_t)(idx + 1) * ps <= s->size) {
+		if (s->err == 0 && s->created && idx < MAX_PARTS &&
+		    (uint64_t)(idx + 1) * ps <= s->size) {
 			s->next++;
 			s->inflight++;
 			pthread_mutex_unlock(&s->lock);
 			char etag[TFS_ETAG_MAX] = "";
-			int rc = tfs_backend_upload_part(g->cfg.be, s->key, s->upload_id, idx,
-							 tfs_io_fd(s->fd, (off_t)((uint64_t)idx * ps)),
-							 ps, etag);
+			int rc = tfs_backend_upload_part(
+				g->cfg.be, s->key, s->upload_id, idx,
+				tfs_io_fd(s->fd, (off_t)((uint64_t)idx * ps)), ps, etag);
 			pthread_mutex_lock(&s->lock);
 			s->inflight--;
 			if (rc == 0)
 				rc = record(s, idx, etag);
 			if (rc && s->err == 0) {
 				s->err = rc;
-				tfs_warn(g->cfg.log, "writeback: '%s': uploading while it is written "
-					 "failed (%s); it is uploaded after close instead", s->key,
-					 strerror(rc));
+				tfs_warn(g->cfg.log,
+					 "writeback: '%s': uploading while it is written "
+					 "failed (%s); it is uploaded after close instead",
+					 s->key, strerror(rc));
 			}
 			pthread_cond_broadcast(&s->cond);
 			continue;

@@ -42,12 +42,12 @@ typedef int (*tfs_upload_stream_reg_fn)(void *ctx, const char *key, const char *
 					bool add);
 
 struct tfs_upload_streams_config {
-	struct tfs_backend *be;     /* borrowed */
-	const struct tfs_log *log;  /* borrowed */
-	uint64_t threshold;         /* stream files once they reach this size */
-	uint64_t part_size;         /* the backend's multipart part size */
-	unsigned parallel;          /* part uploads in flight per stream (>= 1) */
-	unsigned max_streams;       /* streams at once; more files wait for close */
+	struct tfs_backend *be;    /* borrowed */
+	const struct tfs_log *log; /* borrowed */
+	uint64_t threshold;        /* stream files once they reach this size */
+	uint64_t part_size;        /* the backend's multipart part size */
+	unsigned parallel;         /* part uploads in flight per stream (>= 1) */
+	unsigned max_streams;      /* streams at once; more files wait for close */
 	tfs_upload_stream_reg_fn reg;
 	void *reg_ctx;
 };

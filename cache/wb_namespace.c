@@ -39,8 +39,11 @@ int tfs_wb_remove(struct tfs_wb *wb, const char *path, bool is_dir)
 	struct wb_ent *e = wb_ent_get(wb, path);
 	if (e) {
 		struct tfs_jrec r = {
-			.op = TFS_J_DELETE, .gen = e->gen + 1, .is_dir = is_dir,
-			.closed_ms = tfs_wall_ms(), .path = (char *)path,
+			.op = TFS_J_DELETE,
+			.gen = e->gen + 1,
+			.is_dir = is_dir,
+			.closed_ms = tfs_wall_ms(),
+			.path = (char *)path,
 		};
 		uint64_t gen;
 		rc = wb_journal(wb, &r, NULL, "remove", &gen);
@@ -61,11 +64,21 @@ int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *
 	struct wb_ent *e = wb_ent_get(wb, path);
 	if (e) {
 		struct tfs_jrec r = {
-			.op = TFS_J_MKDIR, .gen = e->gen + 1, .mode = a->mode, .uid = a->uid,
-			.gid = a->gid, .mtime = a->mtime, .closed_ms = tfs_wall_ms(), .path = (char *)path,
+			.op = TFS_J_MKDIR,
+			.gen = e->gen + 1,
+			.mode = a->mode,
+			.uid = a->uid,
+			.gid = a->gid,
+			.mtime = a->mtime,
+			.closed_ms = tfs_wall_ms(),
+			.path = (char *)path,
 		};
-		struct tfs_attr da = { .type = TFS_FT_DIR, .mtime = a->mtime, .mode = a->mode,
-				       .uid = a->uid, .gid = a->gid, .headers = true };
+		struct tfs_attr da = { .type = TFS_FT_DIR,
+				       .mtime = a->mtime,
+				       .mode = a->mode,
+				       .uid = a->uid,
+				       .gid = a->gid,
+				       .headers = true };
 		uint64_t gen;
 		rc = wb_journal(wb, &r, &da, "mkdir", &gen);
 		if (rc == 0)
@@ -91,12 +104,21 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 	int rc = dst && newpath ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
 		struct tfs_jrec put = {
-			.op = TFS_J_PUT, .gen = dst->gen + 1, .staging_id = f->staging_id,
-			.size = f->size, .mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid,
-			.mtime = f->attr.mtime, .closed_ms = tfs_wall_ms(), .path = (char *)to,
+			.op = TFS_J_PUT,
+			.gen = dst->gen + 1,
+			.staging_id = f->staging_id,
+			.size = f->size,
+			.mode = f->attr.mode,
+			.uid = f->attr.uid,
+			.gid = f->attr.gid,
+			.mtime = f->attr.mtime,
+			.closed_ms = tfs_wall_ms(),
+			.path = (char *)to,
 		};
 		struct tfs_jrec del = {
-			.op = TFS_J_DELETE, .gen = src->gen + 1, .closed_ms = tfs_wall_ms(),
+			.op = TFS_J_DELETE,
+			.gen = src->gen + 1,
+			.closed_ms = tfs_wall_ms(),
 			.path = (char *)from,
 		};
 		struct tfs_attr a;
@@ -172,7 +194,8 @@ int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy)
 	return rc;
 }
 
-int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, const struct tfs_attr *a)
+int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to,
+			 const struct tfs_attr *a)
 {
 	MDB_txn *txn;
 	pthread_mutex_lock(&wb->lock);

@@ -91,8 +91,8 @@ static void unlink_staged(struct tfs_wb *wb, uint64_t id)
 	char name[32];
 	staging_name(id, name);
 	if (unlinkat(wb->stagefd, name, 0) < 0 && errno != ENOENT)
-		tfs_warn(wb->log, "writeback: cannot delete staged file %s/%s: %s", wb->stagedir, name,
-			 strerror(errno));
+		tfs_warn(wb->log, "writeback: cannot delete staged file %s/%s: %s", wb->stagedir,
+			 name, strerror(errno));
 }
 
 void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
@@ -187,7 +187,8 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)
 		if (old.op == TFS_J_DELETE &&
 		    (r->op == TFS_J_MKDIR || (r->op == TFS_J_PUT && old.is_dir)))
 			r->is_dir = 1; /* a DELETE of "key" (and maybe "key/") must still happen */
-		else if (old.op == r->op && old.is_dir && (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
+		else if (old.op == r->op && old.is_dir &&
+			 (r->op == TFS_J_PUT || r->op == TFS_J_MKDIR))
 			r->is_dir = 1;
 		else if (r->op == TFS_J_DELETE && old.op == TFS_J_PUT && old.is_dir)
 			r->is_dir = 1; /* the marker the PUT was to remove goes too */
@@ -229,7 +230,8 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
 	char v[32];
 	if (r->mode != TFS_META_UNSET) {
 		/* s3fs stores st_mode in decimal, with the file type bits. */
-		snprintf(v, sizeof(v), "%u", (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
+		snprintf(v, sizeof(v), "%u",
+			 (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
 		tfs_obj_meta_set(om, "mode", v);
 	}
 	if (r->uid != TFS_META_UNSET) {

@@ -91,7 +91,8 @@ static int collect_orphan(void *ctx, const char *key, const char *upload_id)
 {
 	struct orphan **list = ctx;
 	struct orphan *o = calloc(1, sizeof(*o));
-	if (o == NULL || (o->key = strdup(key)) == NULL || (o->upload_id = strdup(upload_id)) == NULL) {
+	if (o == NULL || (o->key = strdup(key)) == NULL ||
+	    (o->upload_id = strdup(upload_id)) == NULL) {
 		if (o)
 			free(o->key);
 		free(o);
@@ -132,13 +133,14 @@ static void *sweeper(void *arg)
 		stop = wb->stop;
 		struct tfs_jrec r;
 		if (!stop && mdb_txn_begin(wb->env, NULL, MDB_RDONLY, &txn) == 0) {
-			taken = tfs_journal_get(txn, &wb->j, o->key, &r) == 0 && r.op == TFS_J_PUT &&
-				strcmp(r.mpu.upload_id, o->upload_id) == 0;
+			taken = tfs_journal_get(txn, &wb->j, o->key, &r) == 0 &&
+				r.op == TFS_J_PUT && strcmp(r.mpu.upload_id, o->upload_id) == 0;
 			tfs_jrec_clear(&r);
 			mdb_txn_abort(txn);
 		}
 		pthread_mutex_unlock(&wb->lock);
-		if (!stop && (taken || tfs_backend_abort_upload(wb->be, o->key, o->upload_id) == 0)) {
+		if (!stop &&
+		    (taken || tfs_backend_abort_upload(wb->be, o->key, o->upload_id) == 0)) {
 			aborted += !taken;
 			(void)stream_reg(wb, o->key, o->upload_id, false);
 		}
@@ -147,8 +149,10 @@ static void *sweeper(void *arg)
 		free(o);
 	}
 	if (aborted)
-		tfs_info(wb->log, "writeback: aborted %u multipart upload(s) of files that were being "
-			 "written when the last run ended", aborted);
+		tfs_info(wb->log,
+			 "writeback: aborted %u multipart upload(s) of files that were being "
+			 "written when the last run ended",
+			 aborted);
 	return NULL;
 }
 
@@ -158,16 +162,21 @@ static int streams_init(struct tfs_wb *wb)
 {
 	const struct tfs_writeback_config *cfg = &wb->cfg;
 	struct tfs_upload_streams_config sc = {
-		.be = wb->be, .log = wb->log, .max_streams = cfg->uploaders,
-		.reg = stream_reg, .reg_ctx = wb,
+		.be = wb->be,
+		.log = wb->log,
+		.max_streams = cfg->uploaders,
+		.reg = stream_reg,
+		.reg_ctx = wb,
 	};
-	bool at_close = cfg->mode == TFS_WB_SYNC || (cfg->mode == TFS_WB_ASYNC && cfg->delay_ms == 0);
+	bool at_close = cfg->mode == TFS_WB_SYNC ||
+			(cfg->mode == TFS_WB_ASYNC && cfg->delay_ms == 0);
 	if (!cfg->stream || !at_close ||
 	    !tfs_backend_multipart_geometry(wb->be, &sc.threshold, &sc.part_size, &sc.parallel))
 		return 0;
 	int rc = tfs_upload_streams_create(&sc, &wb->streams);
 	if (rc)
-		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s", strerror(rc));
+		tfs_err(wb->log, "writeback: cannot set up uploads while writing: %s",
+			strerror(rc));
 	return rc;
 }
 

@@ -142,7 +142,8 @@ static void take_stream(struct tfs_wb *wb, struct wb_ent *e, struct tfs_jrec *r,
 	struct tfs_mpu st;
 	if (tfs_upload_stream_finish(ws, size, &st) != 0)
 		return;
-	if (r->mpu.upload_id[0] && tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
+	if (r->mpu.upload_id[0] &&
+	    tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) != 0) {
 		/* The record's own upload stays: the stream's is the one to drop. */
 		if (tfs_backend_abort_upload(wb->be, r->path, st.upload_id) == 0)
 			(void)tfs_upload_stream_forget(wb->streams, r->path, st.upload_id);
@@ -166,7 +167,8 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 {
 	int fd = wb_open_staged(wb, r->staging_id, O_RDONLY);
 	if (fd < 0) {
-		tfs_err(wb->log, "writeback: staged copy of '%s' is missing (%s): it cannot be uploaded",
+		tfs_err(wb->log,
+			"writeback: staged copy of '%s' is missing (%s): it cannot be uploaded",
 			r->path, strerror(-fd));
 		return EIO;
 	}
@@ -174,7 +176,8 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	uint64_t seq0 = 0;
 	pthread_mutex_lock(&wb->lock);
 	struct wb_ent *e = wb_ent_find(wb, r->path);
-	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file : NULL;
+	struct tfs_wb_file *f = e && e->file && e->file->staging_id == r->staging_id ? e->file
+										     : NULL;
 	if (f)
 		seq0 = f->seq;
 	pthread_mutex_unlock(&wb->lock);
@@ -187,7 +190,8 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	int rc = 0;
 	if (r->mpu.upload_id[0] && r->mpu_gen != r->gen) {
 		/* An upload of an older version: its parts are no use. */
-		tfs_info(wb->log, "writeback: '%s' changed since its multipart upload began: aborting it",
+		tfs_info(wb->log,
+			 "writeback: '%s' changed since its multipart upload began: aborting it",
 			 r->path);
 		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0)
 			tfs_mpu_clear(&r->mpu);
@@ -197,8 +201,8 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	struct tfs_obj_meta om = { 0 };
 	wb_set_meta_headers(&om, r, false, true);
 	char etag[TFS_ETAG_MAX] = "";
-	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu, save_mpu,
-				       &mc, etag);
+	rc = tfs_backend_put_resumable(wb->be, r->path, tfs_io_fd(fd, 0), size, &om, &r->mpu,
+				       save_mpu, &mc, etag);
 	tfs_obj_meta_clear(&om);
 	if (rc == ECANCELED && r->mpu.upload_id[0]) {
 		/* The file changed meanwhile (save_mpu refused to record this
@@ -207,8 +211,10 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 		(void)tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id);
 	} else if (rc == EINVAL && r->mpu.upload_id[0]) {
 		/* The server refused the recorded parts: start over next time. */
-		tfs_warn(wb->log, "writeback: '%s': the multipart upload cannot be completed; "
-			 "aborting it and starting again", r->path);
+		tfs_warn(wb->log,
+			 "writeback: '%s': the multipart upload cannot be completed; "
+			 "aborting it and starting again",
+			 r->path);
 		if (tfs_backend_abort_upload(wb->be, r->path, r->mpu.upload_id) == 0) {
 			struct tfs_mpu none = { 0 };
 			(void)save_mpu(&mc, &none, UINT_MAX);
@@ -221,8 +227,10 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 		bool changed = e->file != f || f->seq != seq0;
 		pthread_mutex_unlock(&wb->lock);
 		if (changed) {
-			tfs_debug(wb->log, "writeback: '%s' changed during its upload (%s): uploading "
-				  "it again", r->path, strerror(rc));
+			tfs_debug(wb->log,
+				  "writeback: '%s' changed during its upload (%s): uploading "
+				  "it again",
+				  r->path, strerror(rc));
 			rc = ECANCELED;
 		}
 	}
@@ -235,8 +243,13 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 		pthread_mutex_lock(&wb->lock);
 		same = f == NULL || (e->file == f && f->seq == seq0);
 		pthread_mutex_unlock(&wb->lock);
-		struct tfs_attr a = { .type = TFS_FT_FILE, .size = size, .mtime = r->mtime,
-				      .mode = r->mode, .uid = r->uid, .gid = r->gid, .headers = true };
+		struct tfs_attr a = { .type = TFS_FT_FILE,
+				      .size = size,
+				      .mtime = r->mtime,
+				      .mode = r->mode,
+				      .uid = r->uid,
+				      .gid = r->gid,
+				      .headers = true };
 		snprintf(a.etag, sizeof(a.etag), "%s", etag);
 		if (same)
 			*retired = retire(wb, r->path, r->gen, &a);
@@ -304,8 +317,12 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		snprintf(key, sizeof(key), "%s/", r.path);
 		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);
 		tfs_obj_meta_clear(&om);
-		struct tfs_attr a = { .type = TFS_FT_DIR, .mtime = r.mtime, .mode = r.mode,
-				      .uid = r.uid, .gid = r.gid, .headers = true };
+		struct tfs_attr a = { .type = TFS_FT_DIR,
+				      .mtime = r.mtime,
+				      .mode = r.mode,
+				      .uid = r.uid,
+				      .gid = r.gid,
+				      .headers = true };
 		if (rc == 0 && (*retired = retire(wb, r.path, gen, &a))) {
 			pthread_mutex_lock(&wb->lock);
 			wb->mkdirs++;
@@ -338,8 +355,13 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 			*retired = retire(wb, r.path, gen, NULL);
 			rc = 0;
 		} else if (rc == 0) {
-			struct tfs_attr a = { .type = TFS_FT_FILE, .size = r.size, .mtime = r.mtime,
-					      .mode = r.mode, .uid = r.uid, .gid = r.gid, .headers = true };
+			struct tfs_attr a = { .type = TFS_FT_FILE,
+					      .size = r.size,
+					      .mtime = r.mtime,
+					      .mode = r.mode,
+					      .uid = r.uid,
+					      .gid = r.gid,
+					      .headers = true };
 			snprintf(a.etag, sizeof(a.etag), "%s", etag);
 			if ((*retired = retire(wb, r.path, gen, &a))) {
 				pthread_mutex_lock(&wb->lock);
@@ -437,16 +459,20 @@ void *wb_uploader_main(void *arg)
 		} else {
 			e->attempts++;
 			wb->failures++;
-			e->next_try_ms = tfs_wall_ms() + tfs_backoff_ms(wb->cfg.retry_base_ms, wb->cfg.retry_max_ms,
-									  e->attempts - 1);
+			e->next_try_ms = tfs_wall_ms() + tfs_backoff_ms(wb->cfg.retry_base_ms,
+									wb->cfg.retry_max_ms,
+									e->attempts - 1);
 			if (wb->cfg.max_retries && e->attempts >= wb->cfg.max_retries) {
 				e->failed = true;
-				tfs_err(wb->log, "writeback: '%s': giving up after %u attempts (%s); "
+				tfs_err(wb->log,
+					"writeback: '%s': giving up after %u attempts (%s); "
 					"it stays in the journal and is retried at the next mount",
 					e->path, e->attempts, strerror(rc));
 			} else {
-				tfs_warn(wb->log, "writeback: '%s': upload attempt %u failed (%s); "
-					 "retrying in %" PRIu64 " ms", e->path, e->attempts, strerror(rc),
+				tfs_warn(wb->log,
+					 "writeback: '%s': upload attempt %u failed (%s); "
+					 "retrying in %" PRIu64 " ms",
+					 e->path, e->attempts, strerror(rc),
 					 e->next_try_ms - tfs_wall_ms());
 			}
 		}
@@ -521,17 +547,33 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 			running += e->running;
 			open_files += e->file && e->file->refs > 0;
 		}
-	static const char *const names[] = { "pending_files", "dirty_bytes", "failed_files", "uploading",
-					     "open_files", "uploads", "upload_bytes", "deletes",
-					     "mkdirs", "attr_updates", "attempt_failures",
-					     "reuploads", "recovered", "streams", "streams_finished",
-					     "streams_cancelled", "streamed_parts" };
+	static const char *const names[] = {
+		"pending_files", "dirty_bytes",  "failed_files",     "uploading",
+		"open_files",    "uploads",      "upload_bytes",     "deletes",
+		"mkdirs",        "attr_updates", "attempt_failures", "reuploads",
+		"recovered",     "streams",      "streams_finished", "streams_cancelled",
+		"streamed_parts"
+	};
 	struct tfs_upload_streams_stats ss = { 0 };
 	if (wb->streams)
 		tfs_upload_streams_stats(wb->streams, &ss);
-	uint64_t vals[] = { f, b, failed, running, open_files, wb->uploads, wb->upload_bytes,
-			    wb->deletes, wb->mkdirs, wb->metas, wb->failures, wb->reuploads,
-			    wb->recovered, ss.started, ss.finished, ss.cancelled, ss.parts };
+	uint64_t vals[] = { f,
+			    b,
+			    failed,
+			    running,
+			    open_files,
+			    wb->uploads,
+			    wb->upload_bytes,
+			    wb->deletes,
+			    wb->mkdirs,
+			    wb->metas,
+			    wb->failures,
+			    wb->reuploads,
+			    wb->recovered,
+			    ss.started,
+			    ss.finished,
+			    ss.cancelled,
+			    ss.parts };
 	pthread_mutex_unlock(&wb->lock);
 	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
 		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
@@ -548,8 +590,9 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 				continue;
 			json_object_object_add(x, "path", json_object_new_string(e->path));
 			json_object_object_add(x, "attempts", json_object_new_uint64(e->attempts));
-			json_object_object_add(x, "last_error",
-					       json_object_new_string(strerror(e->last_err ? e->last_err : EIO)));
+			json_object_object_add(
+				x, "last_error",
+				json_object_new_string(strerror(e->last_err ? e->last_err : EIO)));
 			json_object_object_add(x, "gave_up", json_object_new_boolean(e->failed));
 			json_object_array_add(failing, x);
 			listed++;
@@ -575,7 +618,8 @@ int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n)
 	unsigned old, now;
 	int rc = tfs_workers_set(&wb->pool, &wb->lock, &wb->work, n, &old, &now);
 	if (rc)
-		tfs_err(wb->log, "writeback: cannot start uploaders: %s (%u running)", strerror(rc), now);
+		tfs_err(wb->log, "writeback: cannot start uploaders: %s (%u running)", strerror(rc),
+			now);
 	else
 		tfs_info(wb->log, "writeback: %u -> %u uploaders", old, now);
 	return rc;

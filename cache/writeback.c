@@ -65,8 +65,10 @@ static int reserve(struct tfs_wb *wb, uint64_t more, const char *path)
 	}
 	if (!wb->full_logged) {
 		wb->full_logged = true;
-		tfs_err(wb->log, "writeback: staging is full (%" PRIu64 " of %" PRIu64 " bytes staged, "
-			"writeback.staging_size): writing '%s' fails with ENOSPC until uploads finish",
+		tfs_err(wb->log,
+			"writeback: staging is full (%" PRIu64 " of %" PRIu64 " bytes staged, "
+			"writeback.staging_size): writing '%s' fails with ENOSPC until uploads "
+			"finish",
 			wb->staged, wb->staging_cap, path ? path : "(deleted)");
 	}
 	return ENOSPC;
@@ -94,9 +96,16 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file *f)
 {
 	struct tfs_jrec r = {
-		.op = TFS_J_PUT, .gen = e->gen + 1, .staging_id = f->staging_id, .size = f->size,
-		.mode = f->attr.mode, .uid = f->attr.uid, .gid = f->attr.gid, .mtime = f->attr.mtime,
-		.closed_ms = tfs_wall_ms(), .path = f->path,
+		.op = TFS_J_PUT,
+		.gen = e->gen + 1,
+		.staging_id = f->staging_id,
+		.size = f->size,
+		.mode = f->attr.mode,
+		.uid = f->attr.uid,
+		.gid = f->attr.gid,
+		.mtime = f->attr.mtime,
+		.closed_ms = tfs_wall_ms(),
+		.path = f->path,
 	};
 	struct tfs_attr a;
 	uint64_t gen;
@@ -160,7 +169,8 @@ static int copy_in(struct tfs_wb *wb, const char *path, const struct tfs_attr *a
 		struct tfs_ram_block *b;
 		int rc = tfs_ram_get(wb->top, &obj, i, TFS_RAM_WAIT, &b);
 		if (rc) {
-			tfs_err(wb->log, "writeback: cannot copy '%s' into staging: %s", path, strerror(rc));
+			tfs_err(wb->log, "writeback: cannot copy '%s' into staging: %s", path,
+				strerror(rc));
 			return rc;
 		}
 		rc = tfs_pwrite_all(fd, tfs_ram_block_data(b), tfs_ram_block_len(b),
@@ -400,7 +410,8 @@ int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size
 	return 0;
 }
 
-int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off)
+int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len,
+		 uint64_t off)
 {
 	pthread_mutex_lock(&wb->lock);
 	/* The growth is counted as staged from the check on, so concurrent
@@ -570,7 +581,8 @@ again:
 			gen = e->gen;
 		}
 		pthread_mutex_unlock(&wb->lock);
-		return rc == 0 && gen && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen) : rc;
+		return rc == 0 && gen && wb->cfg.mode == TFS_WB_SYNC ? wait_upload(wb, path, gen)
+								     : rc;
 	}
 	if (clean == NULL) {
 		pthread_mutex_unlock(&wb->lock);
@@ -587,8 +599,15 @@ again:
 	if (e) {
 		enum tfs_jop op = na.type == TFS_FT_DIR ? TFS_J_MKDIR : TFS_J_META;
 		struct tfs_jrec r = {
-			.op = op, .gen = e->gen + 1, .size = na.size, .mode = na.mode, .uid = na.uid,
-			.gid = na.gid, .mtime = na.mtime, .closed_ms = tfs_wall_ms(), .path = (char *)path,
+			.op = op,
+			.gen = e->gen + 1,
+			.size = na.size,
+			.mode = na.mode,
+			.uid = na.uid,
+			.gid = na.gid,
+			.mtime = na.mtime,
+			.closed_ms = tfs_wall_ms(),
+			.path = (char *)path,
 		};
 		rc = wb_journal(wb, &r, &na, "setattr", &gen);
 		if (rc == 0)
@@ -719,7 +738,8 @@ static void sweep_staging(struct tfs_wb *wb, struct load_ctx *lc, const char *ca
 		if (lc->nids && bsearch(&id, lc->ids, lc->nids, sizeof(id), cmp_u64))
 			continue;
 		struct stat st;
-		if (fstatat(wb->stagefd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_size == 0) {
+		if (fstatat(wb->stagefd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_size == 0) {
 			unlinkat(wb->stagefd, de->d_name, 0);
 			continue;
 		}
@@ -730,13 +750,15 @@ static void sweep_staging(struct tfs_wb *wb, struct load_ctx *lc, const char *ca
 	}
 	closedir(d);
 	if (moved)
-		tfs_warn(wb->log, "writeback: %u staged file(s) without a journal record moved to %s "
-			 "(their upload may not have happened; nothing was deleted)", moved, lost);
+		tfs_warn(wb->log,
+			 "writeback: %u staged file(s) without a journal record moved to %s "
+			 "(their upload may not have happened; nothing was deleted)",
+			 moved, lost);
 }
 
 int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, const char *owner,
-		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
-		  const struct tfs_log *log, struct tfs_wb **out)
+		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be,
+		  struct tfs_layer *top, const struct tfs_log *log, struct tfs_wb **out)
 {
 	struct tfs_wb *wb = calloc(1, sizeof(*wb));
 	if (wb == NULL)
@@ -763,7 +785,8 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 			mdb_txn_abort(txn);
 	}
 	if (rc) {
-		tfs_err(log, "writeback: cannot open the journal: %s", rc > 0 ? strerror(rc) : mdb_strerror(rc));
+		tfs_err(log, "writeback: cannot open the journal: %s",
+			rc > 0 ? strerror(rc) : mdb_strerror(rc));
 		rc = EIO;
 		goto fail;
 	}
@@ -814,7 +837,8 @@ int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir,
 	sweep_staging(wb, &lc, cache_dir);
 	free(lc.ids);
 	if (wb->recovered)
-		tfs_info(log, "writeback: %" PRIu64 " pending change(s) from the journal queued again",
+		tfs_info(log,
+			 "writeback: %" PRIu64 " pending change(s) from the journal queued again",
 			 wb->recovered);
 	if (cfg->mode != TFS_WB_OFF) {
 		rc = wb_streams_start(wb);

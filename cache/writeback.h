@@ -86,8 +86,8 @@ struct json_object;
  * borrowed.  Call after daemonizing.  Returns 0, EIO (LMDB, staging
  * directory: logged), ENOMEM, or a pthread error. */
 int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, const char *owner,
-		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be, struct tfs_layer *top,
-		  const struct tfs_log *log, struct tfs_wb **out);
+		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be,
+		  struct tfs_layer *top, const struct tfs_log *log, struct tfs_wb **out);
 /* Stop the uploaders (an upload in flight finishes first) and free.
  * Pending work stays in the journal.  NULL is a no-op. */
 void tfs_wb_destroy(struct tfs_wb *wb);
@@ -148,7 +148,8 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer);
 /* Data.  Return 0, ENOSPC (writeback.staging_size reached, or the disk is
  * full), or the errno of pread/pwrite/ftruncate. */
 int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size_t *got);
-int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len, uint64_t off);
+int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len,
+		 uint64_t off);
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size);
 
 /* Persist the file's current state in the journal (if it changed since
@@ -161,7 +162,12 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable);
  * a dirty file's attributes change in place; a clean object (`clean`, its
  * attributes; NULL as for tfs_wb_open_write()) gets a META record.
  * Returns 0, ENOENT, EIO, ENOSPC. */
-enum { TFS_WB_SET_MODE = 1, TFS_WB_SET_UID = 2, TFS_WB_SET_GID = 4, TFS_WB_SET_MTIME = 8 };
+enum {
+	TFS_WB_SET_MODE = 1,
+	TFS_WB_SET_UID = 2,
+	TFS_WB_SET_GID = 4,
+	TFS_WB_SET_MTIME = 8
+};
 int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, unsigned mask,
 		   const struct tfs_wb_attr *a);
 
@@ -191,7 +197,8 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to);
 int tfs_wb_claim(struct tfs_wb *wb, const char *path, bool *busy);
 /* After a direct rename in the bucket: `from` is gone, `to` is clean with
  * attributes `a`.  Returns 0, EIO, ENOSPC. */
-int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to, const struct tfs_attr *a);
+int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to,
+			 const struct tfs_attr *a);
 
 /* Whether the mount takes writes (mode != off). */
 bool tfs_wb_writable(const struct tfs_wb *wb);

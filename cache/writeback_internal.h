@@ -72,15 +72,15 @@
 #include "writeback.h"
 
 struct tfs_wb_file {
-	char *path;          /* NULL once detached */
+	char *path; /* NULL once detached */
 	uint64_t staging_id;
-	int fd;              /* staged file, O_RDWR; -1 until needed */
+	int fd; /* staged file, O_RDWR; -1 until needed */
 	uint64_t size;
 	struct tfs_wb_attr attr;
-	uint64_t seq;        /* bumped by every change */
+	uint64_t seq; /* bumped by every change */
 	uint64_t committed_seq;
 	int refs, writers;
-	bool journaled;      /* a PUT record describes it */
+	bool journaled; /* a PUT record describes it */
 	/* Streaming (upload_stream.h): `appending` while the file has only been
 	 * appended to since it was empty, by one writer; `stream` once it is
 	 * being uploaded as it is written, with the attributes its upload
@@ -95,9 +95,9 @@ struct wb_ent {
 	struct tfs_wb_file *file;
 	bool has_job, running, failed, force;
 	enum tfs_jop op;
-	uint64_t gen;        /* latest committed generation of the record */
-	uint64_t done_gen;   /* highest generation retired */
-	int last_err;        /* result of the last attempt */
+	uint64_t gen;      /* latest committed generation of the record */
+	uint64_t done_gen; /* highest generation retired */
+	int last_err;      /* result of the last attempt */
 	uint64_t due_ms, next_try_ms, bytes;
 	unsigned attempts;
 	struct tfs_upload_stream *stream; /* handed over at close, for generation stream_gen */
@@ -117,7 +117,7 @@ struct tfs_wb {
 	struct tfs_backend *be;
 	struct tfs_layer *top;
 	const struct tfs_log *log;
-	int stagefd;         /* the staging directory */
+	int stagefd; /* the staging directory */
 	char *stagedir;
 	pthread_mutex_t lock; /* see LOCKING above */
 	pthread_cond_t work;  /* a job became due, or stop */
@@ -127,11 +127,11 @@ struct tfs_wb {
 	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
 	bool full_logged;             /* "staging full" was logged (until it drains) */
 	bool stop;
-	struct tfs_workers pool; /* the uploaders (none when mode = off) */
+	struct tfs_workers pool;            /* the uploaders (none when mode = off) */
 	struct tfs_upload_streams *streams; /* NULL: no streaming */
-	pthread_t sweeper;              /* aborts uploads of streams a crash left */
+	pthread_t sweeper;                  /* aborts uploads of streams a crash left */
 	bool sweeper_started;
-	struct orphan *orphans;         /* for the sweeper: read before any stream starts */
+	struct orphan *orphans; /* for the sweeper: read before any stream starts */
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };

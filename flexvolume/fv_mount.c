@@ -30,10 +30,10 @@
 #define PHASE_MOUNTED "mounted"
 #define PHASE_UNMOUNTED "unmounted" /* clean; waiting for the daemon to exit */
 #define PHASE_KEPT "kept"           /* the cache may hold writes not uploaded */
-#define MAX_OUTPUT (64 * 1024)  /* of `tierfs mount`, kept for the message */
-#define MAX_MESSAGE 1500        /* of the daemon's message in a reply */
+#define MAX_OUTPUT (64 * 1024)      /* of `tierfs mount`, kept for the message */
+#define MAX_MESSAGE 1500            /* of the daemon's message in a reply */
 #define KILL_GRACE_MS 3000
-#define LAZY_WAIT_MS 2000       /* for a daemon after a lazy unmount */
+#define LAZY_WAIT_MS 2000 /* for a daemon after a lazy unmount */
 
 /* Where one volume's things are. */
 struct vol {
@@ -57,8 +57,7 @@ struct info {
 	time_t mtime;  /* of the file */
 };
 
-__attribute__((format(printf, 2, 3)))
-static int say(struct tfs_dbuf *msg, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int say(struct tfs_dbuf *msg, const char *fmt, ...)
 {
 	char buf[4096];
 	va_list ap;
@@ -92,8 +91,10 @@ static int vol_paths(const struct fv_node *node, const char *target, struct vol 
 	}
 	if (!fits(snprintf(v->state, sizeof(v->state), "%s/%s", node->state_dir, v->hash),
 		  sizeof(v->state)) ||
-	    !fits(snprintf(v->info, sizeof(v->info), "%s/volume.json", v->state), sizeof(v->info)) ||
-	    !fits(snprintf(v->conf, sizeof(v->conf), "%s/tierfs.conf", v->state), sizeof(v->conf)) ||
+	    !fits(snprintf(v->info, sizeof(v->info), "%s/volume.json", v->state),
+		  sizeof(v->info)) ||
+	    !fits(snprintf(v->conf, sizeof(v->conf), "%s/tierfs.conf", v->state),
+		  sizeof(v->conf)) ||
 	    !fits(snprintf(v->creds, sizeof(v->creds), "%s/credentials", v->state),
 		  sizeof(v->creds)) ||
 	    /* One cache per node, shared by every volume: tierfs keeps each
@@ -123,7 +124,7 @@ static int write_info(const struct vol *v, const char *phase, const char *source
 	json_object_object_add(o, "pid", json_object_new_int64(pid));
 	json_object_object_add(o, "writable", json_object_new_boolean(writable));
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-							      JSON_C_TO_STRING_NOSLASHESCAPE);
+								  JSON_C_TO_STRING_NOSLASHESCAPE);
 	rc = s ? fv_write_file(v->info, s, strlen(s), 0600) : ENOMEM;
 	json_object_put(o);
 	return rc;
@@ -206,8 +207,8 @@ static long daemon_pid(const char *target)
 static void child_env(char **env, size_t cap)
 {
 	static const char *const pass[] = {
-		"http_proxy=", "https_proxy=", "no_proxy=", "HTTP_PROXY=", "HTTPS_PROXY=",
-		"NO_PROXY=", "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS=",
+		"http_proxy=", "https_proxy=",  "no_proxy=",      "HTTP_PROXY=",   "HTTPS_PROXY=",
+		"NO_PROXY=",   "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=", "TSAN_OPTIONS=",
 	};
 	size_t n = 0;
 
@@ -272,7 +273,8 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cach
 		tfs_warn(log, "%s: stopped %u leftover daemon process(es)", v->target, killed);
 	if (fv_mount_lookup(v->target, &me) == 0 && me.mounted && strcmp(me.fstype, FSTYPE) == 0) {
 		if (umount2(v->target, MNT_DETACH) != 0) {
-			tfs_err(log, "%s: cannot detach the failed mount: %s", v->target, strerror(errno));
+			tfs_err(log, "%s: cannot detach the failed mount: %s", v->target,
+				strerror(errno));
 			return; /* keep the state: unmount will find it */
 		}
 	}
@@ -285,7 +287,8 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cach
 	/* The node's cache is shared by every volume: never removed here. */
 	rc = fv_rmtree(v->state);
 	if (rc)
-		tfs_warn(log, "%s: cannot remove the state %s: %s", v->target, v->state, strerror(rc));
+		tfs_warn(log, "%s: cannot remove the state %s: %s", v->target, v->state,
+			 strerror(rc));
 }
 
 /* Remove the state of a volume whose mount and daemon are gone (and its
@@ -315,9 +318,10 @@ static void remove_volume(const struct tfs_log *log, const char *state, const ch
 static void keep_volume(const struct tfs_log *log, const struct vol *v, const struct info *in)
 {
 	(void)write_info(v, PHASE_KEPT, in->source, 0, true);
-	tfs_warn(log, "%s: kept the cache %s: it may hold writes to %s that are not uploaded yet "
-		      "(mount %s with ssd.dir=%s to upload them)", v->target, in->cache, in->source,
-		 in->source, in->cache);
+	tfs_warn(log,
+		 "%s: kept the cache %s: it may hold writes to %s that are not uploaded yet "
+		 "(mount %s with ssd.dir=%s to upload them)",
+		 v->target, in->cache, in->source, in->source, in->cache);
 }
 
 static bool is_hash(const char *s)
@@ -355,7 +359,8 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 		if (!fits(snprintf(v.state, sizeof(v.state), "%s/%s", node->state_dir, e->d_name),
 			  sizeof(v.state)))
 			continue;
-		if (!fits(snprintf(v.info, sizeof(v.info), "%s/volume.json", v.state), sizeof(v.info)))
+		if (!fits(snprintf(v.info, sizeof(v.info), "%s/volume.json", v.state),
+			  sizeof(v.info)))
 			continue;
 		if (read_info(v.info, &in) != 0 || strcmp(in.phase, PHASE_KEPT) == 0)
 			continue; /* not ours to judge, or kept on purpose */
@@ -379,7 +384,8 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 			keep_volume(log, &v, &in);
 			continue;
 		}
-		tfs_info(log, "sweep: removing the state of %s (%s, not mounted)", in.target, in.phase);
+		tfs_info(log, "sweep: removing the state of %s (%s, not mounted)", in.target,
+			 in.phase);
 		remove_volume(log, v.state, in.cache, e->d_name);
 	}
 	closedir(d);
@@ -524,7 +530,8 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 	} else if (rc == 0) {
 		rc = fv_mount_probe(v->target);
 		if (rc)
-			say(msg, "the new mount on %s does not answer: %s", v->target, strerror(rc));
+			say(msg, "the new mount on %s does not answer: %s", v->target,
+			    strerror(rc));
 	} else {
 		say(msg, "cannot read the mount table: %s", strerror(rc));
 	}
@@ -614,7 +621,8 @@ int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *
 		/* "mount of SOURCE on TARGET failed: <the daemon's words>" */
 		char *m = tfs_dbuf_steal(msg);
 
-		say(msg, "mount of %s on %s failed: %s", vol.source, v.target, m ? m : strerror(rc));
+		say(msg, "mount of %s on %s failed: %s", vol.source, v.target,
+		    m ? m : strerror(rc));
 		free(m);
 	}
 out:
@@ -667,9 +675,11 @@ static int drain_writeback(const struct vol *v, uint64_t deadline_ms, const stru
 	if (rc) {
 		/* A daemon that does not answer in time is still uploading
 		 * (or stuck): unmounting now would strand its writes. */
-		say(msg, "writes to %s are not uploaded yet: the daemon did not finish draining "
-			 "within %llu s (%s); the volume stays mounted and keeps uploading, so unmount "
-			 "again later", v->target, (unsigned long long)(budget / 1000),
+		say(msg,
+		    "writes to %s are not uploaded yet: the daemon did not finish draining "
+		    "within %llu s (%s); the volume stays mounted and keeps uploading, so unmount "
+		    "again later",
+		    v->target, (unsigned long long)(budget / 1000),
 		    tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
 		tfs_dbuf_free(&err);
 		return EBUSY;
@@ -681,8 +691,9 @@ static int drain_writeback(const struct vol *v, uint64_t deadline_ms, const stru
 		bytes = (uint64_t)json_object_get_int64(f);
 	json_object_put(res);
 	if (files) {
-		say(msg, "%llu file(s) (%llu bytes) written to %s are not uploaded yet after %llu s; "
-			 "the volume stays mounted and keeps uploading, so unmount again later",
+		say(msg,
+		    "%llu file(s) (%llu bytes) written to %s are not uploaded yet after %llu s; "
+		    "the volume stays mounted and keeps uploading, so unmount again later",
 		    (unsigned long long)files, (unsigned long long)bytes, v->target,
 		    (unsigned long long)(budget / 1000));
 		return EBUSY;
@@ -745,18 +756,21 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 
 		child_env(env, sizeof(env) / sizeof(env[0]));
 		tfs_dbuf_init(&outb, MAX_OUTPUT);
-		rc = fv_run(argv, env, deadline > now + 1000 ? deadline - now : 1000, &outb, &status);
+		rc = fv_run(argv, env, deadline > now + 1000 ? deadline - now : 1000, &outb,
+			    &status);
 		one_line(&outb, line, sizeof(line));
 		tfs_dbuf_free(&outb);
 		if (rc) {
 			/* Stuck, in its own drain or in umount(2): no lazy
 			 * unmount under a daemon that may still upload. */
-			say(msg, "tierfs umount %s did not finish within the unmount_timeout (%s)%s%s",
+			say(msg,
+			    "tierfs umount %s did not finish within the unmount_timeout (%s)%s%s",
 			    v.target, strerror(rc), line[0] ? ": " : "", line);
 			goto out;
 		}
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			tfs_warn(log, "unmount %s: %s", v.target, line[0] ? line : "tierfs umount failed");
+			tfs_warn(log, "unmount %s: %s", v.target,
+				 line[0] ? line : "tierfs umount failed");
 		else if (line[0])
 			tfs_warn(log, "unmount %s: %s", v.target, line); /* what is left */
 
@@ -801,8 +815,10 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 		if (have_info || lstat(in.cache, &(struct stat){ 0 }) == 0)
 			keep_volume(log, &v, &in);
 	} else if (!exited) {
-		tfs_warn(log, "unmount %s: daemon %ld still running (files still open?); its cache "
-			      "is removed once it exits", v.target, pid);
+		tfs_warn(log,
+			 "unmount %s: daemon %ld still running (files still open?); its cache "
+			 "is removed once it exits",
+			 v.target, pid);
 		(void)write_info(&v, PHASE_UNMOUNTED, in.source, pid, in.writable);
 	} else {
 		remove_volume(log, v.state, in.cache, v.hash);

@@ -46,7 +46,10 @@ struct node_key {
 	const char *def;
 };
 
-#define NK(k, t, f, d) { (k), (t), offsetof(struct fv_node, f), (d) }
+#define NK(k, t, f, d)                                     \
+	{                                                  \
+		(k), (t), offsetof(struct fv_node, f), (d) \
+	}
 
 static const struct node_key node_keys[] = {
 	NK("tierfs", N_PATH, tierfs, BINDIR "/tierfs"),
@@ -68,8 +71,8 @@ static const struct node_key node_keys[] = {
 /* What a pod may set when the file has no [pod] allow: the dataset, and the
  * options that cost the node nothing. */
 static const enum fv_opt builtin_allow[] = {
-	FV_OPT_SOURCE, FV_OPT_BUCKET, FV_OPT_PREFIX, FV_OPT_READ_ONLY, FV_OPT_POLICY,
-	FV_OPT_METADATA_TTL,
+	FV_OPT_SOURCE,    FV_OPT_BUCKET, FV_OPT_PREFIX,
+	FV_OPT_READ_ONLY, FV_OPT_POLICY, FV_OPT_METADATA_TTL,
 };
 
 const char *fv_node_conf_path(bool *must_exist)
@@ -121,8 +124,7 @@ struct load_ctx {
 	struct tfs_dbuf *err;
 };
 
-__attribute__((format(printf, 2, 3)))
-static int fail(struct load_ctx *c, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int fail(struct load_ctx *c, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -208,8 +210,8 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 
 		if (tfs_parse_duration(value, &ms) || ms < SEC || ms > HOUR)
 			return builtin ? EINVAL
-				       : fail(c, "[node] %s: %s is not a duration from 1s to 1h", k->key,
-					      fv_quote(q, sizeof(q), value));
+				       : fail(c, "[node] %s: %s is not a duration from 1s to 1h",
+					      k->key, fv_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &ms, sizeof(ms));
 		return 1;
 	}
@@ -218,8 +220,10 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 
 		if (tfs_log_level_parse(value, &l))
 			return builtin ? EINVAL
-				       : fail(c, "[node] %s: %s is not a log level (allowed: error, "
-						 "warn, info, debug)", k->key, fv_quote(q, sizeof(q), value));
+				       : fail(c,
+					      "[node] %s: %s is not a log level (allowed: error, "
+					      "warn, info, debug)",
+					      k->key, fv_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &l, sizeof(l));
 		return 1;
 	}
@@ -234,8 +238,8 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 			s = FV_SYSTEMD_NO;
 		else
 			return builtin ? EINVAL
-				       : fail(c, "[node] %s: %s is not one of auto, yes, no", k->key,
-					      fv_quote(q, sizeof(q), value));
+				       : fail(c, "[node] %s: %s is not one of auto, yes, no",
+					      k->key, fv_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &s, sizeof(s));
 		return 1;
 	}
@@ -267,13 +271,15 @@ static int set_allow(struct load_ctx *c, const char *value)
 		if (n >= sizeof(name)) {
 			snprintf(name, sizeof(name), "%.*s", (int)(sizeof(name) - 1), p);
 			return fail(c, "[pod] allow: unknown option %s (known: %s)",
-				    fv_quote(q, sizeof(q), name), fv_opt_list(known, sizeof(known)));
+				    fv_quote(q, sizeof(q), name),
+				    fv_opt_list(known, sizeof(known)));
 		}
 		memcpy(name, p, n);
 		name[n] = '\0';
 		if (fv_opt_find(name, true, &o) != 0)
 			return fail(c, "[pod] allow: unknown option %s (known: %s)",
-				    fv_quote(q, sizeof(q), name), fv_opt_list(known, sizeof(known)));
+				    fv_quote(q, sizeof(q), name),
+				    fv_opt_list(known, sizeof(known)));
 		allow[o] = true;
 		p += n;
 	}
@@ -304,7 +310,8 @@ static int on_value(void *user, const char *section, const char *key, const char
 				break;
 			n += (size_t)r;
 		}
-		return fail(c, "[node]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key), known);
+		return fail(c, "[node]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key),
+			    known);
 	}
 	if (strcasecmp(section, "defaults") == 0) {
 		if (fv_opt_find(key, true, &o) != 0)
@@ -332,7 +339,8 @@ static int on_value(void *user, const char *section, const char *key, const char
 	}
 	if (strcasecmp(section, "limits") == 0) {
 		if (fv_opt_find_limit(key, &o) != 0)
-			return fail(c, "[limits]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key),
+			return fail(c, "[limits]: unknown key %s (known: %s)",
+				    fv_quote(q, sizeof(q), key),
 				    fv_opt_limit_list(known, sizeof(known)));
 		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->lineno,
 			 fv_opt_limit_key(o));
@@ -343,7 +351,8 @@ static int on_value(void *user, const char *section, const char *key, const char
 			c->rc = rc;
 			return 0;
 		}
-		c->n->limit[o] = (struct fv_node_limit){ .set = true, .value = num, .line = c->lineno };
+		c->n->limit[o] =
+			(struct fv_node_limit){ .set = true, .value = num, .line = c->lineno };
 		return 1;
 	}
 	if (strcasecmp(section, "pod") == 0) {
@@ -397,7 +406,8 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 			if (rc == EOVERFLOW) {
 				if (err) {
 					tfs_dbuf_reset(err);
-					tfs_dbuf_addf(err, "%s: larger than %d bytes", path, MAX_FILE);
+					tfs_dbuf_addf(err, "%s: larger than %d bytes", path,
+						      MAX_FILE);
 				}
 				return EFBIG;
 			}
@@ -439,8 +449,9 @@ static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
 
 			if (err) {
 				tfs_dbuf_reset(err);
-				tfs_dbuf_addf(err, "%s: [defaults] source and %s exclude each other "
-						   "(source is s3://BUCKET[/PREFIX])",
+				tfs_dbuf_addf(err,
+					      "%s: [defaults] source and %s exclude each other "
+					      "(source is s3://BUCKET[/PREFIX])",
 					      fv_node_where(n, line, where, sizeof(where)),
 					      fv_opt_name((enum fv_opt)i));
 			}
@@ -459,9 +470,10 @@ static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
 			char q[FV_QUOTE_BUFLEN];
 
 			tfs_dbuf_reset(err);
-			tfs_dbuf_addf(err, "%s: [defaults] %s: %s is %s the limit %s = %s (line %u)",
-				      fv_node_where(n, d->line, where, sizeof(where)), fv_opt_name(o),
-				      fv_quote(q, sizeof(q), d->value),
+			tfs_dbuf_addf(err,
+				      "%s: [defaults] %s: %s is %s the limit %s = %s (line %u)",
+				      fv_node_where(n, d->line, where, sizeof(where)),
+				      fv_opt_name(o), fv_quote(q, sizeof(q), d->value),
 				      fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below",
 				      fv_opt_limit_key(o), lim, l->line);
 		}
@@ -497,7 +509,10 @@ int fv_node_load(struct fv_node *n, const char *path, bool must_exist, struct tf
 		goto out;
 	}
 	struct load_ctx c = {
-		.n = n, .file = path, .data = tfs_dbuf_str(&data), .len = tfs_dbuf_len(&data),
+		.n = n,
+		.file = path,
+		.data = tfs_dbuf_str(&data),
+		.len = tfs_dbuf_len(&data),
 		.err = err,
 	};
 	int bad = ini_parse_stream(read_line, &c, on_value, &c);

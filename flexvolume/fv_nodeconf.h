@@ -59,8 +59,8 @@ enum fv_systemd {
 #define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
 
 struct fv_node_default {
-	char *value;           /* NULL: not set */
-	unsigned line;         /* its line in the file */
+	char *value;   /* NULL: not set */
+	unsigned line; /* its line in the file */
 	struct fv_value parsed;
 };
 
@@ -73,10 +73,10 @@ struct fv_node_limit {
 struct fv_node {
 	char *path; /* the file read; NULL when it did not exist */
 	char *tierfs;
-	char *tierfs_conf;      /* NULL: the daemons start from tierfs's built-in defaults */
+	char *tierfs_conf; /* NULL: the daemons start from tierfs's built-in defaults */
 	char *cache_root;
 	char *state_dir;
-	char *log_file;         /* NULL: syslog */
+	char *log_file; /* NULL: syslog */
 	enum tfs_log_level log_level;
 	char *daemon_log;       /* NULL: the daemons log as their config says */
 	char *credentials_file; /* NULL: a volume without a Secret fails */

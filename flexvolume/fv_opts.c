@@ -79,7 +79,8 @@ const char *fv_opt_limit_key(enum fv_opt o)
 int fv_opt_find(const char *name, bool ignore_case, enum fv_opt *out)
 {
 	for (int i = 0; i < FV_OPT_COUNT; i++) {
-		if (ignore_case ? strcasecmp(defs[i].name, name) == 0 : strcmp(defs[i].name, name) == 0) {
+		if (ignore_case ? strcasecmp(defs[i].name, name) == 0
+				: strcmp(defs[i].name, name) == 0) {
 			*out = (enum fv_opt)i;
 			return 0;
 		}
@@ -163,8 +164,8 @@ static bool has_ctrl(const char *s)
 	return false;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int fail(struct tfs_dbuf *err, const char *origin, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct tfs_dbuf *err, const char *origin,
+						      const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -236,8 +237,9 @@ static int check_bucket(const char *v, const char *origin, struct tfs_dbuf *err)
 		return fail(err, origin, "a bucket name is required");
 	for (const char *p = v; *p; p++) {
 		if (!bucket_char(*p))
-			return fail(err, origin, "%s is not a bucket name (allowed: letters, digits, "
-					 "'.', '-' and '_'; put the path in prefix)",
+			return fail(err, origin,
+				    "%s is not a bucket name (allowed: letters, digits, "
+				    "'.', '-' and '_'; put the path in prefix)",
 				    fv_quote(q, sizeof(q), v));
 	}
 	if (n > 255)
@@ -254,7 +256,8 @@ static int check_source(const char *v, const char *origin, struct tfs_dbuf *err)
 	int rc;
 
 	if (has_ctrl(v))
-		return fail(err, origin, "%s contains a control character", fv_quote(q, sizeof(q), v));
+		return fail(err, origin, "%s contains a control character",
+			    fv_quote(q, sizeof(q), v));
 	if (strncmp(v, "s3://", 5) != 0)
 		return fail(err, origin, "%s is not an S3 source (allowed: s3://BUCKET[/PREFIX])",
 			    fv_quote(q, sizeof(q), v));
@@ -273,9 +276,11 @@ static int check_prefix(const char *v, const char *origin, struct tfs_dbuf *err)
 	char q[FV_QUOTE_BUFLEN];
 
 	if (has_ctrl(v))
-		return fail(err, origin, "%s contains a control character", fv_quote(q, sizeof(q), v));
+		return fail(err, origin, "%s contains a control character",
+			    fv_quote(q, sizeof(q), v));
 	if (v[0] == '/' || strstr(v, "//"))
-		return fail(err, origin, "%s has an empty path segment (write a/b, not /a/b or a//b)",
+		return fail(err, origin,
+			    "%s has an empty path segment (write a/b, not /a/b or a//b)",
 			    fv_quote(q, sizeof(q), v));
 	return 0;
 }
@@ -306,8 +311,10 @@ int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from
 	case K_BOOL:
 		rc = tfs_parse_bool(value, &v.flag);
 		if (rc)
-			rc = fail(err, origin, "%s is not a boolean (allowed: true/false, yes/no, "
-					 "on/off, 1/0)", fv_quote(q, sizeof(q), value));
+			rc = fail(err, origin,
+				  "%s is not a boolean (allowed: true/false, yes/no, "
+				  "on/off, 1/0)",
+				  fv_quote(q, sizeof(q), value));
 		break;
 	case K_SIZE:
 	case K_SIZE_PCT:
@@ -336,8 +343,9 @@ int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from
 		break;
 	}
 	if (rc == 0 && from_pod && v.pct)
-		rc = fail(err, origin, "%s: a volume must give an absolute size (every volume's cache "
-				 "shares the node's disk; only the node config may use N%%)",
+		rc = fail(err, origin,
+			  "%s: a volume must give an absolute size (every volume's cache "
+			  "shares the node's disk; only the node config may use N%%)",
 			  fv_quote(q, sizeof(q), value));
 	if (rc == 0 && out)
 		*out = v;
@@ -358,13 +366,17 @@ int fv_opt_check_limit(enum fv_opt o, const char *value, const char *origin, uin
 	if (defs[o].kind == K_DURATION) {
 		rc = tfs_parse_duration(value, &v);
 		if (rc)
-			return fail(err, origin, "%s is not a duration (allowed: a number with "
-					 "ms/s/m/h suffix, or forever)", fv_quote(q, sizeof(q), value));
+			return fail(err, origin,
+				    "%s is not a duration (allowed: a number with "
+				    "ms/s/m/h suffix, or forever)",
+				    fv_quote(q, sizeof(q), value));
 	} else {
 		rc = tfs_parse_size(value, &v);
 		if (rc)
-			return fail(err, origin, "%s is not a size (allowed: bytes with K/M/G/T "
-					 "suffix; N%% cannot be a limit)", fv_quote(q, sizeof(q), value));
+			return fail(err, origin,
+				    "%s is not a size (allowed: bytes with K/M/G/T "
+				    "suffix; N%% cannot be a limit)",
+				    fv_quote(q, sizeof(q), value));
 	}
 	*num = v;
 	return 0;

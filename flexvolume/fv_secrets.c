@@ -44,8 +44,8 @@ static bool is_b64(char c)
 	       c == '+' || c == '/';
 }
 
-__attribute__((format(printf, 3, 4)))
-static int fail(struct tfs_dbuf *err, const char *name, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct tfs_dbuf *err, const char *name,
+						      const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -84,8 +84,10 @@ int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_d
 		pad++;
 	for (size_t i = 0; i < n - pad; i++) {
 		if (!is_b64(s[i]))
-			return fail(err, name, "not base64 (a character outside A-Z a-z 0-9 + / at "
-					 "offset %zu)", i);
+			return fail(err, name,
+				    "not base64 (a character outside A-Z a-z 0-9 + / at "
+				    "offset %zu)",
+				    i);
 	}
 	size_t cap = n / 4 * 3 + 1;
 	unsigned char *buf = malloc(cap);
@@ -101,9 +103,11 @@ int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_d
 	for (int i = 0; i < len; i++) {
 		if (buf[i] <= 0x20 || buf[i] >= 0x7f) {
 			wipe_free((char *)buf, cap);
-			return fail(err, name, "decodes to a byte that is not printable ASCII (at "
-					 "offset %d); a key has no blanks or newlines: encode it with "
-					 "'printf %%s KEY | base64 -w0'", i);
+			return fail(err, name,
+				    "decodes to a byte that is not printable ASCII (at "
+				    "offset %d); a key has no blanks or newlines: encode it with "
+				    "'printf %%s KEY | base64 -w0'",
+				    i);
 		}
 	}
 	if (len == 0) {
@@ -162,7 +166,8 @@ int fv_creds_write(const char *path, const struct fv_creds *c, struct tfs_dbuf *
 		tfs_dbuf_reset(err);
 	if (c->access_key == NULL || c->secret_key == NULL)
 		return EINVAL;
-	n = snprintf(text, sizeof(text), "[default]\naws_access_key_id=%s\naws_secret_access_key=%s\n%s%s%s",
+	n = snprintf(text, sizeof(text),
+		     "[default]\naws_access_key_id=%s\naws_secret_access_key=%s\n%s%s%s",
 		     c->access_key, c->secret_key, c->session_token ? "aws_session_token=" : "",
 		     c->session_token ? c->session_token : "", c->session_token ? "\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(text)) {

@@ -19,7 +19,7 @@
 #include "dbuf.h"
 
 struct fv_creds {
-	char *access_key;    /* NULL: the volume has no Secret */
+	char *access_key; /* NULL: the volume has no Secret */
 	char *secret_key;
 	char *session_token; /* NULL: none */
 };

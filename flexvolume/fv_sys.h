@@ -36,8 +36,8 @@ int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct t
  * canonical: tfs_ctl_canonical_path()). */
 struct fv_mount_entry {
 	bool mounted;
-	char fstype[64];    /* of the top-most mount there, e.g. "fuse.tierfs" */
-	char source[1024];  /* its source field, e.g. "s3://bucket/prefix" */
+	char fstype[64];   /* of the top-most mount there, e.g. "fuse.tierfs" */
+	char source[1024]; /* its source field, e.g. "s3://bucket/prefix" */
 };
 
 /* Returns 0 and fills *out (mounted false when nothing is mounted there);

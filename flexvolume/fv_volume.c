@@ -23,12 +23,11 @@
 struct pod_opts {
 	const char *value[FV_OPT_COUNT]; /* borrowed from the JSON; NULL: absent */
 	struct fv_value parsed[FV_OPT_COUNT];
-	const char *readwrite;           /* kubernetes.io/readwrite */
+	const char *readwrite; /* kubernetes.io/readwrite */
 	const char *ns, *name;
 };
 
-__attribute__((format(printf, 2, 3)))
-static int fail(struct tfs_dbuf *err, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int fail(struct tfs_dbuf *err, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -79,7 +78,8 @@ static const char *allowed_list(const struct fv_node *node, char *buf, size_t ca
 	for (int i = 0; i < FV_OPT_COUNT; i++) {
 		if (!node->allow[i])
 			continue;
-		int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", fv_opt_name((enum fv_opt)i));
+		int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "",
+				 fv_opt_name((enum fv_opt)i));
 		if (r < 0 || (size_t)r >= cap - n)
 			break;
 		n += (size_t)r;
@@ -103,8 +103,10 @@ static int take_secret(struct fv_volume *v, const char *key, struct json_object 
 	else if (strcmp(name, "sessionToken") == 0)
 		slot = &v->creds.session_token;
 	else
-		return fail(err, "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
-				 "sessionToken)", fv_quote(q, sizeof(q), name));
+		return fail(err,
+			    "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
+			    "sessionToken)",
+			    fv_quote(q, sizeof(q), name));
 	if (!json_object_is_type(val, json_type_string))
 		return fail(err, "secret %s: expected a base64 string", name);
 	char *dec;
@@ -132,21 +134,24 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 	if (!json_object_is_type(val, json_type_string))
 		return fail(err, "option %s: expected a string value", fv_opt_name(o));
 	if (!node->allow[o])
-		return fail(err, "option %s: not allowed on this node (a volume may set: %s; "
-				 "[pod] allow, %s)", fv_opt_name(o),
-			    allowed_list(node, list, sizeof(list)),
+		return fail(err,
+			    "option %s: not allowed on this node (a volume may set: %s; "
+			    "[pod] allow, %s)",
+			    fv_opt_name(o), allowed_list(node, list, sizeof(list)),
 			    fv_node_where(node, node->allow_line, where, sizeof(where)));
 	char *value = trimmed_dup(json_object_get_string(val));
 	if (value == NULL)
 		return ENOMEM;
 	snprintf(origin, sizeof(origin), "option %s", fv_opt_name(o));
 	int rc = fv_opt_check(o, value, origin, true, &p->parsed[o], err);
-	if (rc == 0 && node->limit[o].set && !fv_opt_within(o, &p->parsed[o], node->limit[o].value)) {
+	if (rc == 0 && node->limit[o].set &&
+	    !fv_opt_within(o, &p->parsed[o], node->limit[o].value)) {
 		fv_opt_format_limit(o, node->limit[o].value, lim, sizeof(lim));
 		rc = fail(err, "option %s: %s is %s this node's limit %s = %s (%s)", fv_opt_name(o),
 			  fv_quote(q, sizeof(q), value),
-			  fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below", fv_opt_limit_key(o),
-			  lim, fv_node_where(node, node->limit[o].line, where, sizeof(where)));
+			  fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below",
+			  fv_opt_limit_key(o), lim,
+			  fv_node_where(node, node->limit[o].line, where, sizeof(where)));
 	}
 	free(value);
 	if (rc)
@@ -159,7 +164,8 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 static int take_kubelet_key(struct pod_opts *p, const char *key, struct json_object *val,
 			    struct tfs_dbuf *err)
 {
-	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val) : NULL;
+	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
+								   : NULL;
 	char q[FV_QUOTE_BUFLEN];
 
 	if (strcmp(key, K8S "readwrite") == 0) {
@@ -209,16 +215,18 @@ static int set_copy(char **dst, const char *src)
 }
 
 /* Decide s3://BUCKET[/PREFIX] from the pod's and the node's options. */
-static int resolve_source(const struct fv_node *node, const struct pod_opts *p,
-			  struct fv_volume *v, struct tfs_dbuf *err)
+static int resolve_source(const struct fv_node *node, const struct pod_opts *p, struct fv_volume *v,
+			  struct tfs_dbuf *err)
 {
 	char *bucket = NULL, *prefix = NULL;
 	const struct fv_node_default *d = node->def;
 	int rc = 0;
 
 	if (p->value[FV_OPT_SOURCE] && (p->value[FV_OPT_BUCKET] || p->value[FV_OPT_PREFIX]))
-		return fail(err, "options source and %s exclude each other (source is "
-				 "s3://BUCKET[/PREFIX])", p->value[FV_OPT_BUCKET] ? "bucket" : "prefix");
+		return fail(err,
+			    "options source and %s exclude each other (source is "
+			    "s3://BUCKET[/PREFIX])",
+			    p->value[FV_OPT_BUCKET] ? "bucket" : "prefix");
 	if (p->value[FV_OPT_SOURCE]) {
 		char *s = trimmed_dup(p->value[FV_OPT_SOURCE]);
 
@@ -239,7 +247,8 @@ static int resolve_source(const struct fv_node *node, const struct pod_opts *p,
 			rc = set_copy(&prefix, p->value[FV_OPT_PREFIX]);
 	}
 	if (rc == 0 && (bucket == NULL || *bucket == '\0'))
-		rc = fail(err, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or bucket");
+		rc = fail(err, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or "
+			       "bucket");
 	if (rc == 0) {
 		struct tfs_dbuf s;
 		struct fv_value unused;
@@ -251,8 +260,8 @@ static int resolve_source(const struct fv_node *node, const struct pod_opts *p,
 			prefix[--plen] = '\0';
 		rc = tfs_dbuf_addf(&s, "s3://%s%s%s", bucket, plen ? "/" : "", plen ? prefix : "");
 		if (rc == 0)
-			rc = fv_opt_check(FV_OPT_SOURCE, tfs_dbuf_str(&s), "the volume's source", false,
-					  &unused, err);
+			rc = fv_opt_check(FV_OPT_SOURCE, tfs_dbuf_str(&s), "the volume's source",
+					  false, &unused, err);
 		if (rc == 0) {
 			v->source = tfs_dbuf_steal(&s);
 			rc = v->source ? 0 : ENOMEM;
@@ -277,12 +286,14 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 		tfs_dbuf_reset(err);
 	root = json_tokener_parse_verbose(json, &jerr);
 	if (root == NULL)
-		return fail(err, "the options are not valid JSON: %s", json_tokener_error_desc(jerr));
+		return fail(err, "the options are not valid JSON: %s",
+			    json_tokener_error_desc(jerr));
 	if (!json_object_is_type(root, json_type_object)) {
 		json_object_put(root);
 		return fail(err, "the options are not a JSON object");
 	}
-	json_object_object_foreach(root, key, val) {
+	json_object_object_foreach(root, key, val)
+	{
 		if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0)
 			rc = take_secret(out, key, val, err);
 		else if (strncmp(key, K8S, strlen(K8S)) == 0)
@@ -307,9 +318,11 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 		goto out;
 	}
 	if (out->creds.access_key == NULL && node->credentials_file == NULL) {
-		rc = fail(err, "no credentials: give the volume a secretRef to a Secret of type "
-			       "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
-			       "in [node] of %s)", node->path ? node->path : "the node config");
+		rc = fail(err,
+			  "no credentials: give the volume a secretRef to a Secret of type "
+			  "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
+			  "in [node] of %s)",
+			  node->path ? node->path : "the node config");
 		goto out;
 	}
 
@@ -337,8 +350,9 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 	    strcmp(out->value[FV_OPT_WRITEBACK], "off") != 0) {
 		char q[FV_QUOTE_BUFLEN];
 
-		rc = fail(err, "option writeback: %s on a read-only volume (readOnly or "
-			       "kubernetes.io/readwrite=ro); use writeback=off or a read-write volume",
+		rc = fail(err,
+			  "option writeback: %s on a read-only volume (readOnly or "
+			  "kubernetes.io/readwrite=ro); use writeback=off or a read-write volume",
 			  fv_quote(q, sizeof(q), out->value[FV_OPT_WRITEBACK]));
 		goto out;
 	}
@@ -432,15 +446,18 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 		if (rc == EINVAL && err) {
 			char *m = tfs_dbuf_steal(err);
 
-			tfs_dbuf_addf(err, "the volume's settings do not fit together: %s", m ? m : "");
+			tfs_dbuf_addf(err, "the volume's settings do not fit together: %s",
+				      m ? m : "");
 			free(m);
 		}
 	}
 	if (rc == 0)
 		/* The source is on the daemon's command line; a comment line
 		 * naming it could exceed the config reader's line limit. */
-		rc = tfs_dbuf_addf(out, "# Written by tierfs-flexvolume for one volume; rewritten at "
-					"each mount.%s\n", v->read_only ? " Read-only." : "");
+		rc = tfs_dbuf_addf(out,
+				   "# Written by tierfs-flexvolume for one volume; rewritten at "
+				   "each mount.%s\n",
+				   v->read_only ? " Read-only." : "");
 	if (rc == 0)
 		rc = tfs_config_dump(&cfg, false, out);
 	if (rc == 0 && writable)

@@ -39,13 +39,13 @@
 #include "fv_secrets.h"
 
 struct fv_volume {
-	char *source;              /* s3://BUCKET[/PREFIX] */
+	char *source; /* s3://BUCKET[/PREFIX] */
 	bool read_only;
 	char *value[FV_OPT_COUNT]; /* effective values of the tierfs-mapped options; NULL: unset */
 	bool from_pod[FV_OPT_COUNT];
-	struct fv_creds creds;     /* access_key NULL: no Secret */
-	char *pod;                 /* "namespace/name" for logs, or NULL */
-	char *pv;                  /* kubernetes.io/pvOrVolumeName, or NULL */
+	struct fv_creds creds; /* access_key NULL: no Secret */
+	char *pod;             /* "namespace/name" for logs, or NULL */
+	char *pv;              /* kubernetes.io/pvOrVolumeName, or NULL */
 };
 
 /* Parse the kubelet's options `json` under the policy of `node` into *out.

@@ -55,8 +55,8 @@ static void write_all(int fd, const char *p, size_t n)
 /* Write `o` and a newline to fd, and release `o`. */
 static void reply(int fd, struct json_object *o)
 {
-	const char *s = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-								   JSON_C_TO_STRING_NOSLASHESCAPE)
+	const char *s = o ? json_object_to_json_string_ext(
+				    o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 			  : NULL;
 
 	if (s == NULL)
@@ -131,8 +131,8 @@ static void open_log(const struct fv_node *node, struct tfs_log *log, struct fv_
 	enum tfs_log_level level = node ? node->log_level : TFS_LOG_INFO;
 
 	if (node && node->log_file) {
-		int fd = open(node->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			      0600);
+		int fd = open(node->log_file,
+			      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 		lf->f = fd >= 0 ? fdopen(fd, "a") : NULL;
 		if (lf->f) {
@@ -210,13 +210,15 @@ int main(int argc, char **argv)
 	bool is_mount = strcmp(call, "mount") == 0;
 	bool is_unmount = strcmp(call, "unmount") == 0;
 	if (argc < 2)
-		return reply_status(out, "Failure", "usage: tierfs-flexvolume init | mount TARGET "
-						    "JSON | unmount TARGET");
+		return reply_status(out, "Failure",
+				    "usage: tierfs-flexvolume init | mount TARGET "
+				    "JSON | unmount TARGET");
 	if (!is_mount && !is_unmount)
 		return reply_status(out, "Not supported", NULL);
 	if ((is_mount && argc != 4) || (is_unmount && argc != 3))
-		return reply_status(out, "Failure", is_mount ? "usage: mount TARGET JSON"
-							     : "usage: unmount TARGET");
+		return reply_status(out, "Failure",
+				    is_mount ? "usage: mount TARGET JSON"
+					     : "usage: unmount TARGET");
 	char *json = NULL;
 	if (is_mount) {
 		json = take_json(argv[3]);

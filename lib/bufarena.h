@@ -27,7 +27,7 @@ struct tfs_bufarena {
 	size_t bufsize, chunk; /* chunk: bytes mapped at a time */
 	void **chunks;         /* mapped chunks, for destroy */
 	size_t nchunks, chunks_cap;
-	void **spare;          /* buffers without memory, ready to hand out */
+	void **spare; /* buffers without memory, ready to hand out */
 	size_t nspare, spare_cap;
 };
 

@@ -101,14 +101,17 @@ static int check_self(const char *path, const char *real, unsigned flags, const 
 		return ENOTDIR;
 	}
 	if (st.st_uid != me && !((flags & TFS_DIR_ADMIN) && st.st_uid == 0)) {
-		tfs_err(log, "directory '%s' is owned by uid %u, not %s%u: another user could have "
-			     "planted it; refused", path, (unsigned)st.st_uid,
+		tfs_err(log,
+			"directory '%s' is owned by uid %u, not %s%u: another user could have "
+			"planted it; refused",
+			path, (unsigned)st.st_uid,
 			(flags & TFS_DIR_ADMIN) && me != 0 ? "root or " : "", (unsigned)me);
 		return EPERM;
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		tfs_err(log, "directory '%s' is writable by %s (mode %04o): refused (chmod go-w)", path,
-			(st.st_mode & S_IWOTH) ? "others" : "its group", (unsigned)(st.st_mode & 07777));
+		tfs_err(log, "directory '%s' is writable by %s (mode %04o): refused (chmod go-w)",
+			path, (st.st_mode & S_IWOTH) ? "others" : "its group",
+			(unsigned)(st.st_mode & 07777));
 		return EPERM;
 	}
 	if ((flags & TFS_DIR_PRIVATE) && (st.st_mode & 077) && chmod(real, 0700) != 0) {
@@ -145,14 +148,20 @@ static int check_parents(const char *path, const char *real, const struct tfs_lo
 			return ENOTDIR;
 		}
 		if (st.st_uid != 0 && st.st_uid != me) {
-			tfs_err(log, "directory '%s' (above '%s') is owned by uid %u, not root: its owner "
-				     "could replace what is below it; refused", buf, path, (unsigned)st.st_uid);
+			tfs_err(log,
+				"directory '%s' (above '%s') is owned by uid %u, not root: its "
+				"owner "
+				"could replace what is below it; refused",
+				buf, path, (unsigned)st.st_uid);
 			return EPERM;
 		}
 		if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-			tfs_err(log, "directory '%s' (above '%s') is writable by %s without the sticky bit "
-				     "(mode %04o): refused", buf, path,
-				(st.st_mode & S_IWOTH) ? "others" : "its group", (unsigned)(st.st_mode & 07777));
+			tfs_err(log,
+				"directory '%s' (above '%s') is writable by %s without the sticky "
+				"bit "
+				"(mode %04o): refused",
+				buf, path, (st.st_mode & S_IWOTH) ? "others" : "its group",
+				(unsigned)(st.st_mode & 07777));
 			return EPERM;
 		}
 	}

@@ -43,10 +43,12 @@ struct json_object *tfs_hist_json(const struct tfs_hist *h)
 		return NULL;
 	}
 	for (unsigned i = 0; i < TFS_HIST_BUCKETS; i++)
-		json_object_array_add(b, json_object_new_uint64(
-			atomic_load_explicit(&h->n[i], memory_order_relaxed)));
-	json_object_object_add(o, "sum_us", json_object_new_uint64(
-		atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1000u));
+		json_object_array_add(b, json_object_new_uint64(atomic_load_explicit(
+						 &h->n[i], memory_order_relaxed)));
+	json_object_object_add(
+		o, "sum_us",
+		json_object_new_uint64(atomic_load_explicit(&h->sum_ns, memory_order_relaxed) /
+				       1000u));
 	json_object_object_add(o, "buckets", b);
 	return o;
 }

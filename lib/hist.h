@@ -28,9 +28,9 @@ struct json_object;
 
 /* Upper bounds (inclusive, microseconds) of every bucket but the last,
  * which is +Inf. */
-#define TFS_HIST_BOUNDS_US                                                                     \
-	10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,      \
-		500000, 1000000, 2500000, 5000000, 10000000
+#define TFS_HIST_BOUNDS_US                                                                        \
+	10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, \
+		1000000, 2500000, 5000000, 10000000
 #define TFS_HIST_NBOUNDS 19
 #define TFS_HIST_BUCKETS (TFS_HIST_NBOUNDS + 1)
 

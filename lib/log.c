@@ -82,11 +82,15 @@ int tfs_log_init_file(struct tfs_log *log, const char *path, enum tfs_log_level 
 	 * FIFO without a reader would block the open), never a file with
 	 * other hard links: someone who can write to the file's directory
 	 * must not point the daemon's writes at another file. */
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		      0600);
 	if (fd < 0)
 		return errno;
 	struct stat st;
-	int rc = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : st.st_nlink > 1 ? EMLINK : 0;
+	int rc = fstat(fd, &st) != 0    ? errno
+		 : !S_ISREG(st.st_mode) ? EINVAL
+		 : st.st_nlink > 1      ? EMLINK
+					: 0;
 	if (rc == 0 && fcntl(fd, F_SETFL, O_APPEND) != 0)
 		rc = errno;
 	if (rc) {
@@ -336,8 +340,8 @@ static void vlogf(const struct tfs_log *log, enum tfs_log_level level, const cha
 	if (sup && n >= 0) {
 		size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
 
-		snprintf(line + len, sizeof(line) - len, " (%" PRIu64 " similar messages suppressed)",
-			 sup);
+		snprintf(line + len, sizeof(line) - len,
+			 " (%" PRIu64 " similar messages suppressed)", sup);
 	}
 	emit(log, level, line);
 	errno = saved;

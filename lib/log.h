@@ -44,7 +44,7 @@ struct tfs_log_limiter;
 struct tfs_log {
 	tfs_log_sink_fn sink;
 	void *ctx;
-	_Atomic int level; /* lines above this level are dropped */
+	_Atomic int level;               /* lines above this level are dropped */
 	struct tfs_log_limiter *limiter; /* NULL: no rate limiting */
 };
 

@@ -30,21 +30,14 @@ struct unit {
 #define TIB (UINT64_C(1) << 40)
 
 static const struct unit size_units[] = {
-	{ "", 1 },      { "b", 1 },
-	{ "k", KIB },   { "kb", KIB },   { "kib", KIB },
-	{ "m", MIB },   { "mb", MIB },   { "mib", MIB },
-	{ "g", GIB },   { "gb", GIB },   { "gib", GIB },
-	{ "t", TIB },   { "tb", TIB },   { "tib", TIB },
-	{ NULL, 0 },
+	{ "", 1 },      { "b", 1 },    { "k", KIB },   { "kb", KIB },  { "kib", KIB },
+	{ "m", MIB },   { "mb", MIB }, { "mib", MIB }, { "g", GIB },   { "gb", GIB },
+	{ "gib", GIB }, { "t", TIB },  { "tb", TIB },  { "tib", TIB }, { NULL, 0 },
 };
 
 static const struct unit duration_units[] = {
 	{ "", 1000 }, /* a bare number is seconds */
-	{ "ms", 1 },
-	{ "s", 1000 },
-	{ "m", 60 * 1000 },
-	{ "h", 60 * 60 * 1000 },
-	{ NULL, 0 },
+	{ "ms", 1 },  { "s", 1000 }, { "m", 60 * 1000 }, { "h", 60 * 60 * 1000 }, { NULL, 0 },
 };
 
 static bool is_digit(char c)
@@ -270,8 +263,7 @@ int tfs_parse_uint(const char *s, uint64_t *out)
 	return 0;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int put(char *buf, size_t len, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int put(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -320,7 +312,10 @@ int tfs_format_size(uint64_t bytes, char *buf, size_t len)
 int tfs_format_size_exact(uint64_t bytes, char *buf, size_t len)
 {
 	static const struct unit units[] = {
-		{ "T", TIB }, { "G", GIB }, { "M", MIB }, { "K", KIB },
+		{ "T", TIB },
+		{ "G", GIB },
+		{ "M", MIB },
+		{ "K", KIB },
 	};
 
 	if (bytes != 0) {
@@ -336,7 +331,9 @@ int tfs_format_size_exact(uint64_t bytes, char *buf, size_t len)
 int tfs_format_duration(uint64_t ms, char *buf, size_t len)
 {
 	static const struct unit units[] = {
-		{ "h", 60 * 60 * 1000 }, { "m", 60 * 1000 }, { "s", 1000 },
+		{ "h", 60 * 60 * 1000 },
+		{ "m", 60 * 1000 },
+		{ "s", 1000 },
 	};
 
 	if (ms == TFS_DURATION_FOREVER)

@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SLOT_EMPTY, SLOT_RUNNING, SLOT_EXITED };
+enum {
+	SLOT_EMPTY,
+	SLOT_RUNNING,
+	SLOT_EXITED
+};
 
 int tfs_workers_init(struct tfs_workers *p, unsigned max, void *(*fn)(void *), void *ctx)
 {

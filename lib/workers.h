@@ -52,8 +52,8 @@ struct tfs_worker {
 struct tfs_workers {
 	void *(*fn)(void *); /* called with a struct tfs_worker * */
 	void *ctx;
-	unsigned max;        /* slots */
-	unsigned target;     /* slots [0, target) should run */
+	unsigned max;    /* slots */
+	unsigned target; /* slots [0, target) should run */
 	pthread_t *threads;
 	atomic_uchar *state; /* per slot: empty, running, exited (atomic: read
 			      * by tfs_workers_stop() without the lock) */

@@ -21,15 +21,15 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tierfs backend [-c CONF] [-o SECTION.KEY=VALUE]... [-v] SOURCE OP [ARGS]\n"
-		"\n"
-		"  ls [-r] [PREFIX]     list keys (-r: recursively, without the '/' rollup)\n"
-		"  stat KEY...          size, ETag, mtime and user metadata\n"
-		"  get KEY [FILE|-]     download (default: stdout)\n"
-		"  put FILE|- KEY       upload (multipart above backend.multipart_threshold)\n"
-		"  rm KEY...            delete\n"
-		"  cp SRC DST           server-side copy\n");
+	fprintf(f, "usage: tierfs backend [-c CONF] [-o SECTION.KEY=VALUE]... [-v] SOURCE OP "
+		   "[ARGS]\n"
+		   "\n"
+		   "  ls [-r] [PREFIX]     list keys (-r: recursively, without the '/' rollup)\n"
+		   "  stat KEY...          size, ETag, mtime and user metadata\n"
+		   "  get KEY [FILE|-]     download (default: stdout)\n"
+		   "  put FILE|- KEY       upload (multipart above backend.multipart_threshold)\n"
+		   "  rm KEY...            delete\n"
+		   "  cp SRC DST           server-side copy\n");
 }
 
 static void fmt_time(int64_t t, char *buf, size_t len)
@@ -85,7 +85,8 @@ static int op_stat(struct tfs_backend *be, int argc, char **argv)
 		}
 		char t[32];
 		fmt_time(m.mtime, t, sizeof(t));
-		printf("key:   %s\nsize:  %" PRIu64 "\netag:  %s\nmtime: %s UTC\n", argv[i], m.size, m.etag, t);
+		printf("key:   %s\nsize:  %" PRIu64 "\netag:  %s\nmtime: %s UTC\n", argv[i], m.size,
+		       m.etag, t);
 		for (size_t j = 0; j < m.n_user; j++)
 			printf("meta:  %s=%s\n", m.user[j].name, m.user[j].value);
 		tfs_obj_meta_clear(&m);
@@ -116,8 +117,9 @@ static int op_get(struct tfs_backend *be, int argc, char **argv)
 	}
 	const char *key = argv[0];
 	const char *dest = argc == 2 ? argv[1] : "-";
-	int fd = strcmp(dest, "-") == 0 ? STDOUT_FILENO
-					: open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = strcmp(dest, "-") == 0
+			 ? STDOUT_FILENO
+			 : open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
 		fprintf(stderr, "tierfs: get: cannot create '%s': %s\n", dest, strerror(e));
@@ -252,8 +254,8 @@ static const struct {
 	int (*fn)(struct tfs_backend *be, int argc, char **argv);
 	int min_args;
 } ops[] = {
-	{ "ls", op_ls, 0 }, { "stat", op_stat, 1 }, { "get", op_get, 1 },
-	{ "put", op_put, 2 }, { "rm", op_rm, 1 },   { "cp", op_cp, 2 },
+	{ "ls", op_ls, 0 },   { "stat", op_stat, 1 }, { "get", op_get, 1 },
+	{ "put", op_put, 2 }, { "rm", op_rm, 1 },     { "cp", op_cp, 2 },
 };
 
 int tfs_cmd_backend(int argc, char **argv)
@@ -310,7 +312,8 @@ int tfs_cmd_backend(int argc, char **argv)
 		op++;
 	if (op == sizeof(ops) / sizeof(ops[0]) || op_argc < ops[op].min_args) {
 		fprintf(stderr, "tierfs backend: %s '%s'\n",
-			op == sizeof(ops) / sizeof(ops[0]) ? "unknown operation" : "missing arguments for",
+			op == sizeof(ops) / sizeof(ops[0]) ? "unknown operation"
+							   : "missing arguments for",
 			opname);
 		usage(stderr);
 		free(ovr);
@@ -331,7 +334,9 @@ int tfs_cmd_backend(int argc, char **argv)
 		return TFS_EXIT_CONFIG;
 	}
 	struct tfs_log log;
-	tfs_log_init_stderr(&log, verbose ? TFS_LOG_DEBUG : cfg.log.level < TFS_LOG_WARN ? cfg.log.level : TFS_LOG_WARN);
+	tfs_log_init_stderr(&log, verbose                        ? TFS_LOG_DEBUG
+				  : cfg.log.level < TFS_LOG_WARN ? cfg.log.level
+								 : TFS_LOG_WARN);
 	struct tfs_backend *be = NULL;
 	rc = tfs_stack_open_backend(&cfg, &src, &log, &be);
 	if (rc) {

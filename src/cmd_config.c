@@ -55,7 +55,8 @@ int tfs_cmd_config(int argc, char **argv)
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			printf("usage: tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...\n"
 			       "\n"
-			       "Print the effective configuration: the defaults, then CONF (default\n"
+			       "Print the effective configuration: the defaults, then CONF "
+			       "(default\n"
 			       "%s), then each -o in order, with the origin of\n"
 			       "every value that is not a default.  See tierfs.conf(5).\n",
 			       tfs_config_default_path());

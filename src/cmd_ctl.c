@@ -56,7 +56,8 @@ static int drain_progress(void *ctx, struct json_object *p)
 	struct json_object *f, *b;
 	if (isatty(STDERR_FILENO) && json_object_object_get_ex(p, "files", &f) &&
 	    json_object_object_get_ex(p, "bytes", &b))
-		fprintf(stderr, "\rtierfs: %" PRId64 " file(s), %" PRId64 " bytes left to upload   ",
+		fprintf(stderr,
+			"\rtierfs: %" PRId64 " file(s), %" PRId64 " bytes left to upload   ",
 			json_object_get_int64(f), json_object_get_int64(b));
 	return 0;
 }
@@ -64,7 +65,8 @@ static int drain_progress(void *ctx, struct json_object *p)
 /* Ask the daemon to upload what is pending (flush: wait until nothing is
  * left but failed uploads; umount: up to its drain timeout).  Returns
  * true and what is left if it answered. */
-static bool drain(const char *sock, bool wait, uint64_t *files, uint64_t *bytes, struct tfs_dbuf *err)
+static bool drain(const char *sock, bool wait, uint64_t *files, uint64_t *bytes,
+		  struct tfs_dbuf *err)
 {
 	struct json_object *req = json_object_new_object(), *res = NULL, *v;
 	json_object_object_add(req, "cmd", json_object_new_string("drain"));
@@ -102,8 +104,10 @@ int tfs_cmd_flush(int argc, char **argv)
 	tfs_dbuf_free(&err);
 	if (files) {
 		fprintf(stderr,
-			"tierfs: flush '%s': %" PRIu64 " file(s) (%" PRIu64 " bytes) could not be uploaded; "
-			"see `tierfs stats %s` and the log\n", argv[1], files, bytes, argv[1]);
+			"tierfs: flush '%s': %" PRIu64 " file(s) (%" PRIu64 " bytes) could not be "
+			"uploaded; "
+			"see `tierfs stats %s` and the log\n",
+			argv[1], files, bytes, argv[1]);
 		return TFS_EXIT_FAIL;
 	}
 	return TFS_EXIT_OK;
@@ -113,12 +117,13 @@ int tfs_cmd_flush(int argc, char **argv)
 static void print_list(FILE *f, struct json_object *result, const char *key, const char *prefix)
 {
 	struct json_object *arr;
-	if (!json_object_object_get_ex(result, key, &arr) || !json_object_is_type(arr, json_type_array) ||
-	    json_object_array_length(arr) == 0)
+	if (!json_object_object_get_ex(result, key, &arr) ||
+	    !json_object_is_type(arr, json_type_array) || json_object_array_length(arr) == 0)
 		return;
 	fputs(prefix, f);
 	for (size_t i = 0; i < json_object_array_length(arr); i++)
-		fprintf(f, "%s%s", i ? ", " : "", json_object_get_string(json_object_array_get_idx(arr, i)));
+		fprintf(f, "%s%s", i ? ", " : "",
+			json_object_get_string(json_object_array_get_idx(arr, i)));
 	fputc('\n', f);
 }
 
@@ -134,7 +139,8 @@ int tfs_cmd_reload(int argc, char **argv)
 	int rc = req ? 0 : ENOMEM;
 	tfs_dbuf_init(&err, 4096);
 	if (rc == 0)
-		rc = json_object_object_add(req, "cmd", json_object_new_string("reload")) ? ENOMEM : 0;
+		rc = json_object_object_add(req, "cmd", json_object_new_string("reload")) ? ENOMEM
+											  : 0;
 	if (rc == 0)
 		rc = tfs_ctl_socket_path(argv[1], sock, sizeof(sock));
 	if (rc == 0)
@@ -192,15 +198,19 @@ int tfs_cmd_umount(int argc, char **argv)
 	/* Wait (bounded) for the daemon to finish its teardown: its socket
 	 * goes first, then the process, once uploads in flight have ended and
 	 * the index is closed (a new mount must not start before that). */
-	for (int i = 0; have_sock && i < 600 && (socket_alive(sock, NULL) ||
-						   (daemon_pid > 0 && process_alive(daemon_pid))); i++) {
+	for (int i = 0; have_sock && i < 600 &&
+			(socket_alive(sock, NULL) || (daemon_pid > 0 && process_alive(daemon_pid)));
+	     i++) {
 		struct timespec ts = { 0, 100 * 1000000L };
 		nanosleep(&ts, NULL);
 	}
 	if (drained && left_files)
 		fprintf(stderr,
-			"tierfs: %s: %" PRIu64 " file(s) (%" PRIu64 " bytes) not uploaded yet; they stay in "
-			"the journal and are uploaded at the next mount of this bucket with the same cache "
-			"directory\n", mp, left_files, left_bytes);
+			"tierfs: %s: %" PRIu64 " file(s) (%" PRIu64 " bytes) not uploaded yet; "
+			"they stay in "
+			"the journal and are uploaded at the next mount of this bucket with the "
+			"same cache "
+			"directory\n",
+			mp, left_files, left_bytes);
 	return TFS_EXIT_OK;
 }

@@ -49,57 +49,58 @@ struct mount_opts {
 	int bad;
 };
 
-enum { KEY_HELP, KEY_FG, KEY_DEBUG };
-enum { FLAG_UNSET, FLAG_ON, FLAG_OFF };
+enum {
+	KEY_HELP,
+	KEY_FG,
+	KEY_DEBUG
+};
+enum {
+	FLAG_UNSET,
+	FLAG_ON,
+	FLAG_OFF
+};
 
-#define MOPT(t, f, v) { t, offsetof(struct mount_opts, f), v }
+#define MOPT(t, f, v)                                \
+	{                                            \
+		t, offsetof(struct mount_opts, f), v \
+	}
 static const struct fuse_opt mount_opt_spec[] = {
-	MOPT("-c %s", conf, 0),
-	MOPT("--config=%s", conf, 0),
-	MOPT("uid=%s", uid, 0),
-	MOPT("gid=%s", gid, 0),
-	MOPT("file_mode=%s", file_mode, 0),
-	MOPT("dir_mode=%s", dir_mode, 0),
-	MOPT("allow_other", allow_other, 1),
-	MOPT("ro", ro, 1),
+	MOPT("-c %s", conf, 0), MOPT("--config=%s", conf, 0), MOPT("uid=%s", uid, 0),
+	MOPT("gid=%s", gid, 0), MOPT("file_mode=%s", file_mode, 0),
+	MOPT("dir_mode=%s", dir_mode, 0), MOPT("allow_other", allow_other, 1), MOPT("ro", ro, 1),
 	/* Kept here, not passed on: mount_flags() decides them. */
-	MOPT("suid", suid, FLAG_ON),
-	MOPT("nosuid", suid, FLAG_OFF),
-	MOPT("dev", dev, FLAG_ON),
-	MOPT("nodev", dev, FLAG_OFF),
-	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
-	FUSE_OPT_KEY("-f", KEY_FG),
-	FUSE_OPT_KEY("--foreground", KEY_FG),
-	FUSE_OPT_KEY("-d", KEY_DEBUG),
-	FUSE_OPT_KEY("-h", KEY_HELP),
+	MOPT("suid", suid, FLAG_ON), MOPT("nosuid", suid, FLAG_OFF), MOPT("dev", dev, FLAG_ON),
+	MOPT("nodev", dev, FLAG_OFF), FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	FUSE_OPT_KEY("-f", KEY_FG), FUSE_OPT_KEY("--foreground", KEY_FG),
+	FUSE_OPT_KEY("-d", KEY_DEBUG), FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	/* Options mount(8) and fstab pass along that mean nothing here. */
-	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
-	FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("rw", FUSE_OPT_KEY_DISCARD), FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD), FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD), FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+	FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD), FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
 	FUSE_OPT_END
 };
 
 static void mount_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tierfs mount [-c CONF] [-o OPTION[,OPTION...]] [-f] [-d] SOURCE MOUNTPOINT\n"
+		"usage: tierfs mount [-c CONF] [-o OPTION[,OPTION...]] [-f] [-d] SOURCE "
+		"MOUNTPOINT\n"
 		"\n"
 		"SOURCE is s3://bucket[/prefix] or a local directory.\n"
 		"options:\n"
 		"  -c CONF                configuration file (default %s)\n"
 		"  -f                     stay in the foreground, log to stderr\n"
 		"  -d                     debug: foreground, debug logging\n"
-		"  -o allow_other         let other users read the mount (adds default_permissions)\n"
-		"  -o uid=N,gid=N         owner of objects without x-amz-meta-uid/gid (default: you)\n"
+		"  -o allow_other         let other users read the mount (adds "
+		"default_permissions)\n"
+		"  -o uid=N,gid=N         owner of objects without x-amz-meta-uid/gid (default: "
+		"you)\n"
 		"  -o file_mode=0644,dir_mode=0755   modes of objects without x-amz-meta-mode\n"
 		"  -o ro                  read-only mount\n"
-		"  -o suid,dev            only with [mount] trusted = true (otherwise nosuid,nodev)\n"
+		"  -o suid,dev            only with [mount] trusted = true (otherwise "
+		"nosuid,nodev)\n"
 		"  -o SECTION.KEY=VALUE   override a configuration key (see tierfs.conf(5))\n",
 		tfs_config_default_path());
 }
@@ -166,9 +167,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 static int mount_flags(const struct mount_opts *o, bool trusted, bool *suid, bool *dev)
 {
 	if (!trusted && (o->suid == FLAG_ON || o->dev == FLAG_ON)) {
-		fprintf(stderr, "tierfs mount: -o %s: the mount is not trusted; set [mount] "
-				"trusted = true in tierfs.conf to honour setuid bits and devices "
-				"(see tierfs.conf(5))\n", o->suid == FLAG_ON ? "suid" : "dev");
+		fprintf(stderr,
+			"tierfs mount: -o %s: the mount is not trusted; set [mount] "
+			"trusted = true in tierfs.conf to honour setuid bits and devices "
+			"(see tierfs.conf(5))\n",
+			o->suid == FLAG_ON ? "suid" : "dev");
 		return EINVAL;
 	}
 	*suid = trusted && o->suid != FLAG_OFF;
@@ -212,7 +215,8 @@ static int parse_mode(const char *s, const char *what, mode_t *out)
 	errno = 0;
 	unsigned long v = strtoul(s, &end, 8);
 	if (errno || *end != '\0' || end == s || v > 07777) {
-		fprintf(stderr, "tierfs mount: %s=%s: expected an octal mode such as 0644\n", what, s);
+		fprintf(stderr, "tierfs mount: %s=%s: expected an octal mode such as 0644\n", what,
+			s);
 		return EINVAL;
 	}
 	*out = (mode_t)v;
@@ -255,7 +259,8 @@ static int wait_for_child(int fd, pid_t pid)
 	if (len)
 		fprintf(stderr, "tierfs: mount failed: %s\n", msg);
 	else if (WIFSIGNALED(status))
-		fprintf(stderr, "tierfs: mount failed: the daemon died of signal %d\n", WTERMSIG(status));
+		fprintf(stderr, "tierfs: mount failed: the daemon died of signal %d\n",
+			WTERMSIG(status));
 	else
 		fprintf(stderr, "tierfs: mount failed: the daemon exited with status %d\n",
 			WIFEXITED(status) ? WEXITSTATUS(status) : -1);
@@ -304,7 +309,10 @@ int tfs_cmd_mount(int argc, char **argv)
 		goto out_args;
 	}
 	struct tfs_fs_config fsc = {
-		.uid = getuid(), .gid = getgid(), .file_mode = 0644, .dir_mode = 0755,
+		.uid = getuid(),
+		.gid = getgid(),
+		.file_mode = 0644,
+		.dir_mode = 0755,
 	};
 	unsigned id;
 	if (o.uid && parse_id(o.uid, "uid", &id) == 0)
@@ -364,10 +372,18 @@ int tfs_cmd_mount(int argc, char **argv)
 	}
 
 	struct tfs_daemon_opts dopts = {
-		.cfg = &cfg, .src = &src, .fsc = &fsc, .fargs = &args,
-		.source = o.source, .mountpoint = o.mountpoint, .conf_path = o.conf,
-		.overrides = o.overrides, .n_overrides = o.n_overrides,
-		.foreground = o.foreground != 0, .debug = o.debug != 0, .ro = o.ro != 0,
+		.cfg = &cfg,
+		.src = &src,
+		.fsc = &fsc,
+		.fargs = &args,
+		.source = o.source,
+		.mountpoint = o.mountpoint,
+		.conf_path = o.conf,
+		.overrides = o.overrides,
+		.n_overrides = o.n_overrides,
+		.foreground = o.foreground != 0,
+		.debug = o.debug != 0,
+		.ro = o.ro != 0,
 	};
 	if (o.foreground) {
 		rc = tfs_daemon_run(&dopts, -1) ? TFS_EXIT_FAIL : TFS_EXIT_OK;

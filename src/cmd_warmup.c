@@ -50,7 +50,8 @@ static int show_progress(void *ctx, struct json_object *p)
 	int64_t bd = num(p, "bytes_done"), bt = num(p, "bytes_total");
 	struct json_object *x;
 	double secs = json_object_object_get_ex(p, "seconds", &x) ? json_object_get_double(x) : 0;
-	bool listed = json_object_object_get_ex(p, "listing_done", &x) && json_object_get_boolean(x);
+	bool listed = json_object_object_get_ex(p, "listing_done", &x) &&
+		      json_object_get_boolean(x);
 	double rate = secs > 0 ? (double)num(p, "fetched_bytes") / secs : 0;
 	char done[32], total[32], r[32], eta[32] = "?";
 	size_str(bd, done, sizeof(done));
@@ -61,7 +62,8 @@ static int show_progress(void *ctx, struct json_object *p)
 		snprintf(eta, sizeof(eta), "%ld:%02ld", s / 60, s % 60);
 	}
 	if (v->tty) {
-		int width = 30, fill = ft > 0 && listed ? (int)((double)fd / (double)ft * width) : 0;
+		int width = 30,
+		    fill = ft > 0 && listed ? (int)((double)fd / (double)ft * width) : 0;
 		char bar[64];
 		for (int i = 0; i < width; i++)
 			bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
@@ -73,8 +75,8 @@ static int show_progress(void *ctx, struct json_object *p)
 		if (now - v->last_line < 5)
 			return 0;
 		v->last_line = now;
-		fprintf(stderr, "%s: %" PRId64 "/%" PRId64 "%s files, %s of %s, %s/s, ETA %s\n", v->what,
-			fd, ft, listed ? "" : "+", done, total, r, eta);
+		fprintf(stderr, "%s: %" PRId64 "/%" PRId64 "%s files, %s of %s, %s/s, ETA %s\n",
+			v->what, fd, ft, listed ? "" : "+", done, total, r, eta);
 	}
 	return 0;
 }
@@ -132,8 +134,8 @@ static int mount_of(const char *path, char *mp, size_t len)
 		size_t j = 0;
 		for (size_t i = 0; point[i] && j + 1 < sizeof(un); i++) {
 			if (point[i] == '\\' && point[i + 1] && point[i + 2] && point[i + 3]) {
-				un[j++] = (char)((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 +
-						 (point[i + 3] - '0'));
+				un[j++] = (char)((point[i + 1] - '0') * 64 +
+						 (point[i + 2] - '0') * 8 + (point[i + 3] - '0'));
 				i += 3;
 			} else {
 				un[j++] = point[i];
@@ -141,7 +143,8 @@ static int mount_of(const char *path, char *mp, size_t len)
 		}
 		un[j] = '\0';
 		size_t n = strlen(un);
-		if (n > best && strncmp(abs, un, n) == 0 && (abs[n] == '\0' || abs[n] == '/' || n == 1)) {
+		if (n > best && strncmp(abs, un, n) == 0 &&
+		    (abs[n] == '\0' || abs[n] == '/' || n == 1)) {
 			best = n;
 			snprintf(mp, len, "%s", un);
 		}
@@ -190,26 +193,31 @@ static int call(const char *cmd, const char *mp, struct json_object *req, struct
 	char fb[32], cb[32], rate[32];
 	size_str(num(res, "fetched_bytes"), fb, sizeof(fb));
 	size_str(num(res, "cached_bytes"), cb, sizeof(cb));
-	size_str(secs > 0 ? (int64_t)((double)num(res, "fetched_bytes") / secs) : 0, rate, sizeof(rate));
+	size_str(secs > 0 ? (int64_t)((double)num(res, "fetched_bytes") / secs) : 0, rate,
+		 sizeof(rate));
 	if (strcmp(cmd, "warmup") == 0 || strcmp(cmd, "pin") == 0)
 		printf("%s: %" PRId64 " fetched (%s), %" PRId64 " already cached (%s), %" PRId64
-		       " failed, in %.1f s (%s/s)%s\n", cmd, num(res, "fetched_files"), fb,
-		       num(res, "cached_files"), cb, failed, secs, rate,
-		       strcmp(cmd, "pin") == 0 ? "; all pinned but the failed" : "");
+		       " failed, in %.1f s (%s/s)%s\n",
+		       cmd, num(res, "fetched_files"), fb, num(res, "cached_files"), cb, failed,
+		       secs, rate, strcmp(cmd, "pin") == 0 ? "; all pinned but the failed" : "");
 	else
-		printf("%s: %" PRId64 " file(s), %" PRId64 " failed\n", cmd, num(res, "files_done") - failed,
-		       failed);
+		printf("%s: %" PRId64 " file(s), %" PRId64 " failed\n", cmd,
+		       num(res, "files_done") - failed, failed);
 	if (num(res, "skipped_files"))
-		printf("%s: %" PRId64 " file(s) skipped: written through the mount, not uploaded yet\n", cmd,
-		       num(res, "skipped_files"));
+		printf("%s: %" PRId64 " file(s) skipped: written through the mount, not uploaded "
+		       "yet\n",
+		       cmd, num(res, "skipped_files"));
 	if (json_object_object_get_ex(res, "failures", &fl)) {
 		for (size_t i = 0; i < json_object_array_length(fl); i++) {
 			struct json_object *f = json_object_array_get_idx(fl, i), *p, *e;
-			if (json_object_object_get_ex(f, "path", &p) && json_object_object_get_ex(f, "error", &e))
-				printf("  FAILED %s: %s\n", json_object_get_string(p), json_object_get_string(e));
+			if (json_object_object_get_ex(f, "path", &p) &&
+			    json_object_object_get_ex(f, "error", &e))
+				printf("  FAILED %s: %s\n", json_object_get_string(p),
+				       json_object_get_string(e));
 		}
 		if ((int64_t)json_object_array_length(fl) < failed)
-			printf("  ... and %" PRId64 " more\n", failed - (int64_t)json_object_array_length(fl));
+			printf("  ... and %" PRId64 " more\n",
+			       failed - (int64_t)json_object_array_length(fl));
 	}
 	json_object_put(res);
 	return failed ? TFS_EXIT_FAIL : TFS_EXIT_OK;
@@ -218,10 +226,14 @@ static int call(const char *cmd, const char *mp, struct json_object *req, struct
 int tfs_cmd_warmup(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "jobs", required_argument, NULL, 'j' }, { "tier", required_argument, NULL, 't' },
-		{ "pin", no_argument, NULL, 'p' },        { "quiet", no_argument, NULL, 'q' },
-		{ "manifest", required_argument, NULL, 'm' }, { "follow", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },       { NULL, 0, NULL, 0 },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "tier", required_argument, NULL, 't' },
+		{ "pin", no_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "manifest", required_argument, NULL, 'm' },
+		{ "follow", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	const char *tier = "ssd", *manifest = NULL, *follow = NULL;
 	long jobs = 0;
@@ -234,7 +246,9 @@ int tfs_cmd_warmup(int argc, char **argv)
 			char *end;
 			jobs = strtol(optarg, &end, 10);
 			if (*end || jobs < 1 || jobs > 256) {
-				fprintf(stderr, "tierfs warmup: -j: a number from 1 to 256, not '%s'\n", optarg);
+				fprintf(stderr,
+					"tierfs warmup: -j: a number from 1 to 256, not '%s'\n",
+					optarg);
 				return TFS_EXIT_CONFIG;
 			}
 			break;
@@ -242,16 +256,29 @@ int tfs_cmd_warmup(int argc, char **argv)
 		case 't':
 			tier = optarg;
 			if (strcmp(tier, "ssd") != 0 && strcmp(tier, "ram") != 0) {
-				fprintf(stderr, "tierfs warmup: --tier: ssd or ram, not '%s'\n", tier);
+				fprintf(stderr, "tierfs warmup: --tier: ssd or ram, not '%s'\n",
+					tier);
 				return TFS_EXIT_CONFIG;
 			}
 			break;
-		case 'p': pin = true; break;
-		case 'q': quiet = true; break;
-		case 'm': manifest = optarg; break;
-		case 'F': follow = optarg; break;
-		case 'h': usage_warmup(stdout); return TFS_EXIT_OK;
-		default: usage_warmup(stderr); return TFS_EXIT_CONFIG;
+		case 'p':
+			pin = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'm':
+			manifest = optarg;
+			break;
+		case 'F':
+			follow = optarg;
+			break;
+		case 'h':
+			usage_warmup(stdout);
+			return TFS_EXIT_OK;
+		default:
+			usage_warmup(stderr);
+			return TFS_EXIT_CONFIG;
 		}
 	}
 	if (optind >= argc) {
@@ -275,7 +302,8 @@ int tfs_cmd_warmup(int argc, char **argv)
 	if (mfile) {
 		char *abs = realpath(mfile, NULL);
 		if (abs == NULL) {
-			fprintf(stderr, "tierfs warmup: manifest '%s': %s\n", mfile, strerror(errno));
+			fprintf(stderr, "tierfs warmup: manifest '%s': %s\n", mfile,
+				strerror(errno));
 			status = TFS_EXIT_FAIL;
 			goto out;
 		}
@@ -296,8 +324,10 @@ int tfs_cmd_warmup(int argc, char **argv)
 	if (json_object_array_length(paths) == 0 && mfile == NULL)
 		json_object_array_add(paths, json_object_new_string(""));
 	json_object_object_add(req, "paths", json_object_get(paths));
-	struct view v = { .tty = isatty(STDERR_FILENO) != 0, .quiet = quiet,
-			  .what = follow ? "follow" : "warmup", .last_line = time(NULL) };
+	struct view v = { .tty = isatty(STDERR_FILENO) != 0,
+			  .quiet = quiet,
+			  .what = follow ? "follow" : "warmup",
+			  .last_line = time(NULL) };
 	status = call(follow ? "follow" : "warmup", mp, req, &v);
 out:
 	json_object_put(paths);

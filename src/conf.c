@@ -98,7 +98,8 @@ static const struct opt_name wb_names[] = {
 };
 
 #define KEY(s, k, t) .section = (s), .key = (k), .type = (t)
-#define FIELD(f) .off = offsetof(struct tfs_config, f), .size = sizeof(((struct tfs_config *)NULL)->f)
+#define FIELD(f) \
+	.off = offsetof(struct tfs_config, f), .size = sizeof(((struct tfs_config *)NULL)->f)
 #define RANGE(lo, hi) .min = (lo), .max = (hi)
 
 static const struct opt options[] = {
@@ -106,7 +107,8 @@ static const struct opt options[] = {
 	{ KEY("backend", "region", OPT_STR), FIELD(backend.region),
 	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
 	{ KEY("backend", "path_style", OPT_BOOL), FIELD(backend.path_style), .def = "true" },
-	{ KEY("backend", "credentials_file", OPT_PATH), FIELD(backend.credentials_file), .def = "" },
+	{ KEY("backend", "credentials_file", OPT_PATH), FIELD(backend.credentials_file),
+	  .def = "" },
 	{ KEY("backend", "profile", OPT_STR), FIELD(backend.profile), .def = "" },
 	{ KEY("backend", "ca_file", OPT_PATH), FIELD(backend.ca_file), .def = "" },
 	{ KEY("backend", "connect_timeout", OPT_DURATION), FIELD(backend.connect_timeout_ms),
@@ -116,16 +118,16 @@ static const struct opt options[] = {
 	{ KEY("backend", "low_speed_limit", OPT_SIZE), FIELD(backend.low_speed_limit),
 	  RANGE(1, GIB), .def = "1K" },
 	{ KEY("backend", "retries", OPT_UINT), FIELD(backend.retries), RANGE(0, 100), .def = "5" },
-	{ KEY("backend", "retry_base", OPT_DURATION), FIELD(backend.retry_base_ms),
-	  RANGE(1, MIN), .scale = 1, .def = "100ms" },
-	{ KEY("backend", "retry_max", OPT_DURATION), FIELD(backend.retry_max_ms),
-	  RANGE(1, HOUR), .scale = 1, .def = "20s" },
+	{ KEY("backend", "retry_base", OPT_DURATION), FIELD(backend.retry_base_ms), RANGE(1, MIN),
+	  .scale = 1, .def = "100ms" },
+	{ KEY("backend", "retry_max", OPT_DURATION), FIELD(backend.retry_max_ms), RANGE(1, HOUR),
+	  .scale = 1, .def = "20s" },
 	{ KEY("backend", "multipart_threshold", OPT_SIZE), FIELD(backend.multipart_threshold),
 	  RANGE(5 * MIB, 5 * GIB), .def = "64M" },
-	{ KEY("backend", "part_size", OPT_SIZE), FIELD(backend.part_size),
-	  RANGE(5 * MIB, 5 * GIB), .def = "16M" },
-	{ KEY("backend", "upload_parallel", OPT_UINT), FIELD(backend.upload_parallel),
-	  RANGE(1, 64), .def = "4" },
+	{ KEY("backend", "part_size", OPT_SIZE), FIELD(backend.part_size), RANGE(5 * MIB, 5 * GIB),
+	  .def = "16M" },
+	{ KEY("backend", "upload_parallel", OPT_UINT), FIELD(backend.upload_parallel), RANGE(1, 64),
+	  .def = "4" },
 	{ KEY("backend", "max_connections", OPT_UINT), FIELD(backend.max_connections),
 	  RANGE(1, 1024), .def = "64" },
 	{ KEY("backend", "bucket", OPT_SOURCE), FIELD(backend.bucket),
@@ -139,11 +141,11 @@ static const struct opt options[] = {
 	{ KEY("ssd", "dir", OPT_PATH), FIELD(ssd.dir), .flags = OPTF_REQUIRED,
 	  .def = "/var/cache/tierfs" },
 	{ KEY("ssd", "size", OPT_SIZE_PCT), FIELD(ssd.size),
-	  .pct_off = offsetof(struct tfs_config, ssd.size_pct),
-	  RANGE(16 * MIB, UINT64_MAX), .flags = OPTF_RELOAD, .def = "80%" },
+	  .pct_off = offsetof(struct tfs_config, ssd.size_pct), RANGE(16 * MIB, UINT64_MAX),
+	  .flags = OPTF_RELOAD, .def = "80%" },
 	{ KEY("ssd", "pin_max", OPT_SIZE_PCT), FIELD(ssd.pin_max),
-	  .pct_off = offsetof(struct tfs_config, ssd.pin_max_pct),
-	  RANGE(0, UINT64_MAX), .flags = OPTF_RELOAD, .def = "50%" },
+	  .pct_off = offsetof(struct tfs_config, ssd.pin_max_pct), RANGE(0, UINT64_MAX),
+	  .flags = OPTF_RELOAD, .def = "50%" },
 	{ KEY("ssd", "high_watermark", OPT_PERCENT), FIELD(ssd.high_watermark), RANGE(1, 100),
 	  .flags = OPTF_RELOAD, .def = "90" },
 	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
@@ -166,8 +168,8 @@ static const struct opt options[] = {
 	  .scale = 1, .def = "0s" },
 	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders),
 	  RANGE(1, TFS_WB_MAX_UPLOADERS), .flags = OPTF_RELOAD, .def = "4" },
-	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries), RANGE(0, 1000000),
-	  .def = "0" },
+	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries),
+	  RANGE(0, 1000000), .def = "0" },
 	{ KEY("writeback", "retry_base", OPT_DURATION), FIELD(writeback.retry_base_ms),
 	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
 	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
@@ -186,7 +188,8 @@ static const struct opt options[] = {
 	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
 	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
 
-	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD, .def = "info" },
+	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD,
+	  .def = "info" },
 	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },
 
 	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
@@ -450,8 +453,8 @@ static const char *describe_range(const struct opt *o, char *buf, size_t cap)
 		fmt_duration(o->max, hi, sizeof(hi));
 		break;
 	case OPT_PERCENT:
-		snprintf(buf, cap, "%" PRIu64 " to %" PRIu64 ", optionally followed by %%",
-			 o->min, o->max);
+		snprintf(buf, cap, "%" PRIu64 " to %" PRIu64 ", optionally followed by %%", o->min,
+			 o->max);
 		return buf;
 	default:
 		buf[0] = '\0';
@@ -509,13 +512,15 @@ static const char *describe_syntax(const struct opt *o, char *buf, size_t cap)
 		break;
 	}
 	case OPT_PATH:
-		snprintf(buf, cap, "an absolute path%s", o->flags & OPTF_REQUIRED ? "" : ", or empty");
+		snprintf(buf, cap, "an absolute path%s",
+			 o->flags & OPTF_REQUIRED ? "" : ", or empty");
 		break;
 	case OPT_URL:
 		snprintf(buf, cap, "http://HOST[:PORT] or https://HOST[:PORT], or empty");
 		break;
 	case OPT_LISTEN:
-		snprintf(buf, cap, "127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, [::1]:PORT, "
+		snprintf(buf, cap,
+			 "127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, [::1]:PORT, "
 			 "unix:/ABSOLUTE/PATH, or empty for none");
 		break;
 	case OPT_STR:
@@ -557,7 +562,11 @@ static const char *type_name(const struct opt *o)
 
 /* ---- messages ---- */
 
-enum src { SRC_DEFAULT, SRC_FILE, SRC_CMDLINE };
+enum src {
+	SRC_DEFAULT,
+	SRC_FILE,
+	SRC_CMDLINE
+};
 
 /* Where an assignment comes from, for messages and origins. */
 struct where {
@@ -571,9 +580,9 @@ struct where {
 /* Replace err with "<where><message>".  For a file the prefix is
  * "FILE:LINE: [section] key: " (parts that are NULL are left out); for
  * the command line "ORIGIN ASSIGNMENT: ". */
-__attribute__((format(printf, 5, 6)))
-static void fail(struct tfs_dbuf *err, const struct where *w, const char *section,
-		 const char *key, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static void fail(struct tfs_dbuf *err, const struct where *w,
+						       const char *section, const char *key,
+						       const char *fmt, ...)
 {
 	char msg[1024];
 	char esc[QBUF];
@@ -595,7 +604,8 @@ static void fail(struct tfs_dbuf *err, const struct where *w, const char *sectio
 			tfs_dbuf_addf(err, ":%u", w->line);
 		tfs_dbuf_adds(err, ": ");
 		if (section && *section)
-			tfs_dbuf_addf(err, "[%s] ", escape(esc, sizeof(esc), section, MAX_QUOTE, false));
+			tfs_dbuf_addf(err, "[%s] ",
+				      escape(esc, sizeof(esc), section, MAX_QUOTE, false));
 		if (key)
 			tfs_dbuf_addf(err, "%s: ", escape(esc, sizeof(esc), key, MAX_QUOTE, false));
 	} else {
@@ -723,19 +733,23 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 		*slen = strlen(v);
 		for (const char *p = v; *p; p++) {
 			if (is_ctrl((unsigned char)*p)) {
-				snprintf(msg, cap, "%s contains a control character (allowed: %s)", q,
-					 describe_syntax(o, allowed, sizeof(allowed)));
+				snprintf(msg, cap, "%s contains a control character (allowed: %s)",
+					 q, describe_syntax(o, allowed, sizeof(allowed)));
 				return EINVAL;
 			}
 		}
 		if (strlen(o->key) + 3 + strlen(v) > LINE_CHARS_MAX) {
-			snprintf(msg, cap, "the value is too long: a configuration line holds at most "
-				 "%d characters", LINE_CHARS_MAX);
+			snprintf(msg, cap,
+				 "the value is too long: a configuration line holds at most "
+				 "%d characters",
+				 LINE_CHARS_MAX);
 			return EINVAL;
 		}
 		if (*v == ';' || strstr(v, " ;") || strstr(v, "\t;")) {
-			snprintf(msg, cap, "%s: a ';' at the start or after a blank starts a comment in the "
-				 "configuration file", q);
+			snprintf(msg, cap,
+				 "%s: a ';' at the start or after a blank starts a comment in the "
+				 "configuration file",
+				 q);
 			return EINVAL;
 		}
 		if (*v == '\0') {
@@ -754,8 +768,8 @@ static int parse_value(const struct opt *o, const char *v, union value *out, siz
 			char why[160];
 
 			if (tfs_metrics_parse_listen(v, NULL, why, sizeof(why)) != 0) {
-				snprintf(msg, cap, "invalid %s %s: %s (allowed: %s)", type_name(o), q,
-					 why, describe_syntax(o, allowed, sizeof(allowed)));
+				snprintf(msg, cap, "invalid %s %s: %s (allowed: %s)", type_name(o),
+					 q, why, describe_syntax(o, allowed, sizeof(allowed)));
 				return EINVAL;
 			}
 		} else if (o->flags & OPTF_TOKEN) {
@@ -917,7 +931,8 @@ static int apply(struct tfs_config *cfg, const struct where *w, const char *sect
 	int rc;
 
 	if (*section == '\0') {
-		fail(err, w, NULL, key, "key outside of any section (a [section] line must come first)");
+		fail(err, w, NULL, key,
+		     "key outside of any section (a [section] line must come first)");
 		return EINVAL;
 	}
 	if (!section_known(section)) {
@@ -1104,7 +1119,8 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 	if (fd < 0) {
 		rc = errno;
 		if (rc != ENOENT || must_exist)
-			fail(err, &w, NULL, NULL, "cannot open: %s", strerror_r(rc, ebuf, sizeof(ebuf)));
+			fail(err, &w, NULL, NULL, "cannot open: %s",
+			     strerror_r(rc, ebuf, sizeof(ebuf)));
 		return rc;
 	}
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -1119,7 +1135,8 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 			continue;
 		if (n < 0) {
 			rc = errno;
-			fail(err, &w, NULL, NULL, "cannot read: %s", strerror_r(rc, ebuf, sizeof(ebuf)));
+			fail(err, &w, NULL, NULL, "cannot read: %s",
+			     strerror_r(rc, ebuf, sizeof(ebuf)));
 			goto out;
 		}
 		if (n == 0)
@@ -1162,8 +1179,7 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 	     escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
-int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist,
-		    struct tfs_dbuf *err)
+int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)
 {
 	struct tfs_dbuf data;
 	struct load_ctx c = { .cfg = cfg, .err = err };
@@ -1292,20 +1308,23 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 
 		if (s == NULL || *s == '\0') {
 			if (o->flags & OPTF_REQUIRED) {
-				fail(err, &w, o->section, o->key, "a value is required (allowed: %s)",
+				fail(err, &w, o->section, o->key,
+				     "a value is required (allowed: %s)",
 				     describe_syntax(o, allowed, sizeof(allowed)));
 				return EINVAL;
 			}
 			return 0;
 		}
 		why[0] = '\0';
-		if ((o->type == OPT_PATH && *s != '/') || (o->type == OPT_URL && !url_ok(s, &len)) ||
-		    (o->type == OPT_LISTEN && tfs_metrics_parse_listen(s, NULL, why, sizeof(why)))) {
+		if ((o->type == OPT_PATH && *s != '/') ||
+		    (o->type == OPT_URL && !url_ok(s, &len)) ||
+		    (o->type == OPT_LISTEN &&
+		     tfs_metrics_parse_listen(s, NULL, why, sizeof(why)))) {
 			char q[QBUF];
 
 			fail(err, &w, o->section, o->key, "invalid %s %s%s%s (allowed: %s)",
-			     type_name(o), escape(q, sizeof(q), s, MAX_QUOTE, true), why[0] ? ": " : "",
-			     why, describe_syntax(o, allowed, sizeof(allowed)));
+			     type_name(o), escape(q, sizeof(q), s, MAX_QUOTE, true),
+			     why[0] ? ": " : "", why, describe_syntax(o, allowed, sizeof(allowed)));
 			return EINVAL;
 		}
 		return 0;
@@ -1383,9 +1402,9 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 
 /* Report a rule between options a and b that does not hold, at the place
  * where the later of the two was set. */
-__attribute__((format(printf, 5, 6)))
-static int cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt *a,
-		      const struct opt *b, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int
+cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt *a,
+	   const struct opt *b, const char *fmt, ...)
 {
 	const struct tfs_config_origin *oa = &cfg->origin[opt_index(a)];
 	const struct tfs_config_origin *ob = &cfg->origin[opt_index(b)];
@@ -1417,7 +1436,8 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 
 	if (!(cfg->ssd.low_watermark < cfg->ssd.high_watermark))
 		return cross_fail(cfg, err, OPT_OF(ssd.low_watermark), OPT_OF(ssd.high_watermark),
-				  "[ssd] low_watermark (%.15g%%) must be below high_watermark (%.15g%%)",
+				  "[ssd] low_watermark (%.15g%%) must be below high_watermark "
+				  "(%.15g%%)",
 				  cfg->ssd.low_watermark, cfg->ssd.high_watermark);
 
 	if (cfg->writeback.retry_base_ms > cfg->writeback.retry_max_ms) {
@@ -1425,22 +1445,23 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 		fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
 		return cross_fail(cfg, err, OPT_OF(writeback.retry_base_ms),
 				  OPT_OF(writeback.retry_max_ms),
-				  "[writeback] retry_base (%s) must not exceed retry_max (%s)", x, y);
+				  "[writeback] retry_base (%s) must not exceed retry_max (%s)", x,
+				  y);
 	}
 	if (cfg->backend.retry_base_ms > cfg->backend.retry_max_ms) {
 		fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
 		fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));
-		return cross_fail(cfg, err, OPT_OF(backend.retry_base_ms), OPT_OF(backend.retry_max_ms),
+		return cross_fail(cfg, err, OPT_OF(backend.retry_base_ms),
+				  OPT_OF(backend.retry_max_ms),
 				  "[backend] retry_base (%s) must not exceed retry_max (%s)", x, y);
 	}
 
 	if (cfg->backend.part_size > cfg->backend.multipart_threshold) {
 		fmt_size(cfg->backend.part_size, x, sizeof(x));
 		fmt_size(cfg->backend.multipart_threshold, y, sizeof(y));
-		return cross_fail(cfg, err, OPT_OF(backend.part_size),
-				  OPT_OF(backend.multipart_threshold),
-				  "[backend] part_size (%s) must not exceed multipart_threshold (%s)",
-				  x, y);
+		return cross_fail(
+			cfg, err, OPT_OF(backend.part_size), OPT_OF(backend.multipart_threshold),
+			"[backend] part_size (%s) must not exceed multipart_threshold (%s)", x, y);
 	}
 
 	/* block_size <= 64M, so this does not overflow */
@@ -1450,13 +1471,15 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 	if (cfg->ram.size < min_tier) {
 		fmt_size(cfg->ram.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ram.size), OPT_OF(cache.block_size),
-				  "[ram] size (%s) must be at least %d times [cache] block_size (%s)",
+				  "[ram] size (%s) must be at least %d times [cache] block_size "
+				  "(%s)",
 				  x, MIN_TIER_BLOCKS, y);
 	}
 	if (cfg->ssd.size_pct == 0.0 && cfg->ssd.size < min_tier) {
 		fmt_size(cfg->ssd.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ssd.size), OPT_OF(cache.block_size),
-				  "[ssd] size (%s) must be at least %d times [cache] block_size (%s)",
+				  "[ssd] size (%s) must be at least %d times [cache] block_size "
+				  "(%s)",
 				  x, MIN_TIER_BLOCKS, y);
 	}
 	return 0;
@@ -1605,7 +1628,8 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 			const char *s = load_str(cfg, o);
 
 			if (origins && s)
-				rc = tfs_dbuf_addf(out, "; %s = %s (from the mount source)\n", o->key, s);
+				rc = tfs_dbuf_addf(out, "; %s = %s (from the mount source)\n",
+						   o->key, s);
 			continue;
 		}
 		rc = tfs_dbuf_addf(out, "%s =", o->key);

@@ -46,7 +46,6 @@
 #ifndef TFS_CONF_H
 #define TFS_CONF_H
 
-
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -264,7 +264,8 @@ static void handle_request(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 	if (rc == 0) {
 		struct json_object *v;
 		if (!json_object_object_get_ex(req, "cmd", &v) ||
-		    !json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0) {
+		    !json_object_is_type(v, json_type_string) ||
+		    json_object_get_string_len(v) == 0) {
 			rc = EINVAL;
 			snprintf(msg, sizeof(msg), "malformed request: no \"cmd\" string");
 		} else {
@@ -279,8 +280,8 @@ static void handle_request(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 		} else {
 			rc = h.fn(h.ctx, k, req, &resp);
 			if (rc != 0 && !ctl_is_errno(rc)) {
-				tfs_err(c->log, "ctl: handler of '%s' returned %d, not an errno", cmd,
-					rc);
+				tfs_err(c->log, "ctl: handler of '%s' returned %d, not an errno",
+					cmd, rc);
 				rc = EIO;
 			}
 			if (rc != 0 && json_object_is_type(resp, json_type_string))
@@ -316,7 +317,8 @@ static void handle_request(struct tfs_ctl *c, struct tfs_ctl_conn *k)
 	if (reply != NULL) {
 		conn_send(k, reply);
 	} else {
-		static const char oom[] = "{\"ok\":false,\"errno\":12,\"error\":\"out of memory\"}\n";
+		static const char oom[] = "{\"ok\":false,\"errno\":12,\"error\":\"out of "
+					  "memory\"}\n";
 		conn_write(k, oom, sizeof(oom) - 1);
 	}
 	json_object_put(reply);
@@ -432,7 +434,8 @@ static void accept_clients(struct tfs_ctl *c, int64_t *pause_until)
 			char msg[128];
 			tfs_warn(c->log, "ctl: refused a connection from uid %u (pid %d)",
 				 (unsigned)cr.uid, (int)cr.pid);
-			snprintf(msg, sizeof(msg), "permission denied: this daemon serves uid %u and root",
+			snprintf(msg, sizeof(msg),
+				 "permission denied: this daemon serves uid %u and root",
 				 (unsigned)c->uid);
 			send_error_nowait(fd, EACCES, msg);
 			close(fd);

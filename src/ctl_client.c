@@ -143,7 +143,8 @@ static int client_connect(const char *sock_path, int timeout_ms, int *fdp, struc
 		switch (rc) {
 		case ENOENT:
 		case ECONNREFUSED:
-			errmsg(err, "no tierfs daemon serves this mountpoint (socket %s)", sock_path);
+			errmsg(err, "no tierfs daemon serves this mountpoint (socket %s)",
+			       sock_path);
 			break;
 		case EACCES:
 		case EPERM:
@@ -154,7 +155,8 @@ static int client_connect(const char *sock_path, int timeout_ms, int *fdp, struc
 		case EAGAIN:
 		case EINPROGRESS:
 		case ETIMEDOUT:
-			errmsg(err, "the daemon did not accept the connection within %d s (socket %s)",
+			errmsg(err,
+			       "the daemon did not accept the connection within %d s (socket %s)",
 			       (timeout_ms + 999) / 1000, sock_path);
 			rc = ETIMEDOUT;
 			break;
@@ -226,7 +228,8 @@ int tfs_ctl_call_ex(const char *sock_path, struct json_object *req, int timeout_
 		}
 		if (in.len > TFS_CTL_MAX_REPLY) {
 			rc = EMSGSIZE;
-			errmsg(err, "reply from the daemon larger than %u bytes", TFS_CTL_MAX_REPLY);
+			errmsg(err, "reply from the daemon larger than %u bytes",
+			       TFS_CTL_MAX_REPLY);
 			break;
 		}
 		int64_t left = deadline - (int64_t)tfs_mono_ms();

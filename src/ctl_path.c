@@ -15,11 +15,13 @@
 
 #include "dirs.h"
 
-_Static_assert(TFS_CTL_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path),
-	       "TFS_CTL_SOCK_PATH_MAX must be the size of sun_path");
+_Static_assert(TFS_CTL_SOCK_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path), "TFS_CTL_SOCK_"
+										     "PATH_MAX "
+										     "must be the "
+										     "size of "
+										     "sun_path");
 
 #define MAX_SYMLINKS 40
-
 
 /* Normalise the absolute path `abs` without looking at the filesystem:
  * "//" and "." are removed, ".." removes the previous component. */

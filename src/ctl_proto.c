@@ -39,8 +39,7 @@ bool ctl_blank(const char *s, size_t n)
 
 /* Parse one line into a JSON object.  EINVAL with a message for anything
  * else; ENOMEM. */
-int ctl_parse_line(const char *line, size_t len, struct json_object **out, char *msg,
-		      size_t msglen)
+int ctl_parse_line(const char *line, size_t len, struct json_object **out, char *msg, size_t msglen)
 {
 	*out = NULL;
 	if (memchr(line, '\0', len) != NULL) {

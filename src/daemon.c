@@ -63,7 +63,8 @@ static struct json_object *collect(void *vctx)
 	json_object_object_add(o, "source", json_object_new_string(d->source));
 	json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
-	json_object_object_add(o, "uptime_s", json_object_new_int64((int64_t)(time(NULL) - d->started)));
+	json_object_object_add(o, "uptime_s",
+			       json_object_new_int64((int64_t)(time(NULL) - d->started)));
 	tfs_fs_stats(d->fs, o);
 	tfs_stack_stats(d->stack, o);
 	if (d->follow)
@@ -72,7 +73,8 @@ static struct json_object *collect(void *vctx)
 	if (lo) {
 		enum tfs_log_level level = (enum tfs_log_level)atomic_load(&d->log->level);
 		uint64_t suppressed = tfs_log_suppressed(d->log);
-		json_object_object_add(lo, "level", json_object_new_string(tfs_log_level_name(level)));
+		json_object_object_add(lo, "level",
+				       json_object_new_string(tfs_log_level_name(level)));
 		json_object_object_add(lo, "suppressed", json_object_new_uint64(suppressed));
 		json_object_object_add(o, "log", lo);
 	}
@@ -85,8 +87,9 @@ static struct json_object *collect(void *vctx)
 	if (d->metrics) {
 		struct json_object *mo = json_object_new_object();
 		if (mo) {
-			json_object_object_add(mo, "listen",
-					       json_object_new_string(tfs_metrics_address(d->metrics)));
+			json_object_object_add(
+				mo, "listen",
+				json_object_new_string(tfs_metrics_address(d->metrics)));
 			json_object_object_add(o, "metrics", mo);
 		}
 	}
@@ -127,8 +130,10 @@ static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 			       !tfs_ctl_conn_cancelled(conn)) {
 				struct json_object *p = json_object_new_object();
 				if (p) {
-					json_object_object_add(p, "files", json_object_new_uint64(files));
-					json_object_object_add(p, "bytes", json_object_new_uint64(bytes));
+					json_object_object_add(p, "files",
+							       json_object_new_uint64(files));
+					json_object_object_add(p, "bytes",
+							       json_object_new_uint64(bytes));
 					(void)tfs_ctl_send_progress(conn, p);
 					json_object_put(p);
 				}
@@ -139,9 +144,12 @@ static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 					struct json_object *wbo, *pf, *ff;
 					tfs_wb_stats(d->stack->wb, st);
 					stuck = json_object_object_get_ex(st, "writeback", &wbo) &&
-						json_object_object_get_ex(wbo, "pending_files", &pf) &&
-						json_object_object_get_ex(wbo, "failed_files", &ff) &&
-						json_object_get_int64(pf) == json_object_get_int64(ff);
+						json_object_object_get_ex(wbo, "pending_files",
+									  &pf) &&
+						json_object_object_get_ex(wbo, "failed_files",
+									  &ff) &&
+						json_object_get_int64(pf) ==
+							json_object_get_int64(ff);
 					json_object_put(st);
 				}
 				if (stuck)
@@ -184,7 +192,8 @@ static void *tune_bdi(void *arg)
 	int n = snprintf(val, sizeof(val), "%llu", (unsigned long long)(t->readahead / 1024));
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, val, (size_t)n) != n)
-		tfs_debug(t->log, "cannot raise the kernel readahead (%s): %s", path, strerror(errno));
+		tfs_debug(t->log, "cannot raise the kernel readahead (%s): %s", path,
+			  strerror(errno));
 	else
 		tfs_debug(t->log, "kernel readahead of %s set to %s KiB", t->mountpoint, val);
 	if (fd >= 0)
@@ -245,7 +254,8 @@ static int log_open(const struct tfs_daemon_opts *o, struct tee *tee, struct tfs
 		rc = tfs_log_init_file(&tee->inner, cfg->log.file, level);
 		if (rc) {
 			char msg[600];
-			snprintf(msg, sizeof(msg), "log.file '%s': %s", cfg->log.file, strerror(rc));
+			snprintf(msg, sizeof(msg), "log.file '%s': %s", cfg->log.file,
+				 strerror(rc));
 			report(status_fd, msg);
 			if (o->foreground)
 				fprintf(stderr, "tierfs: %s\n", msg);
@@ -291,8 +301,8 @@ static int open_stack(struct daemon_ctx *d, const struct tfs_daemon_opts *o, con
 		return rc;
 	}
 	rc = tfs_fs_create(o->fsc, d->stack->meta, d->stack->top, d->stack->pf,
-			   tfs_wb_writable(d->stack->wb) ? d->stack->wb : NULL, d->stack->be, d->log,
-			   &d->fs);
+			   tfs_wb_writable(d->stack->wb) ? d->stack->wb : NULL, d->stack->be,
+			   d->log, &d->fs);
 	if (rc) {
 		*fail = "out of memory";
 		return rc;
@@ -387,7 +397,9 @@ static int setup(struct daemon_ctx *d, const struct tfs_daemon_opts *o, struct h
 static void session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 {
 	struct bdi_tune bt = {
-		.mountpoint = o->mountpoint, .readahead = o->cfg->prefetch.readahead, .log = d->log,
+		.mountpoint = o->mountpoint,
+		.readahead = o->cfg->prefetch.readahead,
+		.log = d->log,
 	};
 	pthread_t bt_thread;
 	bool bt_started = bt.readahead >= TFS_MAX_READ &&
@@ -445,7 +457,8 @@ static int serve(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int *sta
 		uint64_t files = 0, bytes = 0;
 		if (tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes) != 0)
 			tfs_warn(d->log,
-				 "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not uploaded "
+				 "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not "
+				 "uploaded "
 				 "yet stay in the journal for the next mount",
 				 files, bytes);
 	}
@@ -510,9 +523,15 @@ int tfs_daemon_run(const struct tfs_daemon_opts *o, int status_fd)
 		return rc;
 
 	struct daemon_ctx d = {
-		.mountpoint = o->mountpoint, .source = o->source, .started = time(NULL),
-		.cfg = o->cfg, .conf_path = o->conf_path, .overrides = o->overrides,
-		.n_overrides = o->n_overrides, .debug = o->debug, .log = &log,
+		.mountpoint = o->mountpoint,
+		.source = o->source,
+		.started = time(NULL),
+		.cfg = o->cfg,
+		.conf_path = o->conf_path,
+		.overrides = o->overrides,
+		.n_overrides = o->n_overrides,
+		.debug = o->debug,
+		.log = &log,
 		.sink_log = &tee.inner,
 	};
 	pthread_mutex_init(&d.reload_lock, NULL);
@@ -529,4 +548,3 @@ int tfs_daemon_run(const struct tfs_daemon_opts *o, int status_fd)
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	return fail ? rc : 0;
 }
-

@@ -48,9 +48,9 @@ struct tfs_daemon_opts {
 	char **overrides;                /* -o section.key=value, applied again at
 					  * each reload */
 	size_t n_overrides;
-	bool foreground;                 /* -f or -d: log to stderr (unless log.file) */
-	bool debug;                      /* -d: log at debug level, kept across reloads */
-	bool ro;                         /* -o ro */
+	bool foreground; /* -f or -d: log to stderr (unless log.file) */
+	bool debug;      /* -d: log at debug level, kept across reloads */
+	bool ro;         /* -o ro */
 };
 
 /* Run the daemon for one mount, from set-up to teardown (see above);

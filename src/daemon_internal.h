@@ -40,8 +40,8 @@ struct daemon_ctx {
 	const char *conf_path; /* -c (absolute), or NULL: the default file */
 	char **overrides;      /* the mount's -o section.key=value */
 	size_t n_overrides;
-	bool debug;            /* -d: the level stays debug */
-	struct tfs_log *log;   /* the daemon's logger and the sink it feeds */
+	bool debug;          /* -d: the level stays debug */
+	struct tfs_log *log; /* the daemon's logger and the sink it feeds */
 	struct tfs_log *sink_log;
 	atomic_uint_fast64_t reloads_ok, reloads_failed;
 	struct tfs_ctl *ctl;     /* the control socket; NULL until started */

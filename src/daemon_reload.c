@@ -55,7 +55,8 @@ static int apply(struct daemon_ctx *d, const struct tfs_config *cur, const struc
 	    a->low_watermark != b->low_watermark) {
 		rc = tfs_ssd_set_limits(d->stack->ssd, b);
 		if (rc) {
-			tfs_dbuf_addf(err, "[ssd]: the new limits cannot be applied: %s%s", strerror(rc),
+			tfs_dbuf_addf(err, "[ssd]: the new limits cannot be applied: %s%s",
+				      strerror(rc),
 				      rc == EINVAL ? " (capacity below 4 blocks)" : "");
 			return rc;
 		}
@@ -185,8 +186,9 @@ static int reload(struct daemon_ctx *d, const char *why, struct tfs_dbuf *err,
 		json_object_put(ch.remount);
 		return ENOMEM;
 	}
-	json_object_object_add(o, "config", json_object_new_string(
-		d->conf_path ? d->conf_path : tfs_config_default_path()));
+	json_object_object_add(o, "config",
+			       json_object_new_string(d->conf_path ? d->conf_path
+								   : tfs_config_default_path()));
 	json_object_object_add(o, "applied", ch.applied);
 	json_object_object_add(o, "needs_remount", ch.remount);
 	*result = o;
@@ -208,7 +210,6 @@ int daemon_reload_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obj
 	tfs_dbuf_free(&err);
 	return rc;
 }
-
 
 static void *hup_main(void *arg)
 {

@@ -27,17 +27,17 @@ struct tfs_follow {
 	unsigned window;
 	pthread_mutex_t lock; /* everything below */
 	pthread_cond_t work;
-	char **order;     /* keys, in reading order */
+	char **order; /* keys, in reading order */
 	size_t n;
-	uint32_t *slots;  /* open addressing: index + 1, 0 empty */
-	size_t nslots;    /* power of two, >= 2n */
-	uint64_t *seen;   /* bit per index: opened in this pass */
-	uint64_t gen;     /* bumped by every set: stale jobs are dropped */
-	size_t pos;       /* highest index opened in this pass (+1); 0 none */
-	size_t cur;       /* where the reader is (+1): the window starts here */
-	size_t back;      /* last open far behind the window (+1); 0 none */
-	size_t next;      /* next index to fetch */
-	size_t *jobs;     /* queue of indexes to fetch */
+	uint32_t *slots; /* open addressing: index + 1, 0 empty */
+	size_t nslots;   /* power of two, >= 2n */
+	uint64_t *seen;  /* bit per index: opened in this pass */
+	uint64_t gen;    /* bumped by every set: stale jobs are dropped */
+	size_t pos;      /* highest index opened in this pass (+1); 0 none */
+	size_t cur;      /* where the reader is (+1): the window starts here */
+	size_t back;     /* last open far behind the window (+1); 0 none */
+	size_t next;     /* next index to fetch */
+	size_t *jobs;    /* queue of indexes to fetch */
 	size_t jhead, jlen, jcap;
 	bool stop;
 	struct tfs_workers pool;
@@ -287,8 +287,8 @@ void tfs_follow_stats(struct tfs_follow *f, struct json_object *out)
 	json_object_object_add(out, "follow", o);
 }
 
-int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta, unsigned workers, unsigned window,
-		      const struct tfs_log *log, struct tfs_follow **out)
+int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta, unsigned workers,
+		      unsigned window, const struct tfs_log *log, struct tfs_follow **out)
 {
 	struct tfs_follow *f = calloc(1, sizeof(*f));
 	if (f == NULL)
@@ -343,7 +343,8 @@ static int follow_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obj
 {
 	struct tfs_follow *f = vctx;
 	struct json_object *v;
-	const char *path = json_object_object_get_ex(req, "manifest", &v) ? json_object_get_string(v) : NULL;
+	const char *path =
+		json_object_object_get_ex(req, "manifest", &v) ? json_object_get_string(v) : NULL;
 	if (path == NULL)
 		return tfs_ctl_fail(resp, EINVAL, "follow needs a manifest");
 	struct tfs_manifest m;
@@ -358,7 +359,8 @@ static int follow_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obj
 		if (b == NULL)
 			break;
 		char where[64];
-		snprintf(where, sizeof(where), "manifest line %llu", (unsigned long long)m.v[i].line);
+		snprintf(where, sizeof(where), "manifest line %llu",
+			 (unsigned long long)m.v[i].line);
 		json_object_object_add(b, "path", json_object_new_string(where));
 		json_object_object_add(b, "error", json_object_new_string(m.v[i].error));
 		json_object_array_add(bad, b);

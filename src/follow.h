@@ -30,8 +30,8 @@ struct json_object;
 /* Start `workers` fetch threads over the RAM tier `ram` and the metadata
  * cache (both borrowed).  `window` files are kept in flight ahead of the
  * reader.  Call after daemonizing.  Returns 0, ENOMEM or EAGAIN. */
-int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta, unsigned workers, unsigned window,
-		      const struct tfs_log *log, struct tfs_follow **out);
+int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta, unsigned workers,
+		      unsigned window, const struct tfs_log *log, struct tfs_follow **out);
 void tfs_follow_destroy(struct tfs_follow *f);
 
 /* Replace the order by the valid entries of `m` (copied; errors are

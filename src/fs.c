@@ -41,8 +41,8 @@
 #define READDIR_MAX (64u * 1024u)
 
 static const char *const op_names[OP__COUNT] = {
-	"lookup", "getattr", "readdir", "open", "read", "statfs", "create", "write", "setattr",
-	"mkdir", "unlink", "rmdir", "rename", "fsync", "flush",
+	"lookup",  "getattr", "readdir", "open",  "read",   "statfs", "create", "write",
+	"setattr", "mkdir",   "unlink",  "rmdir", "rename", "fsync",  "flush",
 };
 
 struct dirh {
@@ -87,7 +87,8 @@ static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char 
 		return;
 	int rc = fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 	if (rc && rc != -ENOENT)
-		tfs_warn(fs->log, "inode %" PRIu64 ": cannot invalidate the kernel's attributes: %s",
+		tfs_warn(fs->log,
+			 "inode %" PRIu64 ": cannot invalidate the kernel's attributes: %s",
 			 in->ino, strerror(-rc));
 	else
 		tfs_debug(fs->log, "inode %" PRIu64 ": kernel attributes invalidated (now ETag %s)",
@@ -272,8 +273,8 @@ struct rd {
 	bool plus;
 	char *buf;
 	size_t size, used;
-	off_t off;      /* offset of the next entry */
-	uint64_t skip;  /* entries still to skip (seek to an unknown offset) */
+	off_t off;     /* offset of the next entry */
+	uint64_t skip; /* entries still to skip (seek to an unknown offset) */
 	char last[NAME_MAX + 1];
 	int err;
 };
@@ -376,8 +377,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * large would make ~6,500 inodes at once.  64 KiB is plenty per call. */
 	if (size > READDIR_MAX)
 		size = READDIR_MAX;
-	struct rd r = { .req = req, .fs = fs, .dir = in, .dirpath = dirpath, .plus = plus, .size = size,
-			 .off = off };
+	struct rd r = { .req = req,
+			.fs = fs,
+			.dir = in,
+			.dirpath = dirpath,
+			.plus = plus,
+			.size = size,
+			.off = off };
 	r.buf = malloc(size);
 	if (r.buf == NULL) {
 		tfs_fs_reply_err(req, OP_READDIR, ENOMEM);
@@ -424,12 +430,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_unlock(&h->lock);
 	tfs_fs_count(fs, OP_READDIR, 0);
 	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
-		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off, r.last);
+		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off,
+		  r.last);
 	fuse_reply_buf(req, r.buf, r.used);
 	free(r.buf);
 }
 
-static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, false);
 }
@@ -568,7 +576,8 @@ static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct 
 	int rc = buf ? tfs_wb_read(wf, buf, size, (uint64_t)off, &got) : ENOMEM;
 	if (rc) {
 		free(buf);
-		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off, strerror(rc));
+		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off,
+			strerror(rc));
 		tfs_fs_reply_err(req, OP_READ, rc);
 		return;
 	}
@@ -578,7 +587,8 @@ static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct 
 	free(buf);
 }
 
-static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
@@ -590,8 +600,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * has one, or else keeps the version it has. */
 	char cur[PATH_MAX];
 	struct tfs_inode *in = NULL;
-	const char *curp = tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur)
-				   ? cur : NULL;
+	const char *curp =
+		tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur) ? cur
+											     : NULL;
 again:;
 	struct tfs_wb_file *wf = handle_staged(fs, h, curp);
 	struct tfs_attr snap;
@@ -617,8 +628,9 @@ again:;
 		 * one (appended through this mount and written back meanwhile,
 		 * as `tail -f` expects) may be longer. */
 		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
-		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
+		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
+		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
+		    move_version(h, curp, &na) == 0) {
 			kernel_attrs_of(fs, in, na.etag);
 			retried = true;
 			goto again;
@@ -655,8 +667,10 @@ again:;
 			if (rc)
 				break;
 			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
-			uint64_t from = start > bstart ? start : bstart, to = end < bend ? end : bend;
-			memcpy(buf + (from - start), (const char *)tfs_ram_block_data(b) + (from - bstart),
+			uint64_t from = start > bstart ? start : bstart,
+				 to = end < bend ? end : bend;
+			memcpy(buf + (from - start),
+			       (const char *)tfs_ram_block_data(b) + (from - bstart),
 			       (size_t)(to - from));
 			tfs_ram_release(fs->top, b, to == bend);
 		}
@@ -674,9 +688,11 @@ again:;
 		 * the bucket): later reads see the new version, as on a local
 		 * filesystem; one read() never mixes two versions. */
 		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE && na.etag[0] &&
-		    strcmp(na.etag, obj.etag) != 0 && move_version(h, curp, &na) == 0) {
-			tfs_info(fs->log, "read '%s': the object changed while open; reading ETag %s now",
+		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
+		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
+		    move_version(h, curp, &na) == 0) {
+			tfs_info(fs->log,
+				 "read '%s': the object changed while open; reading ETag %s now",
 				 curp, na.etag);
 			kernel_attrs_of(fs, in, na.etag);
 			retried = true;
@@ -684,7 +700,8 @@ again:;
 		}
 	}
 	if (rc == ESTALE)
-		tfs_warn(fs->log, "read '%s': the object changed while open (was ETag %s); reopen it",
+		tfs_warn(fs->log,
+			 "read '%s': the object changed while open (was ETag %s); reopen it",
 			 obj.key, obj.etag);
 	else
 		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", obj.key, start, strerror(rc));
@@ -740,7 +757,8 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max < (1u << 20) ? rl.rlim_max : (1u << 20);
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-			tfs_warn(fs->log, "fuse: cannot raise the open files limit: %s", strerror(errno));
+			tfs_warn(fs->log, "fuse: cannot raise the open files limit: %s",
+				 strerror(errno));
 	}
 	tfs_info(fs->log, "fuse: protocol %u.%u, max_read %u, max_readahead %u", conn->proto_major,
 		 conn->proto_minor, conn->max_read, conn->max_readahead);
@@ -751,16 +769,17 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
  * is deferred to another thread), so that is the time to the reply plus
  * the reply's write to the kernel.  `fs` is taken before the call: the
  * request is gone once replied. */
-#define TIMED(op, fn, params, ...)                               \
-	static void timed_##fn params                            \
-	{                                                        \
-		struct tfs_fs *tfs = fs_of(req);                 \
-		uint64_t t0 = tfs_mono_ns();                    \
-		fn(__VA_ARGS__);                                 \
-		tfs_hist_observe(&tfs->lat[op], t0);             \
+#define TIMED(op, fn, params, ...)                   \
+	static void timed_##fn params                \
+	{                                            \
+		struct tfs_fs *tfs = fs_of(req);     \
+		uint64_t t0 = tfs_mono_ns();         \
+		fn(__VA_ARGS__);                     \
+		tfs_hist_observe(&tfs->lat[op], t0); \
 	}
 
-TIMED(OP_LOOKUP, fs_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent, name)
+TIMED(OP_LOOKUP, fs_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
+      name)
 TIMED(OP_GETATTR, fs_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
       fi)
 TIMED(OP_READDIR, fs_readdir,
@@ -786,8 +805,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 }
 
 TIMED(OP_SETATTR, fs_setattr,
-      (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi), req,
-      ino, attr, to_set, fi)
+      (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi),
+      req, ino, attr, to_set, fi)
 TIMED(OP_MKDIR, tfs_fs_op_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
       req, parent, name, mode)
 TIMED(OP_CREATE, tfs_fs_op_mknod,
@@ -798,24 +817,27 @@ TIMED(OP_CREATE, tfs_fs_op_create,
       req, parent, name, mode, fi)
 TIMED(OP_WRITE, tfs_fs_op_write,
       (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-       struct fuse_file_info *fi), req, ino, buf, size, off, fi)
-TIMED(OP_FLUSH, tfs_fs_op_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
-      fi)
+       struct fuse_file_info *fi),
+      req, ino, buf, size, off, fi)
+TIMED(OP_FLUSH, tfs_fs_op_flush, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req,
+      ino, fi)
 TIMED(OP_FSYNC, tfs_fs_op_fsync,
       (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi), req, ino, datasync,
       fi)
-TIMED(OP_UNLINK, tfs_fs_op_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
-      name)
+TIMED(OP_UNLINK, tfs_fs_op_unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), req,
+      parent, name)
 TIMED(OP_RMDIR, tfs_fs_op_rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
       name)
 TIMED(OP_RENAME, tfs_fs_op_rename,
       (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-       const char *newname, unsigned int flags), req, parent, name, newparent, newname, flags)
+       const char *newname, unsigned int flags),
+      req, parent, name, newparent, newname, flags)
 TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
-TIMED(OP_CREATE, tfs_fs_op_link, (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-      const char *newname), req, ino, newparent, newname)
+TIMED(OP_CREATE, tfs_fs_op_link,
+      (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname), req, ino,
+      newparent, newname)
 
 static const struct fuse_lowlevel_ops ops = {
 	.init = fs_init,
@@ -863,15 +885,19 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 		struct json_object *x = json_object_new_object();
 		if (x == NULL)
 			continue;
-		json_object_object_add(x, "count", json_object_new_uint64(atomic_load(&fs->ops[i])));
-		json_object_object_add(x, "errors", json_object_new_uint64(atomic_load(&fs->errs[i])));
+		json_object_object_add(x, "count",
+				       json_object_new_uint64(atomic_load(&fs->ops[i])));
+		json_object_object_add(x, "errors",
+				       json_object_new_uint64(atomic_load(&fs->errs[i])));
 		struct json_object *lat = tfs_hist_json(&fs->lat[i]);
 		if (lat)
 			json_object_object_add(x, "latency", lat);
 		json_object_object_add(o, op_names[i], x);
 	}
-	json_object_object_add(o, "read_bytes", json_object_new_uint64(atomic_load(&fs->read_bytes)));
-	json_object_object_add(o, "write_bytes", json_object_new_uint64(atomic_load(&fs->write_bytes)));
+	json_object_object_add(o, "read_bytes",
+			       json_object_new_uint64(atomic_load(&fs->read_bytes)));
+	json_object_object_add(o, "write_bytes",
+			       json_object_new_uint64(atomic_load(&fs->write_bytes)));
 	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
 	json_object_object_add(out, "fuse", o);
 }
@@ -930,7 +956,8 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 		n++;
 	}
 	if (n)
-		tfs_info(fs->log, "released %u file handle(s) still open when the FUSE session ended", n);
+		tfs_info(fs->log,
+			 "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_itable_destroy(fs->itable);
 	pthread_mutex_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->fh_lock);

@@ -23,17 +23,17 @@
 #define TFS_MAX_READ (1u << 20)
 
 struct tfs_fs_config {
-	uid_t uid;        /* owner of files without x-amz-meta-uid */
+	uid_t uid; /* owner of files without x-amz-meta-uid */
 	gid_t gid;
 	mode_t file_mode; /* permission bits of files without x-amz-meta-mode */
 	mode_t dir_mode;
-	bool keep_setid;  /* [mount] trusted: keep S_ISUID and S_ISGID; false
+	bool keep_setid;        /* [mount] trusted: keep S_ISUID and S_ISGID; false
 			   * drops them from every mode shown (object metadata,
 			   * cached entries) and from modes written (chmod,
 			   * create, mkdir) */
-	uint64_t ttl_ms;  /* cache.metadata_ttl; UINT64_MAX: forever */
-	uint64_t readahead; /* bytes read ahead of a sequential reader */
-	uint64_t order_max; /* prefetch.order_max: bytes all open handles of the
+	uint64_t ttl_ms;        /* cache.metadata_ttl; UINT64_MAX: forever */
+	uint64_t readahead;     /* bytes read ahead of a sequential reader */
+	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
 			     * control file TFS_FOLLOW_FILE hold together */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
 };

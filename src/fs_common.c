@@ -43,17 +43,20 @@ mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode)
 	return mode & (fs->cfg.keep_setid ? 07777 : 07777 & ~(mode_t)(S_ISUID | S_ISGID));
 }
 
-void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st)
+void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a,
+		      struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
 	if (a->type == TFS_FT_DIR) {
-		st->st_mode = S_IFDIR |
-			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
+		st->st_mode =
+			S_IFDIR |
+			tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
 		st->st_nlink = 2;
 	} else {
-		st->st_mode = S_IFREG |
-			      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
+		st->st_mode =
+			S_IFREG |
+			tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
 		st->st_nlink = 1;
 		st->st_size = (off_t)a->size;
 		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
@@ -62,7 +65,8 @@ void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
 	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
 	st->st_blksize = (blksize_t)fs->block_size;
 	/* Directories have no time in S3: show the mount's. */
-	st->st_mtim.tv_sec = (time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
+	st->st_mtim.tv_sec =
+		(time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
 }
@@ -90,7 +94,8 @@ int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 	if (changed) {
 		struct tfs_obj obj;
 		tfs_obj_init(&obj, path, "", 0);
-		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", path, a->etag);
+		tfs_info(fs->log, "'%s' changed in the bucket (ETag %s): cached data dropped", path,
+			 a->etag);
 		tfs_layer_invalidate(fs->top, obj.id);
 	}
 	return 0;

@@ -26,9 +26,22 @@
 #define FOREVER_S (365.0 * 86400.0)
 
 enum fs_op {
-	OP_LOOKUP, OP_GETATTR, OP_READDIR, OP_OPEN, OP_READ, OP_STATFS,
-	OP_CREATE, OP_WRITE, OP_SETATTR, OP_MKDIR, OP_UNLINK, OP_RMDIR, OP_RENAME, OP_FSYNC,
-	OP_FLUSH, OP__COUNT
+	OP_LOOKUP,
+	OP_GETATTR,
+	OP_READDIR,
+	OP_OPEN,
+	OP_READ,
+	OP_STATFS,
+	OP_CREATE,
+	OP_WRITE,
+	OP_SETATTR,
+	OP_MKDIR,
+	OP_UNLINK,
+	OP_RMDIR,
+	OP_RENAME,
+	OP_FSYNC,
+	OP_FLUSH,
+	OP__COUNT
 };
 
 struct tfs_fs {
@@ -37,15 +50,15 @@ struct tfs_fs {
 	struct tfs_meta *meta;
 	struct tfs_layer *top;
 	struct tfs_prefetch *pf;
-	struct tfs_wb *wb;       /* NULL: read-only */
-	struct tfs_backend *be;  /* for renames of clean objects */
-	struct tfs_follow *follow; /* sampler-order prefetch, or NULL */
+	struct tfs_wb *wb;                      /* NULL: read-only */
+	struct tfs_backend *be;                 /* for renames of clean objects */
+	struct tfs_follow *follow;              /* sampler-order prefetch, or NULL */
 	const struct tfs_manifest_scope *scope; /* for the control file */
 	const struct tfs_log *log;
-	struct fuse_session *se;   /* for notifications, or NULL (tfs_fs_set_session) */
+	struct fuse_session *se; /* for notifications, or NULL (tfs_fs_set_session) */
 	uint64_t block_size;
 	uint64_t ra_blocks;
-	_Atomic uint64_t ttl_ms; /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
+	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
 	pthread_mutex_t fh_lock;   /* open_fhs */
@@ -59,8 +72,8 @@ struct tfs_fs {
  * ones (wf non-NULL) read and write their staged copy. */
 struct fh {
 	struct tfs_obj obj;
-	char *key;              /* the path at open, or after the last version move */
-	char **retired_keys;    /* earlier keys (reads in flight may still use them) */
+	char *key;           /* the path at open, or after the last version move */
+	char **retired_keys; /* earlier keys (reads in flight may still use them) */
 	size_t n_retired;
 	struct tfs_wb_file *wf; /* staged copy, or NULL */
 	struct tfs_dbuf *order; /* the control file TFS_FOLLOW_FILE: what was written */
@@ -93,7 +106,8 @@ void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err);
 mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode);
 /* The struct stat of attributes `a`: defaults from cfg for what the object
  * does not say, permission bits through tfs_fs_perm(). */
-void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a, struct stat *st);
+void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a,
+		      struct stat *st);
 /* The entry reply for inode `in` with attributes `a`; records which
  * version's attributes the kernel is sent (tfs_itable_set_attr_etag). */
 void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs_attr *a,

@@ -44,8 +44,10 @@ int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t si
 	uint64_t cur = atomic_load(&fs->order_bytes);
 	do {
 		if (size > fs->cfg.order_max || cur > fs->cfg.order_max - size) {
-			tfs_warn(fs->log, "%s: more than prefetch.order_max (%" PRIu64 " bytes, %" PRIu64
-				 " held by open handles); EFBIG", TFS_FOLLOW_FILE, fs->cfg.order_max, cur);
+			tfs_warn(fs->log,
+				 "%s: more than prefetch.order_max (%" PRIu64 " bytes, %" PRIu64
+				 " held by open handles); EFBIG",
+				 TFS_FOLLOW_FILE, fs->cfg.order_max, cur);
 			return EFBIG;
 		}
 	} while (!atomic_compare_exchange_weak(&fs->order_bytes, &cur, cur + size));
@@ -65,8 +67,8 @@ int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h)
 	if (rc)
 		return rc;
 	if (m.n > 0 && m.n == m.errors) {
-		tfs_warn(fs->log, "%s: no valid entry (line %llu: %s); order unchanged", TFS_FOLLOW_FILE,
-			 (unsigned long long)m.v[0].line, m.v[0].error);
+		tfs_warn(fs->log, "%s: no valid entry (line %llu: %s); order unchanged",
+			 TFS_FOLLOW_FILE, (unsigned long long)m.v[0].line, m.v[0].error);
 		tfs_manifest_free(&m);
 		return EINVAL;
 	}

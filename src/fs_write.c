@@ -78,7 +78,8 @@ static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct tfs_wb_attr a = {
 		.mode = (uint32_t)tfs_fs_perm(fs_of(req), mode & ~ctx->umask),
-		.uid = ctx->uid, .gid = ctx->gid,
+		.uid = ctx->uid,
+		.gid = ctx->gid,
 		.mtime = (int64_t)time(NULL),
 	};
 	return a;
@@ -150,7 +151,8 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 {
 	struct tfs_fs *fs = fs_of(req);
 	(void)in;
-	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) && !order_writer_ok(fs, req)) {
+	if (((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) &&
+	    !order_writer_ok(fs, req)) {
 		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
 		return;
 	}
@@ -367,8 +369,8 @@ void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* Truncate `path` to `size` through handle `h` (if it writes) or a
  * temporary staging. */
-static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, struct fh *h,
-			 uint64_t size)
+static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_attr *a,
+			 struct fh *h, uint64_t size)
 {
 	if (h && h->wf && h->writer)
 		return tfs_wb_truncate(fs->wb, h->wf, size);
@@ -421,8 +423,9 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		}
 		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
 			mask |= TFS_WB_SET_MTIME;
-			na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (int64_t)time(NULL)
-								      : (int64_t)attr->st_mtim.tv_sec;
+			na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW)
+					   ? (int64_t)time(NULL)
+					   : (int64_t)attr->st_mtim.tv_sec;
 		}
 		if (rc == 0 && mask)
 			tfs_wb_file_setattr(fs->wb, dwf, mask, &na);
@@ -470,7 +473,8 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	/* atime and ctime have nowhere to live in a bucket: accepted, not kept. */
 	if (rc == 0 && mask) {
-		rc = tfs_wb_setattr(fs->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a), mask, &na);
+		rc = tfs_wb_setattr(fs->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a), mask,
+				    &na);
 		if (rc == 0)
 			rc = tfs_fs_attr(fs, path, &a);
 	}
@@ -545,7 +549,8 @@ static void release_staged(void *ctx, void *staged)
 
 /* Detach the inode at `path`, keeping what fstat() of its open handles
  * needs (`staged`: a reference, handed over). */
-static int keep_detached(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, void *staged)
+static int keep_detached(struct tfs_fs *fs, const char *path, const struct tfs_attr *a,
+			 void *staged)
 {
 	tfs_itable_set_release(fs->itable, release_staged, fs->wb);
 	if (tfs_itable_detach_keep(fs->itable, path, a, staged) != 0)
@@ -582,8 +587,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 	}
 	if (rc == 0) {
 		if (tfs_itable_detach(fs->itable, path) != 0)
-			tfs_warn(fs->log, "%s '%s': out of memory detaching its inode", dir ? "rmdir" : "unlink",
-				 path);
+			tfs_warn(fs->log, "%s '%s': out of memory detaching its inode",
+				 dir ? "rmdir" : "unlink", path);
 		if (!dir)
 			drop_cached(fs, path);
 	}
@@ -604,7 +609,8 @@ void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
  * a staged file moves in the journal; a clean object is copied in the
  * bucket and the original deleted (not atomic: a crash in between leaves
  * both), unless it has pending changes, in which case it is staged first. */
-static int rename_file(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
+static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
+		       const struct tfs_attr *a)
 {
 	int rc = tfs_wb_rename_dirty(fs->wb, from, to);
 	if (rc != ENOENT)
@@ -680,8 +686,8 @@ static int collect_entry(void *ctx, const char *name, const struct tfs_attr *a)
 
 /* Rename directory `from` -> `to` entry by entry, depth first.  `budget`
  * counts the entries still allowed. */
-static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *da,
-		      size_t *budget)
+static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
+		      const struct tfs_attr *da, size_t *budget)
 {
 	struct collect c = { 0 };
 	int rc = tfs_meta_readdir(fs->meta, from, "", collect_entry, &c);
@@ -691,7 +697,8 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const
 		rc = EXDEV;
 	if (rc == 0) {
 		*budget -= c.n;
-		struct tfs_wb_attr na = { da->mode, da->uid, da->gid, da->mtime ? da->mtime : (int64_t)time(NULL) };
+		struct tfs_wb_attr na = { da->mode, da->uid, da->gid,
+					  da->mtime ? da->mtime : (int64_t)time(NULL) };
 		rc = tfs_wb_mkdir(fs->wb, to, &na);
 	}
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
@@ -703,7 +710,8 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const
 		if (rc == 0)
 			rc = tfs_fs_attr(fs, f, &a);
 		if (rc == 0)
-			rc = a.type == TFS_FT_DIR ? rename_dir(fs, f, t, &a, budget) : rename_file(fs, f, t, &a);
+			rc = a.type == TFS_FT_DIR ? rename_dir(fs, f, t, &a, budget)
+						  : rename_file(fs, f, t, &a);
 	}
 	if (rc == 0)
 		rc = tfs_wb_remove(fs->wb, from, true);
@@ -717,7 +725,8 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to, const
 /* Count the entries below `dir`, up to the rename bound, checking that
  * each one's name after the rename of `from` to `to` (an ancestor of
  * `dir`, or `dir` itself) can be stored (name_ok()). */
-static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char *from, const char *to)
+static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char *from,
+		      const char *to)
 {
 	struct collect c = { 0 };
 	int rc = tfs_meta_readdir(fs->meta, dir, "", collect_entry, &c);
@@ -794,8 +803,9 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		size_t n = 0, budget = RENAME_DIR_MAX;
 		rc = count_tree(fs, from, &n, from, to);
 		if (rc == EXDEV)
-			tfs_info(fs->log, "rename '%s': more than %d entries; EXDEV (mv copies instead)", from,
-				 RENAME_DIR_MAX);
+			tfs_info(fs->log,
+				 "rename '%s': more than %d entries; EXDEV (mv copies instead)",
+				 from, RENAME_DIR_MAX);
 		if (rc == 0)
 			rc = rename_dir(fs, from, to, &sa, &budget);
 	} else if (rc == 0) {
@@ -809,7 +819,8 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	pthread_mutex_unlock(&fs->ns_lock);
 	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)
 		tfs_warn(fs->log, "rename '%s': out of memory renaming its inodes", from);
-	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY && rc != ENAMETOOLONG)
+	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY &&
+	    rc != ENAMETOOLONG)
 		tfs_err(fs->log, "rename '%s' -> '%s': %s", from, to, strerror(rc));
 	tfs_fs_reply_err(req, OP_RENAME, rc);
 }

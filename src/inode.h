@@ -27,16 +27,16 @@ struct tfs_inode {
 	struct tfs_inode *next_ino, *next_path;
 	/* Under the table lock: */
 	uint64_t nlookup;
-	uint64_t kernel_etag; /* hash of the version whose pages the kernel may hold; 0: none */
-	uint64_t attr_etag;   /* hash of the version whose attributes (size) the
+	uint64_t kernel_etag;  /* hash of the version whose pages the kernel may hold; 0: none */
+	uint64_t attr_etag;    /* hash of the version whose attributes (size) the
 			       * kernel was last sent; 0: none yet; 2: not a
 			       * clean version (staged, or being changed) */
-	bool attr_mixed;      /* attributes of more than one version were sent
+	bool attr_mixed;       /* attributes of more than one version were sent
 			       * since the last tfs_itable_swap_attr_etag() */
-	enum tfs_ftype type;  /* immutable */
+	enum tfs_ftype type;   /* immutable */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
 	void *staged;          /* ... and its staged copy, released with the inode */
-	char *path;           /* "" for the root, else "a/b", or TFS_ITABLE_DETACHED
+	char *path;            /* "" for the root, else "a/b", or TFS_ITABLE_DETACHED
 			       * "<ino>" once detached; changed by rename and
 			       * detach under the table lock: read it with
 			       * tfs_itable_path() */

@@ -18,35 +18,35 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tierfs [--version] [--help] COMMAND [ARGS]\n"
-		"\n"
-		"commands:\n"
-		"  mount   [-c CONF] [-o OPTIONS] [-f] SOURCE MOUNTPOINT\n"
-		"          mount a bucket (see tierfs mount --help)\n"
-		"  umount  MOUNTPOINT\n"
-		"          upload pending writes, unmount, wait for the daemon to finish\n"
-		"  flush   MOUNTPOINT\n"
-		"          upload every pending write now and wait for it\n"
-		"  reload  MOUNTPOINT\n"
-		"          re-read the configuration and apply it without a remount\n"
-		"  warmup  [-j N] [--tier ssd|ram] [--pin] [--manifest FILE] MOUNTPOINT [PATH...]\n"
-		"          fill the cache with files before training (with progress)\n"
-		"  warmup  --follow MANIFEST MOUNTPOINT\n"
-		"          prefetch ahead of a reader that follows MANIFEST's order\n"
-		"  pin     PATH...   /   unpin PATH...\n"
-		"          keep files in the SSD tier whatever the eviction (or stop)\n"
-		"  evict   MOUNTPOINT PATH...\n"
-		"          drop clean cached data of files\n"
-		"  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
-		"          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
-		"  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
-		"          print the effective configuration\n"
-		"  stats   [--json] MOUNTPOINT\n"
-		"          statistics of the daemon serving MOUNTPOINT\n"
-		"\n"
-		"SOURCE is s3://bucket[/prefix] or a local directory.\n"
-		"See tierfs(1) and tierfs.conf(5).\n");
+	fprintf(f, "usage: tierfs [--version] [--help] COMMAND [ARGS]\n"
+		   "\n"
+		   "commands:\n"
+		   "  mount   [-c CONF] [-o OPTIONS] [-f] SOURCE MOUNTPOINT\n"
+		   "          mount a bucket (see tierfs mount --help)\n"
+		   "  umount  MOUNTPOINT\n"
+		   "          upload pending writes, unmount, wait for the daemon to finish\n"
+		   "  flush   MOUNTPOINT\n"
+		   "          upload every pending write now and wait for it\n"
+		   "  reload  MOUNTPOINT\n"
+		   "          re-read the configuration and apply it without a remount\n"
+		   "  warmup  [-j N] [--tier ssd|ram] [--pin] [--manifest FILE] MOUNTPOINT "
+		   "[PATH...]\n"
+		   "          fill the cache with files before training (with progress)\n"
+		   "  warmup  --follow MANIFEST MOUNTPOINT\n"
+		   "          prefetch ahead of a reader that follows MANIFEST's order\n"
+		   "  pin     PATH...   /   unpin PATH...\n"
+		   "          keep files in the SSD tier whatever the eviction (or stop)\n"
+		   "  evict   MOUNTPOINT PATH...\n"
+		   "          drop clean cached data of files\n"
+		   "  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
+		   "          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
+		   "  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
+		   "          print the effective configuration\n"
+		   "  stats   [--json] MOUNTPOINT\n"
+		   "          statistics of the daemon serving MOUNTPOINT\n"
+		   "\n"
+		   "SOURCE is s3://bucket[/prefix] or a local directory.\n"
+		   "See tierfs(1) and tierfs.conf(5).\n");
 }
 
 /* `tierfs --version`: our version, then the version of each library as
@@ -104,7 +104,8 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_config(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "warmup") == 0) {
 		rc = tfs_cmd_warmup(argc - 1, argv + 1);
-	} else if (strcmp(cmd, "pin") == 0 || strcmp(cmd, "unpin") == 0 || strcmp(cmd, "evict") == 0) {
+	} else if (strcmp(cmd, "pin") == 0 || strcmp(cmd, "unpin") == 0 ||
+		   strcmp(cmd, "evict") == 0) {
 		rc = tfs_cmd_pin(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "flush") == 0) {
 		rc = tfs_cmd_flush(argc - 1, argv + 1);

@@ -87,7 +87,8 @@ static void resolve(const char *ref, const struct tfs_manifest_scope *sc, char *
 		size_t pl = strlen(sc->prefix);
 		if (pl) {
 			if (strncmp(k, sc->prefix, pl) != 0 || k[pl] != '/') {
-				*err = fmt("the URL is outside the mounted prefix '%s'", sc->prefix);
+				*err = fmt("the URL is outside the mounted prefix '%s'",
+					   sc->prefix);
 				return;
 			}
 			k += pl + 1;
@@ -129,7 +130,8 @@ static int parse_line(struct tfs_manifest *m, size_t *cap, uint64_t lineno, char
 		enum json_tokener_error je;
 		struct json_object *o = json_tokener_parse_verbose(s, &je);
 		if (o == NULL || !json_object_is_type(o, json_type_object)) {
-			err = fmt("invalid JSON: %s", o ? "not an object" : json_tokener_error_desc(je));
+			err = fmt("invalid JSON: %s",
+				  o ? "not an object" : json_tokener_error_desc(je));
 		} else {
 			static const char *const fields[] = { "key", "path", "url", "uri" };
 			const char *ref = NULL;
@@ -140,7 +142,8 @@ static int parse_line(struct tfs_manifest *m, size_t *cap, uint64_t lineno, char
 					ref = json_object_get_string(f);
 			}
 			if (ref == NULL)
-				err = fmt("no \"key\", \"path\", \"url\" or \"uri\" string field", NULL);
+				err = fmt("no \"key\", \"path\", \"url\" or \"uri\" string field",
+					  NULL);
 			else
 				resolve(ref, sc, &key, &err);
 		}
@@ -170,7 +173,9 @@ int tfs_manifest_parse(const char *text, size_t len, const struct tfs_manifest_s
 		lineno++;
 		if (n > MAX_LINE || memchr(text + pos, '\0', n)) {
 			rc = add(out, &cap, lineno, NULL,
-				 fmt(n > MAX_LINE ? "line longer than 64 KiB" : "NUL byte in the line", NULL));
+				 fmt(n > MAX_LINE ? "line longer than 64 KiB"
+						  : "NUL byte in the line",
+				     NULL));
 		} else {
 			memcpy(line, text + pos, n);
 			line[n] = '\0';

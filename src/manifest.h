@@ -19,9 +19,9 @@
 #include <stdint.h>
 
 struct tfs_manifest_entry {
-	uint64_t line;   /* 1-based line number */
-	char *key;       /* object key relative to the mount's root, or NULL */
-	char *error;     /* why the line was rejected, or NULL */
+	uint64_t line; /* 1-based line number */
+	char *key;     /* object key relative to the mount's root, or NULL */
+	char *error;   /* why the line was rejected, or NULL */
 };
 
 struct tfs_manifest {

@@ -102,8 +102,8 @@ int tfs_metrics_parse_listen(const char *spec, struct tfs_listen *out, char *why
 		if (strcmp(host, "localhost") == 0) {
 			s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		} else if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
-			snprintf(why, cap, "'%s' is not an IPv4 address, [IPv6] address or localhost",
-				 host);
+			snprintf(why, cap,
+				 "'%s' is not an IPv4 address, [IPv6] address or localhost", host);
 			return EINVAL;
 		} else if ((ntohl(s4->sin_addr.s_addr) >> 24) != 127) {
 			snprintf(why, cap, "%s is not a loopback address", host);
@@ -121,7 +121,12 @@ ok:
 
 /* ---- exposition ---- */
 
-enum kind { COUNTER, GAUGE, HISTOGRAM, INFO };
+enum kind {
+	COUNTER,
+	GAUGE,
+	HISTOGRAM,
+	INFO
+};
 enum conv {
 	AS_IS,
 	MS_TO_S, /* milliseconds to seconds; UINT64_MAX ("forever") is +Inf */
@@ -146,19 +151,31 @@ struct family {
 	struct src src[2];
 };
 
-#define F(n, k, h, p) { .name = (n), .kind = (k), .help = (h), .src = { { (p), NULL } } }
-#define TIER(n, k, h, ram, ssd)                                                       \
-	{ .name = (n), .kind = (k), .help = (h), .label = "tier",                         \
-	  .src = { { (ram), "ram" }, { (ssd), "ssd" } } }
-#define PER_OP(n, k, h, obj, p) \
-	{ .name = (n), .kind = (k), .help = (h), .label = "op", .each = (obj), .src = { { (p), NULL } } }
+#define F(n, k, h, p)                                                           \
+	{                                                                       \
+		.name = (n), .kind = (k), .help = (h), .src = { { (p), NULL } } \
+	}
+#define TIER(n, k, h, ram, ssd)                                         \
+	{                                                               \
+		.name = (n), .kind = (k), .help = (h), .label = "tier", \
+		.src = { { (ram), "ram" },                              \
+			 { (ssd), "ssd" } }                             \
+	}
+#define PER_OP(n, k, h, obj, p)                                                      \
+	{                                                                            \
+		.name = (n), .kind = (k), .help = (h), .label = "op", .each = (obj), \
+		.src = { { (p), NULL } }                                             \
+	}
 
 /* Every family; docs/metrics.md documents each of them (same order). */
 static const struct family families[] = {
-	{ .name = "tierfs_info", .kind = INFO,
+	{ .name = "tierfs_info",
+	  .kind = INFO,
 	  .help = "Always 1; the labels give the tierfs version and the mount source." },
 	F("tierfs_uptime_seconds", GAUGE, "Seconds since the daemon started.", "uptime_s"),
-	{ .name = "tierfs_config_reloads_total", .kind = COUNTER, .label = "result",
+	{ .name = "tierfs_config_reloads_total",
+	  .kind = COUNTER,
+	  .label = "result",
 	  .help = "Configuration reloads (SIGHUP or tierfs reload), by result (ok, failed).",
 	  .src = { { "reload.ok", "ok" }, { "reload.failed", "failed" } } },
 	F("tierfs_log_suppressed_total", COUNTER,
@@ -166,8 +183,8 @@ static const struct family families[] = {
 
 	TIER("tierfs_cache_hits_total", COUNTER, "Block reads served by the tier.", "ram.hits",
 	     "ssd.hits"),
-	TIER("tierfs_cache_misses_total", COUNTER,
-	     "Block reads the tier passed to the tier below.", "ram.misses", "ssd.misses"),
+	TIER("tierfs_cache_misses_total", COUNTER, "Block reads the tier passed to the tier below.",
+	     "ram.misses", "ssd.misses"),
 	TIER("tierfs_cache_hit_bytes_total", COUNTER, "Bytes served by the tier.", "ram.hit_bytes",
 	     "ssd.hit_bytes"),
 	TIER("tierfs_cache_fill_bytes_total", COUNTER, "Bytes filled into the tier from below.",
@@ -176,8 +193,8 @@ static const struct family families[] = {
 	     "Evictions (RAM: blocks; SSD: objects) to make room or to shrink the tier.",
 	     "ram.evictions", "ssd.evictions"),
 	TIER("tierfs_cache_not_admitted_total", COUNTER,
-	     "Blocks served without being kept (admission policy, full tier).",
-	     "ram.not_admitted", "ssd.bypassed"),
+	     "Blocks served without being kept (admission policy, full tier).", "ram.not_admitted",
+	     "ssd.bypassed"),
 	TIER("tierfs_cache_used_bytes", GAUGE, "Bytes held by the tier.", "ram.used_bytes",
 	     "ssd.used_bytes"),
 	TIER("tierfs_cache_capacity_bytes", GAUGE, "The tier's size (ram.size, ssd.size).",
@@ -189,8 +206,8 @@ static const struct family families[] = {
 	F("tierfs_ram_background_yields_total", COUNTER,
 	  "Warm-up fetches held back while training reads waited for data.",
 	  "ram.background_yields"),
-	F("tierfs_ram_fill_errors_total", COUNTER, "RAM fills that failed (the read got the error).",
-	  "ram.fill_errors"),
+	F("tierfs_ram_fill_errors_total", COUNTER,
+	  "RAM fills that failed (the read got the error).", "ram.fill_errors"),
 	F("tierfs_ssd_evicted_bytes_total", COUNTER, "Bytes evicted from the SSD tier.",
 	  "ssd.evicted_bytes"),
 	F("tierfs_ssd_high_watermark_bytes", GAUGE, "SSD usage above which eviction starts.",
@@ -206,32 +223,37 @@ static const struct family families[] = {
 	  "Cached blocks found damaged (checksum, short read) and fetched again.", "ssd.corrupt"),
 	F("tierfs_ssd_write_errors_total", COUNTER, "Failed writes into the SSD tier.",
 	  "ssd.write_errors"),
-	F("tierfs_ssd_disabled", GAUGE, "1 when a damaged index disabled the SSD tier until restart.",
-	  "ssd.disabled"),
+	F("tierfs_ssd_disabled", GAUGE,
+	  "1 when a damaged index disabled the SSD tier until restart.", "ssd.disabled"),
 
 	F("tierfs_metadata_hits_total", COUNTER, "Lookups answered from the metadata cache.",
 	  "metadata.hits"),
 	F("tierfs_metadata_negative_hits_total", COUNTER,
 	  "Lookups of missing names answered from a cached listing.", "metadata.negative_hits"),
-	F("tierfs_metadata_backend_lookups_total", COUNTER, "Lookups that asked the backend (HEAD).",
-	  "metadata.backend_lookups"),
+	F("tierfs_metadata_backend_lookups_total", COUNTER,
+	  "Lookups that asked the backend (HEAD).", "metadata.backend_lookups"),
 	F("tierfs_metadata_listings_total", COUNTER, "Directory listings fetched from the backend.",
 	  "metadata.listings"),
 	F("tierfs_metadata_list_pages_total", COUNTER, "LIST pages fetched for those listings.",
 	  "metadata.list_pages"),
 	F("tierfs_metadata_listed_ahead_total", COUNTER,
-	  "Directories listed in the background because a lookup missed in them (cache.list_ahead).",
+	  "Directories listed in the background because a lookup missed in them "
+	  "(cache.list_ahead).",
 	  "metadata.listed_ahead"),
 	F("tierfs_metadata_listed_ahead_partial_total", COUNTER,
-	  "Listings ahead of lookups that stopped early because few lookups came (cache.list_ahead).",
+	  "Listings ahead of lookups that stopped early because few lookups came "
+	  "(cache.list_ahead).",
 	  "metadata.listed_ahead_partial"),
 	F("tierfs_metadata_stale_served_total", COUNTER,
 	  "Stale entries served because the backend could not be reached.",
 	  "metadata.stale_served"),
 	F("tierfs_metadata_errors_total", COUNTER, "Metadata operations that failed.",
 	  "metadata.errors"),
-	{ .name = "tierfs_metadata_ttl_seconds", .kind = GAUGE, .conv = MS_TO_S,
-	  .help = "cache.metadata_ttl in seconds (+Inf: forever).", .src = { { "metadata.ttl_ms" } } },
+	{ .name = "tierfs_metadata_ttl_seconds",
+	  .kind = GAUGE,
+	  .conv = MS_TO_S,
+	  .help = "cache.metadata_ttl in seconds (+Inf: forever).",
+	  .src = { { "metadata.ttl_ms" } } },
 
 	PER_OP("tierfs_backend_requests_total", COUNTER, "Backend requests, by operation.",
 	       "backend", "requests"),
@@ -288,7 +310,8 @@ static const struct family families[] = {
 	F("tierfs_prefetch_done_total", COUNTER, "Read-ahead runs fetched.", "prefetch.done"),
 	F("tierfs_prefetch_dropped_total", COUNTER,
 	  "Read-ahead runs dropped (queue full, no free RAM budget).", "prefetch.dropped"),
-	F("tierfs_prefetch_failed_total", COUNTER, "Read-ahead runs that failed.", "prefetch.failed"),
+	F("tierfs_prefetch_failed_total", COUNTER, "Read-ahead runs that failed.",
+	  "prefetch.failed"),
 	F("tierfs_prefetch_pending", GAUGE, "Read-ahead runs waiting in the queue.",
 	  "prefetch.pending"),
 	F("tierfs_follow_order_files", GAUGE, "Files in the order being followed.",
@@ -300,8 +323,8 @@ static const struct family families[] = {
 	F("tierfs_follow_workers", GAUGE, "Threads fetching files of the order.", "follow.workers"),
 	F("tierfs_follow_prefetched_files_total", COUNTER, "Files of the order prefetched.",
 	  "follow.prefetched_files"),
-	F("tierfs_follow_failed_files_total", COUNTER, "Files of the order that failed to prefetch.",
-	  "follow.failed_files"),
+	F("tierfs_follow_failed_files_total", COUNTER,
+	  "Files of the order that failed to prefetch.", "follow.failed_files"),
 	F("tierfs_follow_opened_in_order_total", COUNTER, "Opens of files in the order.",
 	  "follow.opened_in_order"),
 	F("tierfs_follow_realigned_total", COUNTER,
@@ -314,7 +337,8 @@ static const struct family families[] = {
 	PER_OP("tierfs_fuse_request_duration_seconds", HISTOGRAM,
 	       "FUSE request latency (handler entry to reply), by operation.", "fuse", "latency"),
 	F("tierfs_fuse_read_bytes_total", COUNTER, "Bytes returned by read().", "fuse.read_bytes"),
-	F("tierfs_fuse_write_bytes_total", COUNTER, "Bytes accepted by write().", "fuse.write_bytes"),
+	F("tierfs_fuse_write_bytes_total", COUNTER, "Bytes accepted by write().",
+	  "fuse.write_bytes"),
 	F("tierfs_fuse_inodes", GAUGE, "Inodes the kernel holds a reference to.", "fuse.inodes"),
 };
 
@@ -360,8 +384,8 @@ static int add_label(struct tfs_dbuf *out, const char *name, const char *v, bool
 }
 
 /* "NAME{mount="...",L="V"[,le="B"]} " */
-static int add_series(struct tfs_dbuf *out, const char *name, const char *suffix,
-		      const char *mount, const char *label, const char *lv, const char *le)
+static int add_series(struct tfs_dbuf *out, const char *name, const char *suffix, const char *mount,
+		      const char *label, const char *lv, const char *le)
 {
 	int rc = tfs_dbuf_addf(out, "%s%s{", name, suffix);
 
@@ -498,7 +522,8 @@ static int render_family(struct json_object *stats, const struct family *f, cons
 
 		if (parent == NULL || !json_object_is_type(parent, json_type_object))
 			return 0;
-		json_object_object_foreach(parent, name, child) {
+		json_object_object_foreach(parent, name, child)
+		{
 			if (!json_object_is_type(child, json_type_object))
 				continue;
 			rc = add_sample(body, f, mount, name, at(child, f->src[0].path));
@@ -614,8 +639,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return reply(conn, MHD_HTTP_OK, body, len, CONTENT_TYPE);
 }
 
-__attribute__((format(printf, 2, 0)))
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	const struct tfs_metrics *m = cls;
 	char msg[512];
@@ -641,8 +665,7 @@ static int tcp_listen(struct tfs_metrics *m, const char *spec, const struct tfs_
 		goto fail;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)&l->sa, l->len) != 0 ||
-	    listen(fd, LISTEN_BACKLOG) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&got, &glen) != 0)
+	    listen(fd, LISTEN_BACKLOG) != 0 || getsockname(fd, (struct sockaddr *)&got, &glen) != 0)
 		goto fail;
 	if (got.ss_family == AF_INET6) {
 		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&got;
@@ -723,13 +746,13 @@ int tfs_metrics_start(const char *listen_spec, const char *mount, tfs_metrics_co
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
-				  0, NULL, NULL, on_request, m,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, /* first: for every message */
-				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
-				  MHD_OPTION_END);
+	m->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+		on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+		m, /* first: for every message */
+		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (m->mhd == NULL) {
 		tfs_err(log, "metrics: cannot start the HTTP server on %s", m->address);

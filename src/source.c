@@ -27,8 +27,10 @@ int tfs_source_parse(const char *arg, struct tfs_source *out, char *err, size_t 
 	if (strncmp(arg, "s3://", 5) != 0) {
 		const char *colon = strstr(arg, "://");
 		if (colon != NULL) {
-			snprintf(err, errlen, "SOURCE '%s': unsupported scheme (use s3://bucket[/prefix] "
-					      "or a directory)", arg);
+			snprintf(err, errlen,
+				 "SOURCE '%s': unsupported scheme (use s3://bucket[/prefix] "
+				 "or a directory)",
+				 arg);
 			return EINVAL;
 		}
 		out->kind = TFS_SOURCE_LOCAL;

@@ -4,7 +4,10 @@
 
 #include <stddef.h>
 
-enum tfs_source_kind { TFS_SOURCE_S3, TFS_SOURCE_LOCAL };
+enum tfs_source_kind {
+	TFS_SOURCE_S3,
+	TFS_SOURCE_LOCAL
+};
 
 struct tfs_source {
 	enum tfs_source_kind kind;

@@ -57,8 +57,8 @@ static int source_dir(const struct tfs_config *cfg, struct tfs_backend *be, char
 		rc = tfs_dbuf_addf(&id, "key %s\n", who);
 	if (rc == 0) {
 		EVP_Digest(tfs_dbuf_str(&id), tfs_dbuf_len(&id), md, &mdlen, EVP_sha256(), NULL);
-		rc = tfs_dbuf_addf(&dir, "%s/%02x%02x%02x%02x%02x%02x%02x%02x", cfg->ssd.dir, md[0], md[1],
-				   md[2], md[3], md[4], md[5], md[6], md[7]);
+		rc = tfs_dbuf_addf(&dir, "%s/%02x%02x%02x%02x%02x%02x%02x%02x", cfg->ssd.dir, md[0],
+				   md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
 	}
 	tfs_dbuf_free(&id);
 	if (rc) {
@@ -124,7 +124,8 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 	struct tfs_writeback_config wc = cfg->writeback;
 	if (read_only)
 		wc.mode = TFS_WB_OFF;
-	rc = tfs_wb_create(&wc, s->cache_dir, mountpoint, s->env, s->meta, s->be, s->top, log, &s->wb);
+	rc = tfs_wb_create(&wc, s->cache_dir, mountpoint, s->env, s->meta, s->be, s->top, log,
+			   &s->wb);
 	if (rc)
 		goto fail;
 	tfs_info(log, "cache for %s in %s", tfs_backend_describe(s->be), s->cache_dir);

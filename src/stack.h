@@ -36,7 +36,7 @@ struct tfs_stack {
 	struct tfs_prefetch *pf;
 	struct tfs_wb *wb; /* always set: with writeback.mode = off or a read-only
 			   * mount it keeps the journal and starts no uploaders */
-	char *cache_dir; /* <ssd.dir>/<source id> */
+	char *cache_dir;   /* <ssd.dir>/<source id> */
 };
 
 /* Build the backend for `src` with the [backend] settings of `cfg`.  For

@@ -189,7 +189,8 @@ static enum shape shape_of(struct json_object *v)
 			flat_objects = false;
 			continue;
 		}
-		json_object_object_foreach(e, ek, ev) {
+		json_object_object_foreach(e, ek, ev)
+		{
 			(void)ek;
 			any_key = true;
 			if (!is_scalar(ev))
@@ -259,7 +260,8 @@ static void r_table(struct rend *r, struct json_object *arr, size_t indent)
 	hr.out = &cell;
 	/* The columns: every key, in order of first appearance. */
 	for (size_t i = 0; i < rows && r->err == 0; i++) {
-		json_object_object_foreach(json_object_array_get_idx(arr, i), ck, cv) {
+		json_object_object_foreach(json_object_array_get_idx(arr, i), ck, cv)
+		{
 			(void)cv;
 			size_t j = 0;
 			while (j < ncols && strcmp(cols[j], ck) != 0)
@@ -311,7 +313,8 @@ static void r_table(struct rend *r, struct json_object *arr, size_t indent)
 			tfs_dbuf_reset(&cell);
 			r_text(&hr, cols[j], strlen(cols[j]));
 			r->err = hr.err;
-			r_cell(r, tfs_dbuf_str(&cell), cell.len, width[j], numeric[j], j + 1 == ncols);
+			r_cell(r, tfs_dbuf_str(&cell), cell.len, width[j], numeric[j],
+			       j + 1 == ncols);
 		}
 		r_adds(r, "\n");
 	}
@@ -320,7 +323,8 @@ static void r_table(struct rend *r, struct json_object *arr, size_t indent)
 		r_pad(r, indent);
 		for (size_t j = 0; j < ncols && r->err == 0; j++) {
 			r->err = cell_text(&cell, row, cols[j]);
-			r_cell(r, tfs_dbuf_str(&cell), cell.len, width[j], numeric[j], j + 1 == ncols);
+			r_cell(r, tfs_dbuf_str(&cell), cell.len, width[j], numeric[j],
+			       j + 1 == ncols);
 		}
 		r_adds(r, "\n");
 	}
@@ -375,7 +379,8 @@ static void r_members(struct rend *r, struct json_object *v, bool parent_bytes, 
 		return;
 	}
 	if (json_object_is_type(v, json_type_object)) {
-		json_object_object_foreach(v, mk, mv) {
+		json_object_object_foreach(v, mk, mv)
+		{
 			m[i].key = mk;
 			m[i].val = mv;
 			m[i].bytes = bytes_key(mk);

@@ -27,11 +27,15 @@
 
 #define QUEUE_CAP 1024
 #define WALK_PAGE 1000
-#define MAX_FAILURES 1000     /* listed in the reply; all are counted */
+#define MAX_FAILURES 1000 /* listed in the reply; all are counted */
 #define MAX_MANIFEST (50u * 1000u * 1000u)
 #define MAX_JOBS 256
 
-enum op { OP_WARM, OP_UNPIN, OP_EVICT };
+enum op {
+	OP_WARM,
+	OP_UNPIN,
+	OP_EVICT
+};
 
 struct item {
 	char *key;
@@ -52,7 +56,8 @@ struct run {
 	atomic_bool stop;
 	/* counters */
 	uint64_t files_total, bytes_total, files_done, bytes_done;
-	uint64_t fetched_files, fetched_bytes, cached_files, cached_bytes, failed_files, skipped_files;
+	uint64_t fetched_files, fetched_bytes, cached_files, cached_bytes, failed_files,
+		skipped_files;
 	struct json_object *failures; /* array of {path, error} */
 };
 
@@ -69,7 +74,8 @@ static void fail_q(struct run *r, const char *path, const char *why, bool queued
 	if (json_object_array_length(r->failures) < MAX_FAILURES) {
 		struct json_object *f = json_object_new_object();
 		if (f) {
-			json_object_object_add(f, "path", json_object_new_string(path[0] ? path : "/"));
+			json_object_object_add(f, "path",
+					       json_object_new_string(path[0] ? path : "/"));
 			json_object_object_add(f, "error", json_object_new_string(why));
 			json_object_array_add(r->failures, f);
 		}
@@ -153,7 +159,8 @@ static int fill(struct run *r, const struct tfs_obj *obj)
 				/* In RAM, or being filled by a reader: wait for that
 				 * fill (it writes the SSD tier too), never fetch twice. */
 				struct tfs_ram_block *b;
-				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT | TFS_RAM_BACKGROUND, &b);
+				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT | TFS_RAM_BACKGROUND,
+						 &b);
 				if (rc)
 					return rc;
 				tfs_ram_put(ram, b);
@@ -192,8 +199,9 @@ static void warm_one(struct run *r, const struct item *it)
 		rc = fill(r, &obj);
 		if (rc == 0 && !r->ram_tier &&
 		    !(tfs_ssd_cached(r->ctx->ssd, &obj, &have) == 0 && have == it->a.size)) {
-			fail_item(r, it->key, "the SSD tier did not keep it (full, or the admission policy "
-					 "refused it: see tierfs stats)");
+			fail_item(r, it->key,
+				  "the SSD tier did not keep it (full, or the admission policy "
+				  "refused it: see tierfs stats)");
 			return;
 		}
 	}
@@ -210,13 +218,15 @@ static void warm_one(struct run *r, const struct item *it)
 			tfs_ssd_pin_usage(r->ctx->ssd, &pinned, &max);
 			snprintf(why, sizeof(why),
 				 "pinning %" PRIu64 " more bytes would exceed ssd.pin_max (%" PRIu64
-				 " of %" PRIu64 " bytes pinned)", it->a.size, pinned, max);
+				 " of %" PRIu64 " bytes pinned)",
+				 it->a.size, pinned, max);
 			fail_item(r, it->key, why);
 			return;
 		}
 		if (rc) {
-			fail_item(r, it->key, rc == ENOENT ? "not wholly in the SSD tier, cannot pin"
-						      : strerror(rc));
+			fail_item(r, it->key,
+				  rc == ENOENT ? "not wholly in the SSD tier, cannot pin"
+					       : strerror(rc));
 			return;
 		}
 	}
@@ -321,7 +331,7 @@ static void walk_dir(struct run *r, const char *dir, struct page *pg, unsigned d
 		if (n == 0)
 			return;
 		/* The page is reused by the recursion: copy what we need. */
-		char (*names)[NAME_MAX + 1] = malloc(n * sizeof(*names));
+		char(*names)[NAME_MAX + 1] = malloc(n * sizeof(*names));
 		struct tfs_attr *attrs = malloc(n * sizeof(*attrs));
 		if (names == NULL || attrs == NULL) {
 			free(names);
@@ -416,7 +426,8 @@ static void *feed(void *arg)
 		if (json_object_object_get_ex(f->req, "paths", &paths) &&
 		    json_object_is_type(paths, json_type_array)) {
 			for (size_t i = 0; i < json_object_array_length(paths) && !r->stop; i++) {
-				const char *k = json_object_get_string(json_object_array_get_idx(paths, i));
+				const char *k =
+					json_object_get_string(json_object_array_get_idx(paths, i));
 				walk(r, k ? k : "", &pg);
 			}
 		}
@@ -458,7 +469,8 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 			r->ram_tier = true;
 		} else if (!t || strcmp(t, "ssd") != 0) {
 			free(r);
-			return tfs_ctl_fail(resp, EINVAL, "--tier must be ssd or ram, not '%s'", t ? t : "");
+			return tfs_ctl_fail(resp, EINVAL, "--tier must be ssd or ram, not '%s'",
+					    t ? t : "");
 		}
 	}
 	if (r->ram_tier && pin) {
@@ -484,7 +496,8 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 		if (rc) {
 			free(r);
 			return tfs_ctl_fail(resp, rc, "manifest '%s': %s", path ? path : "",
-					    rc == EFBIG ? "more than 50 million entries" : strerror(rc));
+					    rc == EFBIG ? "more than 50 million entries"
+							: strerror(rc));
 		}
 		fd.have_man = true;
 	}
@@ -510,7 +523,9 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 	}
 	uint64_t t0 = tfs_mono_ns();
 	if (rc == 0) {
-		const char *what = op == OP_WARM ? (pin ? "pin" : "warm-up") : op == OP_UNPIN ? "unpin" : "evict";
+		const char *what = op == OP_WARM    ? (pin ? "pin" : "warm-up")
+				   : op == OP_UNPIN ? "unpin"
+						    : "evict";
 		tfs_info(ctx->log, "%s started (%u parallel fetches, %s tier)", what, jobs,
 			 r->ram_tier ? "RAM" : "SSD");
 		for (;;) {
@@ -522,7 +537,8 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 				ts.tv_nsec -= 1000000000L;
 			}
 			pthread_mutex_lock(&r->lock);
-			bool finished = r->done_adding && r->len == 0 && r->files_done == r->files_total;
+			bool finished = r->done_adding && r->len == 0 &&
+					r->files_done == r->files_total;
 			if (!finished)
 				pthread_cond_timedwait(&r->progressed, &r->lock, &ts);
 			finished = r->done_adding && r->len == 0 && r->files_done == r->files_total;
@@ -561,8 +577,10 @@ static int run_cmd(struct tfs_warmup_ctx *ctx, enum op op, bool pin, struct tfs_
 			json_object_object_add(o, "failures", json_object_get(r->failures));
 			*resp = o;
 		}
-		tfs_info(ctx->log, "warm-up done: %" PRIu64 " fetched, %" PRIu64 " already cached, %" PRIu64
-			 " failed, in %.1f s", r->fetched_files, r->cached_files, r->failed_files,
+		tfs_info(ctx->log,
+			 "warm-up done: %" PRIu64 " fetched, %" PRIu64 " already cached, %" PRIu64
+			 " failed, in %.1f s",
+			 r->fetched_files, r->cached_files, r->failed_files,
 			 (double)(tfs_mono_ns() - t0) / 1e9);
 		rc = o ? 0 : ENOMEM;
 	}

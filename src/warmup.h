@@ -35,9 +35,9 @@
 
 struct tfs_warmup_ctx {
 	struct tfs_meta *meta;
-	struct tfs_wb *wb;        /* dirty files are skipped; may be NULL */
-	struct tfs_layer *ram;    /* the RAM tier (top of the stack) */
-	struct tfs_layer *ssd;    /* the SSD tier below it */
+	struct tfs_wb *wb;     /* dirty files are skipped; may be NULL */
+	struct tfs_layer *ram; /* the RAM tier (top of the stack) */
+	struct tfs_layer *ssd; /* the SSD tier below it */
 	const struct tfs_log *log;
 	struct tfs_manifest_scope scope;
 	_Atomic unsigned default_jobs; /* prefetch.workers (a reload changes it) */

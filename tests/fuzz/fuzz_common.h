@@ -40,9 +40,8 @@ static inline bool fuzz_ignored(const char *name)
 	return false;
 }
 
-__attribute__((format(printf, 5, 6)))
-static inline void fuzz_fail(const char *name, const char *file, int line, const char *cond,
-		      const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static inline void
+fuzz_fail(const char *name, const char *file, int line, const char *cond, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -56,9 +55,9 @@ static inline void fuzz_fail(const char *name, const char *file, int line, const
 	abort();
 }
 
-#define CHECK(name, cond, ...)                                                   \
-	do {                                                                     \
-		if (!(cond))                                                     \
+#define CHECK(name, cond, ...)                                                     \
+	do {                                                                       \
+		if (!(cond))                                                       \
 			fuzz_fail((name), __FILE__, __LINE__, #cond, __VA_ARGS__); \
 	} while (0)
 

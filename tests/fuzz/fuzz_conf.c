@@ -78,8 +78,8 @@ static void put_file(const void *data, size_t len)
 
 static void check_rc(const char *what, int rc)
 {
-	CHECK("conf_errno", rc == 0 || rc == EINVAL || rc == ENOMEM, "%s returned %d (%s)", what, rc,
-	      strerror(rc));
+	CHECK("conf_errno", rc == 0 || rc == EINVAL || rc == ENOMEM, "%s returned %d (%s)", what,
+	      rc, strerror(rc));
 }
 
 /* The message contract of conf.h.  prefix: what a failure must start
@@ -162,7 +162,8 @@ static void round_trip(const char *text, const char *what, const char *expect, b
 		free(d2);
 		rc = tfs_config_validate(&c2, &err);
 		CHECK("conf_validate_stable", (rc == 0) == valid,
-		      "tfs_config_validate %s before the round trip through the %s and %s after: %s",
+		      "tfs_config_validate %s before the round trip through the %s and %s after: "
+		      "%s",
 		      valid ? "passes" : "fails", what, rc == 0 ? "passes" : "fails",
 		      tfs_dbuf_str(&err));
 	}

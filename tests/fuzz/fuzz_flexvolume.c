@@ -69,21 +69,22 @@ static const char base_conf[] = "[backend]\n"
 				"[log]\n"
 				"level = debug\n";
 
-static const char node_permissive[] =
-	"[node]\n"
-	"credentials_file = /etc/tierfs/node-credentials\n"
-	"daemon_log = /var/log/tierfs/daemon.log\n"
-	"tierfs_conf = %s\n"
-	"[defaults]\n"
-	"ramSize = 512M\n"
-	"ssdSize = 80%%\n"
-	"metadataTTL = 1m\n"
-	"policy = epoch\n"
-	"bucket = default-bucket\n"
-	"prefix = default/prefix/\n"
-	"[pod]\n"
-	"allow = source, bucket, prefix, endpoint, region, pathStyle, ramSize, ssdSize, "
-	"blockSize, readahead, policy, metadataTTL, writeback, readOnly\n";
+static const char node_permissive[] = "[node]\n"
+				      "credentials_file = /etc/tierfs/node-credentials\n"
+				      "daemon_log = /var/log/tierfs/daemon.log\n"
+				      "tierfs_conf = %s\n"
+				      "[defaults]\n"
+				      "ramSize = 512M\n"
+				      "ssdSize = 80%%\n"
+				      "metadataTTL = 1m\n"
+				      "policy = epoch\n"
+				      "bucket = default-bucket\n"
+				      "prefix = default/prefix/\n"
+				      "[pod]\n"
+				      "allow = source, bucket, prefix, endpoint, region, "
+				      "pathStyle, ramSize, ssdSize, "
+				      "blockSize, readahead, policy, metadataTTL, writeback, "
+				      "readOnly\n";
 
 static const char node_strict[] = "[defaults]\n"
 				  "source = s3://node-default/data\n"
@@ -220,7 +221,8 @@ static void check_cred(const char *name, const char *v)
 		CHECK("fv_creds", strlen(v) <= FV_SESSION_TOKEN_MAX, "%s has %zu bytes", name,
 		      strlen(v));
 	if (strcmp(name, "accessKey") == 0)
-		CHECK("fv_creds", strlen(v) <= FV_ACCESS_KEY_MAX, "%s has %zu bytes", name, strlen(v));
+		CHECK("fv_creds", strlen(v) <= FV_ACCESS_KEY_MAX, "%s has %zu bytes", name,
+		      strlen(v));
 }
 
 /* ---- the secret never in a message ---- */
@@ -339,16 +341,19 @@ static void check_volume(const struct fv_volume *v, const struct fv_node *node)
 		CHECK("fv_values", rc == 0, "%s '%s' was accepted but fails fv_opt_check: %s",
 		      fv_opt_name(o), val, tfs_dbuf_str(&err));
 		if (v->from_pod[o]) {
-			CHECK("fv_values", node->allow[o], "%s from the pod, not allowed", fv_opt_name(o));
+			CHECK("fv_values", node->allow[o], "%s from the pod, not allowed",
+			      fv_opt_name(o));
 			CHECK("fv_limits",
-			      rc || !node->limit[o].set || fv_opt_within(o, &pv, node->limit[o].value),
+			      rc || !node->limit[o].set ||
+				      fv_opt_within(o, &pv, node->limit[o].value),
 			      "%s '%s' is beyond the node's limit", fv_opt_name(o), val);
 		} else {
 			CHECK("fv_values", node->def[o].value != NULL,
-			      "%s '%s' neither from the pod nor a node default", fv_opt_name(o), val);
+			      "%s '%s' neither from the pod nor a node default", fv_opt_name(o),
+			      val);
 			char *d = trim_dup(node->def[o].value);
-			CHECK("fv_values", strcmp(d, val) == 0, "%s '%s' is not the node default '%s'",
-			      fv_opt_name(o), val, d);
+			CHECK("fv_values", strcmp(d, val) == 0,
+			      "%s '%s' is not the node default '%s'", fv_opt_name(o), val, d);
 			free(d);
 		}
 	}
@@ -389,8 +394,8 @@ static void check_conf(const struct fv_volume *v, const struct fv_node *node)
 	      tfs_dbuf_str(&out));
 	if (rc == 0) {
 		rc = tfs_config_validate(&cfg, &err);
-		CHECK("fv_conf_validates", rc == 0, "the volume's tierfs.conf does not validate: %s",
-		      tfs_dbuf_str(&err));
+		CHECK("fv_conf_validates", rc == 0,
+		      "the volume's tierfs.conf does not validate: %s", tfs_dbuf_str(&err));
 		CHECK("fv_conf_values", cfg.ssd.dir && strcmp(cfg.ssd.dir, SSD_DIR) == 0,
 		      "ssd.dir is '%s'", cfg.ssd.dir ? cfg.ssd.dir : "(null)");
 		CHECK("fv_conf_values",
@@ -399,22 +404,26 @@ static void check_conf(const struct fv_volume *v, const struct fv_node *node)
 		      "backend.credentials_file is '%s'",
 		      cfg.backend.credentials_file ? cfg.backend.credentials_file : "(null)");
 		if (node->daemon_log)
-			CHECK("fv_conf_values", cfg.log.file && strcmp(cfg.log.file, node->daemon_log) == 0,
+			CHECK("fv_conf_values",
+			      cfg.log.file && strcmp(cfg.log.file, node->daemon_log) == 0,
 			      "log.file is '%s'", cfg.log.file ? cfg.log.file : "(null)");
 		if (v->read_only)
 			CHECK("fv_conf_values", cfg.writeback.mode == TFS_WB_OFF,
 			      "a read-only volume with writeback.mode %d", (int)cfg.writeback.mode);
-		CHECK("fv_conf_values", writable == (!v->read_only && cfg.writeback.mode != TFS_WB_OFF),
+		CHECK("fv_conf_values",
+		      writable == (!v->read_only && cfg.writeback.mode != TFS_WB_OFF),
 		      "*writable is %d for a %s volume with writeback.mode %d", writable,
 		      v->read_only ? "read-only" : "read-write", (int)cfg.writeback.mode);
 		if (v->value[FV_OPT_RAM_SIZE] && tfs_parse_size(v->value[FV_OPT_RAM_SIZE], &n) == 0)
 			CHECK("fv_conf_values", cfg.ram.size == n, "ram.size %llu, expected %llu",
 			      (unsigned long long)cfg.ram.size, (unsigned long long)n);
-		if (v->value[FV_OPT_BLOCK_SIZE] && tfs_parse_size(v->value[FV_OPT_BLOCK_SIZE], &n) == 0)
+		if (v->value[FV_OPT_BLOCK_SIZE] &&
+		    tfs_parse_size(v->value[FV_OPT_BLOCK_SIZE], &n) == 0)
 			CHECK("fv_conf_values", cfg.cache.block_size == n,
 			      "cache.block_size %llu, expected %llu",
 			      (unsigned long long)cfg.cache.block_size, (unsigned long long)n);
-		if (v->value[FV_OPT_READAHEAD] && tfs_parse_size(v->value[FV_OPT_READAHEAD], &n) == 0)
+		if (v->value[FV_OPT_READAHEAD] &&
+		    tfs_parse_size(v->value[FV_OPT_READAHEAD], &n) == 0)
 			CHECK("fv_conf_values", cfg.prefetch.readahead == n,
 			      "prefetch.readahead %llu, expected %llu",
 			      (unsigned long long)cfg.prefetch.readahead, (unsigned long long)n);
@@ -450,8 +459,8 @@ static void check_agreement(struct json_object *root)
 		value = json_object_get_string(val);
 		tfs_dbuf_init(&err, 65536);
 		r1 = fv_opt_check(o, value, "option x", false, &pv, &err);
-		CHECK("fv_errno", r1 == 0 || r1 == EINVAL || r1 == ENOMEM, "fv_opt_check returned %d",
-		      r1);
+		CHECK("fv_errno", r1 == 0 || r1 == EINVAL || r1 == ENOMEM,
+		      "fv_opt_check returned %d", r1);
 		if (r1 == EINVAL) {
 			check_message("fv_opt_check", &err);
 			CHECK("fv_message", strncmp(tfs_dbuf_str(&err), "option x: ", 10) == 0,
@@ -465,8 +474,8 @@ static void check_agreement(struct json_object *root)
 			tfs_dbuf_addf(&assign, "%s=%s", tk, value);
 			r2 = tfs_config_set(&cfg, tfs_dbuf_str(&assign), NULL, NULL);
 			CHECK("fv_opts_agree", (r1 == 0) == (r2 == 0),
-			      "%s '%s': fv_opt_check says %d, tfs_config_set %d (%s)", key, value, r1, r2,
-			      tfs_dbuf_str(&err));
+			      "%s '%s': fv_opt_check says %d, tfs_config_set %d (%s)", key, value,
+			      r1, r2, tfs_dbuf_str(&err));
 			tfs_dbuf_free(&assign);
 			tfs_config_clear(&cfg);
 		}

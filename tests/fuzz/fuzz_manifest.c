@@ -108,15 +108,16 @@ static void check_manifest(const uint8_t *data, size_t size, const struct tfs_ma
 			      (unsigned long long)lineno, m->n);
 			const struct tfs_manifest_entry *e = &m->v[i++];
 
-			CHECK("manifest_entries", e->line == lineno, "entry %zu is for line %llu, not %llu",
-			      i - 1, (unsigned long long)e->line, (unsigned long long)lineno);
+			CHECK("manifest_entries", e->line == lineno,
+			      "entry %zu is for line %llu, not %llu", i - 1,
+			      (unsigned long long)e->line, (unsigned long long)lineno);
 			CHECK("manifest_entries", (e->key == NULL) != (e->error == NULL),
 			      "line %llu: key %s, error %s", (unsigned long long)lineno,
 			      e->key ? "set" : "NULL", e->error ? "set" : "NULL");
 			if (e->error) {
 				errors++;
-				CHECK("manifest_entries", e->error[0] != '\0', "line %llu: an empty error",
-				      (unsigned long long)lineno);
+				CHECK("manifest_entries", e->error[0] != '\0',
+				      "line %llu: an empty error", (unsigned long long)lineno);
 			} else {
 				CHECK("manifest_key", key_ok(e->key),
 				      "line %llu (mount %s): key '%s' is not a clean relative path",
@@ -144,7 +145,8 @@ static bool same(const struct tfs_manifest *a, const struct tfs_manifest *b)
 		const struct tfs_manifest_entry *x = &a->v[i], *y = &b->v[i];
 
 		if (x->line != y->line || (x->key == NULL) != (y->key == NULL) ||
-		    (x->key && strcmp(x->key, y->key) != 0) || (x->error == NULL) != (y->error == NULL) ||
+		    (x->key && strcmp(x->key, y->key) != 0) ||
+		    (x->error == NULL) != (y->error == NULL) ||
 		    (x->error && strcmp(x->error, y->error) != 0))
 			return false;
 	}
@@ -159,7 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		memset(&m, 0xa5, sizeof(m));
 		rc = tfs_manifest_parse((const char *)data, size, &scopes[s], SIZE_MAX, &m);
-		CHECK("manifest_errno", rc == 0 || rc == ENOMEM, "tfs_manifest_parse returned %d", rc);
+		CHECK("manifest_errno", rc == 0 || rc == ENOMEM, "tfs_manifest_parse returned %d",
+		      rc);
 		if (rc) {
 			CHECK("manifest_cleared", is_zero(&m, sizeof(m)), "%s",
 			      "a failed parse left data in *out");
@@ -182,7 +185,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			tfs_manifest_free(&m2);
 		}
 		tfs_manifest_free(&m);
-		CHECK("manifest_cleared", is_zero(&m, sizeof(m)), "%s", "tfs_manifest_free left data");
+		CHECK("manifest_cleared", is_zero(&m, sizeof(m)), "%s",
+		      "tfs_manifest_free left data");
 		tfs_manifest_free(&m);
 	}
 	return 0;

@@ -86,13 +86,14 @@ static void check_page(const struct tfs_list_page *pg, const uint8_t *data, size
 	      "%zu prefixes from %zu 'Prefix' in the body", pg->n_prefixes,
 	      count(data, size, "Prefix"));
 	CHECK("xml_list_arrays", pg->n_entries == 0 || pg->entries != NULL, "%s", "entries NULL");
-	CHECK("xml_list_arrays", pg->n_prefixes == 0 || pg->prefixes != NULL, "%s", "prefixes NULL");
+	CHECK("xml_list_arrays", pg->n_prefixes == 0 || pg->prefixes != NULL, "%s",
+	      "prefixes NULL");
 	for (size_t i = 0; i < pg->n_entries; i++) {
 		const struct tfs_list_entry *e = &pg->entries[i];
 
 		CHECK("xml_list_key", e->key != NULL, "entry %zu has no key", i);
-		CHECK("xml_list_key", strlen(e->key) <= TEXT_MAX, "entry %zu: a key of %zu bytes", i,
-		      strlen(e->key));
+		CHECK("xml_list_key", strlen(e->key) <= TEXT_MAX, "entry %zu: a key of %zu bytes",
+		      i, strlen(e->key));
 		CHECK("xml_list_etag", memchr(e->etag, '\0', sizeof(e->etag)) != NULL,
 		      "entry %zu: ETag not NUL-terminated", i);
 	}
@@ -133,7 +134,8 @@ static void check_stripped(const struct tfs_list_page *all, const struct tfs_lis
 
 		if (strncmp(a, s, sl) != 0)
 			continue;
-		CHECK("xml_list_strip", j < pg->n_prefixes, "strip '%s': prefix '%s' missing", s, a);
+		CHECK("xml_list_strip", j < pg->n_prefixes, "strip '%s': prefix '%s' missing", s,
+		      a);
 		CHECK("xml_list_strip", strcmp(pg->prefixes[j], a + sl) == 0,
 		      "strip '%s': prefix '%s' became '%s'", s, a, pg->prefixes[j]);
 		j++;
@@ -173,7 +175,7 @@ static bool fuzz_list(const uint8_t *data, size_t size)
 	tfs_list_page_clear(&pg);
 
 	/* strip half of the first name (or "pre/") */
-	const char *name = all.n_entries ? all.entries[0].key
+	const char *name = all.n_entries    ? all.entries[0].key
 			   : all.n_prefixes ? all.prefixes[0]
 					    : "pre/";
 	size_t n = strlen(name) / 2 + (strlen(name) == 1);
@@ -183,16 +185,16 @@ static bool fuzz_list(const uint8_t *data, size_t size)
 	strip[n] = '\0';
 	memset(&pg, 0, sizeof(pg));
 	rc2 = tfs_s3_xml_parse_list((const char *)data, size, strip, &pg);
-	CHECK("xml_list_strip", rc2 == 0 || rc2 == ENOMEM,
-	      "strip '%s' fails (%d) where NULL works", strip, rc2);
+	CHECK("xml_list_strip", rc2 == 0 || rc2 == ENOMEM, "strip '%s' fails (%d) where NULL works",
+	      strip, rc2);
 	if (rc2 == 0) {
 		check_page(&pg, data, size);
 		check_stripped(&all, &pg, strip);
 	}
 	tfs_list_page_clear(&pg);
 	tfs_list_page_clear(&all);
-	CHECK("xml_list_clear", is_zero(&all, sizeof(all)),
-	      "%s", "tfs_list_page_clear left entries");
+	CHECK("xml_list_clear", is_zero(&all, sizeof(all)), "%s",
+	      "tfs_list_page_clear left entries");
 	return true;
 }
 
@@ -205,8 +207,8 @@ static void check_trunc(const char *what, const char *full, const char *small, s
 
 	CHECK("xml_error_trunc", cap == 0 || n < cap, "%s: %zu bytes in a buffer of %zu", what, n,
 	      cap);
-	CHECK("xml_error_trunc", strncmp(full, small, n) == 0,
-	      "%s: '%s' is not a prefix of '%s'", what, small, full);
+	CHECK("xml_error_trunc", strncmp(full, small, n) == 0, "%s: '%s' is not a prefix of '%s'",
+	      what, small, full);
 	if (full[n] != '\0')
 		CHECK("xml_error_trunc", ((unsigned char)full[n] & 0xC0) != 0x80,
 		      "%s: cut inside a UTF-8 sequence after %zu bytes", what, n);
@@ -301,18 +303,20 @@ static bool fuzz_etag(const uint8_t *data, size_t size, bool is_error, const cha
 	if (rc == 0) {
 		size_t n = strlen(etag);
 
-		CHECK("xml_etag", n == 0 || (!strchr(" \t\r\n", etag[0]) &&
-					     !strchr(" \t\r\n", etag[n - 1])),
+		CHECK("xml_etag",
+		      n == 0 || (!strchr(" \t\r\n", etag[0]) && !strchr(" \t\r\n", etag[n - 1])),
 		      "ETag '%s' is not trimmed", etag);
 	} else {
 		CHECK("xml_etag", etag[0] == '\0', "a failed parse left ETag '%s'", etag);
 	}
 	/* An <Error> document: EIO with what the Error parser reads. */
 	if (is_error)
-		CHECK("xml_etag_error", rc == EIO && strcmp(code, ecode) == 0 && strcmp(msg, emsg) == 0,
+		CHECK("xml_etag_error",
+		      rc == EIO && strcmp(code, ecode) == 0 && strcmp(msg, emsg) == 0,
 		      "an <Error> gives rc %d, code '%s' (Error parser: '%s')", rc, code, ecode);
 	else if (rc == EIO && (code[0] || msg[0]))
-		CHECK("xml_etag_error", false, "code '%s' from a body the Error parser refuses", code);
+		CHECK("xml_etag_error", false, "code '%s' from a body the Error parser refuses",
+		      code);
 	free(etag);
 	free(code);
 	free(msg);

@@ -449,7 +449,8 @@ static void check_permuted(const struct tfs_sigv4_request *req, int rc0, const c
 	      rc0, rc);
 	if (rc == 0 && rc0 == 0)
 		CHECK("sigv4_order", strcmp(out, out0) == 0,
-		      "reordering the request changes the canonical request:\n%s\n---\n%s", out0, out);
+		      "reordering the request changes the canonical request:\n%s\n---\n%s", out0,
+		      out);
 	free(out);
 	free(sh);
 	for (size_t i = 0; i < k; i++)
@@ -580,10 +581,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	      ref ? "well-formed" : "malformed");
 	if (rc == 0 && ref) {
 		CHECK("sigv4_canonical", strcmp(out, ref) == 0,
-		      "the canonical request differs from the reference:\n%s\n--- reference:\n%s", out,
-		      ref);
-		CHECK("sigv4_canonical", strcmp(sh, sh_ref) == 0, "signed headers '%s', expected '%s'",
-		      sh, sh_ref);
+		      "the canonical request differs from the reference:\n%s\n--- reference:\n%s",
+		      out, ref);
+		CHECK("sigv4_canonical", strcmp(sh, sh_ref) == 0,
+		      "signed headers '%s', expected '%s'", sh, sh_ref);
 	}
 	{
 		char *out2, *sh2;
@@ -605,8 +606,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      "a malformed request passes with a small buffer");
 		else
 			CHECK("sigv4_small_buffer",
-			      rc3 == EOVERFLOW || (rc3 == 0 && strcmp(out3, out) == 0 &&
-						   strcmp(sh3, sh) == 0),
+			      rc3 == EOVERFLOW ||
+				      (rc3 == 0 && strcmp(out3, out) == 0 && strcmp(sh3, sh) == 0),
 			      "a small buffer gives %d and %s", rc3,
 			      rc3 ? "not EOVERFLOW" : "another canonical request");
 		free(out3);
@@ -623,8 +624,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tfs_dbuf_init(&sts, BIG);
 	fuzz_dbuf_set(&sts, "STS:");
 	int rs = tfs_sigv4_string_to_sign(date, region, service, creq, &sts);
-	CHECK("sigv4_reject", (rs == 0) == sts_ok, "tfs_sigv4_string_to_sign returns %d for %s",
-	      rs, sts_ok ? "a good scope" : "a bad scope");
+	CHECK("sigv4_reject", (rs == 0) == sts_ok, "tfs_sigv4_string_to_sign returns %d for %s", rs,
+	      sts_ok ? "a good scope" : "a bad scope");
 	if (rs) {
 		CHECK("sigv4_all_or_nothing", fuzz_dbuf_is(&sts, "STS:"), "%s",
 		      "a failed string to sign changed its output");
@@ -634,8 +635,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		SHA256((const unsigned char *)creq, strlen(creq), md);
 		hex(md, 32, md_hex);
 		tfs_dbuf_init(&want, BIG);
-		tfs_dbuf_addf(&want, "STS:AWS4-HMAC-SHA256\n%s\n%.8s/%s/%s/aws4_request\n%s", date, date,
-			      region, service, md_hex);
+		tfs_dbuf_addf(&want, "STS:AWS4-HMAC-SHA256\n%s\n%.8s/%s/%s/aws4_request\n%s", date,
+			      date, region, service, md_hex);
 		CHECK("sigv4_string_to_sign", strcmp(tfs_dbuf_str(&sts), tfs_dbuf_str(&want)) == 0,
 		      "string to sign:\n%s\n--- expected:\n%s", tfs_dbuf_str(&sts),
 		      tfs_dbuf_str(&want));
@@ -643,8 +644,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* the signature */
-	bool sign_ok = is_scope_word(creds.access_key) && creds.secret_key[0] && is_amz_date(date) &&
-		       has_header_value(&req, "x-amz-date", date) &&
+	bool sign_ok = is_scope_word(creds.access_key) && creds.secret_key[0] &&
+		       is_amz_date(date) && has_header_value(&req, "x-amz-date", date) &&
 		       (creds.session_token == NULL || creds.session_token[0] == '\0' ||
 			has_header_value(&req, "x-amz-security-token", creds.session_token)) &&
 		       rc == 0 && sts_ok;
@@ -660,8 +661,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK("sigv4_errno", ra == 0 || ra == EINVAL || ra == ENOMEM || ra == EOVERFLOW,
 		      "tfs_sigv4_sign returned %d", ra);
 		if (getenv("TFS_FUZZ_VERBOSE"))
-			fprintf(stderr, "canonical %d, string to sign %d, sign %d (max %zu): %s\n", rc,
-				rs, ra, max, tfs_dbuf_str(&auth));
+			fprintf(stderr, "canonical %d, string to sign %d, sign %d (max %zu): %s\n",
+				rc, rs, ra, max, tfs_dbuf_str(&auth));
 		if (round == 0)
 			CHECK("sigv4_reject", (ra == 0) == sign_ok,
 			      "tfs_sigv4_sign returns %d where the preconditions %s", ra,
@@ -698,7 +699,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				      "%sAWS4-HMAC-SHA256 Credential=%s/%s/%s/%s/aws4_request, "
 				      "SignedHeaders=%s, Signature=%s",
 				      pre, creds.access_key, date8, region, service, sh, sig_hex);
-			CHECK("sigv4_signature", strcmp(tfs_dbuf_str(&auth), tfs_dbuf_str(&want)) == 0,
+			CHECK("sigv4_signature",
+			      strcmp(tfs_dbuf_str(&auth), tfs_dbuf_str(&want)) == 0,
 			      "Authorization:\n%s\n--- expected:\n%s", tfs_dbuf_str(&auth),
 			      tfs_dbuf_str(&want));
 			tfs_dbuf_free(&want);

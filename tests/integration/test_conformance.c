@@ -87,7 +87,8 @@ static void setup(void)
 		snprintf(tmpdir, sizeof(tmpdir), "/tmp/tierfs-conf-XXXXXX");
 		cr_assert_not_null(mkdtemp(tmpdir));
 		/* TFS_LOCAL_WALK=1: resolve keys as where openat2() is missing. */
-		struct tfs_local_config c = { .root = tmpdir, .no_openat2 = getenv("TFS_LOCAL_WALK") != NULL };
+		struct tfs_local_config c = { .root = tmpdir,
+					      .no_openat2 = getenv("TFS_LOCAL_WALK") != NULL };
 		cr_assert_eq(tfs_local_create(&c, &tlog, &be), 0);
 	}
 }
@@ -130,7 +131,8 @@ static void expect_content(const char *key, const char *data)
 	int err;
 	char *got = get_all(key, strlen(data) + 100, &len, &err);
 	cr_assert_eq(err, 0, "get '%s': %s", key, strerror(err));
-	cr_assert_eq(len, strlen(data), "get '%s': %zu bytes, expected %zu", key, len, strlen(data));
+	cr_assert_eq(len, strlen(data), "get '%s': %zu bytes, expected %zu", key, len,
+		     strlen(data));
 	cr_assert_str_eq(got, data, "content of '%s'", key);
 	free(got);
 }
@@ -189,7 +191,9 @@ Test(conformance, put_head_get_roundtrip)
 	char etag_put[TFS_ETAG_MAX];
 	const char *data = "hello, tierfs\n";
 	time_t before = time(NULL);
-	cr_assert_eq(tfs_backend_put(be, "hello.txt", tfs_io_cbuf(data), strlen(data), NULL, etag_put), 0);
+	cr_assert_eq(tfs_backend_put(be, "hello.txt", tfs_io_cbuf(data), strlen(data), NULL,
+				     etag_put),
+		     0);
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_backend_head(be, "hello.txt", &m), 0);
 	cr_assert_eq(m.size, strlen(data));
@@ -209,7 +213,9 @@ Test(conformance, empty_object)
 	tfs_obj_meta_clear(&m);
 	char buf[16];
 	size_t got = 99;
-	cr_assert_eq(tfs_backend_get_range(be, "empty", 0, sizeof(buf), NULL, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(tfs_backend_get_range(be, "empty", 0, sizeof(buf), NULL, tfs_io_buf(buf), &got,
+					   NULL),
+		     0);
 	cr_assert_eq(got, 0);
 }
 
@@ -220,9 +226,12 @@ Test(conformance, ranged_reads)
 	char etag[TFS_ETAG_MAX], etag_get[TFS_ETAG_MAX];
 	cr_assert_eq(tfs_backend_put(be, "r/obj", tfs_io_cbuf(data), sizeof(data), NULL, etag), 0);
 
-	static const struct { uint64_t off, len, expect; } cases[] = {
-		{ 0, 10, 10 }, { 12345, 4096, 4096 }, { 99990, 10, 10 }, { 99990, 100, 10 },
-		{ 0, 100000, 100000 }, { 100000, 10, 0 }, { 200000, 10, 0 }, { 1, 99999, 99999 },
+	static const struct {
+		uint64_t off, len, expect;
+	} cases[] = {
+		{ 0, 10, 10 },      { 12345, 4096, 4096 }, { 99990, 10, 10 },
+		{ 99990, 100, 10 }, { 0, 100000, 100000 }, { 100000, 10, 0 },
+		{ 200000, 10, 0 },  { 1, 99999, 99999 },
 	};
 	unsigned char *buf = malloc(100000);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -254,7 +263,9 @@ Test(conformance, get_into_fd_and_put_from_fd)
 	cr_assert_geq(out, 0);
 	unlink(path2);
 	size_t got;
-	cr_assert_eq(tfs_backend_get_range(be, "fd/obj", 50000, 300000, NULL, tfs_io_fd(out, 7), &got, NULL), 0);
+	cr_assert_eq(tfs_backend_get_range(be, "fd/obj", 50000, 300000, NULL, tfs_io_fd(out, 7),
+					   &got, NULL),
+		     0);
 	cr_assert_eq(got, 200000);
 	unsigned char *back = malloc(got);
 	cr_assert_eq(pread(out, back, got, 7), (ssize_t)got);
@@ -268,11 +279,14 @@ Test(conformance, get_into_scattered_buffers)
 {
 	unsigned char data[100000];
 	fill_pattern(data, sizeof(data), 13);
-	cr_assert_eq(tfs_backend_put(be, "iov/obj", tfs_io_cbuf(data), sizeof(data), NULL, NULL), 0);
+	cr_assert_eq(tfs_backend_put(be, "iov/obj", tfs_io_cbuf(data), sizeof(data), NULL, NULL),
+		     0);
 	unsigned char a[10000], b[30000], c[10000];
 	struct iovec iov[3] = { { a, sizeof(a) }, { b, sizeof(b) }, { c, sizeof(c) } };
 	size_t got;
-	cr_assert_eq(tfs_backend_get_range(be, "iov/obj", 1000, 50000, NULL, tfs_io_iov(iov, 3), &got, NULL), 0);
+	cr_assert_eq(tfs_backend_get_range(be, "iov/obj", 1000, 50000, NULL, tfs_io_iov(iov, 3),
+					   &got, NULL),
+		     0);
 	cr_assert_eq(got, 50000);
 	cr_assert_eq(memcmp(a, data + 1000, sizeof(a)), 0);
 	cr_assert_eq(memcmp(b, data + 11000, sizeof(b)), 0);
@@ -290,7 +304,9 @@ Test(conformance, if_match)
 	cr_assert_eq(tfs_backend_head(be, "im", &m), 0);
 	memcpy(etag, m.etag, sizeof(etag));
 	tfs_obj_meta_clear(&m);
-	cr_assert_eq(tfs_backend_get_range(be, "im", 0, sizeof(buf), etag, tfs_io_buf(buf), &got, NULL), 0);
+	cr_assert_eq(tfs_backend_get_range(be, "im", 0, sizeof(buf), etag, tfs_io_buf(buf), &got,
+					   NULL),
+		     0);
 	cr_assert_eq(got, 11);
 	put_str("im", "version two, longer");
 	int rc = tfs_backend_get_range(be, "im", 0, sizeof(buf), etag, tfs_io_buf(buf), &got, NULL);
@@ -304,8 +320,11 @@ Test(conformance, missing_objects)
 	char buf[8];
 	size_t got;
 	cr_assert_eq(tfs_backend_head(be, "no/such/key", &m), ENOENT);
-	cr_assert_eq(tfs_backend_get_range(be, "no/such/key", 0, 8, NULL, tfs_io_buf(buf), &got, NULL), ENOENT);
-	cr_assert_eq(tfs_backend_delete(be, "no/such/key"), 0, "deleting a missing key must succeed");
+	cr_assert_eq(tfs_backend_get_range(be, "no/such/key", 0, 8, NULL, tfs_io_buf(buf), &got,
+					   NULL),
+		     ENOENT);
+	cr_assert_eq(tfs_backend_delete(be, "no/such/key"), 0,
+		     "deleting a missing key must succeed");
 	cr_assert_eq(tfs_backend_copy(be, "no/such/key", "dst", NULL, NULL), ENOENT);
 	const struct tfs_backend_stats *st = tfs_backend_stats(be);
 	cr_assert_geq(atomic_load(&st->op[TFS_OP_HEAD].errors), 1);
@@ -330,7 +349,8 @@ Test(conformance, user_metadata_and_copy)
 	cr_assert_eq(tfs_obj_meta_set(&meta, "mode", "33188"), 0);
 	cr_assert_eq(tfs_obj_meta_set(&meta, "UID", "1000"), 0);
 	const char *data = "metadata carrier";
-	cr_assert_eq(tfs_backend_put(be, "meta/src", tfs_io_cbuf(data), strlen(data), &meta, NULL), 0);
+	cr_assert_eq(tfs_backend_put(be, "meta/src", tfs_io_cbuf(data), strlen(data), &meta, NULL),
+		     0);
 	tfs_obj_meta_clear(&meta);
 
 	struct tfs_obj_meta m = { 0 };
@@ -428,9 +448,18 @@ Test(conformance, pagination)
 Test(conformance, awkward_keys)
 {
 	const char *keys[] = {
-		"k/with space", "k/plus+sign", "k/per%cent", "k/per%20cent", "k/amp&and=eq",
-		"k/tilde~star*", "k/unicode-\xc3\xb1-\xe6\x97\xa5\xe6\x9c\xac", "k/quote'\"",
-		"k/semi;colon,comma", "k/lt<gt>", "k/hash#q?", "k/a b/c d",
+		"k/with space",
+		"k/plus+sign",
+		"k/per%cent",
+		"k/per%20cent",
+		"k/amp&and=eq",
+		"k/tilde~star*",
+		"k/unicode-\xc3\xb1-\xe6\x97\xa5\xe6\x9c\xac",
+		"k/quote'\"",
+		"k/semi;colon,comma",
+		"k/lt<gt>",
+		"k/hash#q?",
+		"k/a b/c d",
 	};
 	size_t nk = sizeof(keys) / sizeof(keys[0]);
 	for (size_t i = 0; i < nk; i++)
@@ -499,12 +528,15 @@ Test(conformance, multipart_upload, .timeout = 300)
 	tfs_obj_meta_clear(&m);
 	unsigned char *back = malloc(len);
 	size_t got;
-	cr_assert_eq(tfs_backend_get_range(be, "mp/big", 0, len, NULL, tfs_io_buf(back), &got, NULL), 0);
+	cr_assert_eq(
+		tfs_backend_get_range(be, "mp/big", 0, len, NULL, tfs_io_buf(back), &got, NULL), 0);
 	cr_assert_eq(got, len);
 	cr_assert_eq(memcmp(back, data, len), 0, "multipart object differs");
 	/* From a buffer as well. */
 	cr_assert_eq(tfs_backend_put(be, "mp/buf", tfs_io_cbuf(data), len, NULL, NULL), 0);
-	cr_assert_eq(tfs_backend_get_range(be, "mp/buf", len - 100, 100, NULL, tfs_io_buf(back), &got, NULL), 0);
+	cr_assert_eq(tfs_backend_get_range(be, "mp/buf", len - 100, 100, NULL, tfs_io_buf(back),
+					   &got, NULL),
+		     0);
 	cr_assert_eq(got, 100);
 	cr_assert_eq(memcmp(back, data + len - 100, 100), 0);
 	free(back);
@@ -721,7 +753,8 @@ static void put_interrupted(const char *key, const unsigned char *data, size_t l
 			    unsigned stop_after, struct tfs_mpu *st)
 {
 	struct mpu_log l = { .stop_after = stop_after };
-	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l, NULL);
+	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l,
+					   NULL);
 	cr_assert_eq(rc, ECANCELED, "interrupted put of '%s': %s", key, strerror(rc));
 	cr_assert_neq(st->upload_id[0], '\0', "no upload id after an interrupted put");
 	cr_assert_eq(l.created, 1);
@@ -737,7 +770,8 @@ static struct mpu_log put_to_end(const char *key, const unsigned char *data, siz
 {
 	struct mpu_log l = { 0 };
 	char etag[TFS_ETAG_MAX];
-	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l, etag);
+	int rc = tfs_backend_put_resumable(be, key, tfs_io_cbuf(data), len, NULL, st, mpu_fn, &l,
+					   etag);
 	cr_assert_eq(rc, 0, "resumable put of '%s': %s", key, strerror(rc));
 	cr_assert_neq(etag[0], '\0', "resumable put of '%s' returned no ETag", key);
 	cr_assert(!l.bad, "fn saw an inconsistent state");
@@ -811,7 +845,8 @@ Test(conformance, resumable_put_restarts_unknown_or_changed_upload, .timeout = 3
 		cr_assert_eq(l.parts, 3);
 	} else {
 		cr_assert_eq(l.created + l.parts, 0);
-		cr_assert_str_eq(st.upload_id, "tierfs-bogus-upload-id", "st touched by a plain put");
+		cr_assert_str_eq(st.upload_id, "tierfs-bogus-upload-id",
+				 "st touched by a plain put");
 	}
 	tfs_mpu_clear(&st);
 	cr_assert_eq(open_uploads(), 0);
@@ -905,7 +940,8 @@ Test(conformance, streamed_parts_then_resumable_completion, .timeout = 300)
 	if (!is_s3()) {
 		cr_assert(!tfs_backend_multipart_geometry(be, &threshold, &part_size, &parallel));
 		cr_assert_eq(tfs_backend_upload_begin(be, "st/obj", NULL, id), ENOTSUP);
-		cr_assert_eq(tfs_backend_upload_part(be, "st/obj", "x", 0, tfs_io_cbuf(""), 0, etag),
+		cr_assert_eq(tfs_backend_upload_part(be, "st/obj", "x", 0, tfs_io_cbuf(""), 0,
+						     etag),
 			     ENOTSUP);
 		return;
 	}
@@ -920,16 +956,19 @@ Test(conformance, streamed_parts_then_resumable_completion, .timeout = 300)
 	cr_assert_eq(tfs_mpu_alloc(&st, 3), 0);
 	memcpy(st.upload_id, id, sizeof(id));
 	for (unsigned i = 0; i < 2; i++) {
-		int rc = tfs_backend_upload_part(be, "st/obj", id, i, tfs_io_cbuf(data + i * part_size),
-						 part_size, st.etags[i]);
+		int rc = tfs_backend_upload_part(be, "st/obj", id, i,
+						 tfs_io_cbuf(data + i * part_size), part_size,
+						 st.etags[i]);
 		cr_assert_eq(rc, 0, "part %u: %s", i, strerror(rc));
 		cr_assert_neq(st.etags[i][0], '\0');
 	}
-	cr_assert_eq(tfs_backend_upload_part(be, "st/obj", id, 10000, tfs_io_cbuf(data), 1, etag), EINVAL);
+	cr_assert_eq(tfs_backend_upload_part(be, "st/obj", id, 10000, tfs_io_cbuf(data), 1, etag),
+		     EINVAL);
 	uint64_t req0 = put_stat(false);
 	struct mpu_log l = put_to_end("st/obj", data, len, &st);
 	cr_assert_eq(l.created, 0, "a new upload was started");
-	cr_assert_eq(l.parts, 1, "%u parts uploaded at completion, expected only the last", l.parts);
+	cr_assert_eq(l.parts, 1, "%u parts uploaded at completion, expected only the last",
+		     l.parts);
 	cr_assert_eq(put_stat(false) - req0, 1);
 	cr_assert_eq(open_uploads(), 0);
 	tfs_mpu_clear(&st);
@@ -958,7 +997,8 @@ static int vanish_fn(void *ctx, const struct tfs_mpu *st, unsigned part)
 Test(conformance, s3_resumable_put_upload_vanishes_midway, .timeout = 300)
 {
 	if (!is_s3() || !is_kind("rgw"))
-		cr_skip_test("needs a server that answers NoSuchUpload to a part upload (moto: 500)");
+		cr_skip_test("needs a server that answers NoSuchUpload to a part upload (moto: "
+			     "500)");
 	/* One part at a time, so that the abort lands between two parts. */
 	struct tfs_s3_config c;
 	char prefix[128];
@@ -973,8 +1013,8 @@ Test(conformance, s3_resumable_put_upload_vanishes_midway, .timeout = 300)
 	struct tfs_mpu st = { 0 };
 	put_interrupted("vm/obj", data, len, 1, &st);
 	struct vanish v = { .key = "vm/obj" };
-	int rc = tfs_backend_put_resumable(be, "vm/obj", tfs_io_cbuf(data), len, NULL, &st, vanish_fn,
-					   &v, NULL);
+	int rc = tfs_backend_put_resumable(be, "vm/obj", tfs_io_cbuf(data), len, NULL, &st,
+					   vanish_fn, &v, NULL);
 	cr_assert_eq(rc, 0, "resume after the upload vanished: %s", strerror(rc));
 	cr_assert_eq(v.abort_rc, 0);
 	cr_assert_eq(v.log.created, 1, "no new upload after NoSuchUpload");
@@ -1017,7 +1057,7 @@ Test(conformance, resumable_put_small_object_is_plain)
 	cr_assert_eq(st.etags, NULL);
 	cr_assert_eq(put_stat(false), 1);
 	cr_assert_eq(put_stat(true), sizeof(data));
-	cr_assert_eq(tfs_backend_put_resumable(be, "sm/obj", tfs_io_cbuf(data), 10, NULL, NULL, mpu_fn,
-					       &l, NULL),
+	cr_assert_eq(tfs_backend_put_resumable(be, "sm/obj", tfs_io_cbuf(data), 10, NULL, NULL,
+					       mpu_fn, &l, NULL),
 		     EINVAL, "st NULL accepted");
 }

@@ -60,7 +60,8 @@ static int read_request(int fd, char *head, size_t cap)
 	long body = cl ? strtol(cl + 17, NULL, 10) : 0;
 	char sink[4096];
 	while (body > 0) {
-		ssize_t n = recv(fd, sink, body < (long)sizeof(sink) ? (size_t)body : sizeof(sink), 0);
+		ssize_t n =
+			recv(fd, sink, body < (long)sizeof(sink) ? (size_t)body : sizeof(sink), 0);
 		if (n <= 0)
 			return -1;
 		body -= n;
@@ -84,7 +85,8 @@ static void *serve(void *arg)
 		char head[16384];
 		while (!s->stop && read_request(fd, head, sizeof(head)) == 0) {
 			pthread_mutex_lock(&s->lock);
-			struct mini_resp r = { 500, "", "<Error><Code>NoScript</Code></Error>", -1, -1, NULL };
+			struct mini_resp r = { 500, "", "<Error><Code>NoScript</Code></Error>",
+					       -1,  -1, NULL };
 			if (s->next < s->n_script)
 				r = s->script[s->next++];
 			if (s->n_requests < MAX_SCRIPT)
@@ -121,8 +123,8 @@ struct mini_http *mini_http_start(int *port)
 	socklen_t alen = sizeof(a);
 
 	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s->lfd, 16) < 0 ||
-	    getsockname(s->lfd, (struct sockaddr *)&a, &alen) < 0) {
+	if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(s->lfd, 16) < 0 || getsockname(s->lfd, (struct sockaddr *)&a, &alen) < 0) {
 		free(s);
 		return NULL;
 	}

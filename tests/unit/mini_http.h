@@ -13,8 +13,8 @@ struct mini_resp {
 	int status;
 	const char *headers; /* extra header lines, each ending in "\r\n" */
 	const char *body;
-	long content_length; /* -1: strlen(body) */
-	int truncate_after;  /* >= 0: send only this many body bytes, then close */
+	long content_length;             /* -1: strlen(body) */
+	int truncate_after;              /* >= 0: send only this many body bytes, then close */
 	const char *content_length_text; /* non-NULL: the Content-Length value, verbatim */
 };
 

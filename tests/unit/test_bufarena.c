@@ -37,9 +37,11 @@ Test(bufarena, buffers_are_aligned_distinct_and_reused)
 	}
 	for (int i = 0; i < 5; i++)
 		for (int j = 0; j < 5; j++)
-			cr_assert(i == j || b[i] + MIB <= b[j] || b[j] + MIB <= b[i], "%d and %d overlap", i, j);
+			cr_assert(i == j || b[i] + MIB <= b[j] || b[j] + MIB <= b[i],
+				  "%d and %d overlap", i, j);
 	for (int i = 0; i < 5; i++)
-		cr_assert(b[i][0] == i + 1 && b[i][MIB - 1] == i + 1, "buffer %d was overwritten", i);
+		cr_assert(b[i][0] == i + 1 && b[i][MIB - 1] == i + 1, "buffer %d was overwritten",
+			  i);
 	cr_assert_eq(a.nchunks, 3, "2 MiB chunks of two 1 MiB buffers");
 	tfs_bufarena_put(&a, b[2]);
 	cr_assert_eq(tfs_bufarena_get(&a), b[2], "a released address is reused");

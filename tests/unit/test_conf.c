@@ -74,8 +74,7 @@ static void load_ok(const char *text)
 }
 
 /* Load `text` and expect EINVAL with the message "<path>:" + fmt. */
-__attribute__((format(printf, 2, 3)))
-static void load_fails(const char *text, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void load_fails(const char *text, const char *fmt, ...)
 {
 	char want[sizeof(path) + 1536], tail[1536];
 	va_list ap;
@@ -104,8 +103,7 @@ static void set_fails(const char *assignment, const char *want)
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
-__attribute__((format(printf, 1, 2)))
-static void validate_fails(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static void validate_fails(const char *fmt, ...)
 {
 	char want[2048];
 	va_list ap;
@@ -278,15 +276,15 @@ Test(config, syntax_details)
 		"\n"
 		"[ ssd ]\n"
 		"\tdir = /a ; inline comment\n"
-		"    size = 50%\n"           /* indented: not a continuation of dir */
-		"[RAM]\r\n"                  /* CRLF, case-insensitive names */
+		"    size = 50%\n" /* indented: not a continuation of dir */
+		"[RAM]\r\n"        /* CRLF, case-insensitive names */
 		"Size = 2G\r\n"
 		"[cache]\n"
-		"policy: LRU\n"              /* "key: value" and enum case */
-		"[ssd]\n"                    /* a repeated section is merged */
+		"policy: LRU\n" /* "key: value" and enum case */
+		"[ssd]\n"       /* a repeated section is merged */
 		"high_watermark = 70\n"
 		"low_watermark = 60\n"
-		"low_watermark = 50\n"       /* a repeated key: the last wins */
+		"low_watermark = 50\n" /* a repeated key: the last wins */
 		"[backend]\n"
 		"endpoint = https://minio.example.com/\n"
 		"profile =\n"
@@ -334,17 +332,20 @@ Test(config, urls)
 	cr_assert_null(cfg.backend.endpoint);
 
 	const char *bad[] = {
-		"ftp://host", "host:9000", "http://", "http://host:0", "http://host:65536",
-		"http://host:port", "http://host/bucket", "http://host?x=1", "http://us er",
-		"http://[::1", "http://host:123456",
+		"ftp://host",         "host:9000",          "http://",
+		"http://host:0",      "http://host:65536",  "http://host:port",
+		"http://host/bucket", "http://host?x=1",    "http://us er",
+		"http://[::1",        "http://host:123456",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char text[256];
 
 		snprintf(text, sizeof(text), "[backend]\nendpoint = %s\n", bad[i]);
 		load_fails(text,
-			   "2: [backend] endpoint: invalid URL '%s' (allowed: http://HOST[:PORT] or "
-			   "https://HOST[:PORT], or empty)", bad[i]);
+			   "2: [backend] endpoint: invalid URL '%s' (allowed: http://HOST[:PORT] "
+			   "or "
+			   "https://HOST[:PORT], or empty)",
+			   bad[i]);
 	}
 }
 
@@ -352,151 +353,159 @@ Test(config, urls)
 
 Test(config, unknown_section)
 {
-	load_fails("[ram]\nsize = 2G\n[sdd]\nsize = 10G\n",
-		   "4: [sdd] size: unknown section [sdd] (allowed: backend, ram, ssd, cache, "
-		   "writeback, prefetch, log, metrics, mount)");
+	load_fails("[ram]\nsize = 2G\n[sdd]\nsize = 10G\n", "4: [sdd] size: unknown section [sdd] "
+							    "(allowed: backend, ram, ssd, cache, "
+							    "writeback, prefetch, log, metrics, "
+							    "mount)");
 }
 
 Test(config, unknown_key)
 {
-	load_fails("[ssd]\n\nsise = 10G\n",
-		   "3: [ssd] sise: unknown key 'sise' in section [ssd] (allowed: dir, size, pin_max, "
-		   "high_watermark, low_watermark, direct_io)");
+	load_fails("[ssd]\n\nsise = 10G\n", "3: [ssd] sise: unknown key 'sise' in section [ssd] "
+					    "(allowed: dir, size, pin_max, "
+					    "high_watermark, low_watermark, direct_io)");
 }
 
 Test(config, unknown_key_backend_list)
 {
-	load_fails("[backend]\nurl = http://x\n",
-		   "2: [backend] url: unknown key 'url' in section [backend] (allowed: endpoint, "
-		   "region, path_style, credentials_file, profile, ca_file, connect_timeout, "
-		   "low_speed_time, low_speed_limit, retries, retry_base, retry_max, "
-		   "multipart_threshold, part_size, upload_parallel, max_connections)");
+	load_fails("[backend]\nurl = http://x\n", "2: [backend] url: unknown key 'url' in section "
+						  "[backend] (allowed: endpoint, "
+						  "region, path_style, credentials_file, profile, "
+						  "ca_file, connect_timeout, "
+						  "low_speed_time, low_speed_limit, retries, "
+						  "retry_base, retry_max, "
+						  "multipart_threshold, part_size, "
+						  "upload_parallel, max_connections)");
 }
 
 Test(config, bucket_is_not_a_key)
 {
-	load_fails("[backend]\nbucket = data\n",
-		   "2: [backend] bucket: not a configuration key: the bucket comes from the mount "
-		   "source (s3://BUCKET[/PREFIX])");
+	load_fails("[backend]\nbucket = data\n", "2: [backend] bucket: not a configuration key: "
+						 "the bucket comes from the mount "
+						 "source (s3://BUCKET[/PREFIX])");
 }
 
 Test(config, key_outside_section)
 {
-	load_fails("; comment\nsize = 1G\n[ram]\n",
-		   "2: size: key outside of any section (a [section] line must come first)");
+	load_fails("; comment\nsize = 1G\n[ram]\n", "2: size: key outside of any section (a "
+						    "[section] line must come first)");
 }
 
 Test(config, malformed_values)
 {
-	load_fails("[ssd]\nsize = abc\n",
-		   "2: [ssd] size: invalid size 'abc' (allowed: bytes with K/M/G/T suffix or N%%)");
-	load_fails("[ram]\nsize = 1G # one gig\n",
-		   "2: [ram] size: invalid size '1G # one gig' (allowed: bytes with K/M/G/T suffix)");
-	load_fails("[ram]\nsize =\n",
-		   "2: [ram] size: invalid size '' (allowed: bytes with K/M/G/T suffix)");
-	load_fails("[backend]\nconnect_timeout = 10 seconds\n",
-		   "2: [backend] connect_timeout: invalid duration '10 seconds' (allowed: a number "
-		   "with ms/s/m/h suffix)");
-	load_fails("[backend]\nretry_max = forever\n",
-		   "2: [backend] retry_max: invalid duration 'forever' (allowed: a number with "
-		   "ms/s/m/h suffix)");
-	load_fails("[cache]\nmetadata_ttl = always\n",
-		   "2: [cache] metadata_ttl: invalid duration 'always' (allowed: a number with "
-		   "ms/s/m/h suffix or forever)");
-	load_fails("[backend]\npath_style = maybe\n",
-		   "2: [backend] path_style: invalid boolean 'maybe' (allowed: true/false, yes/no, "
-		   "on/off, 1/0)");
-	load_fails("[backend]\nretries = 3.5\n",
-		   "2: [backend] retries: invalid integer '3.5' (allowed: 0 to 100)");
-	load_fails("[backend]\nretries = -1\n",
-		   "2: [backend] retries: invalid integer '-1' (allowed: 0 to 100)");
-	load_fails("[ssd]\nhigh_watermark = high\n",
-		   "2: [ssd] high_watermark: invalid percentage 'high' (allowed: 1 to 100, "
-		   "optionally followed by %%)");
-	load_fails("[cache]\npolicy = fifo\n",
-		   "2: [cache] policy: invalid value 'fifo' (allowed: lru, epoch)");
-	load_fails("[writeback]\nmode = later\n",
-		   "2: [writeback] mode: invalid value 'later' (allowed: async, sync, off)");
-	load_fails("[log]\nlevel = verbose\n",
-		   "2: [log] level: invalid log level 'verbose' (allowed: error, warn, info, debug)");
-	load_fails("[log]\nfile = tierfs.log\n",
-		   "2: [log] file: 'tierfs.log' is not an absolute path (allowed: an absolute path, "
-		   "or empty)");
-	load_fails("[ssd]\ndir =\n",
-		   "2: [ssd] dir: a value is required (allowed: an absolute path)");
-	load_fails("[backend]\nregion = us east 1\n",
-		   "2: [backend] region: invalid value 'us east 1' (allowed: letters, digits, '-', "
-		   "'_' and '.')");
-	load_fails("[backend]\nregion =\n",
-		   "2: [backend] region: a value is required (allowed: letters, digits, '-', '_' "
-		   "and '.')");
+	load_fails("[ssd]\nsize = abc\n", "2: [ssd] size: invalid size 'abc' (allowed: bytes with "
+					  "K/M/G/T suffix or N%%)");
+	load_fails("[ram]\nsize = 1G # one gig\n", "2: [ram] size: invalid size '1G # one gig' "
+						   "(allowed: bytes with K/M/G/T suffix)");
+	load_fails("[ram]\nsize =\n", "2: [ram] size: invalid size '' (allowed: bytes with K/M/G/T "
+				      "suffix)");
+	load_fails("[backend]\nconnect_timeout = 10 seconds\n", "2: [backend] connect_timeout: "
+								"invalid duration '10 seconds' "
+								"(allowed: a number "
+								"with ms/s/m/h suffix)");
+	load_fails("[backend]\nretry_max = forever\n", "2: [backend] retry_max: invalid duration "
+						       "'forever' (allowed: a number with "
+						       "ms/s/m/h suffix)");
+	load_fails("[cache]\nmetadata_ttl = always\n", "2: [cache] metadata_ttl: invalid duration "
+						       "'always' (allowed: a number with "
+						       "ms/s/m/h suffix or forever)");
+	load_fails("[backend]\npath_style = maybe\n", "2: [backend] path_style: invalid boolean "
+						      "'maybe' (allowed: true/false, yes/no, "
+						      "on/off, 1/0)");
+	load_fails("[backend]\nretries = 3.5\n", "2: [backend] retries: invalid integer '3.5' "
+						 "(allowed: 0 to 100)");
+	load_fails("[backend]\nretries = -1\n", "2: [backend] retries: invalid integer '-1' "
+						"(allowed: 0 to 100)");
+	load_fails("[ssd]\nhigh_watermark = high\n", "2: [ssd] high_watermark: invalid percentage "
+						     "'high' (allowed: 1 to 100, "
+						     "optionally followed by %%)");
+	load_fails("[cache]\npolicy = fifo\n", "2: [cache] policy: invalid value 'fifo' (allowed: "
+					       "lru, epoch)");
+	load_fails("[writeback]\nmode = later\n", "2: [writeback] mode: invalid value 'later' "
+						  "(allowed: async, sync, off)");
+	load_fails("[log]\nlevel = verbose\n", "2: [log] level: invalid log level 'verbose' "
+					       "(allowed: error, warn, info, debug)");
+	load_fails("[log]\nfile = tierfs.log\n", "2: [log] file: 'tierfs.log' is not an absolute "
+						 "path (allowed: an absolute path, "
+						 "or empty)");
+	load_fails("[ssd]\ndir =\n", "2: [ssd] dir: a value is required (allowed: an absolute "
+				     "path)");
+	load_fails("[backend]\nregion = us east 1\n", "2: [backend] region: invalid value 'us east "
+						      "1' (allowed: letters, digits, '-', "
+						      "'_' and '.')");
+	load_fails("[backend]\nregion =\n", "2: [backend] region: a value is required (allowed: "
+					    "letters, digits, '-', '_' "
+					    "and '.')");
 }
 
 Test(config, out_of_range)
 {
-	load_fails("[ram]\nsize = 8M\n",
-		   "2: [ram] size: '8M' is out of range (allowed: 16M or more)");
-	load_fails("[ssd]\nsize = 150%\n",
-		   "2: [ssd] size: '150%%' is out of range (allowed: 16M or more, or N%% with "
-		   "0 < N <= 100)");
-	load_fails("[ssd]\nsize = 0%\n",
-		   "2: [ssd] size: '0%%' is out of range (allowed: 16M or more, or N%% with "
-		   "0 < N <= 100)");
-	load_fails("[backend]\nretries = 101\n",
-		   "2: [backend] retries: '101' is out of range (allowed: 0 to 100)");
-	load_fails("[backend]\nretries = 99999999999999999999\n",
-		   "2: [backend] retries: '99999999999999999999' is out of range (allowed: 0 to 100)");
-	load_fails("[backend]\nconnect_timeout = 50ms\n",
-		   "2: [backend] connect_timeout: '50ms' is out of range (allowed: 100ms to 5m)");
-	load_fails("[backend]\npart_size = 4M\n",
-		   "2: [backend] part_size: '4M' is out of range (allowed: 5M to 5G)");
-	load_fails("[backend]\nmultipart_threshold = 6G\n",
-		   "2: [backend] multipart_threshold: '6G' is out of range (allowed: 5M to 5G)");
-	load_fails("[backend]\nupload_parallel = 0\n",
-		   "2: [backend] upload_parallel: '0' is out of range (allowed: 1 to 64)");
-	load_fails("[backend]\nlow_speed_time = 1500ms\n",
-		   "2: [backend] low_speed_time: '1500ms' is not a whole number of seconds "
-		   "(allowed: 1s to 1h)");
-	load_fails("[backend]\nlow_speed_time = 2h\n",
-		   "2: [backend] low_speed_time: '2h' is out of range (allowed: 1s to 1h)");
-	load_fails("[cache]\nblock_size = 3M\n",
-		   "2: [cache] block_size: '3M' is not a power of two (allowed: 64K to 64M, a "
-		   "power of two)");
-	load_fails("[cache]\nblock_size = 128M\n",
-		   "2: [cache] block_size: '128M' is out of range (allowed: 64K to 64M, a power "
-		   "of two)");
-	load_fails("[ssd]\nlow_watermark = 0\n",
-		   "2: [ssd] low_watermark: '0' is out of range (allowed: 1 to 100, optionally "
-		   "followed by %%)");
-	load_fails("[ssd]\nhigh_watermark = 101%\n",
-		   "2: [ssd] high_watermark: '101%%' is out of range (allowed: 1 to 100, optionally "
-		   "followed by %%)");
-	load_fails("[writeback]\ndelay = 61m\n",
-		   "2: [writeback] delay: '61m' is out of range (allowed: 0s to 1h)");
-	load_fails("[prefetch]\nreadahead = 2G\n",
-		   "2: [prefetch] readahead: '2G' is out of range (allowed: 0 to 1G)");
-	load_fails("[prefetch]\nworkers = 257\n",
-		   "2: [prefetch] workers: '257' is out of range (allowed: 0 to 256)");
+	load_fails("[ram]\nsize = 8M\n", "2: [ram] size: '8M' is out of range (allowed: 16M or "
+					 "more)");
+	load_fails("[ssd]\nsize = 150%\n", "2: [ssd] size: '150%%' is out of range (allowed: 16M "
+					   "or more, or N%% with "
+					   "0 < N <= 100)");
+	load_fails("[ssd]\nsize = 0%\n", "2: [ssd] size: '0%%' is out of range (allowed: 16M or "
+					 "more, or N%% with "
+					 "0 < N <= 100)");
+	load_fails("[backend]\nretries = 101\n", "2: [backend] retries: '101' is out of range "
+						 "(allowed: 0 to 100)");
+	load_fails("[backend]\nretries = 99999999999999999999\n", "2: [backend] retries: "
+								  "'99999999999999999999' is out "
+								  "of range (allowed: 0 to 100)");
+	load_fails("[backend]\nconnect_timeout = 50ms\n", "2: [backend] connect_timeout: '50ms' is "
+							  "out of range (allowed: 100ms to 5m)");
+	load_fails("[backend]\npart_size = 4M\n", "2: [backend] part_size: '4M' is out of range "
+						  "(allowed: 5M to 5G)");
+	load_fails("[backend]\nmultipart_threshold = 6G\n", "2: [backend] multipart_threshold: "
+							    "'6G' is out of range (allowed: 5M to "
+							    "5G)");
+	load_fails("[backend]\nupload_parallel = 0\n", "2: [backend] upload_parallel: '0' is out "
+						       "of range (allowed: 1 to 64)");
+	load_fails("[backend]\nlow_speed_time = 1500ms\n", "2: [backend] low_speed_time: '1500ms' "
+							   "is not a whole number of seconds "
+							   "(allowed: 1s to 1h)");
+	load_fails("[backend]\nlow_speed_time = 2h\n", "2: [backend] low_speed_time: '2h' is out "
+						       "of range (allowed: 1s to 1h)");
+	load_fails("[cache]\nblock_size = 3M\n", "2: [cache] block_size: '3M' is not a power of "
+						 "two (allowed: 64K to 64M, a "
+						 "power of two)");
+	load_fails("[cache]\nblock_size = 128M\n", "2: [cache] block_size: '128M' is out of range "
+						   "(allowed: 64K to 64M, a power "
+						   "of two)");
+	load_fails("[ssd]\nlow_watermark = 0\n", "2: [ssd] low_watermark: '0' is out of range "
+						 "(allowed: 1 to 100, optionally "
+						 "followed by %%)");
+	load_fails("[ssd]\nhigh_watermark = 101%\n", "2: [ssd] high_watermark: '101%%' is out of "
+						     "range (allowed: 1 to 100, optionally "
+						     "followed by %%)");
+	load_fails("[writeback]\ndelay = 61m\n", "2: [writeback] delay: '61m' is out of range "
+						 "(allowed: 0s to 1h)");
+	load_fails("[prefetch]\nreadahead = 2G\n", "2: [prefetch] readahead: '2G' is out of range "
+						   "(allowed: 0 to 1G)");
+	load_fails("[prefetch]\nworkers = 257\n", "2: [prefetch] workers: '257' is out of range "
+						  "(allowed: 0 to 256)");
 }
 
 Test(config, inih_syntax_errors)
 {
-	load_fails("[ram]\nsize = 2G\njust some words\n[ssd]\n",
-		   "3: syntax error: expected '[section]' or 'key = value', got 'just some words'");
-	load_fails("[ram\nsize = 2G\n",
-		   "1: syntax error: expected '[section]' or 'key = value', got '[ram'");
-	load_fails("[ram]\r\n  oops  \r\n",
-		   "2: syntax error: expected '[section]' or 'key = value', got 'oops'");
+	load_fails("[ram]\nsize = 2G\njust some words\n[ssd]\n", "3: syntax error: expected "
+								 "'[section]' or 'key = value', "
+								 "got 'just some words'");
+	load_fails("[ram\nsize = 2G\n", "1: syntax error: expected '[section]' or 'key = value', "
+					"got '[ram'");
+	load_fails("[ram]\r\n  oops  \r\n", "2: syntax error: expected '[section]' or 'key = "
+					    "value', got 'oops'");
 }
 
 Test(config, first_error_wins)
 {
 	/* a syntax error before a bad value */
-	load_fails("[ram]\nnonsense\nsize = 1M\n",
-		   "2: syntax error: expected '[section]' or 'key = value', got 'nonsense'");
+	load_fails("[ram]\nnonsense\nsize = 1M\n", "2: syntax error: expected '[section]' or 'key "
+						   "= value', got 'nonsense'");
 	/* a bad value before a syntax error */
-	load_fails("[ram]\nsize = 1M\nnonsense\n",
-		   "2: [ram] size: '1M' is out of range (allowed: 16M or more)");
+	load_fails("[ram]\nsize = 1M\nnonsense\n", "2: [ram] size: '1M' is out of range (allowed: "
+						   "16M or more)");
 }
 
 Test(config, parsing_stops_at_first_error)
@@ -555,8 +564,8 @@ Test(config, nul_byte)
 
 Test(config, control_characters_are_escaped)
 {
-	load_fails("[cache]\npolicy = lru\x1b[31m\n",
-		   "2: [cache] policy: invalid value 'lru\\x1b[31m' (allowed: lru, epoch)");
+	load_fails("[cache]\npolicy = lru\x1b[31m\n", "2: [cache] policy: invalid value "
+						      "'lru\\x1b[31m' (allowed: lru, epoch)");
 }
 
 Test(config, missing_file)
@@ -644,28 +653,28 @@ Test(config, overrides)
 
 Test(config, override_errors)
 {
-	set_fails("ssd.size=abc",
-		  "command line: -o ssd.size=abc: invalid size 'abc' (allowed: bytes with K/M/G/T "
-		  "suffix or N%)");
-	set_fails("ram.size=1M",
-		  "command line: -o ram.size=1M: '1M' is out of range (allowed: 16M or more)");
-	set_fails("sdd.size=1G",
-		  "command line: -o sdd.size=1G: unknown section [sdd] (allowed: backend, ram, "
-		  "ssd, cache, writeback, prefetch, log, metrics, mount)");
-	set_fails("ram.sise=1G",
-		  "command line: -o ram.sise=1G: unknown key 'sise' in section [ram] (allowed: "
-		  "size)");
+	set_fails("ssd.size=abc", "command line: -o ssd.size=abc: invalid size 'abc' (allowed: "
+				  "bytes with K/M/G/T "
+				  "suffix or N%)");
+	set_fails("ram.size=1M", "command line: -o ram.size=1M: '1M' is out of range (allowed: 16M "
+				 "or more)");
+	set_fails("sdd.size=1G", "command line: -o sdd.size=1G: unknown section [sdd] (allowed: "
+				 "backend, ram, "
+				 "ssd, cache, writeback, prefetch, log, metrics, mount)");
+	set_fails("ram.sise=1G", "command line: -o ram.sise=1G: unknown key 'sise' in section "
+				 "[ram] (allowed: "
+				 "size)");
 	set_fails("ram.size", "command line: -o ram.size: expected section.key=value");
 	set_fails("size=1G", "command line: -o size=1G: expected section.key=value");
 	set_fails(".size=1G", "command line: -o .size=1G: expected section.key=value");
 	set_fails("ram.=1G", "command line: -o ram.=1G: expected section.key=value");
 	set_fails("", "command line: -o : expected section.key=value");
-	set_fails("backend.prefix=x/",
-		  "command line: -o backend.prefix=x/: not a configuration key: the prefix comes "
-		  "from the mount source (s3://BUCKET[/PREFIX])");
-	set_fails("log.file=/tmp/a\tb",
-		  "command line: -o log.file=/tmp/a\\x09b: '/tmp/a\\x09b' contains a control "
-		  "character (allowed: an absolute path, or empty)");
+	set_fails("backend.prefix=x/", "command line: -o backend.prefix=x/: not a configuration "
+				       "key: the prefix comes "
+				       "from the mount source (s3://BUCKET[/PREFIX])");
+	set_fails("log.file=/tmp/a\tb", "command line: -o log.file=/tmp/a\\x09b: '/tmp/a\\x09b' "
+					"contains a control "
+					"character (allowed: an absolute path, or empty)");
 
 	/* nothing changed */
 	cr_assert_eq(cfg.ram.size, GIB);
@@ -676,9 +685,9 @@ Test(config, override_errors)
 Test(config, override_origin_label)
 {
 	cr_assert_eq(tfs_config_set(&cfg, "ram.size=x", "TIERFS_OPTIONS:", &err), EINVAL);
-	cr_assert_str_eq(tfs_dbuf_str(&err),
-			 "TIERFS_OPTIONS: ram.size=x: invalid size 'x' (allowed: bytes with K/M/G/T "
-			 "suffix)");
+	cr_assert_str_eq(tfs_dbuf_str(&err), "TIERFS_OPTIONS: ram.size=x: invalid size 'x' "
+					     "(allowed: bytes with K/M/G/T "
+					     "suffix)");
 }
 
 Test(config, long_values_are_cut_in_messages)
@@ -687,8 +696,10 @@ Test(config, long_values_are_cut_in_messages)
 
 	snprintf(a, sizeof(a), "cache.policy=%0200d", 0);
 	cr_assert_eq(tfs_config_set(&cfg, a, NULL, &err), EINVAL);
-	snprintf(want, sizeof(want), "command line: -o %.100s...: invalid value '%.100s...' "
-		 "(allowed: lru, epoch)", a, a + strlen("cache.policy="));
+	snprintf(want, sizeof(want),
+		 "command line: -o %.100s...: invalid value '%.100s...' "
+		 "(allowed: lru, epoch)",
+		 a, a + strlen("cache.policy="));
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
@@ -697,17 +708,20 @@ Test(config, long_values_are_cut_in_messages)
 Test(config, validate_watermarks)
 {
 	load_ok("[ssd]\nhigh_watermark = 80\n\nlow_watermark = 85\n");
-	validate_fails("%s:4: [ssd] low_watermark (85%%) must be below high_watermark (80%%)", path);
+	validate_fails("%s:4: [ssd] low_watermark (85%%) must be below high_watermark (80%%)",
+		       path);
 
 	/* the message points at the setting made last */
 	load_ok("[ssd]\nlow_watermark = 85\nhigh_watermark = 80\n");
-	validate_fails("%s:3: [ssd] low_watermark (85%%) must be below high_watermark (80%%)", path);
+	validate_fails("%s:3: [ssd] low_watermark (85%%) must be below high_watermark (80%%)",
+		       path);
 
 	set_ok("ssd.high_watermark=90");
 	cr_assert_eq(tfs_config_validate(&cfg, &err), 0, "%s", tfs_dbuf_str(&err));
 	cr_assert_str_empty(tfs_dbuf_str(&err));
 	set_ok("ssd.low_watermark=90");
-	validate_fails("command line: [ssd] low_watermark (90%%) must be below high_watermark (90%%)");
+	validate_fails("command line: [ssd] low_watermark (90%%) must be below high_watermark "
+		       "(90%%)");
 }
 
 Test(config, validate_backend_rules)
@@ -738,7 +752,8 @@ Test(config, validate_tier_sizes)
 Test(config, validate_fields_changed_directly)
 {
 	cfg.cache.block_size = 3 * MIB;
-	validate_fails("[cache] block_size: 3M is out of range (allowed: 64K to 64M, a power of two)");
+	validate_fails("[cache] block_size: 3M is out of range (allowed: 64K to 64M, a power of "
+		       "two)");
 	cfg.cache.block_size = MIB;
 
 	load_ok("[ram]\n\nsize = 2G\n");
@@ -931,11 +946,13 @@ Test(config, metrics_listen_is_loopback_or_unix)
 		   "3: [metrics] listen: invalid listen address '0.0.0.0:9464': 0.0.0.0 is not a "
 		   "loopback address (allowed: 127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, "
 		   "[::1]:PORT, unix:/ABSOLUTE/PATH, or empty for none)");
-	set_fails("metrics.listen=unix:m.sock",
-		  "command line: -o metrics.listen=unix:m.sock: invalid listen address "
-		  "'unix:m.sock': a unix socket needs an absolute path (allowed: 127.0.0.1:PORT "
-		  "(any 127.x.y.z), localhost:PORT, [::1]:PORT, unix:/ABSOLUTE/PATH, or empty for "
-		  "none)");
+	set_fails("metrics.listen=unix:m.sock", "command line: -o metrics.listen=unix:m.sock: "
+						"invalid listen address "
+						"'unix:m.sock': a unix socket needs an absolute "
+						"path (allowed: 127.0.0.1:PORT "
+						"(any 127.x.y.z), localhost:PORT, [::1]:PORT, "
+						"unix:/ABSOLUTE/PATH, or empty for "
+						"none)");
 }
 
 /* ---- reload ---- */

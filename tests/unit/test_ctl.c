@@ -393,8 +393,7 @@ Test(ctl, request_over_1mib_is_refused)
 	json_object_object_add(req, "pad", json_object_new_string(pad));
 	struct tfs_dbuf err;
 	tfs_dbuf_init(&err, 4096);
-	cr_assert_eq(tfs_ctl_call(sock_path, req, &res, &err), EMSGSIZE, "%s",
-		     tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_ctl_call(sock_path, req, &res, &err), EMSGSIZE, "%s", tfs_dbuf_str(&err));
 	cr_assert_null(res);
 	cr_assert(strstr(tfs_dbuf_str(&err), "larger than 1 MiB") != NULL, "%s",
 		  tfs_dbuf_str(&err));
@@ -792,8 +791,7 @@ static void expect_render(const char *json, const char *want)
 	cr_assert_not_null(o);
 	tfs_dbuf_init(&out, 1u << 20);
 	cr_assert_eq(tfs_stats_render(o, &out), 0);
-	cr_assert_str_eq(tfs_dbuf_str(&out), want, "got:\n%s\nwant:\n%s", tfs_dbuf_str(&out),
-			 want);
+	cr_assert_str_eq(tfs_dbuf_str(&out), want, "got:\n%s\nwant:\n%s", tfs_dbuf_str(&out), want);
 	tfs_dbuf_free(&out);
 	json_object_put(o);
 }

@@ -76,8 +76,7 @@ static void node_ok(const char *text)
 }
 
 /* Load `text` and expect EINVAL with "<path>:" + the formatted tail. */
-__attribute__((format(printf, 2, 3)))
-static void node_fails(const char *text, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void node_fails(const char *text, const char *fmt, ...)
 {
 	char want[2048], tail[1536];
 	va_list ap;
@@ -145,7 +144,8 @@ Test(opts, values)
 	cr_assert_eq(fv_opt_check(FV_OPT_READ_ONLY, "yes", "o", true, &v, &err), 0);
 	cr_assert(v.flag);
 	cr_assert_eq(fv_opt_check(FV_OPT_SOURCE, "s3://b/p/q", "o", true, &v, &err), 0);
-	cr_assert_eq(fv_opt_check(FV_OPT_ENDPOINT, "https://s3.example:8443", "o", true, &v, &err), 0);
+	cr_assert_eq(fv_opt_check(FV_OPT_ENDPOINT, "https://s3.example:8443", "o", true, &v, &err),
+		     0);
 	cr_assert_eq(fv_opt_check(FV_OPT_WRITEBACK, "off", "o", true, &v, &err), 0);
 	cr_assert_eq(fv_opt_check(FV_OPT_PREFIX, "", "o", true, &v, &err), 0);
 }
@@ -166,16 +166,19 @@ Test(opts, messages)
 	check_fails(FV_OPT_SOURCE, "/etc", true,
 		    "option x: '/etc' is not an S3 source (allowed: s3://BUCKET[/PREFIX])");
 	check_fails(FV_OPT_SOURCE, "s3://", true, "option x: SOURCE 's3://': no bucket name");
-	check_fails(FV_OPT_SOURCE, "s3://b\n", true, "option x: 's3://b\\x0a' contains a control character");
+	check_fails(FV_OPT_SOURCE, "s3://b\n", true,
+		    "option x: 's3://b\\x0a' contains a control character");
 	check_fails(FV_OPT_BUCKET, "a b", true,
 		    "option x: 'a b' is not a bucket name (allowed: letters, digits, '.', '-' and "
 		    "'_'; put the path in prefix)");
 	check_fails(FV_OPT_PREFIX, "/abs", true,
 		    "option x: '/abs' has an empty path segment (write a/b, not /a/b or a//b)");
 	check_fails(FV_OPT_READ_ONLY, "maybe", true,
-		    "option x: 'maybe' is not a boolean (allowed: true/false, yes/no, on/off, 1/0)");
+		    "option x: 'maybe' is not a boolean (allowed: true/false, yes/no, on/off, "
+		    "1/0)");
 	check_fails(FV_OPT_REGION, "us east", true,
-		    "option x: invalid value 'us east' (allowed: letters, digits, '-', '_' and '.')");
+		    "option x: invalid value 'us east' (allowed: letters, digits, '-', '_' and "
+		    "'.')");
 }
 
 Test(opts, limits)
@@ -264,37 +267,55 @@ Test(nodeconf, full_file)
 Test(nodeconf, errors)
 {
 	node_fails("[node]\nfoo = 1\n", "2: [node]: unknown key 'foo' (known: tierfs, tierfs_conf, "
-		   "cache_root, state_dir, log_file, log_level, daemon_log, credentials_file, "
-		   "mount_timeout, unmount_timeout, systemd, systemd_run)");
-	node_fails("[node]\ncache_root = var/cache\n",
-		   "2: [node] cache_root: 'var/cache' is not an absolute path");
+					"cache_root, state_dir, log_file, log_level, daemon_log, "
+					"credentials_file, "
+					"mount_timeout, unmount_timeout, systemd, systemd_run)");
+	node_fails("[node]\ncache_root = var/cache\n", "2: [node] cache_root: 'var/cache' is not "
+						       "an absolute path");
 	node_fails("[node]\nstate_dir =\n", "2: [node] state_dir: a path is required");
-	node_fails("[node]\nmount_timeout = 2h\n",
-		   "2: [node] mount_timeout: '2h' is not a duration from 1s to 1h");
-	node_fails("[node]\nsystemd = maybe\n", "2: [node] systemd: 'maybe' is not one of auto, yes, no");
-	node_fails("\n[defaults]\nramSize = 1K\n",
-		   "3: [defaults] ramSize: '1K' is out of range (allowed: 16M or more)");
+	node_fails("[node]\nmount_timeout = 2h\n", "2: [node] mount_timeout: '2h' is not a "
+						   "duration from 1s to 1h");
+	node_fails("[node]\nsystemd = maybe\n", "2: [node] systemd: 'maybe' is not one of auto, "
+						"yes, no");
+	node_fails("\n[defaults]\nramSize = 1K\n", "3: [defaults] ramSize: '1K' is out of range "
+						   "(allowed: 16M or more)");
 	node_fails("[defaults]\nram = 1G\n", "2: [defaults]: unknown option 'ram' (known: source, "
-		   "bucket, prefix, endpoint, region, pathStyle, ramSize, ssdSize, blockSize, "
-		   "readahead, policy, metadataTTL, writeback, readOnly)");
+					     "bucket, prefix, endpoint, region, pathStyle, "
+					     "ramSize, ssdSize, blockSize, "
+					     "readahead, policy, metadataTTL, writeback, "
+					     "readOnly)");
 	node_fails("[limits]\nmaxPolicy = lru\n", "2: [limits]: unknown key 'maxPolicy' (known: "
-		   "maxRamSize, maxSsdSize, maxBlockSize, maxReadahead, minMetadataTTL)");
+						  "maxRamSize, maxSsdSize, maxBlockSize, "
+						  "maxReadahead, minMetadataTTL)");
 	node_fails("[limits]\nmaxRamSize = 4X\n", "2: [limits] maxRamSize: '4X' is not a size "
-		   "(allowed: bytes with K/M/G/T suffix; N%% cannot be a limit)");
-	node_fails("[pod]\nallow = source, everything\n",
-		   "2: [pod] allow: unknown option 'everything' (known: source, bucket, prefix, "
-		   "endpoint, region, pathStyle, ramSize, ssdSize, blockSize, readahead, policy, "
-		   "metadataTTL, writeback, readOnly)");
+						  "(allowed: bytes with K/M/G/T suffix; N%% cannot "
+						  "be a limit)");
+	node_fails("[pod]\nallow = source, everything\n", "2: [pod] allow: unknown option "
+							  "'everything' (known: source, bucket, "
+							  "prefix, "
+							  "endpoint, region, pathStyle, ramSize, "
+							  "ssdSize, blockSize, readahead, policy, "
+							  "metadataTTL, writeback, readOnly)");
 	node_fails("[pod]\ndeny = x\n", "2: [pod]: unknown key 'deny' (known: allow)");
-	node_fails("[extra]\nx = 1\n", "2: unknown section [extra] (known: node, defaults, limits, pod)");
-	node_fails("[node]\nthis is not ini\n", "2: syntax error (expected [section] or key = value)");
-	node_fails("[defaults]\nramSize = 2G\n[limits]\nmaxRamSize = 1G\n",
-		   "2: [defaults] ramSize: '2G' is above the limit maxRamSize = 1G (line 4)");
-	node_fails("[limits]\nminMetadataTTL = 1m\n[defaults]\nmetadataTTL = 5s\n",
-		   "4: [defaults] metadataTTL: '5s' is below the limit minMetadataTTL = 1m (line 2)");
-	node_fails("[defaults]\nsource = s3://a/b\nprefix = c\n",
-		   "3: [defaults] source and prefix exclude each other (source is "
-		   "s3://BUCKET[/PREFIX])");
+	node_fails("[extra]\nx = 1\n", "2: unknown section [extra] (known: node, defaults, limits, "
+				       "pod)");
+	node_fails("[node]\nthis is not ini\n", "2: syntax error (expected [section] or key = "
+						"value)");
+	node_fails("[defaults]\nramSize = 2G\n[limits]\nmaxRamSize = 1G\n", "2: [defaults] "
+									    "ramSize: '2G' is "
+									    "above the limit "
+									    "maxRamSize = 1G (line "
+									    "4)");
+	node_fails("[limits]\nminMetadataTTL = 1m\n[defaults]\nmetadataTTL = 5s\n", "4: [defaults] "
+										    "metadataTTL: "
+										    "'5s' is below "
+										    "the limit "
+										    "minMetadataTTL"
+										    " = 1m (line "
+										    "2)");
+	node_fails("[defaults]\nsource = s3://a/b\nprefix = c\n", "3: [defaults] source and prefix "
+								  "exclude each other (source is "
+								  "s3://BUCKET[/PREFIX])");
 	char longline[300];
 	memset(longline, 'x', sizeof(longline) - 2);
 	longline[sizeof(longline) - 2] = '\n';
@@ -368,7 +389,8 @@ Test(volume, source_rules)
 	cr_assert_str_eq(v.source, "s3://pinned/base");
 	fv_volume_clear(&v);
 	vol_ok(&v, "\"prefix\":\"team/a/\"");
-	cr_assert_str_eq(v.source, "s3://pinned/team/a", "a pod's prefix applies to the default bucket");
+	cr_assert_str_eq(v.source, "s3://pinned/team/a",
+			 "a pod's prefix applies to the default bucket");
 	fv_volume_clear(&v);
 	vol_ok(&v, "\"bucket\":\"mine\"");
 	cr_assert_str_eq(v.source, "s3://mine", "a pod's bucket brings its own prefix");
@@ -379,8 +401,9 @@ Test(volume, source_rules)
 	vol_ok(&v, "\"source\":\"s3://other/\"");
 	cr_assert_str_eq(v.source, "s3://other");
 	fv_volume_clear(&v);
-	vol_fails("{\"source\":\"s3://a\",\"bucket\":\"b\"}",
-		  "options source and bucket exclude each other (source is s3://BUCKET[/PREFIX])");
+	vol_fails("{\"source\":\"s3://a\",\"bucket\":\"b\"}", "options source and bucket exclude "
+							      "each other (source is "
+							      "s3://BUCKET[/PREFIX])");
 	fv_node_clear(&node);
 
 	node_ok("[defaults]\nsource = s3://pinned/p\n[pod]\nallow = prefix\n");
@@ -402,20 +425,27 @@ Test(volume, policy)
 	node_std();
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSize\":\"2G\"}", SECRET);
 	char want[1024];
-	snprintf(want, sizeof(want), "option ramSize: '2G' is above this node's limit maxRamSize = "
-		 "1G (%s:5)", path);
+	snprintf(want, sizeof(want),
+		 "option ramSize: '2G' is above this node's limit maxRamSize = "
+		 "1G (%s:5)",
+		 path);
 	vol_fails(json, want);
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"metadataTTL\":\"1s\"}", SECRET);
-	snprintf(want, sizeof(want), "option metadataTTL: '1s' is below this node's limit "
-		 "minMetadataTTL = 10s (%s:6)", path);
+	snprintf(want, sizeof(want),
+		 "option metadataTTL: '1s' is below this node's limit "
+		 "minMetadataTTL = 10s (%s:6)",
+		 path);
 	vol_fails(json, want);
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"policy\":\"lru\"}", SECRET);
-	snprintf(want, sizeof(want), "option policy: not allowed on this node (a volume may set: "
+	snprintf(want, sizeof(want),
+		 "option policy: not allowed on this node (a volume may set: "
 		 "source, bucket, prefix, ramSize, metadataTTL, writeback, readOnly; [pod] allow, "
-		 "%s:8)", path);
+		 "%s:8)",
+		 path);
 	vol_fails(json, want);
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSizes\":\"1G\"}", SECRET);
-	vol_fails(json, "unknown option 'ramSizes' (known: source, bucket, prefix, endpoint, region, "
+	vol_fails(json, "unknown option 'ramSizes' (known: source, bucket, prefix, endpoint, "
+			"region, "
 			"pathStyle, ramSize, ssdSize, blockSize, readahead, policy, metadataTTL, "
 			"writeback, readOnly)");
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSize\":512}", SECRET);
@@ -431,14 +461,17 @@ Test(volume, read_only)
 	vol_ok(&v, "\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"ro\"");
 	cr_assert(v.read_only);
 	fv_volume_clear(&v);
-	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"true\",\"kubernetes.io/readwrite\":\"rw\"");
+	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"true\",\"kubernetes.io/"
+		   "readwrite\":\"rw\"");
 	cr_assert(v.read_only);
 	fv_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"false\",\"writeback\":\"async\"");
 	cr_assert_not(v.read_only);
 	fv_volume_clear(&v);
-	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"readOnly\":\"1\","
-		 "\"writeback\":\"async\"}", SECRET);
+	snprintf(json, sizeof(json),
+		 "{%s,\"source\":\"s3://b\",\"readOnly\":\"1\","
+		 "\"writeback\":\"async\"}",
+		 SECRET);
 	vol_fails(json, "option writeback: 'async' on a read-only volume (readOnly or "
 			"kubernetes.io/readwrite=ro); use writeback=off or a read-write volume");
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"r\"}",
@@ -449,19 +482,24 @@ Test(volume, read_only)
 Test(volume, secrets_and_json)
 {
 	node_std();
-	vol_fails("{\"source\":\"s3://b\"", "the options are not valid JSON: unexpected end of data");
+	vol_fails("{\"source\":\"s3://b\"", "the options are not valid JSON: unexpected end of "
+					    "data");
 	vol_fails("[]", "the options are not a JSON object");
 	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/accessKey\":\"QUtJQQ==\"}",
-		  "secret: the volume's Secret has accessKey but not secretKey (both are required)");
+		  "secret: the volume's Secret has accessKey but not secretKey (both are "
+		  "required)");
 	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/token\":\"QUtJQQ==\"}",
 		  "unknown key 'token' in the volume's Secret (allowed: accessKey, secretKey, "
 		  "sessionToken)");
 	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":\"%%%\"}",
 		  "secret secretKey: not base64 (the length is not a multiple of 4)");
 	char want[1024];
-	snprintf(want, sizeof(want), "no credentials: give the volume a secretRef to a Secret of "
-		 "type tierfs/tierfs with accessKey and secretKey (or set credentials_file in [node] "
-		 "of %s)", path);
+	snprintf(want, sizeof(want),
+		 "no credentials: give the volume a secretRef to a Secret of "
+		 "type tierfs/tierfs with accessKey and secretKey (or set credentials_file in "
+		 "[node] "
+		 "of %s)",
+		 path);
 	vol_fails("{\"source\":\"s3://b\"}", want);
 	fv_node_clear(&node);
 	node_ok("[node]\ncredentials_file = /etc/tierfs/node-credentials\n");
@@ -487,7 +525,8 @@ Test(volume, tierfs_conf_round_trip)
 	tfs_dbuf_init(&out, 1 << 20);
 	bool writable = true;
 	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials", &out,
-					   &writable, &err), 0, "%s", tfs_dbuf_str(&err));
+					   &writable, &err),
+		     0, "%s", tfs_dbuf_str(&err));
 	cr_assert_not(writable, "a read-only volume");
 	cr_assert_null(strstr(tfs_dbuf_str(&out), "AKIAEXAMPLE"), "a secret in the config");
 	snprintf(conf, sizeof(conf), "%s/tierfs.conf", tmpdir);
@@ -523,7 +562,8 @@ Test(volume, tierfs_conf_base_and_cross_rules)
 	tfs_dbuf_init(&out, 1 << 20);
 	/* 32M of RAM is 2 blocks of the base's 16M: validate() refuses it. */
 	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), EINVAL);
-	cr_assert(strncmp(tfs_dbuf_str(&err), "the volume's settings do not fit together: ", 43) == 0,
+	cr_assert(strncmp(tfs_dbuf_str(&err), "the volume's settings do not fit together: ", 43) ==
+			  0,
 		  "%s", tfs_dbuf_str(&err));
 	fv_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://b\",\"ramSize\":\"64M\"");
@@ -601,11 +641,14 @@ Test(secrets, decode)
 	free(out);
 	decode_fails("", "secret secretKey: empty");
 	decode_fails("QUtJQQ=", "secret secretKey: not base64 (the length is not a multiple of 4)");
-	decode_fails("QU*JQQ==", "secret secretKey: not base64 (a character outside A-Z a-z 0-9 + / "
+	decode_fails("QU*JQQ==", "secret secretKey: not base64 (a character outside A-Z a-z 0-9 + "
+				 "/ "
 				 "at offset 2)");
-	decode_fails("QUtJ\nQQ==", "secret secretKey: not base64 (the length is not a multiple of 4)");
+	decode_fails("QUtJ\nQQ==", "secret secretKey: not base64 (the length is not a multiple of "
+				   "4)");
 	/* "a b\n" */
-	decode_fails("YSBiCg==", "secret secretKey: decodes to a byte that is not printable ASCII (at "
+	decode_fails("YSBiCg==", "secret secretKey: decodes to a byte that is not printable ASCII "
+				 "(at "
 				 "offset 1); a key has no blanks or newlines: encode it with "
 				 "'printf %s KEY | base64 -w0'");
 }
@@ -631,8 +674,8 @@ Test(secrets, length_limit)
 	plain[fit + 1] = '\0';
 	encode(plain, b64);
 	char want[128];
-	snprintf(want, sizeof(want), "secret secretKey: %zu characters long; at most %zu are accepted",
-		 fit + 1, fit);
+	snprintf(want, sizeof(want),
+		 "secret secretKey: %zu characters long; at most %zu are accepted", fit + 1, fit);
 	decode_fails(b64, want);
 	free(plain);
 	free(b64);
@@ -643,8 +686,13 @@ Test(secrets, session_token_and_access_key_limits)
 	/* The limits docs/kubernetes.md, tierfs-flexvolume(8) and
 	 * deploy/secret.yaml state: what the daemon's signer sends
 	 * (tests/integration/test_flexvolume.py mounts at the limit). */
-	static const struct { const char *name; size_t fit; } k[] = {
-		{ "sessionToken", 16362 }, { "accessKey", 1024 }, { "secretKey", 16361 },
+	static const struct {
+		const char *name;
+		size_t fit;
+	} k[] = {
+		{ "sessionToken", 16362 },
+		{ "accessKey", 1024 },
+		{ "secretKey", 16361 },
 	};
 	char *plain = malloc(16400), *b64 = malloc(2 * 16400), *out;
 
@@ -667,8 +715,9 @@ Test(secrets, session_token_and_access_key_limits)
 		cr_assert_eq(fv_secret_decode(k[i].name, b64, &out, &err), EINVAL, "%s", k[i].name);
 		cr_assert_null(out);
 		char want[128];
-		snprintf(want, sizeof(want), "secret %s: %zu characters long; at most %zu are accepted",
-			 k[i].name, fit + 1, fit);
+		snprintf(want, sizeof(want),
+			 "secret %s: %zu characters long; at most %zu are accepted", k[i].name,
+			 fit + 1, fit);
 		cr_assert_str_eq(tfs_dbuf_str(&err), want);
 	}
 	free(plain);

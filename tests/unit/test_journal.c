@@ -15,8 +15,16 @@
 static struct tfs_jrec sample(void)
 {
 	struct tfs_jrec r = {
-		.op = TFS_J_PUT, .gen = 7, .staging_id = 42, .size = 123456789, .mode = 0640,
-		.uid = 1000, .gid = 100, .mtime = 1600000000, .closed_ms = 99, .attempts = 3,
+		.op = TFS_J_PUT,
+		.gen = 7,
+		.staging_id = 42,
+		.size = 123456789,
+		.mode = 0640,
+		.uid = 1000,
+		.gid = 100,
+		.mtime = 1600000000,
+		.closed_ms = 99,
+		.attempts = 3,
 		.mpu_gen = 6,
 	};
 	r.path = strdup("ckpt/epoch-3/model.pt");

@@ -121,16 +121,16 @@ TestSuite(local, .init = setup_openat2, .fini = teardown, .timeout = 30);
 TestSuite(local_walk, .init = setup_walk, .fini = teardown, .timeout = 30);
 
 /* Each test body runs in both suites. */
-#define BOTH(name)                    \
-	static void name(void);       \
-	Test(local, name)             \
-	{                             \
-		name();               \
-	}                             \
-	Test(local_walk, name)        \
-	{                             \
-		name();               \
-	}                             \
+#define BOTH(name)              \
+	static void name(void); \
+	Test(local, name)       \
+	{                       \
+		name();         \
+	}                       \
+	Test(local_walk, name)  \
+	{                       \
+		name();         \
+	}                       \
 	static void name(void)
 
 /* outside/ holds exactly secret ("top secret\n") and e1/f, unchanged. */
@@ -194,17 +194,20 @@ BOTH(head_and_get_through_symlinks_are_enoent)
 {
 	for (size_t i = 0; i < N_THROUGH; i++) {
 		struct tfs_obj_meta m = { 0 };
-		cr_assert_eq(tfs_backend_head(be, through[i], &m), ENOENT, "head '%s' not ENOENT", through[i]);
+		cr_assert_eq(tfs_backend_head(be, through[i], &m), ENOENT, "head '%s' not ENOENT",
+			     through[i]);
 		char buf[64] = "";
 		size_t got = 99;
-		int rc = tfs_backend_get_range(be, through[i], 0, sizeof(buf), NULL, tfs_io_buf(buf), &got,
-					       NULL);
-		cr_assert_eq(rc, ENOENT, "get '%s': %d, read '%.*s'", through[i], rc, (int)got, buf);
+		int rc = tfs_backend_get_range(be, through[i], 0, sizeof(buf), NULL,
+					       tfs_io_buf(buf), &got, NULL);
+		cr_assert_eq(rc, ENOENT, "get '%s': %d, read '%.*s'", through[i], rc, (int)got,
+			     buf);
 		cr_assert_eq(strstr(buf, "secret"), NULL);
 	}
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_backend_head(be, "ckpt/", &m), ENOENT, "head of the symlinked directory");
-	cr_assert(log_has("local: read 'x': a symlink on its path"), "no log line for 'x':\n%s", logged);
+	cr_assert(log_has("local: read 'x': a symlink on its path"), "no log line for 'x':\n%s",
+		  logged);
 	/* The same object through a real path is fine. */
 	cr_assert_eq(tfs_backend_head(be, "d/ok", &m), 0);
 	tfs_obj_meta_clear(&m);
@@ -272,7 +275,8 @@ BOTH(writes_never_land_outside)
 	}
 	cr_assert(log_has("local: write 'ckpt/new': a symlink on its path"), "%s", logged);
 	/* The symlinks themselves are not replaced either. */
-	cr_assert(is_symlink("x") && is_symlink("rel") && is_symlink("d/inner") && is_symlink("ckpt"));
+	cr_assert(is_symlink("x") && is_symlink("rel") && is_symlink("d/inner") &&
+		  is_symlink("ckpt"));
 	/* Directory markers. */
 	cr_assert_eq(tfs_backend_put(be, "ckpt/m/", tfs_io_cbuf(""), 0, NULL, NULL), EACCES);
 	cr_assert_eq(tfs_backend_put(be, "ckpt/", tfs_io_cbuf(""), 0, NULL, NULL), EACCES);
@@ -292,11 +296,13 @@ BOTH(writes_never_land_outside)
 
 BOTH(deletes_never_touch_outside)
 {
-	const char *keys[] = { "ckpt/secret", "ckpt/e1/f", "d/inner/e1/f", "x", "rel", "ckpt/e1/", "ckpt/" };
+	const char *keys[] = { "ckpt/secret", "ckpt/e1/f", "d/inner/e1/f", "x",
+			       "rel",         "ckpt/e1/",  "ckpt/" };
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		cr_assert_eq(tfs_backend_delete(be, keys[i]), 0, "delete '%s'", keys[i]);
 	outside_unchanged();
-	cr_assert(is_symlink("x") && is_symlink("rel") && is_symlink("ckpt"), "a symlink was removed");
+	cr_assert(is_symlink("x") && is_symlink("rel") && is_symlink("ckpt"), "a symlink was "
+									      "removed");
 	cr_assert(log_has("local: delete 'ckpt/secret': a symlink on its path"), "%s", logged);
 	/* Pruning the parents of a real key stops at the root. */
 	cr_assert_eq(tfs_backend_put(be, "p/q/r", tfs_io_cbuf("1"), 1, NULL, NULL), 0);
@@ -336,17 +342,24 @@ static void resolver_refuses(bool walk)
 		const char *path;
 		int want;
 	} cases[] = {
-		{ "x", ELOOP },          { "rel", ELOOP },       { "ckpt/secret", ELOOP },
-		{ "d/inner/secret", ELOOP }, { "d/inner", ELOOP }, { "../outside/secret", EXDEV },
-		{ "d/../../outside/secret", EXDEV }, { "/etc/passwd", EXDEV }, { "d/nothing", ENOENT },
+		{ "x", ELOOP },
+		{ "rel", ELOOP },
+		{ "ckpt/secret", ELOOP },
+		{ "d/inner/secret", ELOOP },
+		{ "d/inner", ELOOP },
+		{ "../outside/secret", EXDEV },
+		{ "d/../../outside/secret", EXDEV },
+		{ "/etc/passwd", EXDEV },
+		{ "d/nothing", ENOENT },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int fd = -1;
 		int rc = tfs_local_resolve(rfd, cases[i].path, O_RDONLY, walk, &fd);
 		if (rc == 0)
 			close(fd);
-		cr_assert_eq(rc, cases[i].want, "%s resolve '%s': %d (%s), expected %d", walk ? "walk" : "openat2",
-			     cases[i].path, rc, strerror(rc), cases[i].want);
+		cr_assert_eq(rc, cases[i].want, "%s resolve '%s': %d (%s), expected %d",
+			     walk ? "walk" : "openat2", cases[i].path, rc, strerror(rc),
+			     cases[i].want);
 	}
 	int fd = -1;
 	cr_assert_eq(tfs_local_resolve(rfd, "d/ok", O_RDONLY, walk, &fd), 0);

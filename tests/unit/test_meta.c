@@ -27,10 +27,10 @@
 struct sb {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	unsigned n;            /* objects in d */
-	bool gate_open;        /* LIST waits while false */
+	unsigned n;             /* objects in d */
+	bool gate_open;         /* LIST waits while false */
 	unsigned lists_entered; /* LISTs of d/ begun (before the gate) */
-	unsigned lists;        /* LISTs of d/ answered: pages of its listings */
+	unsigned lists;         /* LISTs of d/ answered: pages of its listings */
 	unsigned heads;
 };
 
@@ -79,7 +79,8 @@ static int sb_list(void *priv, const char *prefix, const char *delimiter, const 
 	pthread_mutex_unlock(&b->mu);
 	char *tail = NULL;
 	unsigned long start = token ? strtoul(token, &tail, 10) : 0;
-	cr_assert(token == NULL || (*token && *tail == '\0' && start <= b->n), "bad token '%s'", token);
+	cr_assert(token == NULL || (*token && *tail == '\0' && start <= b->n), "bad token '%s'",
+		  token);
 	unsigned end = start + max_keys < b->n ? (unsigned)(start + max_keys) : b->n;
 	out->entries = calloc(end - start + 1, sizeof(*out->entries));
 	for (unsigned i = (unsigned)start; i < end; i++) {

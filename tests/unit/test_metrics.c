@@ -79,8 +79,7 @@ static char *render(struct json_object *stats, const char *mount)
 }
 
 /* `text` has the line made of fmt (a whole line). */
-__attribute__((format(printf, 2, 3)))
-static void has(const char *text, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void has(const char *text, const char *fmt, ...)
 {
 	char line[512], want[520];
 	va_list ap;
@@ -93,15 +92,18 @@ static void has(const char *text, const char *fmt, ...)
 
 static struct json_object *sample_stats(struct tfs_hist *h)
 {
-	const char *json =
-		"{\"source\":\"s3://b/p\",\"version\":\"9.9\",\"uptime_s\":12,"
-		"\"ram\":{\"hits\":5,\"misses\":2,\"used_bytes\":1024,\"capacity_bytes\":4096,"
-		"\"policy\":\"epoch\"},"
-		"\"ssd\":{\"hits\":1,\"misses\":1,\"disabled\":true,\"used_bytes\":18446744073709551615},"
-		"\"metadata\":{\"ttl_ms\":18446744073709551615},"
-		"\"backend\":{\"get\":{\"requests\":3,\"errors\":1,\"payload_bytes\":300},"
-		"\"head\":{\"requests\":4,\"errors\":0,\"payload_bytes\":0},\"source\":\"s3://b/p\"},"
-		"\"reload\":{\"ok\":2,\"failed\":1}}";
+	const char *json = "{\"source\":\"s3://b/p\",\"version\":\"9.9\",\"uptime_s\":12,"
+			   "\"ram\":{\"hits\":5,\"misses\":2,\"used_bytes\":1024,\"capacity_"
+			   "bytes\":4096,"
+			   "\"policy\":\"epoch\"},"
+			   "\"ssd\":{\"hits\":1,\"misses\":1,\"disabled\":true,\"used_bytes\":"
+			   "18446744073709551615},"
+			   "\"metadata\":{\"ttl_ms\":18446744073709551615},"
+			   "\"backend\":{\"get\":{\"requests\":3,\"errors\":1,\"payload_bytes\":"
+			   "300},"
+			   "\"head\":{\"requests\":4,\"errors\":0,\"payload_bytes\":0},\"source\":"
+			   "\"s3://b/p\"},"
+			   "\"reload\":{\"ok\":2,\"failed\":1}}";
 	struct json_object *o = json_tokener_parse(json);
 	cr_assert_not_null(o);
 	struct json_object *get;
@@ -166,9 +168,9 @@ Test(metrics, exposition_from_stats)
 Test(metrics, histogram_json)
 {
 	struct tfs_hist h = { 0 };
-	tfs_hist_add(&h, 10000);  /* 10 us: le 10us (inclusive) */
-	tfs_hist_add(&h, 10001);  /* 10.001 us: still 10 (whole us) */
-	tfs_hist_add(&h, 11000);  /* 11 us: le 25 */
+	tfs_hist_add(&h, 10000); /* 10 us: le 10us (inclusive) */
+	tfs_hist_add(&h, 10001); /* 10.001 us: still 10 (whole us) */
+	tfs_hist_add(&h, 11000); /* 11 us: le 25 */
 	uint64_t t0 = tfs_mono_ns();
 	tfs_hist_observe(&h, t0);
 	struct json_object *j = tfs_hist_json(&h), *b;
@@ -193,7 +195,8 @@ static struct json_object *collect(void *ctx)
 {
 	(void)ctx;
 	collected++;
-	return json_tokener_parse("{\"uptime_s\":7,\"fuse\":{\"read\":{\"count\":9,\"errors\":0}}}");
+	return json_tokener_parse("{\"uptime_s\":7,\"fuse\":{\"read\":{\"count\":9,\"errors\":0}}"
+				  "}");
 }
 
 /* One HTTP/1.0 exchange over the unix socket; returns the whole reply. */
@@ -236,10 +239,12 @@ Test(metrics, serves_get_metrics_on_a_unix_socket)
 		     "a live socket is not taken over");
 
 	char *r = http(sock, "GET /metrics HTTP/1.0\r\n\r\n");
-	cr_assert(strncmp(r, "HTTP/1.0 200", 12) == 0 || strncmp(r, "HTTP/1.1 200", 12) == 0, "%s", r);
+	cr_assert(strncmp(r, "HTTP/1.0 200", 12) == 0 || strncmp(r, "HTTP/1.1 200", 12) == 0, "%s",
+		  r);
 	cr_assert(strstr(r, "text/plain; version=0.0.4"), "%s", r);
 	cr_assert(strstr(r, "\ntierfs_uptime_seconds{mount=\"/mnt/x\"} 7\n"), "%s", r);
-	cr_assert(strstr(r, "\ntierfs_fuse_requests_total{mount=\"/mnt/x\",op=\"read\"} 9\n"), "%s", r);
+	cr_assert(strstr(r, "\ntierfs_fuse_requests_total{mount=\"/mnt/x\",op=\"read\"} 9\n"), "%s",
+		  r);
 	free(r);
 	cr_assert_eq(collected, 1);
 	r = http(sock, "GET /other HTTP/1.0\r\n\r\n");

@@ -74,7 +74,8 @@ static void sim_access(struct sim *s, size_t i)
 	}
 	if (s->resident >= s->cap) {
 		size_t victim = s->next[s->n]; /* the oldest */
-		if (!tfs_policy_may_evict(s->policy, &s->reuse, s->clock - s->last[victim], s->resident))
+		if (!tfs_policy_may_evict(s->policy, &s->reuse, s->clock - s->last[victim],
+					  s->resident))
 			return; /* not admitted: served and dropped */
 		unlink_item(s, victim);
 		s->in[victim] = false;
@@ -123,15 +124,17 @@ Test(policy, epoch_keeps_the_tier_fraction_where_lru_churns)
 	double target = 0.95 * (double)cap / (double)n;
 	double epoch = run_epochs(TFS_POLICY_EPOCH, n, cap, 8, 42);
 	double lru = run_epochs(TFS_POLICY_LRU, n, cap, 8, 42);
-	printf("shuffled epochs, dataset = 2 x tier: epoch %.3f, lru %.3f (target >= %.3f)\n", epoch,
-	       lru, target);
+	printf("shuffled epochs, dataset = 2 x tier: epoch %.3f, lru %.3f (target >= %.3f)\n",
+	       epoch, lru, target);
 	cr_assert_geq(epoch, target, "epoch policy hit ratio %.3f < %.3f", epoch, target);
 	cr_assert_lt(lru, epoch, "lru %.3f should trail epoch %.3f", lru, epoch);
 }
 
 Test(policy, other_ratios)
 {
-	static const struct { size_t n, cap; } cases[] = { { 40000, 10000 }, { 12000, 10000 }, { 5000, 10000 } };
+	static const struct {
+		size_t n, cap;
+	} cases[] = { { 40000, 10000 }, { 12000, 10000 }, { 5000, 10000 } };
 	for (size_t c = 0; c < 3; c++) {
 		double frac = (double)cases[c].cap / (double)cases[c].n;
 		if (frac > 1)

@@ -103,7 +103,8 @@ Test(ram, concurrent_readers_share_one_fill)
 		pthread_join(t[i], &res);
 		cr_assert_null(res);
 	}
-	cr_assert_eq(atomic_load(&fake.calls), 1, "%d fills for one block", atomic_load(&fake.calls));
+	cr_assert_eq(atomic_load(&fake.calls), 1, "%d fills for one block",
+		     atomic_load(&fake.calls));
 }
 
 struct walker {
@@ -125,7 +126,8 @@ static void *walk(void *arg)
 			w->err = rc;
 			return NULL;
 		}
-		if (((const unsigned char *)tfs_ram_block_data(b))[5] != fake_byte(key, "\"e\"", i * BS + 5))
+		if (((const unsigned char *)tfs_ram_block_data(b))[5] !=
+		    fake_byte(key, "\"e\"", i * BS + 5))
 			w->err = EIO;
 		tfs_ram_put(ram, b);
 	}
@@ -147,8 +149,8 @@ Test(ram, budget_holds_under_many_readers)
 		cr_assert_eq(w[i].err, 0);
 	}
 	/* Every buffer in flight is one fill in the fake layer. */
-	cr_assert_leq(atomic_load(&fake.max_in_flight), 16, "%d buffers in flight for a budget of 16",
-		      atomic_load(&fake.max_in_flight));
+	cr_assert_leq(atomic_load(&fake.max_in_flight), 16,
+		      "%d buffers in flight for a budget of 16", atomic_load(&fake.max_in_flight));
 	cr_assert_leq(stat_of("used_bytes"), 16 * BS);
 	cr_assert_leq(stat_of("cached_bytes"), 12 * BS, "cached beyond its share");
 }
@@ -495,8 +497,8 @@ Test(ram, epoch_policy_keeps_a_stable_set)
 	uint64_t hits = stat_of("hits") - hits_before;
 	uint64_t cached = stat_of("blocks");
 	/* From epoch 2 on every cached block hits once per epoch. */
-	cr_assert_geq(hits, (uint64_t)(0.95 * 5 * (double)cached), "hits %lu, cached %lu", (unsigned long)hits,
-		      (unsigned long)cached);
+	cr_assert_geq(hits, (uint64_t)(0.95 * 5 * (double)cached), "hits %lu, cached %lu",
+		      (unsigned long)hits, (unsigned long)cached);
 	cr_assert_eq(stat_of("evictions"), 0);
 }
 

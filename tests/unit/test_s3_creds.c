@@ -42,9 +42,11 @@ Test(s3_creds, long_session_token_and_profiles)
 	token[2500] = '\0';
 	char *text = malloc(4000);
 	snprintf(text, 4000,
-		 "# a comment\n[other]\naws_access_key_id = WRONG\naws_secret_access_key = WRONG\n\n"
+		 "# a comment\n[other]\naws_access_key_id = WRONG\naws_secret_access_key = "
+		 "WRONG\n\n"
 		 "[train]\n  aws_access_key_id=AKIA1\naws_secret_access_key = s3cr3t \n"
-		 "aws_session_token = %s\n", token);
+		 "aws_session_token = %s\n",
+		 token);
 	write_file(text, 0600);
 	free(text);
 	struct tfs_s3_creds c = { 0 };

@@ -37,10 +37,20 @@ static void setup(void)
 	cr_assert_not_null(srv);
 	snprintf(endpoint, sizeof(endpoint), "http://127.0.0.1:%d", port);
 	struct tfs_s3_config c = {
-		.endpoint = endpoint, .region = "eu-west-3", .path_style = true, .bucket = "bkt",
-		.prefix = "pre/", .connect_timeout_ms = 1000, .low_speed_time_s = 5,
-		.low_speed_limit = 1, .retries = 3, .retry_base_ms = 1, .retry_max_ms = 4,
-		.multipart_threshold = 64u << 20, .part_size = 8u << 20, .upload_parallel = 2,
+		.endpoint = endpoint,
+		.region = "eu-west-3",
+		.path_style = true,
+		.bucket = "bkt",
+		.prefix = "pre/",
+		.connect_timeout_ms = 1000,
+		.low_speed_time_s = 5,
+		.low_speed_limit = 1,
+		.retries = 3,
+		.retry_base_ms = 1,
+		.retry_max_ms = 4,
+		.multipart_threshold = 64u << 20,
+		.part_size = 8u << 20,
+		.upload_parallel = 2,
 		.max_connections = 4,
 	};
 	cr_assert_eq(tfs_s3_create(&c, &tlog, &be), 0);
@@ -63,7 +73,8 @@ Test(s3_retry, server_error_is_retried_then_succeeds)
 {
 	mini_http_push(srv, R(.status = 500, .body = "<Error><Code>InternalError</Code></Error>"));
 	mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></Error>"));
-	mini_http_push(srv, R(.status = 206, .headers = "ETag: \"abc\"\r\n" RANGE(0, 4, 5), .body = "hello"));
+	mini_http_push(srv, R(.status = 206, .headers = "ETag: \"abc\"\r\n" RANGE(0, 4, 5),
+			      .body = "hello"));
 	char buf[16], etag[TFS_ETAG_MAX];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 5, NULL, tfs_io_buf(buf), &got, etag), 0);
@@ -76,7 +87,8 @@ Test(s3_retry, server_error_is_retried_then_succeeds)
 Test(s3_retry, retries_are_bounded_then_eio)
 {
 	for (int i = 0; i < 4; i++)
-		mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></Error>"));
+		mini_http_push(srv, R(.status = 503, .body = "<Error><Code>SlowDown</Code></"
+							     "Error>"));
 	mini_http_push(srv, R(.status = 200, .body = "too late"));
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
@@ -87,12 +99,16 @@ Test(s3_retry, client_errors_are_not_retried)
 {
 	mini_http_push(srv, R(.status = 404, .body = "<Error><Code>NoSuchKey</Code></Error>"));
 	mini_http_push(srv, R(.status = 403, .body = "<Error><Code>AccessDenied</Code></Error>"));
-	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></Error>"));
+	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></"
+						     "Error>"));
 	char buf[4];
 	size_t got;
-	cr_assert_eq(tfs_backend_get_range(be, "a", 0, 4, NULL, tfs_io_buf(buf), &got, NULL), ENOENT);
-	cr_assert_eq(tfs_backend_get_range(be, "b", 0, 4, NULL, tfs_io_buf(buf), &got, NULL), EACCES);
-	cr_assert_eq(tfs_backend_get_range(be, "c", 0, 4, "\"x\"", tfs_io_buf(buf), &got, NULL), ESTALE);
+	cr_assert_eq(tfs_backend_get_range(be, "a", 0, 4, NULL, tfs_io_buf(buf), &got, NULL),
+		     ENOENT);
+	cr_assert_eq(tfs_backend_get_range(be, "b", 0, 4, NULL, tfs_io_buf(buf), &got, NULL),
+		     EACCES);
+	cr_assert_eq(tfs_backend_get_range(be, "c", 0, 4, "\"x\"", tfs_io_buf(buf), &got, NULL),
+		     ESTALE);
 	cr_assert_eq(mini_http_count(srv), 3);
 	cr_assert_not_null(strcasestr(mini_http_request(srv, 2), "\r\nif-match: \"x\"\r\n"));
 }
@@ -107,8 +123,10 @@ Test(s3_retry, request_timeout_is_retried)
 
 Test(s3_retry, truncated_body_is_retried_never_served)
 {
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789", .truncate_after = 4));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789",
+			      .truncate_after = 4));
+	mini_http_push(srv,
+		       R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
 	char buf[10];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
@@ -136,8 +154,10 @@ Test(s3_retry, scattered_get_reports_buffers_as_they_fill_and_a_retry_spares_the
 {
 	/* 3 buffers of 4 bytes; the first reply is cut after 6 bytes: buffer
 	 * 0 is whole (reported), buffer 1 is not. */
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 11, 12), .body = "abcdefghijkl", .truncate_after = 6));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 11, 12), .body = "abcdefghijkl"));
+	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 11, 12),
+			      .body = "abcdefghijkl", .truncate_after = 6));
+	mini_http_push(srv,
+		       R(.status = 206, .headers = ETAG RANGE(0, 11, 12), .body = "abcdefghijkl"));
 	char b0[4], b1[4], b2[4];
 	struct iovec iov[3] = { { b0, 4 }, { b1, 4 }, { b2, 4 } };
 	struct seen seen = { .bufs = { b0, b1, b2 } };
@@ -158,7 +178,8 @@ Test(s3_retry, scattered_get_reports_buffers_as_they_fill_and_a_retry_spares_the
 
 Test(s3_retry, scattered_get_error_reports_nothing_it_did_not_get)
 {
-	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></Error>"));
+	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code></"
+						     "Error>"));
 	char b0[4], b1[4];
 	struct iovec iov[2] = { { b0, 4 }, { b1, 4 } };
 	struct seen seen = { .bufs = { b0, b1 } };
@@ -182,8 +203,10 @@ static char *big_listing(int n)
 				"<IsTruncated>false</IsTruncated>");
 	for (int i = 0; i < n; i++)
 		len += (size_t)snprintf(x + len, cap - len,
-					"<Contents><Key>pre/%0200d</Key><ETag>\"e\"</ETag><Size>%d</Size>"
-					"<LastModified>2026-11-21T21:59:38.000Z</LastModified></Contents>",
+					"<Contents><Key>pre/%0200d</Key><ETag>\"e\"</"
+					"ETag><Size>%d</Size>"
+					"<LastModified>2026-11-21T21:59:38.000Z</LastModified></"
+					"Contents>",
 					i, i);
 	snprintf(x + len, cap - len, "<KeyCount>%d</KeyCount></ListBucketResult>", n);
 	return x;
@@ -221,7 +244,8 @@ Test(s3_retry, reply_cut_in_its_headers_is_retried)
 	 * no ETag means the reply was cut, so it is retried, not read as
 	 * "0 bytes: the object changed". */
 	mini_http_push(srv, R(.status = 206, .headers = RANGE(0, 9, 10), .body = "0123456789"));
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
+	mini_http_push(srv,
+		       R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789"));
 	char buf[10];
 	size_t got;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), 0);
@@ -232,7 +256,8 @@ Test(s3_retry, reply_cut_in_its_headers_is_retried)
 Test(s3_retry, truncated_body_after_retries_is_eio)
 {
 	for (int i = 0; i < 4; i++)
-		mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10), .body = "0123456789", .truncate_after = 3));
+		mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(0, 9, 10),
+				      .body = "0123456789", .truncate_after = 3));
 	char buf[10];
 	size_t got = 77;
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
@@ -252,8 +277,9 @@ Test(s3_retry, ignored_range_header_still_gives_the_right_bytes)
 
 Test(s3_retry, request_is_signed_and_path_encoded)
 {
-	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\nx-amz-meta-mode: 33188\r\n"
-						   "Last-Modified: Tue, 02 Jan 2024 03:04:05 GMT\r\n",
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"e\"\r\nx-amz-meta-mode: 33188\r\n"
+					 "Last-Modified: Tue, 02 Jan 2024 03:04:05 GMT\r\n",
 			      .content_length = 42));
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_backend_head(be, "a b/+%/\xc3\xa9", &m), 0);
@@ -263,10 +289,15 @@ Test(s3_retry, request_is_signed_and_path_encoded)
 	tfs_obj_meta_clear(&m);
 	const char *req = mini_http_request(srv, 0);
 	cr_assert_not_null(req);
-	cr_assert_eq(strncmp(req, "HEAD /bkt/pre/a%20b/%2B%25/%C3%A9 HTTP/1.1\r\n", 44), 0, "%s", req);
+	cr_assert_eq(strncmp(req, "HEAD /bkt/pre/a%20b/%2B%25/%C3%A9 HTTP/1.1\r\n", 44), 0, "%s",
+		     req);
 	cr_assert_not_null(strstr(req, "Authorization: AWS4-HMAC-SHA256 Credential=AKIDTEST/"));
-	cr_assert_not_null(strstr(req, "/eu-west-3/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature="));
-	cr_assert_not_null(strstr(req, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\r\n"));
+	cr_assert_not_null(strstr(req, "/eu-west-3/s3/aws4_request, "
+				       "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "
+				       "Signature="));
+	cr_assert_not_null(strstr(req, "x-amz-content-sha256: "
+				       "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b785"
+				       "2b855\r\n"));
 	cr_assert_null(strstr(req, "secret"), "the secret key was sent");
 }
 
@@ -289,7 +320,8 @@ Test(s3_retry, a_206_of_another_range_is_refused)
 	char buf[10];
 	size_t got;
 	/* shifted by one byte, same length */
-	mini_http_push(srv, R(.status = 206, .headers = ETAG RANGE(1, 10, 100), .body = "0123456789"));
+	mini_http_push(srv,
+		       R(.status = 206, .headers = ETAG RANGE(1, 10, 100), .body = "0123456789"));
 	cr_assert_eq(tfs_backend_get_range(be, "k", 0, 10, NULL, tfs_io_buf(buf), &got, NULL), EIO);
 	cr_assert_eq(got, 0);
 	/* shorter, though the object does not end there */
@@ -326,8 +358,10 @@ Test(s3_retry, a_whole_object_200_must_cover_the_range)
 Test(s3_retry, a_size_beyond_int64_is_refused_not_retried)
 {
 	struct tfs_obj_meta m = { 0 };
-	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length_text = "18446744073709551615"));
-	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length_text = "9223372036854775808"));
+	mini_http_push(srv, R(.status = 200, .headers = ETAG,
+			      .content_length_text = "18446744073709551615"));
+	mini_http_push(srv, R(.status = 200, .headers = ETAG,
+			      .content_length_text = "9223372036854775808"));
 	mini_http_push(srv, R(.status = 200, .headers = ETAG, .content_length = 7));
 	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
 	cr_assert_eq(mini_http_count(srv), 1, "a refused size is not retried");
@@ -337,7 +371,8 @@ Test(s3_retry, a_size_beyond_int64_is_refused_not_retried)
 	tfs_obj_meta_clear(&m);
 	/* In a listing. */
 	mini_http_push(srv, R(.status = 200, .body = "<ListBucketResult><Contents><Key>pre/a</Key>"
-						  "<Size>9223372036854775808</Size></Contents></ListBucketResult>"));
+						     "<Size>9223372036854775808</Size></Contents></"
+						     "ListBucketResult>"));
 	struct tfs_list_page page = { 0 };
 	cr_assert_eq(tfs_backend_list(be, "", NULL, NULL, 0, &page), EIO);
 }
@@ -346,18 +381,20 @@ Test(s3_retry, a_size_beyond_int64_is_refused_not_retried)
  * end is cut off. */
 Test(s3_retry, foreign_listing_names_are_dropped_and_counted)
 {
-	mini_http_push(srv, R(.status = 200, .body =
-		"<ListBucketResult><Contents><Key>pre/d/</Key></Contents>"
-		"<Contents><Key>pre/d/a</Key></Contents>"
-		"<Contents><Key>pre/d/x/y</Key></Contents>"  /* should be a common prefix */
-		"<Contents><Key>pre/e</Key></Contents>"      /* outside d/ */
-		"<Contents><Key>pre/</Key></Contents>"       /* shorter than d/ */
-		"<CommonPrefixes><Prefix>pre/d/s/</Prefix></CommonPrefixes>"
-		"<CommonPrefixes><Prefix>pre/d/s/t/</Prefix></CommonPrefixes>" /* two levels */
-		"<CommonPrefixes><Prefix>pre/d/u</Prefix></CommonPrefixes>"    /* no delimiter */
-		"<CommonPrefixes><Prefix>pre/x/</Prefix></CommonPrefixes>"     /* outside */
-		"<CommonPrefixes><Prefix>other/d/v/</Prefix></CommonPrefixes>" /* outside pre/ */
-		"</ListBucketResult>"));
+	mini_http_push(
+		srv,
+		R(.status = 200,
+		  .body = "<ListBucketResult><Contents><Key>pre/d/</Key></Contents>"
+			  "<Contents><Key>pre/d/a</Key></Contents>"
+			  "<Contents><Key>pre/d/x/y</Key></Contents>" /* should be a common prefix */
+			  "<Contents><Key>pre/e</Key></Contents>"     /* outside d/ */
+			  "<Contents><Key>pre/</Key></Contents>"      /* shorter than d/ */
+			  "<CommonPrefixes><Prefix>pre/d/s/</Prefix></CommonPrefixes>"
+			  "<CommonPrefixes><Prefix>pre/d/s/t/</Prefix></CommonPrefixes>" /* two levels */
+			  "<CommonPrefixes><Prefix>pre/d/u</Prefix></CommonPrefixes>" /* no delimiter */
+			  "<CommonPrefixes><Prefix>pre/x/</Prefix></CommonPrefixes>" /* outside */
+			  "<CommonPrefixes><Prefix>other/d/v/</Prefix></CommonPrefixes>" /* outside pre/ */
+			  "</ListBucketResult>"));
 	struct tfs_list_page page = { 0 };
 	cr_assert_eq(tfs_backend_list(be, "d/", "/", NULL, 0, &page), 0);
 	cr_assert_eq(page.n_entries, 2);
@@ -370,8 +407,9 @@ Test(s3_retry, foreign_listing_names_are_dropped_and_counted)
 	tfs_list_page_clear(&page);
 }
 
-#define PAGE(tok) "<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>pre/k</Key>" \
-		  "</Contents><NextContinuationToken>" tok "</NextContinuationToken></ListBucketResult>"
+#define PAGE(tok)                                                                     \
+	"<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>pre/k</Key>" \
+	"</Contents><NextContinuationToken>" tok "</NextContinuationToken></ListBucketResult>"
 
 static int walk_all(int *pages)
 {
@@ -396,7 +434,7 @@ Test(s3_retry, a_listing_that_ends_is_walked_whole)
 	mini_http_push(srv, R(.status = 200, .body = PAGE("A")));
 	mini_http_push(srv, R(.status = 200, .body = PAGE("B")));
 	mini_http_push(srv, R(.status = 200, .body = "<ListBucketResult><Contents><Key>pre/z</Key>"
-						  "</Contents></ListBucketResult>"));
+						     "</Contents></ListBucketResult>"));
 	cr_assert_eq(walk_all(&pages), 0);
 	cr_assert_eq(pages, 3);
 	cr_assert_eq(mini_http_count(srv), 3);

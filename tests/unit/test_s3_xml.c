@@ -26,10 +26,12 @@
 static const char moto_delim[] =
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
 	"<ListBucketResult " NS "><IsTruncated>false</IsTruncated>"
-	"<Contents><Key>pre/a&amp;b&lt;c&gt;.txt</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
+	"<Contents><Key>pre/a&amp;b&lt;c&gt;.txt</Key><LastModified>2026-11-21T21:59:38.000Z</"
+	"LastModified>"
 	"<ETag>" HELLO_ETAG "</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>"
 	"<StorageClass>STANDARD</StorageClass></Contents>"
-	"<Contents><Key>pre/café 日本.bin</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
+	"<Contents><Key>pre/café "
+	"日本.bin</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
 	"<ETag>" HELLO_ETAG "</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>"
 	"<StorageClass>STANDARD</StorageClass></Contents>"
 	"<Contents><Key>pre/x+y%20z</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
@@ -44,10 +46,12 @@ static const char moto_delim[] =
 static const char moto_trunc[] =
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
 	"<ListBucketResult " NS "><IsTruncated>true</IsTruncated>"
-	"<Contents><Key>pre/a&amp;b&lt;c&gt;.txt</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
+	"<Contents><Key>pre/a&amp;b&lt;c&gt;.txt</Key><LastModified>2026-11-21T21:59:38.000Z</"
+	"LastModified>"
 	"<ETag>" HELLO_ETAG "</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>"
 	"<StorageClass>STANDARD</StorageClass></Contents>"
-	"<Contents><Key>pre/café 日本.bin</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
+	"<Contents><Key>pre/café "
+	"日本.bin</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"
 	"<ETag>" HELLO_ETAG "</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>"
 	"<StorageClass>STANDARD</StorageClass></Contents>"
 	"<Name>tfs-test</Name><Prefix>pre/</Prefix><MaxKeys>2</MaxKeys><KeyCount>2</KeyCount>"
@@ -56,64 +60,66 @@ static const char moto_trunc[] =
 
 /* Captured from moto_server: list-type=2&encoding-type=url (EncodingType
  * comes after the Contents it applies to). */
-#define MOTO_URL_ENTRY(k)                                                                    \
-	"<Contents><Key>" k "</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"    \
+#define MOTO_URL_ENTRY(k)                                                                       \
+	"<Contents><Key>" k "</Key><LastModified>2026-11-21T21:59:38.000Z</LastModified>"       \
 	"<ETag>" HELLO_ETAG "</ETag><ChecksumAlgorithm>CRC32</ChecksumAlgorithm><Size>5</Size>" \
 	"<StorageClass>STANDARD</StorageClass></Contents>"
 static const char moto_url[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
 			       "<ListBucketResult " NS "><IsTruncated>false</IsTruncated>" //
-			       MOTO_URL_ENTRY("pre/a%26b%3Cc%3E.txt")                       //
-			       MOTO_URL_ENTRY("pre/caf%C3%A9%20%E6%97%A5%E6%9C%AC.bin")     //
-			       MOTO_URL_ENTRY("pre/d2/q")                                   //
-			       MOTO_URL_ENTRY("pre/dir/one")                                //
-			       MOTO_URL_ENTRY("pre/dir/two")                                //
-			       MOTO_URL_ENTRY("pre/x%2By%2520z")                            //
-			       MOTO_URL_ENTRY("top")                                        //
-			       "<Name>tfs-test</Name><Prefix/><MaxKeys>1000</MaxKeys>"
-			       "<EncodingType>url</EncodingType><KeyCount>7</KeyCount>"
-			       "</ListBucketResult>";
+	MOTO_URL_ENTRY("pre/a%26b%3Cc%3E.txt")                                             //
+	MOTO_URL_ENTRY("pre/caf%C3%A9%20%E6%97%A5%E6%9C%AC.bin")                           //
+	MOTO_URL_ENTRY("pre/d2/q")                                                         //
+	MOTO_URL_ENTRY("pre/dir/one")                                                      //
+	MOTO_URL_ENTRY("pre/dir/two")                                                      //
+	MOTO_URL_ENTRY("pre/x%2By%2520z")                                                  //
+	MOTO_URL_ENTRY("top")                                                              //
+	"<Name>tfs-test</Name><Prefix/><MaxKeys>1000</MaxKeys>"
+	"<EncodingType>url</EncodingType><KeyCount>7</KeyCount>"
+	"</ListBucketResult>";
 
 /* Captured from moto_server: empty bucket. */
-static const char moto_empty[] =
-	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-	"<ListBucketResult " NS "><IsTruncated>false</IsTruncated><Name>tfs-empty</Name>"
-	"<Prefix/><MaxKeys>1000</MaxKeys><KeyCount>0</KeyCount></ListBucketResult>";
+static const char moto_empty[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+				 "<ListBucketResult " NS "><IsTruncated>false</"
+				 "IsTruncated><Name>tfs-empty</Name>"
+				 "<Prefix/><MaxKeys>1000</MaxKeys><KeyCount>0</KeyCount></"
+				 "ListBucketResult>";
 
 /* AWS documentation style: pretty-printed, Owner, ContinuationToken. */
-static const char aws_pretty[] =
-	XMLDECL "\n"
-		"<ListBucketResult " NS ">\n"
-		"    <Name>bucket</Name>\n"
-		"    <Prefix/>\n"
-		"    <ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken>\n"
-		"    <KeyCount>2</KeyCount>\n"
-		"    <MaxKeys>2</MaxKeys>\n"
-		"    <IsTruncated>true</IsTruncated>\n"
-		"    <NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</NextContinuationToken>\n"
-		"    <Contents>\n"
-		"        <Key>happyface.jpg</Key>\n"
-		"        <LastModified>2014-11-21T19:40:05.000Z</LastModified>\n"
-		"        <ETag>\"70ee1738b6b21e2c8a43f3a5ab0eee71\"</ETag>\n"
-		"        <Size>11</Size>\n"
-		"        <Owner>\n"
-		"            <ID>75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a</ID>\n"
-		"            <DisplayName>mtd@amazon.com</DisplayName>\n"
-		"        </Owner>\n"
-		"        <StorageClass>STANDARD</StorageClass>\n"
-		"    </Contents>\n"
-		"    <Contents>\n"
-		"        <Key>multi part/big.bin</Key>\n"
-		"        <LastModified>2024-01-02T03:04:05.000Z</LastModified>\n"
-		"        <ETag>\"3858f62230ac3c915f300c664312c11f-9\"</ETag>\n"
-		"        <Size>\n 47185920 \n</Size>\n"
-		"        <StorageClass>STANDARD_IA</StorageClass>\n"
-		"    </Contents>\n"
-		"</ListBucketResult>\n";
+static const char aws_pretty[] = XMLDECL
+	"\n"
+	"<ListBucketResult " NS ">\n"
+	"    <Name>bucket</Name>\n"
+	"    <Prefix/>\n"
+	"    <ContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</ContinuationToken>\n"
+	"    <KeyCount>2</KeyCount>\n"
+	"    <MaxKeys>2</MaxKeys>\n"
+	"    <IsTruncated>true</IsTruncated>\n"
+	"    "
+	"<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</"
+	"NextContinuationToken>\n"
+	"    <Contents>\n"
+	"        <Key>happyface.jpg</Key>\n"
+	"        <LastModified>2014-11-21T19:40:05.000Z</LastModified>\n"
+	"        <ETag>\"70ee1738b6b21e2c8a43f3a5ab0eee71\"</ETag>\n"
+	"        <Size>11</Size>\n"
+	"        <Owner>\n"
+	"            <ID>75aa57f09aa0c8caeab4f8c24e99d10f8e7faeebf76c078efc7c6caea54ba06a</ID>\n"
+	"            <DisplayName>mtd@amazon.com</DisplayName>\n"
+	"        </Owner>\n"
+	"        <StorageClass>STANDARD</StorageClass>\n"
+	"    </Contents>\n"
+	"    <Contents>\n"
+	"        <Key>multi part/big.bin</Key>\n"
+	"        <LastModified>2024-01-02T03:04:05.000Z</LastModified>\n"
+	"        <ETag>\"3858f62230ac3c915f300c664312c11f-9\"</ETag>\n"
+	"        <Size>\n 47185920 \n</Size>\n"
+	"        <StorageClass>STANDARD_IA</StorageClass>\n"
+	"    </Contents>\n"
+	"</ListBucketResult>\n";
 
 /* Ceph RGW style: one line, &quot; in ETags, Type, Marker, a fractional
  * LastModified, and a namespace prefix instead of a default namespace. */
-static const char ceph_rgw[] =
-	XMLDECL
+static const char ceph_rgw[] = XMLDECL
 	"<s3:ListBucketResult xmlns:s3=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
 	"<s3:Name>tfs</s3:Name><s3:Prefix>data/</s3:Prefix><s3:MaxKeys>1000</s3:MaxKeys>"
 	"<s3:Delimiter>/</s3:Delimiter><s3:IsTruncated>true</s3:IsTruncated>"
@@ -123,17 +129,18 @@ static const char ceph_rgw[] =
 	"<s3:StorageClass>STANDARD</s3:StorageClass><s3:Owner><s3:ID>tester</s3:ID>"
 	"<s3:DisplayName>Tester</s3:DisplayName></s3:Owner><s3:Type>Normal</s3:Type></s3:Contents>"
 	"<s3:CommonPrefixes><s3:Prefix>data/sub/</s3:Prefix></s3:CommonPrefixes>"
-	"<s3:KeyCount>2</s3:KeyCount><s3:NextContinuationToken>data/file1</s3:NextContinuationToken>"
+	"<s3:KeyCount>2</s3:KeyCount><s3:NextContinuationToken>data/file1</"
+	"s3:NextContinuationToken>"
 	"</s3:ListBucketResult>";
 
 /* Ceph RGW style without any namespace. */
-static const char ceph_plain[] =
-	XMLDECL "<ListBucketResult><Name>tfs</Name><Prefix></Prefix><KeyCount>1</KeyCount>"
-		"<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>"
-		"<Contents><Key>only</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
-		"<ETag>&quot;x&quot;</ETag><Size>1</Size><StorageClass>STANDARD</StorageClass>"
-		"<Owner><ID>t</ID><DisplayName>T</DisplayName></Owner><Type>Normal</Type>"
-		"</Contents><Marker></Marker></ListBucketResult>";
+static const char ceph_plain[] = XMLDECL
+	"<ListBucketResult><Name>tfs</Name><Prefix></Prefix><KeyCount>1</KeyCount>"
+	"<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>"
+	"<Contents><Key>only</Key><LastModified>2024-01-02T03:04:05.000Z</LastModified>"
+	"<ETag>&quot;x&quot;</ETag><Size>1</Size><StorageClass>STANDARD</StorageClass>"
+	"<Owner><ID>t</ID><DisplayName>T</DisplayName></Owner><Type>Normal</Type>"
+	"</Contents><Marker></Marker></ListBucketResult>";
 
 static void list_ok(const char *body, size_t len, const char *strip, struct tfs_list_page *pg)
 {
@@ -164,8 +171,9 @@ static int one_key(const char *k, struct tfs_list_page *pg)
 {
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 1u << 24);
-	cr_assert_eq(tfs_dbuf_addf(&d, "<ListBucketResult " NS "><Contents><Key>%s</Key>"
-				       "<Size>1</Size></Contents></ListBucketResult>",
+	cr_assert_eq(tfs_dbuf_addf(&d,
+				   "<ListBucketResult " NS "><Contents><Key>%s</Key>"
+				   "<Size>1</Size></Contents></ListBucketResult>",
 				   k),
 		     0);
 	memset(pg, 0, sizeof(*pg));
@@ -231,9 +239,10 @@ Test(list, strip_drops_foreign_names)
 
 Test(list, key_equal_to_strip_becomes_empty)
 {
-	static const char body[] =
-		"<ListBucketResult " NS "><Contents><Key>dir/</Key><Size>0</Size></Contents>"
-		"<Contents><Key>dir/f</Key><Size>3</Size></Contents></ListBucketResult>";
+	static const char body[] = "<ListBucketResult " NS "><Contents><Key>dir/</Key><Size>0</"
+				   "Size></Contents>"
+				   "<Contents><Key>dir/f</Key><Size>3</Size></Contents></"
+				   "ListBucketResult>";
 	struct tfs_list_page pg;
 	list_ok(BODY(body), "dir/", &pg);
 	cr_assert_eq(pg.n_entries, 2);
@@ -289,13 +298,13 @@ Test(list, url_encoded_plus_and_prefixes)
 {
 	/* EncodingType first this time; '+' is literal, %20 is a space,
 	 * lower-case hex works, common prefixes are decoded too. */
-	static const char body[] =
-		XMLDECL "<ListBucketResult " NS "><EncodingType>url</EncodingType>"
-			"<Prefix>sp%20ace/</Prefix><Delimiter>%2F</Delimiter>"
-			"<Contents><Key>sp%20ace/a+b%20c</Key><Size>1</Size></Contents>"
-			"<Contents><Key>sp%20ace/%c3%a9t%c3%A9%25</Key><Size>2</Size></Contents>"
-			"<CommonPrefixes><Prefix>sp%20ace/d%2Bir/</Prefix></CommonPrefixes>"
-			"<IsTruncated>false</IsTruncated></ListBucketResult>";
+	static const char body[] = XMLDECL
+		"<ListBucketResult " NS "><EncodingType>url</EncodingType>"
+		"<Prefix>sp%20ace/</Prefix><Delimiter>%2F</Delimiter>"
+		"<Contents><Key>sp%20ace/a+b%20c</Key><Size>1</Size></Contents>"
+		"<Contents><Key>sp%20ace/%c3%a9t%c3%A9%25</Key><Size>2</Size></Contents>"
+		"<CommonPrefixes><Prefix>sp%20ace/d%2Bir/</Prefix></CommonPrefixes>"
+		"<IsTruncated>false</IsTruncated></ListBucketResult>";
 	struct tfs_list_page pg;
 	list_ok(BODY(body), "sp ace/", &pg);
 	cr_assert_eq(pg.n_entries, 2);
@@ -308,9 +317,10 @@ Test(list, url_encoded_plus_and_prefixes)
 
 Test(list, url_encoding_errors)
 {
-#define URL_DOC(k)                                                                           \
-	"<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>" k                 \
-	"</Key></Contents></ListBucketResult>"
+#define URL_DOC(k)                                                                       \
+	"<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>" k "</Key></" \
+	"Contents></"                                                                    \
+	"ListBucketResult>"
 	cr_assert_eq(list_rc(BODY(URL_DOC("a%zz")), NULL), EIO);
 	cr_assert_eq(list_rc(BODY(URL_DOC("a%2")), NULL), EIO);
 	cr_assert_eq(list_rc(BODY(URL_DOC("a%")), NULL), EIO);
@@ -429,7 +439,7 @@ Test(list, entities_split_character_data)
 
 Test(list, sizes)
 {
-#define SIZE_DOC(s)                                                                          \
+#define SIZE_DOC(s) \
 	"<ListBucketResult><Contents><Key>k</Key><Size>" s "</Size></Contents></ListBucketResult>"
 	struct tfs_list_page pg;
 	list_ok(BODY(SIZE_DOC("9223372036854775807")), NULL, &pg);
@@ -460,8 +470,9 @@ Test(list, etag_and_mtime_limits)
 	etag[TFS_ETAG_MAX - 1] = '\0'; /* 127 chars: fits */
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 4096);
-	cr_assert_eq(tfs_dbuf_addf(&d, "<ListBucketResult><Contents><Key>k</Key><ETag>%s</ETag>"
-				       "</Contents></ListBucketResult>",
+	cr_assert_eq(tfs_dbuf_addf(&d,
+				   "<ListBucketResult><Contents><Key>k</Key><ETag>%s</ETag>"
+				   "</Contents></ListBucketResult>",
 				   etag),
 		     0);
 	struct tfs_list_page pg;
@@ -472,8 +483,9 @@ Test(list, etag_and_mtime_limits)
 	etag[TFS_ETAG_MAX - 1] = 'e';
 	etag[TFS_ETAG_MAX] = '\0'; /* 128 chars: too long */
 	tfs_dbuf_reset(&d);
-	cr_assert_eq(tfs_dbuf_addf(&d, "<ListBucketResult><Contents><Key>k</Key><ETag>%s</ETag>"
-				       "</Contents></ListBucketResult>",
+	cr_assert_eq(tfs_dbuf_addf(&d,
+				   "<ListBucketResult><Contents><Key>k</Key><ETag>%s</ETag>"
+				   "</Contents></ListBucketResult>",
 				   etag),
 		     0);
 	cr_assert_eq(list_rc(d.buf, d.len, NULL), EIO);
@@ -544,7 +556,8 @@ Test(list, errors_after_partial_results_do_not_leak)
 	cr_assert_eq(list_rc(BODY("<ListBucketResult><Contents><Key>a</Key></Contents>"
 				  "<CommonPrefixes><Prefix>p/</Prefix></CommonPrefixes>"
 				  "<NextContinuationToken>t</NextContinuationToken>"
-				  "<Contents><Key>b</Key><Size>x</Size></Contents></ListBucketResult>"),
+				  "<Contents><Key>b</Key><Size>x</Size></Contents></"
+				  "ListBucketResult>"),
 			     NULL),
 		     EIO);
 	cr_assert_eq(list_rc(BODY("<ListBucketResult><EncodingType>url</EncodingType>"
@@ -581,8 +594,9 @@ Test(list, bounded_text)
 	/* Big text in elements we ignore is not collected, so it is fine. */
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 1u << 22);
-	cr_assert_eq(tfs_dbuf_addf(&d, "<ListBucketResult><Contents><Key>k</Key><Owner>"
-				       "<DisplayName>%s%s%s</DisplayName></Owner></Contents>",
+	cr_assert_eq(tfs_dbuf_addf(&d,
+				   "<ListBucketResult><Contents><Key>k</Key><Owner>"
+				   "<DisplayName>%s%s%s</DisplayName></Owner></Contents>",
 				   k.buf, k.buf, k.buf),
 		     0);
 	for (int i = 0; i < 200; i++)
@@ -604,12 +618,14 @@ Test(list, many_entries)
 	tfs_dbuf_init(&d, 1u << 24);
 	cr_assert_eq(tfs_dbuf_adds(&d, XMLDECL "<ListBucketResult " NS ">"), 0);
 	for (int i = 0; i < 1000; i++)
-		cr_assert_eq(tfs_dbuf_addf(&d, "<Contents><Key>p/k%04d</Key><Size>%d</Size></Contents>",
+		cr_assert_eq(tfs_dbuf_addf(&d,
+					   "<Contents><Key>p/k%04d</Key><Size>%d</Size></Contents>",
 					   i, i),
 			     0);
 	for (int i = 0; i < 100; i++)
-		cr_assert_eq(tfs_dbuf_addf(&d, "<CommonPrefixes><Prefix>p/d%03d/</Prefix>"
-					       "</CommonPrefixes>",
+		cr_assert_eq(tfs_dbuf_addf(&d,
+					   "<CommonPrefixes><Prefix>p/d%03d/</Prefix>"
+					   "</CommonPrefixes>",
 					   i),
 			     0);
 	cr_assert_eq(tfs_dbuf_adds(&d, "</ListBucketResult>"), 0);
@@ -649,20 +665,21 @@ Test(malformed, garbage)
 	all_reject(BODY(" \r\n\t "));
 	all_reject(BODY("not xml at all"));
 	all_reject(BODY(XMLDECL));
-	all_reject(BODY("<ListBucketResult><Contents><Key>a</Key>"));     /* truncated */
-	all_reject(BODY("<Error><Code>x</Code></Eror>"));                 /* mismatched */
-	all_reject(BODY("<Error><Code>x</Error></Code>"));                /* bad nesting */
-	all_reject(BODY("<Error/><Error/>"));                             /* two roots */
-	all_reject(BODY("<Error><Code>a &foo; b</Code></Error>"));        /* undefined entity */
-	all_reject(BODY("<Error><Code>&#0;</Code></Error>"));             /* NUL reference */
-	all_reject(BODY("<Error><Code>a\0b</Code></Error>"));             /* raw NUL */
-	all_reject(BODY("<Error><Code>\xff\xfe</Code></Error>"));         /* bad UTF-8 */
-	all_reject(BODY("<Error><Code a=1>x</Code></Error>"));            /* unquoted attr */
-	all_reject(BODY("<Error><Code>x</Code></Error>garbage"));         /* trailing junk */
-	all_reject(BODY("<Error>\n<Code>x<</Code></Error>"));             /* stray '<' */
-	all_reject("<Error><Code>x</Code></Error>", 10);                  /* cut short */
+	all_reject(BODY("<ListBucketResult><Contents><Key>a</Key>")); /* truncated */
+	all_reject(BODY("<Error><Code>x</Code></Eror>"));             /* mismatched */
+	all_reject(BODY("<Error><Code>x</Error></Code>"));            /* bad nesting */
+	all_reject(BODY("<Error/><Error/>"));                         /* two roots */
+	all_reject(BODY("<Error><Code>a &foo; b</Code></Error>"));    /* undefined entity */
+	all_reject(BODY("<Error><Code>&#0;</Code></Error>"));         /* NUL reference */
+	all_reject(BODY("<Error><Code>a\0b</Code></Error>"));         /* raw NUL */
+	all_reject(BODY("<Error><Code>\xff\xfe</Code></Error>"));     /* bad UTF-8 */
+	all_reject(BODY("<Error><Code a=1>x</Code></Error>"));        /* unquoted attr */
+	all_reject(BODY("<Error><Code>x</Code></Error>garbage"));     /* trailing junk */
+	all_reject(BODY("<Error>\n<Code>x<</Code></Error>"));         /* stray '<' */
+	all_reject("<Error><Code>x</Code></Error>", 10);              /* cut short */
 	/* What moto sends when it crashes. */
-	all_reject(BODY("<!doctype html>\n<html lang=en>\n<title>500 Internal Server Error</title>\n"
+	all_reject(BODY("<!doctype html>\n<html lang=en>\n<title>500 Internal Server "
+			"Error</title>\n"
 			"<h1>Internal Server Error</h1>\n<p>The server encountered an internal "
 			"error.</p>\n"));
 	/* HTML without a DOCTYPE is well-formed but of the wrong kind. */
@@ -672,20 +689,21 @@ Test(malformed, garbage)
 Test(malformed, doctype_rejected)
 {
 	/* Billion laughs. */
-	all_reject(BODY("<?xml version=\"1.0\"?>\n"
-			"<!DOCTYPE lolz [\n"
-			" <!ENTITY lol \"lol\">\n"
-			" <!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">\n"
-			" <!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">\n"
-			" <!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">\n"
-			" <!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;\">\n"
-			" <!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;\">\n"
-			" <!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;\">\n"
-			" <!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">\n"
-			" <!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">\n"
-			" <!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">\n"
-			"]>\n"
-			"<ListBucketResult><Contents><Key>&lol9;</Key></Contents></ListBucketResult>"));
+	all_reject(BODY(
+		"<?xml version=\"1.0\"?>\n"
+		"<!DOCTYPE lolz [\n"
+		" <!ENTITY lol \"lol\">\n"
+		" <!ENTITY lol1 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">\n"
+		" <!ENTITY lol2 \"&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;\">\n"
+		" <!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">\n"
+		" <!ENTITY lol4 \"&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;\">\n"
+		" <!ENTITY lol5 \"&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;\">\n"
+		" <!ENTITY lol6 \"&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;\">\n"
+		" <!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">\n"
+		" <!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">\n"
+		" <!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">\n"
+		"]>\n"
+		"<ListBucketResult><Contents><Key>&lol9;</Key></Contents></ListBucketResult>"));
 	/* External entity (XXE). */
 	all_reject(BODY("<?xml version=\"1.0\"?>\n"
 			"<!DOCTYPE Error [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>\n"
@@ -702,7 +720,8 @@ Test(malformed, misc_xml_features_ok)
 	 * all fine. */
 	char code[32], msg[32];
 	cr_assert_eq(tfs_s3_xml_parse_error(BODY("\xef\xbb\xbf" XMLDECL "<!-- hi --><?pi x?>"
-						 "<Error lang=\"en\"><Code>A<!--c-->B</Code></Error>"),
+						 "<Error "
+						 "lang=\"en\"><Code>A<!--c-->B</Code></Error>"),
 					    code, sizeof(code), msg, sizeof(msg)),
 		     0);
 	cr_assert_str_eq(code, "AB");
@@ -732,19 +751,21 @@ Test(error, moto_no_such_key)
 
 Test(error, aws_signature_does_not_match)
 {
-	static const char body[] =
-		XMLDECL "\n"
-			"<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we "
-			"calculated does not match the signature you provided. Check your key and "
-			"signing method.</Message><AWSAccessKeyId>AKIAIOSFODNN7EXAMPLE</AWSAccessKeyId>"
-			"<StringToSign>AWS4-HMAC-SHA256\n20240102T030405Z\n"
-			"20240102/us-east-1/s3/aws4_request\n"
-			"9e0e90d9c76de8fa5b200d8c849cd5b8dc7a3be3951ddb7f6a76b4158342019d</StringToSign>"
-			"<SignatureProvided>aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"
-			"</SignatureProvided><StringToSignBytes>41 57 53 34 2d 48 4d 41 43</StringToSignBytes>"
-			"<CanonicalRequest>GET\n/\nlist-type=2&amp;prefix=a%2Fb\nhost:s3.amazonaws.com\n"
-			"</CanonicalRequest><CanonicalRequestBytes>47 45 54 0a</CanonicalRequestBytes>"
-			"<RequestId>4442587FB7D0A2F9</RequestId><HostId>x</HostId></Error>";
+	static const char body[] = XMLDECL
+		"\n"
+		"<Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we "
+		"calculated does not match the signature you provided. Check your key and "
+		"signing method.</Message><AWSAccessKeyId>AKIAIOSFODNN7EXAMPLE</AWSAccessKeyId>"
+		"<StringToSign>AWS4-HMAC-SHA256\n20240102T030405Z\n"
+		"20240102/us-east-1/s3/aws4_request\n"
+		"9e0e90d9c76de8fa5b200d8c849cd5b8dc7a3be3951ddb7f6a76b4158342019d</StringToSign>"
+		"<SignatureProvided>"
+		"aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"
+		"</SignatureProvided><StringToSignBytes>41 57 53 34 2d 48 4d 41 "
+		"43</StringToSignBytes>"
+		"<CanonicalRequest>GET\n/\nlist-type=2&amp;prefix=a%2Fb\nhost:s3.amazonaws.com\n"
+		"</CanonicalRequest><CanonicalRequestBytes>47 45 54 0a</CanonicalRequestBytes>"
+		"<RequestId>4442587FB7D0A2F9</RequestId><HostId>x</HostId></Error>";
 	char code[64], msg[256];
 	cr_assert_eq(tfs_s3_xml_parse_error(BODY(body), code, sizeof(code), msg, sizeof(msg)), 0);
 	cr_assert_str_eq(code, "SignatureDoesNotMatch");
@@ -754,13 +775,14 @@ Test(error, aws_signature_does_not_match)
 
 Test(error, slow_down_pretty)
 {
-	static const char body[] = XMLDECL "\n"
-					   "<Error>\n"
-					   "  <Code>SlowDown</Code>\n"
-					   "  <Message>Please reduce your request rate.</Message>\n"
-					   "  <RequestId>656c76696e6727732072657175657374</RequestId>\n"
-					   "  <HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7</HostId>\n"
-					   "</Error>\n";
+	static const char body[] = XMLDECL
+		"\n"
+		"<Error>\n"
+		"  <Code>SlowDown</Code>\n"
+		"  <Message>Please reduce your request rate.</Message>\n"
+		"  <RequestId>656c76696e6727732072657175657374</RequestId>\n"
+		"  <HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7</HostId>\n"
+		"</Error>\n";
 	char code[64], msg[64];
 	cr_assert_eq(tfs_s3_xml_parse_error(BODY(body), code, sizeof(code), msg, sizeof(msg)), 0);
 	cr_assert_str_eq(code, "SlowDown");
@@ -826,11 +848,13 @@ Test(error, wrong_root)
 
 Test(upload_id, moto)
 {
-	static const char body[] =
-		"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-		"<InitiateMultipartUploadResult " NS "><Bucket>tfs-test</Bucket><Key>mp2</Key>"
-		"<UploadId>UZZANOP8r6GM5MPzeGq5H8juhB0qZIHXwnYrpFmQGBWRI97C98aC9sGpA</UploadId>"
-		"</InitiateMultipartUploadResult>";
+	static const char body[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+				   "<InitiateMultipartUploadResult " NS "><Bucket>tfs-test</"
+				   "Bucket><Key>mp2</Key>"
+				   "<UploadId>"
+				   "UZZANOP8r6GM5MPzeGq5H8juhB0qZIHXwnYrpFmQGBWRI97C98aC9sGpA</"
+				   "UploadId>"
+				   "</InitiateMultipartUploadResult>";
 	char *id = NULL;
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY(body), &id), 0);
 	cr_assert_str_eq(id, "UZZANOP8r6GM5MPzeGq5H8juhB0qZIHXwnYrpFmQGBWRI97C98aC9sGpA");
@@ -839,19 +863,20 @@ Test(upload_id, moto)
 
 Test(upload_id, aws_pretty_and_ceph)
 {
-	static const char aws[] =
-		XMLDECL "\n<InitiateMultipartUploadResult " NS ">\n"
-			"  <Bucket>example-bucket</Bucket>\n  <Key>example-object</Key>\n"
-			"  <UploadId>\n    VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA\n"
-			"  </UploadId>\n</InitiateMultipartUploadResult>";
+	static const char aws[] = XMLDECL
+		"\n<InitiateMultipartUploadResult " NS ">\n"
+		"  <Bucket>example-bucket</Bucket>\n  <Key>example-object</Key>\n"
+		"  <UploadId>\n    VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA\n"
+		"  </UploadId>\n</InitiateMultipartUploadResult>";
 	char *id = NULL;
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY(aws), &id), 0);
 	cr_assert_str_eq(id, "VXBsb2FkIElEIGZvciA2aWWpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA");
 	free(id);
 
-	static const char ceph[] = XMLDECL
-		"<InitiateMultipartUploadResult><Tenant></Tenant><Bucket>b</Bucket><Key>k</Key>"
-		"<UploadId>2~iCw_lDY8VoNYo6mQ3vJbB2vXEY5rj4W</UploadId></InitiateMultipartUploadResult>";
+	static const char ceph[] = XMLDECL "<InitiateMultipartUploadResult><Tenant></"
+					   "Tenant><Bucket>b</Bucket><Key>k</Key>"
+					   "<UploadId>2~iCw_lDY8VoNYo6mQ3vJbB2vXEY5rj4W</"
+					   "UploadId></InitiateMultipartUploadResult>";
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY(ceph), &id), 0);
 	cr_assert_str_eq(id, "2~iCw_lDY8VoNYo6mQ3vJbB2vXEY5rj4W");
 	free(id);
@@ -866,7 +891,8 @@ Test(upload_id, errors)
 		     EIO);
 	cr_assert_null(id);
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY("<InitiateMultipartUploadResult><UploadId>"
-						     " </UploadId></InitiateMultipartUploadResult>"),
+						     " </UploadId></"
+						     "InitiateMultipartUploadResult>"),
 						&id),
 		     EIO);
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY("<Error><Code>AccessDenied</Code>"
@@ -876,7 +902,8 @@ Test(upload_id, errors)
 	cr_assert_null(id);
 	/* UploadId nested deeper is not the one. */
 	cr_assert_eq(tfs_s3_xml_parse_upload_id(BODY("<InitiateMultipartUploadResult><X><UploadId>u"
-						     "</UploadId></X></InitiateMultipartUploadResult>"),
+						     "</UploadId></X></"
+						     "InitiateMultipartUploadResult>"),
 						&id),
 		     EIO);
 }
@@ -886,7 +913,8 @@ Test(upload_id, errors)
 /* Captured from moto_server: ?uploads&prefix=pre/ */
 static const char moto_uploads[] =
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-	"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><KeyMarker/><UploadIdMarker/>"
+	"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><KeyMarker/"
+	"><UploadIdMarker/>"
 	"<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
 	"<Upload><UploadId>aV9GKIe4l2hF2uF3yrCFXjJMv4eJ3R6CPfQImyLY0JiZQaQ5BbfGnGg</UploadId>"
 	"<Key>pre/a&amp;b</Key><Initiated>2010-11-10T20:48:33.000Z</Initiated>"
@@ -902,19 +930,21 @@ static const char moto_uploads[] =
 	"</Initiator></Upload></ListMultipartUploadsResult>";
 
 /* Captured from Ceph RGW 16.2: ?uploads&prefix=pre/ */
-static const char rgw_uploads[] =
-	XMLDECL "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><Prefix>pre/</Prefix>"
+static const char rgw_uploads[] = XMLDECL
+	"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><Prefix>pre/</Prefix>"
 	"<NextKeyMarker>pre/x y</NextKeyMarker>"
 	"<NextUploadIdMarker>2~fssMRVYp9TmxfrTmfX6ne-BYXRFTVat</NextUploadIdMarker>"
 	"<MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
 	"<Upload><Key>pre/a&amp;b</Key><UploadId>2~0FDd1y-XE_RYxg_1Z6g12wpu93LODUs</UploadId>"
 	"<Initiator><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Initiator>"
 	"<Owner><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Owner>"
-	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.228Z</Initiated></Upload>"
+	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.228Z</Initiated></"
+	"Upload>"
 	"<Upload><Key>pre/x y</Key><UploadId>2~fssMRVYp9TmxfrTmfX6ne-BYXRFTVat</UploadId>"
 	"<Initiator><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Initiator>"
 	"<Owner><ID>tierfs</ID><DisplayName>tierfs tests</DisplayName></Owner>"
-	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.235Z</Initiated></Upload>"
+	"<StorageClass>STANDARD</StorageClass><Initiated>2026-11-22T00:04:49.235Z</Initiated></"
+	"Upload>"
 	"</ListMultipartUploadsResult>";
 
 static void expect_uploads(const char *body, size_t len, size_t want)
@@ -933,15 +963,17 @@ Test(uploads, moto_and_rgw)
 Test(uploads, none)
 {
 	/* Captured from moto_server and Ceph RGW 16.2 with no upload. */
-	static const char moto[] =
-		"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-		"<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket><KeyMarker/>"
-		"<UploadIdMarker/><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
-		"</ListMultipartUploadsResult>";
-	static const char rgw[] =
-		XMLDECL "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</Bucket>"
-			"<Prefix>pre/</Prefix><MaxUploads>1000</MaxUploads>"
-			"<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>";
+	static const char moto[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+				   "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</"
+				   "Bucket><KeyMarker/>"
+				   "<UploadIdMarker/><MaxUploads>1000</"
+				   "MaxUploads><IsTruncated>false</IsTruncated>"
+				   "</ListMultipartUploadsResult>";
+	static const char rgw[] = XMLDECL "<ListMultipartUploadsResult " NS "><Bucket>tierfs-test</"
+					  "Bucket>"
+					  "<Prefix>pre/</Prefix><MaxUploads>1000</MaxUploads>"
+					  "<IsTruncated>false</IsTruncated></"
+					  "ListMultipartUploadsResult>";
 	expect_uploads(BODY(moto), 0);
 	expect_uploads(BODY(rgw), 0);
 	expect_uploads(BODY("<ListMultipartUploadsResult/>"), 0);
@@ -951,22 +983,23 @@ Test(uploads, aws_pretty_truncated_and_nested)
 {
 	/* The AWS documentation's example, shortened; only <Upload> directly
 	 * under the root counts. */
-	static const char aws[] =
-		XMLDECL "\n<ListMultipartUploadsResult " NS ">\n"
-			"  <Bucket>bucket</Bucket>\n  <KeyMarker></KeyMarker>\n"
-			"  <NextKeyMarker>my-movie.m2ts</NextKeyMarker>\n  <MaxUploads>3</MaxUploads>\n"
-			"  <IsTruncated>true</IsTruncated>\n"
-			"  <Upload>\n    <Key>my-divisor</Key>\n"
-			"    <UploadId>XMgbGlrZSBlbHZpbmcncyBub3QgaGF2aW5nIG11Y2ggbHVjaw</UploadId>\n"
-			"  </Upload>\n"
-			"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
-			"    <UploadId>VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId>\n"
-			"  </Upload>\n"
-			"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
-			"    <UploadId>YW55IGlkZWEgd2h5IGVsdmluZydzIHVwbG9hZCBmYWlsZWQ</UploadId>\n"
-			"  </Upload>\n"
-			"  <CommonPrefixes><Upload>not one</Upload></CommonPrefixes>\n"
-			"</ListMultipartUploadsResult>\n";
+	static const char aws[] = XMLDECL
+		"\n<ListMultipartUploadsResult " NS ">\n"
+		"  <Bucket>bucket</Bucket>\n  <KeyMarker></KeyMarker>\n"
+		"  <NextKeyMarker>my-movie.m2ts</NextKeyMarker>\n  <MaxUploads>3</MaxUploads>\n"
+		"  <IsTruncated>true</IsTruncated>\n"
+		"  <Upload>\n    <Key>my-divisor</Key>\n"
+		"    <UploadId>XMgbGlrZSBlbHZpbmcncyBub3QgaGF2aW5nIG11Y2ggbHVjaw</UploadId>\n"
+		"  </Upload>\n"
+		"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
+		"    "
+		"<UploadId>VXBsb2FkIElEIGZvciBlbHZpbmcncyBteS1tb3ZpZS5tMnRzIHVwbG9hZA</UploadId>\n"
+		"  </Upload>\n"
+		"  <Upload>\n    <Key>my-movie.m2ts</Key>\n"
+		"    <UploadId>YW55IGlkZWEgd2h5IGVsdmluZydzIHVwbG9hZCBmYWlsZWQ</UploadId>\n"
+		"  </Upload>\n"
+		"  <CommonPrefixes><Upload>not one</Upload></CommonPrefixes>\n"
+		"</ListMultipartUploadsResult>\n";
 	expect_uploads(BODY(aws), 3);
 	expect_uploads(BODY("<s3:ListMultipartUploadsResult xmlns:s3=\"x\">"
 			    "<s3:Upload/><s3:Upload/></s3:ListMultipartUploadsResult>"),
@@ -976,14 +1009,18 @@ Test(uploads, aws_pretty_truncated_and_nested)
 Test(uploads, errors)
 {
 	size_t n = 99;
-	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<Error><Code>NoSuchBucket</Code></Error>"), &n), EIO);
-	cr_assert_eq(n, 0);
-	n = 99;
-	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListBucketResult><Upload/></ListBucketResult>"), &n),
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<Error><Code>NoSuchBucket</Code></Error>"), &n),
 		     EIO);
 	cr_assert_eq(n, 0);
 	n = 99;
-	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListMultipartUploadsResult><Upload>"), &n), EIO);
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListBucketResult><Upload/></"
+						   "ListBucketResult>"),
+					      &n),
+		     EIO);
+	cr_assert_eq(n, 0);
+	n = 99;
+	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY("<ListMultipartUploadsResult><Upload>"), &n),
+		     EIO);
 	cr_assert_eq(n, 0, "a truncated reply must not report a count");
 	cr_assert_eq(tfs_s3_xml_parse_uploads(BODY(""), &n), EIO);
 	cr_assert_eq(tfs_s3_xml_parse_uploads(NULL, 0, &n), EIO);
@@ -993,13 +1030,13 @@ Test(uploads, errors)
 
 Test(etag, complete_aws)
 {
-	static const char body[] =
-		XMLDECL "\n<CompleteMultipartUploadResult " NS ">\n"
-			"  <Location>https://example-bucket.s3.amazonaws.com/big%20file</Location>\n"
-			"  <Bucket>example-bucket</Bucket>\n  <Key>big file</Key>\n"
-			"  <ETag>\"3858f62230ac3c915f300c664312c11f-9\"</ETag>\n"
-			"  <ChecksumCRC32>NhCmhg==</ChecksumCRC32>\n"
-			"</CompleteMultipartUploadResult>";
+	static const char body[] = XMLDECL
+		"\n<CompleteMultipartUploadResult " NS ">\n"
+		"  <Location>https://example-bucket.s3.amazonaws.com/big%20file</Location>\n"
+		"  <Bucket>example-bucket</Bucket>\n  <Key>big file</Key>\n"
+		"  <ETag>\"3858f62230ac3c915f300c664312c11f-9\"</ETag>\n"
+		"  <ChecksumCRC32>NhCmhg==</ChecksumCRC32>\n"
+		"</CompleteMultipartUploadResult>";
 	char etag[TFS_ETAG_MAX], code[32] = "x", msg[32] = "x";
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, code, sizeof(code), msg, sizeof(msg)),
 		     0);
@@ -1013,10 +1050,11 @@ Test(etag, complete_aws)
 Test(etag, complete_moto_response_root)
 {
 	/* moto 5 answers with <CompleteMultipartUploadResponse>. */
-	static const char body[] =
-		XMLDECL "\n<CompleteMultipartUploadResponse " NS "><Location>http://b.s3.amazonaws.com/big"
-			"</Location><Bucket>b</Bucket><Key>big</Key><ETag>\"60ce2c61d0c584ae56059abe75e344ec-4\""
-			"</ETag></CompleteMultipartUploadResponse>";
+	static const char body[] = XMLDECL "\n<CompleteMultipartUploadResponse " NS
+					   "><Location>http://b.s3.amazonaws.com/big"
+					   "</Location><Bucket>b</Bucket><Key>big</"
+					   "Key><ETag>\"60ce2c61d0c584ae56059abe75e344ec-4\""
+					   "</ETag></CompleteMultipartUploadResponse>";
 	char etag[TFS_ETAG_MAX];
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, NULL, 0, NULL, 0), 0);
 	cr_assert_str_eq(etag, "\"60ce2c61d0c584ae56059abe75e344ec-4\"");
@@ -1026,7 +1064,8 @@ Test(etag, complete_with_keepalive_whitespace)
 {
 	/* AWS trickles whitespace while a slow CompleteMultipartUpload runs. */
 	static const char body[] = "   \n  \n" XMLDECL "\n\n"
-				   "<CompleteMultipartUploadResult " NS "><ETag>&quot;abc-2&quot;</ETag>"
+				   "<CompleteMultipartUploadResult " NS "><ETag>&quot;abc-2&quot;</"
+				   "ETag>"
 				   "</CompleteMultipartUploadResult>";
 	char etag[TFS_ETAG_MAX];
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, NULL, 0, NULL, 0), 0);
@@ -1037,7 +1076,8 @@ Test(etag, complete_without_or_empty_etag)
 {
 	char etag[TFS_ETAG_MAX] = "junk";
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY("<CompleteMultipartUploadResult " NS "><Bucket>b"
-						"</Bucket><Key>k</Key></CompleteMultipartUploadResult>"),
+						"</Bucket><Key>k</Key></"
+						"CompleteMultipartUploadResult>"),
 					   etag, NULL, 0, NULL, 0),
 		     0);
 	cr_assert_str_eq(etag, "");
@@ -1061,7 +1101,8 @@ Test(etag, complete_without_or_empty_etag)
 Test(etag, first_etag_under_root)
 {
 	char etag[TFS_ETAG_MAX];
-	cr_assert_eq(tfs_s3_xml_parse_etag(BODY("<CopyObjectResult><Part><ETag>\"deep\"</ETag></Part>"
+	cr_assert_eq(tfs_s3_xml_parse_etag(BODY("<CopyObjectResult><Part><ETag>\"deep\"</ETag></"
+						"Part>"
 						"<ETag>\"one\"</ETag><ETag>\"two\"</ETag>"
 						"</CopyObjectResult>"),
 					   etag, NULL, 0, NULL, 0),
@@ -1071,12 +1112,12 @@ Test(etag, first_etag_under_root)
 
 Test(etag, error_root_in_200)
 {
-	static const char body[] =
-		XMLDECL "\n\n<Error>\n  <Code>InternalError</Code>\n"
-			"  <Message>We encountered an internal error. Please try again.</Message>\n"
-			"  <RequestId>656c76696e6727732072657175657374</RequestId>\n"
-			"  <HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId>\n"
-			"</Error>";
+	static const char body[] = XMLDECL
+		"\n\n<Error>\n  <Code>InternalError</Code>\n"
+		"  <Message>We encountered an internal error. Please try again.</Message>\n"
+		"  <RequestId>656c76696e6727732072657175657374</RequestId>\n"
+		"  <HostId>Uuag1LuByRx9e6j5Onimru9pO4ZVKnJ2Qz7/C1NPcfTWAtRPfTaOFg==</HostId>\n"
+		"</Error>";
 	char etag[TFS_ETAG_MAX] = "x", code[32], msg[128];
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, code, sizeof(code), msg, sizeof(msg)),
 		     EIO);
@@ -1097,11 +1138,10 @@ Test(etag, error_root_in_200)
 
 Test(etag, copy_object_moto)
 {
-	static const char body[] =
-		"<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
-		"<CopyObjectResult " NS "><ETag>" HELLO_ETAG "</ETag>"
-		"<LastModified>2026-11-21T21:59:38.000Z</LastModified>"
-		"<ChecksumCRC32>NhCmhg==</ChecksumCRC32></CopyObjectResult>";
+	static const char body[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
+				   "<CopyObjectResult " NS "><ETag>" HELLO_ETAG "</ETag>"
+				   "<LastModified>2026-11-21T21:59:38.000Z</LastModified>"
+				   "<ChecksumCRC32>NhCmhg==</ChecksumCRC32></CopyObjectResult>";
 	char etag[TFS_ETAG_MAX];
 	cr_assert_eq(tfs_s3_xml_parse_etag(BODY(body), etag, NULL, 0, NULL, 0), 0);
 	cr_assert_str_eq(etag, HELLO_ETAG);
@@ -1215,24 +1255,24 @@ Test(time, garbage)
 		"yesterday",
 		"2024",
 		"2024-01-02",
-		"2024-01-02T03:04:05",        /* no zone */
-		"2024-01-02 03:04:05Z",       /* space instead of T */
-		"2024-1-2T3:4:5Z",            /* short fields */
-		"2024-13-02T03:04:05Z",       /* month */
-		"2024-00-02T03:04:05Z",       /* month */
-		"2024-01-00T03:04:05Z",       /* day */
-		"2023-02-29T03:04:05Z",       /* not a leap year */
-		"1900-02-29T03:04:05Z",       /* not a leap year */
-		"2024-04-31T03:04:05Z",       /* day */
-		"2024-01-02T24:00:00Z",       /* hour */
-		"2024-01-02T03:60:05Z",       /* minute */
-		"2024-01-02T03:04:61Z",       /* second */
-		"2024-01-02T03:04:05.Z",      /* empty fraction */
-		"2024-01-02T03:04:05ZZ",      /* trailing junk */
-		"2024-01-02T03:04:05+2",      /* bad offset */
-		"2024-01-02T03:04:05+24:00",  /* bad offset */
-		"+2024-01-02T03:04:05Z",      /* sign */
-		"Tue, 02 Jan 2024 03:04:05",  /* no GMT */
+		"2024-01-02T03:04:05",       /* no zone */
+		"2024-01-02 03:04:05Z",      /* space instead of T */
+		"2024-1-2T3:4:5Z",           /* short fields */
+		"2024-13-02T03:04:05Z",      /* month */
+		"2024-00-02T03:04:05Z",      /* month */
+		"2024-01-00T03:04:05Z",      /* day */
+		"2023-02-29T03:04:05Z",      /* not a leap year */
+		"1900-02-29T03:04:05Z",      /* not a leap year */
+		"2024-04-31T03:04:05Z",      /* day */
+		"2024-01-02T24:00:00Z",      /* hour */
+		"2024-01-02T03:60:05Z",      /* minute */
+		"2024-01-02T03:04:61Z",      /* second */
+		"2024-01-02T03:04:05.Z",     /* empty fraction */
+		"2024-01-02T03:04:05ZZ",     /* trailing junk */
+		"2024-01-02T03:04:05+2",     /* bad offset */
+		"2024-01-02T03:04:05+24:00", /* bad offset */
+		"+2024-01-02T03:04:05Z",     /* sign */
+		"Tue, 02 Jan 2024 03:04:05", /* no GMT */
 		"Tue, 02 Jan 2024 03:04:05 PST",
 		"Tue, 02 Jan 2024 03:04:05 GMT junk",
 		"Tue, 2 Jan 2024 03:04:05 GMT", /* fixdate day has 2 digits */

@@ -38,8 +38,8 @@
 
 /* Sign `req` and check every intermediate against the expected texts
  * (`sts` may be NULL when the source only gives the signature). */
-static void check_vector(const char *name, const struct tfs_sigv4_creds *creds,
-			 const char *region, const char *service, const char *amz_date,
+static void check_vector(const char *name, const struct tfs_sigv4_creds *creds, const char *region,
+			 const char *service, const char *amz_date,
 			 const struct tfs_sigv4_request *req, const char *creq, const char *sts,
 			 const char *authz)
 {
@@ -83,8 +83,8 @@ static void check_vector(const char *name, const struct tfs_sigv4_creds *creds,
 #define DOC_HOST "examplebucket.s3.amazonaws.com"
 #define DOC_DATE "20130524T000000Z"
 #define DOC_SCOPE "20130524/us-east-1/s3/aws4_request"
-#define DOC_AUTHZ(signed_headers, sig)                                                         \
-	"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/" DOC_SCOPE                          \
+#define DOC_AUTHZ(signed_headers, sig)                                \
+	"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/" DOC_SCOPE \
 	", SignedHeaders=" signed_headers ", Signature=" sig
 
 static const struct tfs_sigv4_creds doc_creds = {
@@ -121,8 +121,10 @@ Test(sigv4_doc, get_object)
 		     "host;range;x-amz-content-sha256;x-amz-date\n" EMPTY_SHA256,
 		     "AWS4-HMAC-SHA256\n" DOC_DATE "\n" DOC_SCOPE "\n"
 		     "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972",
-		     DOC_AUTHZ("host;range;x-amz-content-sha256;x-amz-date",
-			       "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"));
+		     DOC_AUTHZ("host;range;x-amz-content-sha256;x-amz-date", "f0e8bdb87c964420e857b"
+									     "d35b5d6ed310bd44f0170"
+									     "aba48dd91039c6036bdb4"
+									     "1"));
 }
 
 Test(sigv4_doc, put_object)
@@ -198,8 +200,9 @@ Test(sigv4_doc, get_bucket_lifecycle)
 		     "host;x-amz-content-sha256;x-amz-date\n" EMPTY_SHA256,
 		     "AWS4-HMAC-SHA256\n" DOC_DATE "\n" DOC_SCOPE "\n"
 		     "9766c798316ff2757b517bc739a67f6213b4ab36dd5da2f94eaebf79c77395ca",
-		     DOC_AUTHZ("host;x-amz-content-sha256;x-amz-date",
-			       "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"));
+		     DOC_AUTHZ("host;x-amz-content-sha256;x-amz-date", "fea454ca298b7da1c68078a5d1b"
+								       "dbfbbe0d65c699e0f91ac7a200a"
+								       "0136783543"));
 }
 
 Test(sigv4_doc, get_bucket_list_objects)
@@ -235,8 +238,9 @@ Test(sigv4_doc, get_bucket_list_objects)
 		     "host;x-amz-content-sha256;x-amz-date\n" EMPTY_SHA256,
 		     "AWS4-HMAC-SHA256\n" DOC_DATE "\n" DOC_SCOPE "\n"
 		     "df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7",
-		     DOC_AUTHZ("host;x-amz-content-sha256;x-amz-date",
-			       "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
+		     DOC_AUTHZ("host;x-amz-content-sha256;x-amz-date", "34b48302e7b5fa45bde8084f4b7"
+								       "868a86f0a534bc59db6670ed571"
+								       "1ef69dc6f7"));
 }
 
 /* ---- b) AWS SigV4 test suite ----
@@ -255,12 +259,18 @@ Test(sigv4_doc, get_bucket_list_objects)
 #define SUITE_SCOPE "20150830/us-east-1/service/aws4_request"
 #define SUITE_HOST_DATE "host:example.amazonaws.com\nx-amz-date:20150830T123600Z\n"
 #define SUITE_STS(hash) "AWS4-HMAC-SHA256\n" SUITE_DATE "\n" SUITE_SCOPE "\n" hash
-#define SUITE_AUTHZ(signed_headers, sig)                                                       \
+#define SUITE_AUTHZ(signed_headers, sig)                                                         \
 	"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/" SUITE_SCOPE ", SignedHeaders=" signed_headers \
 	", Signature=" sig
-#define HOST_H { "Host", "example.amazonaws.com" }
-#define DATE_H { "X-Amz-Date", SUITE_DATE }
-#define SUITE_TOKEN                                                                            \
+#define HOST_H                                  \
+	{                                       \
+		"Host", "example.amazonaws.com" \
+	}
+#define DATE_H                           \
+	{                                \
+		"X-Amz-Date", SUITE_DATE \
+	}
+#define SUITE_TOKEN                                                                              \
 	"AQoDYXdzEPT//////////wEXAMPLEtc764bNrC9SAPBSM22wDOk4x4HIZ8j4FZTwdQWLWsKWHGBuFqwAeMicRX" \
 	"mxfpSPfIeoIYRqTflfKD8YUuwthAx7mSEI/qkPpKPi/kMcGdQrmGdeehM4IC1NtBmUpp2wUE8phUZampKsburE" \
 	"Dy0KPkyQDYwT7WZ0wq5VSXDvp75YU9HFvlRd8Tx6q6fE8YQcHNVXAkiY9q6d+xo0rKwT38xVqr7ZD0u0iPPkUL" \
@@ -290,9 +300,10 @@ static const struct suite_vec suite[] = {
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
 		.creq = "GET\n/\n\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("bb579772317eb040ac9ed261061d46c1f17a8133879d6129b6e1c25292927e63"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
+		.sts = SUITE_STS("bb579772317eb040ac9ed261061d46c1f17a8133879d6129b6e1c25292927e6"
+				 "3"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "5fa00fa31553b73ebf1942676e86291e8372ff2a22"
+							"60956d9b8aae1d763fbf31"),
 	},
 	{
 		.name = "get-vanilla-empty-query-key",
@@ -302,10 +313,12 @@ static const struct suite_vec suite[] = {
 		.n_query = 1,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\nParam1=value1\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("1e24db194ed7d0eec2de28d7369675a243488e08526e8c1c73571282f7c517ab"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6bfe1b6e45aec72011b9aeb"),
+		.creq = "GET\n/\nParam1=value1\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date\n" EMPTY_SHA256,
+		.sts = SUITE_STS("1e24db194ed7d0eec2de28d7369675a243488e08526e8c1c73571282f7c517a"
+				 "b"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "a67d582fa61cc504c4bae71f336f98b97f1ea3c7a6"
+							"bfe1b6e45aec72011b9aeb"),
 	},
 	{
 		.name = "get-vanilla-query-order-key",
@@ -315,11 +328,13 @@ static const struct suite_vec suite[] = {
 		.n_query = 2,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\nParam1=Value1&Param1=value2\n" SUITE_HOST_DATE
-			"\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("704b4cef673542d84cdff252633f065e8daeba5f168b77116f8b1bcaf3d38f89"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "eedbc4e291e521cf13422ffca22be7d2eb8146eecf653089df300a15b2382bd1"),
+		.creq = "GET\n/\nParam1=Value1&Param1=value2\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date"
+			"\n" EMPTY_SHA256,
+		.sts = SUITE_STS("704b4cef673542d84cdff252633f065e8daeba5f168b77116f8b1bcaf3d38f8"
+				 "9"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "eedbc4e291e521cf13422ffca22be7d2eb8146eecf"
+							"653089df300a15b2382bd1"),
 	},
 	{
 		.name = "get-vanilla-query-order-key-case",
@@ -329,11 +344,13 @@ static const struct suite_vec suite[] = {
 		.n_query = 2,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\nParam1=value1&Param2=value2\n" SUITE_HOST_DATE
-			"\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("816cd5b414d056048ba4f7c5386d6e0533120fb1fcfa93762cf0fc39e2cf19e0"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"),
+		.creq = "GET\n/\nParam1=value1&Param2=value2\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date"
+			"\n" EMPTY_SHA256,
+		.sts = SUITE_STS("816cd5b414d056048ba4f7c5386d6e0533120fb1fcfa93762cf0fc39e2cf19e"
+				 "0"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "b97d918cfa904a5beff61c982a1b6f458b79922164"
+							"6efd99d3219ec94cdf2500"),
 	},
 	{
 		.name = "get-vanilla-query-order-value",
@@ -343,11 +360,13 @@ static const struct suite_vec suite[] = {
 		.n_query = 2,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\nParam1=value1&Param1=value2\n" SUITE_HOST_DATE
-			"\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("c968629d70850097a2d8781c9bf7edcb988b04cac14cca9be4acc3595f884606"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "5772eed61e12b33fae39ee5e7012498b51d56abc0abb7c60486157bd471c4694"),
+		.creq = "GET\n/\nParam1=value1&Param1=value2\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date"
+			"\n" EMPTY_SHA256,
+		.sts = SUITE_STS("c968629d70850097a2d8781c9bf7edcb988b04cac14cca9be4acc3595f88460"
+				 "6"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "5772eed61e12b33fae39ee5e7012498b51d56abc0a"
+							"bb7c60486157bd471c4694"),
 	},
 	{
 		/* Sorted by encoded name, then value -- not by "name=value":
@@ -361,9 +380,10 @@ static const struct suite_vec suite[] = {
 		.n_headers = 2,
 		.creq = "GET\n/\n%E1%88%B4=Value1&Param=Value2&Param-3=Value3\n" SUITE_HOST_DATE
 			"\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("868294f5c38bd141c4972a373a76654f1418a8e4fc18b2e7903ae45e8ae0ec71"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "371d3713e185cc334048618a97f809c9ffe339c62934c032af5a0e595648fcac"),
+		.sts = SUITE_STS("868294f5c38bd141c4972a373a76654f1418a8e4fc18b2e7903ae45e8ae0ec7"
+				 "1"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "371d3713e185cc334048618a97f809c9ffe339c629"
+							"34c032af5a0e595648fcac"),
 	},
 	{
 		.name = "get-vanilla-query-unreserved",
@@ -373,11 +393,13 @@ static const struct suite_vec suite[] = {
 		.n_query = 1,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\n" UNRESERVED "=" UNRESERVED "\n" SUITE_HOST_DATE
-			"\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("c30d4703d9f799439be92736156d47ccfb2d879ddf56f5befa6d1d6aab979177"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197"),
+		.creq = "GET\n/\n" UNRESERVED "=" UNRESERVED "\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date"
+			"\n" EMPTY_SHA256,
+		.sts = SUITE_STS("c30d4703d9f799439be92736156d47ccfb2d879ddf56f5befa6d1d6aab97917"
+				 "7"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc08"
+							"84027167c21bb143a40197"),
 	},
 	{
 		.name = "get-vanilla-utf8-query",
@@ -387,10 +409,12 @@ static const struct suite_vec suite[] = {
 		.n_query = 1,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/\n%E1%88%B4=bar\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("eb30c5bed55734080471a834cc727ae56beb50e5f39d1bff6d0d38cb192a7073"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04"),
+		.creq = "GET\n/\n%E1%88%B4=bar\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date\n" EMPTY_SHA256,
+		.sts = SUITE_STS("eb30c5bed55734080471a834cc727ae56beb50e5f39d1bff6d0d38cb192a707"
+				 "3"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "2cdec8eed098649ff3a119c94853b13c643bcf08f8"
+							"b0a1d91e12c9027818dd04"),
 	},
 	{
 		.name = "get-unreserved",
@@ -398,10 +422,12 @@ static const struct suite_vec suite[] = {
 		.path = "/" UNRESERVED,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/" UNRESERVED "\n\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("6a968768eefaa713e2a6b16b589a8ea192661f098f37349f4e2c0082757446f9"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f"),
+		.creq = "GET\n/" UNRESERVED "\n\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date\n" EMPTY_SHA256,
+		.sts = SUITE_STS("6a968768eefaa713e2a6b16b589a8ea192661f098f37349f4e2c0082757446f"
+				 "9"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "07ef7494c76fa4850883e2b006601f940f8a34d404"
+							"d0cfa977f52a65bbf5f24f"),
 	},
 	{
 		.name = "get-utf8",
@@ -410,9 +436,10 @@ static const struct suite_vec suite[] = {
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
 		.creq = "GET\n/%E1%88%B4\n\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("2a0a97d02205e45ce2e994789806b19270cfbbb0921b278ccf58f5249ac42102"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85"),
+		.sts = SUITE_STS("2a0a97d02205e45ce2e994789806b19270cfbbb0921b278ccf58f5249ac4210"
+				 "2"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "8318018e0b0f223aa2bbf98705b62bb787dc9c0e67"
+							"8f255a891fd03141be5d85"),
 	},
 	{
 		.name = "get-space",
@@ -420,10 +447,12 @@ static const struct suite_vec suite[] = {
 		.path = "/example space/",
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "GET\n/example%20space/\n\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("63ee75631ed7234ae61b5f736dfc7754cdccfedbff4b5128a915706ee9390d86"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "652487583200325589f1fba4c7e578f72c47cb61beeca81406b39ddec1366741"),
+		.creq = "GET\n/example%20space/\n\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date\n" EMPTY_SHA256,
+		.sts = SUITE_STS("63ee75631ed7234ae61b5f736dfc7754cdccfedbff4b5128a915706ee9390d8"
+				 "6"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "652487583200325589f1fba4c7e578f72c47cb61be"
+							"eca81406b39ddec1366741"),
 	},
 	{
 		.name = "get-header-key-duplicate",
@@ -437,9 +466,11 @@ static const struct suite_vec suite[] = {
 		.n_headers = 5,
 		.creq = "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value2,value2,value1\n"
 			"x-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("dc7f04a3abfde8d472b0ab1a418b741b7c67174dad1551b4117b15527fbe966c"),
-		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date",
-				     "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea"),
+		.sts = SUITE_STS("dc7f04a3abfde8d472b0ab1a418b741b7c67174dad1551b4117b15527fbe966"
+				 "c"),
+		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date", "c9d5ea9f3f72853aea855b47ea87383"
+								   "2890dbdd183b4468f858259531a5138"
+								   "ea"),
 	},
 	{
 		.name = "get-header-value-order",
@@ -452,11 +483,14 @@ static const struct suite_vec suite[] = {
 			     { "My-Header1", "value2" },
 			     DATE_H },
 		.n_headers = 6,
-		.creq = "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value4,value1,value3,value2\n"
+		.creq = "GET\n/"
+			"\n\nhost:example.amazonaws.com\nmy-header1:value4,value1,value3,value2\n"
 			"x-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("31ce73cd3f3d9f66977ad3dd957dc47af14df92fcd8509f59b349e9137c58b86"),
-		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date",
-				     "08c7e5a9acfcfeb3ab6b2185e75ce8b1deb5e634ec47601a50643f830c755c01"),
+		.sts = SUITE_STS("31ce73cd3f3d9f66977ad3dd957dc47af14df92fcd8509f59b349e9137c58b8"
+				 "6"),
+		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date", "08c7e5a9acfcfeb3ab6b2185e75ce8b"
+								   "1deb5e634ec47601a50643f830c755c"
+								   "01"),
 	},
 	{
 		/* The .req has "My-Header1: value1" and "My-Header2: "a   b   c"";
@@ -472,9 +506,12 @@ static const struct suite_vec suite[] = {
 		.creq = "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\n"
 			"my-header2:\"a b c\"\nx-amz-date:20150830T123600Z\n\n"
 			"host;my-header1;my-header2;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("a726db9b0df21c14f559d0a978e563112acb1b9e05476f0a6a1c7d68f28605c7"),
-		.authz = SUITE_AUTHZ("host;my-header1;my-header2;x-amz-date",
-				     "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736"),
+		.sts = SUITE_STS("a726db9b0df21c14f559d0a978e563112acb1b9e05476f0a6a1c7d68f28605c"
+				 "7"),
+		.authz = SUITE_AUTHZ("host;my-header1;my-header2;x-amz-date", "acc3ed3afb60bb290fc8"
+									      "d2dd0098b9911fcaa054"
+									      "12b367055dee359757a9"
+									      "c736"),
 	},
 	{
 		.name = "post-vanilla",
@@ -483,9 +520,10 @@ static const struct suite_vec suite[] = {
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
 		.creq = "POST\n/\n\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("553f88c9e4d10fc9e109e2aeb65f030801b70c2f6468faca261d401ae622fc87"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"),
+		.sts = SUITE_STS("553f88c9e4d10fc9e109e2aeb65f030801b70c2f6468faca261d401ae622fc8"
+				 "7"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "5da7c1a2acd57cee7505fc6676e4e544621c308629"
+							"66e37dddb68e92efbe5d6b"),
 	},
 	{
 		.name = "post-vanilla-query",
@@ -495,10 +533,12 @@ static const struct suite_vec suite[] = {
 		.n_query = 1,
 		.headers = { HOST_H, DATE_H },
 		.n_headers = 2,
-		.creq = "POST\n/\nParam1=value1\n" SUITE_HOST_DATE "\nhost;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("9d659678c1756bb3113e2ce898845a0a79dbbc57b740555917687f1b3340fbbd"),
-		.authz = SUITE_AUTHZ("host;x-amz-date",
-				     "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11"),
+		.creq = "POST\n/\nParam1=value1\n" SUITE_HOST_DATE "\nhost;x-amz-"
+			"date\n" EMPTY_SHA256,
+		.sts = SUITE_STS("9d659678c1756bb3113e2ce898845a0a79dbbc57b740555917687f1b3340fbb"
+				 "d"),
+		.authz = SUITE_AUTHZ("host;x-amz-date", "28038455d6de14eafc1f9222cf5aa6f1a96197d7de"
+							"b8263271d420d138af7f11"),
 	},
 	{
 		.name = "post-header-key-sort",
@@ -508,9 +548,11 @@ static const struct suite_vec suite[] = {
 		.n_headers = 3,
 		.creq = "POST\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\n"
 			"x-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("9368318c2967cf6de74404b30c65a91e8f6253e0a8659d6d5319f1a812f87d65"),
-		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date",
-				     "c5410059b04c1ee005303aed430f6e6645f61f4dc9e1461ec8f8916fdf18852c"),
+		.sts = SUITE_STS("9368318c2967cf6de74404b30c65a91e8f6253e0a8659d6d5319f1a812f87d6"
+				 "5"),
+		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date", "c5410059b04c1ee005303aed430f6e6"
+								   "645f61f4dc9e1461ec8f8916fdf1885"
+								   "2c"),
 	},
 	{
 		.name = "post-header-value-case",
@@ -520,23 +562,29 @@ static const struct suite_vec suite[] = {
 		.n_headers = 3,
 		.creq = "POST\n/\n\nhost:example.amazonaws.com\nmy-header1:VALUE1\n"
 			"x-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n" EMPTY_SHA256,
-		.sts = SUITE_STS("d51ced243e649e3de6ef63afbbdcbca03131a21a7103a1583706a64618606a93"),
-		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date",
-				     "cdbc9802e29d2942e5e10b5bccfdd67c5f22c7c4e8ae67b53629efa58b974b7d"),
+		.sts = SUITE_STS("d51ced243e649e3de6ef63afbbdcbca03131a21a7103a1583706a64618606a9"
+				 "3"),
+		.authz = SUITE_AUTHZ("host;my-header1;x-amz-date", "cdbc9802e29d2942e5e10b5bccfdd67"
+								   "c5f22c7c4e8ae67b53629efa58b974b"
+								   "7d"),
 	},
 	{
 		.name = "post-x-www-form-urlencoded",
 		.method = "POST",
 		.path = "/",
-		.headers = { { "Content-Type", "application/x-www-form-urlencoded" }, HOST_H, DATE_H },
+		.headers = { { "Content-Type", "application/x-www-form-urlencoded" },
+			     HOST_H,
+			     DATE_H },
 		.n_headers = 3,
 		.body = "Param1=value1",
-		.creq = "POST\n/\n\ncontent-type:application/x-www-form-urlencoded\n" SUITE_HOST_DATE
-			"\ncontent-type;host;x-amz-date\n"
+		.creq = "POST\n/\n\ncontent-type:application/"
+			"x-www-form-urlencoded\n" SUITE_HOST_DATE "\ncontent-type;host;x-amz-date\n"
 			"9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e",
-		.sts = SUITE_STS("42a5e5bb34198acb3e84da4f085bb7927f2bc277ca766e6d19c73c2154021281"),
-		.authz = SUITE_AUTHZ("content-type;host;x-amz-date",
-				     "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a"),
+		.sts = SUITE_STS("42a5e5bb34198acb3e84da4f085bb7927f2bc277ca766e6d19c73c215402128"
+				 "1"),
+		.authz = SUITE_AUTHZ("content-type;host;x-amz-date", "ff11897932ad3f4e8b18135d72205"
+								     "1e5ac45fc38421b1da7b9d196a0fe"
+								     "09473a"),
 	},
 	{
 		/* The source gives no trustworthy .sts for this one; the
@@ -549,12 +597,13 @@ static const struct suite_vec suite[] = {
 			     DATE_H },
 		.n_headers = 3,
 		.body = "Param1=value1",
-		.creq = "POST\n/\n\ncontent-type:application/x-www-form-urlencoded; charset=utf8\n"
-			SUITE_HOST_DATE "\ncontent-type;host;x-amz-date\n"
+		.creq = "POST\n/\n\ncontent-type:application/x-www-form-urlencoded; "
+			"charset=utf8\n" SUITE_HOST_DATE "\ncontent-type;host;x-amz-date\n"
 			"9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e",
 		.sts = NULL,
-		.authz = SUITE_AUTHZ("content-type;host;x-amz-date",
-				     "1a72ec8f64bd914b0e42e42607c7fbce7fb2c7465f63e3092b3b0d39fa77a6fe"),
+		.authz = SUITE_AUTHZ("content-type;host;x-amz-date", "1a72ec8f64bd914b0e42e42607c7f"
+								     "bce7fb2c7465f63e3092b3b0d39fa"
+								     "77a6fe"),
 	},
 	{
 		.name = "post-sts-header-before",
@@ -565,9 +614,12 @@ static const struct suite_vec suite[] = {
 		.token = SUITE_TOKEN,
 		.creq = "POST\n/\n\n" SUITE_HOST_DATE "x-amz-security-token:" SUITE_TOKEN
 			"\n\nhost;x-amz-date;x-amz-security-token\n" EMPTY_SHA256,
-		.sts = SUITE_STS("c237e1b440d4c63c32ca95b5b99481081cb7b13c7e40434868e71567c1a882f6"),
-		.authz = SUITE_AUTHZ("host;x-amz-date;x-amz-security-token",
-				     "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead"),
+		.sts = SUITE_STS("c237e1b440d4c63c32ca95b5b99481081cb7b13c7e40434868e71567c1a882f"
+				 "6"),
+		.authz = SUITE_AUTHZ("host;x-amz-date;x-amz-security-token", "85d96828115b5dc0cfc3b"
+									     "d16ad9e210dd772bbebba"
+									     "041836c64533a82be05ea"
+									     "d"),
 	},
 };
 
@@ -637,13 +689,8 @@ Test(sigv4_s3, query_encoding_and_order)
 {
 	static const struct tfs_kv headers[] = { { "host", "h" } };
 	static const struct tfs_kv query[] = {
-		{ "prefix", "a/b c+d" },
-		{ "uploads", NULL },
-		{ "a-b", "1" },
-		{ "a", "" },
-		{ "a", "=&" },
-		{ "list-type", "2" },
-		{ "", "empty-name" },
+		{ "prefix", "a/b c+d" }, { "uploads", NULL },  { "a-b", "1" },       { "a", "" },
+		{ "a", "=&" },           { "list-type", "2" }, { "", "empty-name" },
 	};
 	const struct tfs_sigv4_request req = {
 		.method = "GET",
@@ -813,7 +860,8 @@ Test(uri_encode, examples)
 	check_encode("test$file.text", true, "test%24file.text");
 	check_encode("ሴ", true, "%E1%88%B4");
 	check_encode("😀é", true, "%F0%9F%98%80%C3%A9");
-	check_encode("!*'();:@&=+$,?#[]", false, "%21%2A%27%28%29%3B%3A%40%26%3D%2B%24%2C%3F%23%5B%5D");
+	check_encode("!*'();:@&=+$,?#[]", false,
+		     "%21%2A%27%28%29%3B%3A%40%26%3D%2B%24%2C%3F%23%5B%5D");
 	check_encode("\x01\x1f\x7f\xff", false, "%01%1F%7F%FF");
 }
 
@@ -931,56 +979,94 @@ static size_t rng_below(struct rng *r, size_t n)
 /* Raw key fragments: spaces, multi-byte UTF-8, reserved and sub-delim
  * characters, '+', '%', literal "%20", dot segments and empty segments. */
 static const char *const path_parts[] = {
-	"a", "b", "key", "dir", "Foo.TXT", "x y", " ", "  ", "+", "%", "%20", "%2F", "%%", "~",
-	"=", "&", "?", "#", "$", "!", "'", "(", ")", "*", ",", ";", ":", "@", "[", "]", "\\",
-	"\"", "<", ">", "^", "`", "{", "}", "|", "é", "ü", "ß", "ሴ", "日本語", "😀", "\xc2\xa0",
-	".", "..", "-_.", "\t", "\x01", "\x7f", "/", "//", "a=b&c", "/../", "/./",
+	"a",    "b",    "key", "dir",    "Foo.TXT", "x y",      " ",   "  ", "+",   "%",
+	"%20",  "%2F",  "%%",  "~",      "=",       "&",        "?",   "#",  "$",   "!",
+	"'",    "(",    ")",   "*",      ",",       ";",        ":",   "@",  "[",   "]",
+	"\\",   "\"",   "<",   ">",      "^",       "`",        "{",   "}",  "|",   "é",
+	"ü",    "ß",    "ሴ",   "日本語", "😀",       "\xc2\xa0", ".",   "..", "-_.", "\t",
+	"\x01", "\x7f", "/",   "//",     "a=b&c",   "/../",     "/./",
 };
 
 static const char *const query_names[] = {
-	"prefix", "max-keys", "list-type", "continuation-token", "delimiter", "uploadId",
-	"partNumber", "versionId", "acl", "uploads", "a", "a-b", "a.b", "a_b", "A", "Z", "_",
-	"~", "", "a b", "a+b", "a=b", "a&b", "a/b", "%", "%41", "é", "ሴ", "😀", "x%2F",
+	"prefix",    "max-keys", "list-type",  "continuation-token",
+	"delimiter", "uploadId", "partNumber", "versionId",
+	"acl",       "uploads",  "a",          "a-b",
+	"a.b",       "a_b",      "A",          "Z",
+	"_",         "~",        "",           "a b",
+	"a+b",       "a=b",      "a&b",        "a/b",
+	"%",         "%41",      "é",          "ሴ",
+	"😀",         "x%2F",
 };
 
 static const char *const query_parts[] = {
-	"", "v", "J", "2", "photos/2006/", "a b", "+", "%", "%2F", "=", "&", "/", "~", "é",
-	"ሴ", "😀", "a=b", "x&y=z", "..", "//", "\t", "'", "\"", "#", "?",
+	"",  "v", "J", "2",   "photos/2006/", "a b", "+",  "%",  "%2F", "=",  "&", "/", "~",
+	"é", "ሴ", "😀", "a=b", "x&y=z",        "..",  "//", "\t", "'",   "\"", "#", "?",
 };
 
 /* Header names botocore signs as given.  Excluded: Date (botocore rewrites
  * it), Authorization, and the hop-by-hop / user-agent names botocore never
  * signs (auth.SIGNED_HEADERS_BLACKLIST). */
 static const char *const header_names[] = {
-	"Range", "Content-Type", "Content-MD5", "Content-Disposition", "Content-Encoding",
-	"Content-Language", "Content-Length", "Cache-Control", "If-Match", "If-None-Match",
-	"If-Modified-Since", "X-Amz-Meta-Foo", "x-amz-meta-bar", "X-Amz-Storage-Class",
-	"x-amz-copy-source", "x-amz-acl", "X-Amz-Tagging", "x-custom", "A", "z",
-	"x-amz-meta-a-b", "X-Amz-Meta-a.b", "x-amz-meta-_~!#$%&'*+^`|",
+	"Range",
+	"Content-Type",
+	"Content-MD5",
+	"Content-Disposition",
+	"Content-Encoding",
+	"Content-Language",
+	"Content-Length",
+	"Cache-Control",
+	"If-Match",
+	"If-None-Match",
+	"If-Modified-Since",
+	"X-Amz-Meta-Foo",
+	"x-amz-meta-bar",
+	"X-Amz-Storage-Class",
+	"x-amz-copy-source",
+	"x-amz-acl",
+	"X-Amz-Tagging",
+	"x-custom",
+	"A",
+	"z",
+	"x-amz-meta-a-b",
+	"X-Amz-Meta-a.b",
+	"x-amz-meta-_~!#$%&'*+^`|",
 };
 
 /* Header value pieces: runs of spaces and tabs, UTF-8, commas, quotes.
  * No Unicode whitespace (NBSP, U+2028, ...): Python's str.split() collapses
  * those too, while HTTP (and tierfs) only folds SP and HTAB. */
 static const char *const header_parts[] = {
-	"bytes=0-9", "text/plain", "a", " ", "  ", "\t", " \t ", "in   ner", "\ttab\t", "é",
-	"ሴ", "😀", "\"quoted\"", "a,b", "x;y=z", "", "W/\"etag\"", "%20", "+", "=", "~",
-	"Fri, 24 May 2013 00:00:00 GMT", "日本",
+	"bytes=0-9",  "text/plain",
+	"a",          " ",
+	"  ",         "\t",
+	" \t ",       "in   ner",
+	"\ttab\t",    "é",
+	"ሴ",          "😀",
+	"\"quoted\"", "a,b",
+	"x;y=z",      "",
+	"W/\"etag\"", "%20",
+	"+",          "=",
+	"~",          "Fri, 24 May 2013 00:00:00 GMT",
+	"日本",
 };
 
 static const char *const hosts[] = {
-	"examplebucket.s3.amazonaws.com", "s3.eu-west-3.amazonaws.com", "127.0.0.1:9000",
-	"[::1]:9000", "minio.local", "bucket.with.dots.s3.us-east-1.amazonaws.com",
+	"examplebucket.s3.amazonaws.com",
+	"s3.eu-west-3.amazonaws.com",
+	"127.0.0.1:9000",
+	"[::1]:9000",
+	"minio.local",
+	"bucket.with.dots.s3.us-east-1.amazonaws.com",
 };
 static const char *const methods[] = { "GET", "PUT", "HEAD", "DELETE", "POST" };
 static const char *const regions[] = { "us-east-1", "eu-west-3", "ap-southeast-2", "auto",
 				       "garage" };
-static const char *const access_keys[] = { "AKIAIOSFODNN7EXAMPLE", "AKIDEXAMPLE",
-					   "minioadmin", "GK31c2f218a2e44f485b94239e" };
-static const char *const secret_keys[] = { "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-					   "minioadmin", "s3cr3t/+==", "x" };
-static const char *const tokens[] = { NULL, NULL, NULL, "FQoGZXIvYXdzEXAMPLE//+token==",
-				      SUITE_TOKEN };
+static const char *const access_keys[] = { "AKIAIOSFODNN7EXAMPLE", "AKIDEXAMPLE", "minioadmin",
+					   "GK31c2f218a2e44f485b94239e" };
+static const char *const secret_keys[] = { "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "minioadmin",
+					   "s3cr3t/+==", "x" };
+static const char *const tokens[] = { NULL, NULL, NULL,
+				      "FQoGZXIvYXdzEXAMPLE//+token==", SUITE_TOKEN };
 
 /* Flip the case of some ASCII letters. */
 static void mix_case(struct rng *r, char *s)
@@ -995,8 +1081,8 @@ static void mix_case(struct rng *r, char *s)
 	}
 }
 
-static void gen_concat(struct rng *r, struct tfs_dbuf *d, const char *const *parts,
-		       size_t n_parts, size_t max_parts)
+static void gen_concat(struct rng *r, struct tfs_dbuf *d, const char *const *parts, size_t n_parts,
+		       size_t max_parts)
 {
 	size_t n = rng_below(r, max_parts + 1);
 	size_t i;
@@ -1096,7 +1182,8 @@ static void gen_case(struct rng *r, struct tfs_dbuf *json, struct diff_expect *e
 	}
 	cr_assert_eq(tfs_dbuf_adds(&hn[nh], "host"), 0);
 	cr_assert_eq(tfs_dbuf_addf(&hv[nh++], "%s%s%s", rng_below(r, 3) ? "" : "  ", host,
-				   rng_below(r, 3) ? "" : " \t"), 0);
+				   rng_below(r, 3) ? "" : " \t"),
+		     0);
 	cr_assert_eq(tfs_dbuf_adds(&hn[nh], "x-amz-date"), 0);
 	cr_assert_eq(tfs_dbuf_adds(&hv[nh++], amz_date), 0);
 	cr_assert_eq(tfs_dbuf_adds(&hn[nh], "x-amz-content-sha256"), 0);
@@ -1265,8 +1352,7 @@ Test(sigv4_botocore, differential, .timeout = 120)
 	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
 	in = fdopen(fd, "w");
 	cr_assert_not_null(in);
-	cr_assert_eq(fwrite(tfs_dbuf_str(&json), 1, tfs_dbuf_len(&json), in),
-		     tfs_dbuf_len(&json));
+	cr_assert_eq(fwrite(tfs_dbuf_str(&json), 1, tfs_dbuf_len(&json), in), tfs_dbuf_len(&json));
 	cr_assert_eq(fclose(in), 0);
 
 	/* One python process for all cases.  The shell opens the input and

@@ -42,7 +42,8 @@ Test(source, errors)
 	cr_assert_eq(tfs_source_parse("s3://", &s, err, sizeof(err)), EINVAL);
 	cr_assert_str_eq(err, "SOURCE 's3://': no bucket name");
 	cr_assert_eq(tfs_source_parse("gs://b/x", &s, err, sizeof(err)), EINVAL);
-	cr_assert_str_eq(err, "SOURCE 'gs://b/x': unsupported scheme (use s3://bucket[/prefix] or a directory)");
+	cr_assert_str_eq(err, "SOURCE 'gs://b/x': unsupported scheme (use s3://bucket[/prefix] or "
+			      "a directory)");
 	cr_assert_eq(tfs_source_parse("s3://b//x", &s, err, sizeof(err)), EINVAL);
 	cr_assert_str_eq(err, "SOURCE 's3://b//x': the prefix has an empty path segment");
 	cr_assert_eq(tfs_source_parse("", &s, err, sizeof(err)), EINVAL);

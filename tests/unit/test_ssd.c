@@ -525,7 +525,8 @@ Test(ssd, lru_evicts_oldest_to_low_watermark)
 		rd_all(&t, key, "e", obj_size(4));
 	}
 	cr_assert(wait_le(&t, "used_bytes", st_get(&t, "low_watermark_bytes")),
-		  "usage %lu never reached the low watermark", (unsigned long)st_get(&t, "used_bytes"));
+		  "usage %lu never reached the low watermark",
+		  (unsigned long)st_get(&t, "used_bytes"));
 	/* The evictor counts a drop just after the drop's commit moved the
 	 * usage: the count may lag the usage by one for a moment. */
 	(void)wait_stat(&t, "evictions", 5, true);
@@ -787,7 +788,7 @@ Test(ssd, direct_io_fills_skip_the_page_cache)
 
 Test(ssd, network_fs_refused)
 {
-	static const unsigned long net[] = { 0x6969, 0x517B, 0xFF534D42, 0xFE534D42,
+	static const unsigned long net[] = { 0x6969,     0x517B,     0xFF534D42, 0xFE534D42,
 					     0x65735546, 0x00C36400, 0x01021997, 0x5346414F,
 					     0x01161970, 0x7461636f, 0x0BD00BD0 };
 	for (size_t i = 0; i < sizeof(net) / sizeof(net[0]); i++)
@@ -927,9 +928,20 @@ Test(ssd, orphans_and_trash_swept)
 Test(ssd, stats_fields)
 {
 	static const char *const fields[] = {
-		"hits", "misses", "hit_bytes", "fill_bytes", "bypassed", "evictions",
-		"evicted_bytes", "corrupt", "write_errors", "used_bytes", "capacity_bytes",
-		"high_watermark_bytes", "low_watermark_bytes", "objects",
+		"hits",
+		"misses",
+		"hit_bytes",
+		"fill_bytes",
+		"bypassed",
+		"evictions",
+		"evicted_bytes",
+		"corrupt",
+		"write_errors",
+		"used_bytes",
+		"capacity_bytes",
+		"high_watermark_bytes",
+		"low_watermark_bytes",
+		"objects",
 	};
 	struct t t;
 	t_init(&t, TFS_POLICY_LRU, 100 * BS);
@@ -956,8 +968,7 @@ Test(ssd, stats_fields)
 /* Walk the raw index (the tier must be closed) and check I1 and I2 of
  * ssd.c: this pins down the on-disk format too. */
 struct index_sums {
-	uint64_t block_bytes, cached_bytes, objects, atime_entries, atime_mismatch,
-		orphan_blocks;
+	uint64_t block_bytes, cached_bytes, objects, atime_entries, atime_mismatch, orphan_blocks;
 };
 
 static uint64_t le64(const void *p)
@@ -996,8 +1007,8 @@ static void index_scan(struct t *t, struct index_sums *out)
 		const unsigned char *b = v.mv_data;
 		cr_assert_eq(k.mv_size, 40);
 		cr_assert_eq(v.mv_size, 12);
-		out->block_bytes += (uint64_t)b[8] | (uint64_t)b[9] << 8 |
-				    (uint64_t)b[10] << 16 | (uint64_t)b[11] << 24;
+		out->block_bytes += (uint64_t)b[8] | (uint64_t)b[9] << 8 | (uint64_t)b[10] << 16 |
+				    (uint64_t)b[11] << 24;
 		if (mdb_get(txn, objs, &ok, &ov) != 0)
 			out->orphan_blocks++;
 	}
@@ -1073,8 +1084,8 @@ Test(ssd, concurrent_readers_under_eviction)
 	cr_assert_gt(st_get(&t, "evictions"), 0);
 	/* quiescent: no eviction pass running (usage <= high and stable) */
 	uint64_t used = st_get(&t, "used_bytes"), end = now_ms() + 10000, since = now_ms();
-	while (now_ms() < end && (used > st_get(&t, "high_watermark_bytes") ||
-				  now_ms() - since < 300)) {
+	while (now_ms() < end &&
+	       (used > st_get(&t, "high_watermark_bytes") || now_ms() - since < 300)) {
 		usleep(10000);
 		uint64_t u = st_get(&t, "used_bytes");
 		if (u != used) {

@@ -87,8 +87,9 @@ Test(units, size_limits)
 Test(units, size_junk)
 {
 	const char *bad[] = {
-		"", " ", "K", "abc", "-1", "+1", " 1", "1 ", "1K ", "1Q", "1KiBs", "1KK", "1 K B",
-		"1.", ".5", "1..5", "1.5.5", "1e3", "0x10", "1,5K", "1%", "1 K\n", "1P",
+		"",      " ",   "K",     "abc",  "-1",    "+1",    " 1", "1 ",
+		"1K ",   "1Q",  "1KiBs", "1KK",  "1 K B", "1.",    ".5", "1..5",
+		"1.5.5", "1e3", "0x10",  "1,5K", "1%",    "1 K\n", "1P",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -137,7 +138,8 @@ static void duration_ok(const char *s, uint64_t want)
 	int rc = tfs_parse_duration(s, &v);
 
 	cr_assert_eq(rc, 0, "tfs_parse_duration(\"%s\") = %d", s, rc);
-	cr_assert_eq(v, want, "tfs_parse_duration(\"%s\") = %" PRIu64 ", want %" PRIu64, s, v, want);
+	cr_assert_eq(v, want, "tfs_parse_duration(\"%s\") = %" PRIu64 ", want %" PRIu64, s, v,
+		     want);
 }
 
 static void duration_bad(const char *s, int want)
@@ -173,8 +175,8 @@ Test(units, duration)
 Test(units, duration_bad)
 {
 	const char *bad[] = {
-		"", "s", "ms", "1d", "1 day", "-1s", "+1s", "1sec", "1msx", "1.s", "never",
-		"forever ", " 1s", "1s ", "1e3ms", "1:30",
+		"",     "s",   "ms",    "1d",       "1 day", "-1s", "+1s",   "1sec",
+		"1msx", "1.s", "never", "forever ", " 1s",   "1s ", "1e3ms", "1:30",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -275,7 +277,7 @@ Test(units, format_size_human)
 	human(1024 + 52, "1.1 KiB");
 	human(16 * MIB, "16 MiB");
 	human(GIB + GIB / 2, "1.5 GiB");
-	human(MIB - 1, "1 MiB");          /* 1023.999 KiB rounds up a unit */
+	human(MIB - 1, "1 MiB"); /* 1023.999 KiB rounds up a unit */
 	human(10 * GIB - 1, "10 GiB");
 	human(3 * TIB + TIB / 10, "3.1 TiB");
 	human(UINT64_MAX, "16 EiB");

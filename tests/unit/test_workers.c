@@ -57,7 +57,8 @@ static void live_is(struct owner *o, unsigned n)
 
 Test(workers, grow_shrink_reuse_stop, .timeout = 30)
 {
-	static struct owner o = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	static struct owner o = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				  .cond = PTHREAD_COND_INITIALIZER };
 
 	cr_assert_eq(tfs_workers_init(&o.pool, 8, worker, &o), 0);
 	resize(&o, 4);

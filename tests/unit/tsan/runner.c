@@ -27,7 +27,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { EXIT_PASS = 0, EXIT_FAILED = 1, EXIT_SKIPPED = 77 };
+enum {
+	EXIT_PASS = 0,
+	EXIT_FAILED = 1,
+	EXIT_SKIPPED = 77
+};
 
 static struct cr_test *tests, **tail = &tests;
 static sigjmp_buf jump;
@@ -113,8 +117,10 @@ static void run_child(const struct cr_test *t)
 	double limit = timeout_of(t);
 
 	if (limit > 0) {
-		struct itimerval it = { .it_value = { .tv_sec = (time_t)limit,
-						       .tv_usec = (suseconds_t)((limit - (time_t)limit) * 1e6) } };
+		struct itimerval it = {
+			.it_value = { .tv_sec = (time_t)limit,
+				      .tv_usec = (suseconds_t)((limit - (time_t)limit) * 1e6) }
+		};
 		signal(SIGALRM, SIG_DFL);
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
@@ -171,7 +177,8 @@ int main(int argc, char **argv)
 			passing++;
 		} else if (WIFEXITED(status)) {
 			failing++;
-			printf("[FAIL] %s::%s (exit status %d)\n", t->suite, t->name, WEXITSTATUS(status));
+			printf("[FAIL] %s::%s (exit status %d)\n", t->suite, t->name,
+			       WEXITSTATUS(status));
 		} else {
 			crashing++;
 			printf("[FAIL] %s::%s: %s%s\n", t->suite, t->name,

@@ -48,30 +48,30 @@ void cr_shim_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), nor
 
 /* The suite's options are a weak symbol: a suite may have no TestSuite(),
  * and it may come after the tests. */
-#define TestSuite(suite, ...)                                                             \
+#define TestSuite(suite, ...) \
 	const struct cr_opts cr_shim_suite_##suite __attribute__((weak)) = { NULL, __VA_ARGS__ }
 
-#define Test(suite, name, ...)                                                            \
-	extern const struct cr_opts cr_shim_suite_##suite __attribute__((weak));         \
-	static void cr_shim_fn_##suite##_##name(void);                                    \
-	static const struct cr_opts cr_shim_opts_##suite##_##name = { NULL, __VA_ARGS__ }; \
-	static struct cr_test cr_shim_test_##suite##_##name = {                           \
+#define Test(suite, name, ...)                                                              \
+	extern const struct cr_opts cr_shim_suite_##suite __attribute__((weak));            \
+	static void cr_shim_fn_##suite##_##name(void);                                      \
+	static const struct cr_opts cr_shim_opts_##suite##_##name = { NULL, __VA_ARGS__ };  \
+	static struct cr_test cr_shim_test_##suite##_##name = {                             \
 		#suite, #name, cr_shim_fn_##suite##_##name, &cr_shim_opts_##suite##_##name, \
-		NULL, NULL,                                                               \
-	};                                                                                \
-	__attribute__((constructor)) static void cr_shim_reg_##suite##_##name(void)       \
-	{                                                                                 \
-		cr_shim_test_##suite##_##name.suite_opts = &cr_shim_suite_##suite;        \
-		cr_shim_register(&cr_shim_test_##suite##_##name);                         \
-	}                                                                                 \
+		NULL,   NULL,                                                               \
+	};                                                                                  \
+	__attribute__((constructor)) static void cr_shim_reg_##suite##_##name(void)         \
+	{                                                                                   \
+		cr_shim_test_##suite##_##name.suite_opts = &cr_shim_suite_##suite;          \
+		cr_shim_register(&cr_shim_test_##suite##_##name);                           \
+	}                                                                                   \
 	static void cr_shim_fn_##suite##_##name(void)
 
 /* The message is an optional printf format and its arguments: " " glues
  * itself to it, or stands for an absent one. */
-#define CR_SHIM_CHECK(fatal, cond, expr, ...)                                             \
-	do {                                                                              \
-		if (!(cond))                                                              \
-			cr_shim_fail(__FILE__, __LINE__, fatal, expr, " " __VA_ARGS__);    \
+#define CR_SHIM_CHECK(fatal, cond, expr, ...)                                           \
+	do {                                                                            \
+		if (!(cond))                                                            \
+			cr_shim_fail(__FILE__, __LINE__, fatal, expr, " " __VA_ARGS__); \
 	} while (0)
 
 #define cr_assert(c, ...) CR_SHIM_CHECK(true, c, #c, __VA_ARGS__)
@@ -80,7 +80,8 @@ void cr_shim_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), nor
 #define cr_assert_fail(...) cr_shim_fail(__FILE__, __LINE__, true, "fail", " " __VA_ARGS__)
 #define cr_skip_test(...) cr_shim_skip(" " __VA_ARGS__)
 
-#define CR_SHIM_CMP(fatal, a, op, b, ...) CR_SHIM_CHECK(fatal, (a) op (b), #a " " #op " " #b, __VA_ARGS__)
+#define CR_SHIM_CMP(fatal, a, op, b, ...) \
+	CR_SHIM_CHECK(fatal, (a)op(b), #a " " #op " " #b, __VA_ARGS__)
 #define cr_assert_eq(a, b, ...) CR_SHIM_CMP(true, a, ==, b, __VA_ARGS__)
 #define cr_assert_neq(a, b, ...) CR_SHIM_CMP(true, a, !=, b, __VA_ARGS__)
 #define cr_assert_lt(a, b, ...) CR_SHIM_CMP(true, a, <, b, __VA_ARGS__)
@@ -90,10 +91,13 @@ void cr_shim_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), nor
 #define cr_expect_eq(a, b, ...) CR_SHIM_CMP(false, a, ==, b, __VA_ARGS__)
 #define cr_assert_null(p, ...) CR_SHIM_CHECK(true, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) CR_SHIM_CHECK(true, (p) != NULL, #p " != NULL", __VA_ARGS__)
-#define cr_assert_float_eq(a, b, eps, ...)                                                \
-	CR_SHIM_CHECK(true, fabs((double)(a) - (double)(b)) <= (eps), #a " == " #b " +- " #eps, __VA_ARGS__)
-#define cr_assert_str_eq(a, b, ...) CR_SHIM_CHECK(true, strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
-#define cr_assert_str_neq(a, b, ...) CR_SHIM_CHECK(true, strcmp((a), (b)) != 0, #a " != " #b, __VA_ARGS__)
+#define cr_assert_float_eq(a, b, eps, ...)                                                      \
+	CR_SHIM_CHECK(true, fabs((double)(a) - (double)(b)) <= (eps), #a " == " #b " +- " #eps, \
+		      __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...) \
+	CR_SHIM_CHECK(true, strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...) \
+	CR_SHIM_CHECK(true, strcmp((a), (b)) != 0, #a " != " #b, __VA_ARGS__)
 #define cr_assert_str_empty(s, ...) CR_SHIM_CHECK(true, (s)[0] == '\0', #s " is empty", __VA_ARGS__)
 
 #endif

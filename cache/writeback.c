@@ -623,11 +623,6 @@ bool tfs_wb_writable(const struct tfs_wb *wb)
 	return wb->cfg.mode != TFS_WB_OFF;
 }
 
-enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb)
-{
-	return wb->cfg.mode;
-}
-
 /* ---- start-up ---- */
 
 struct load_ctx {

@@ -202,7 +202,6 @@ int tfs_wb_renamed_clean(struct tfs_wb *wb, const char *from, const char *to,
 
 /* Whether the mount takes writes (mode != off). */
 bool tfs_wb_writable(const struct tfs_wb *wb);
-enum tfs_wb_mode tfs_wb_mode(const struct tfs_wb *wb);
 
 /* Reload: run `n` uploaders (1 .. TFS_WB_MAX_UPLOADERS).  Extra ones leave
  * after the upload they are doing.  No-op (0) when mode = off.  Returns 0

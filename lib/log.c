@@ -325,9 +325,32 @@ void tfs_log_unlimit(struct tfs_log *log)
 
 /* ---- formatting ---- */
 
+/* Copy `in` to `out` (cap bytes, NUL included) with every control byte
+ * (below 0x20, and DEL) written as \xNN, so that a string from outside
+ * (an object key, a server's error message) cannot start a line of its
+ * own, forge one, or send terminal escapes.  Cut where it does not fit. */
+static void printable(const char *in, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+		if (*p >= 0x20 && *p != 0x7f) {
+			if (o + 1 >= cap)
+				break;
+			out[o++] = (char)*p;
+		} else {
+			if (o + 4 >= cap)
+				break;
+			snprintf(out + o, cap - o, "\\x%02x", *p);
+			o += 4;
+		}
+	}
+	out[o] = '\0';
+}
+
 static void vlogf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, va_list ap)
 {
-	char line[4096];
+	char line[4096], safe[4096];
 	int saved = errno;
 	uint64_t sup = 0;
 
@@ -343,7 +366,8 @@ static void vlogf(const struct tfs_log *log, enum tfs_log_level level, const cha
 		snprintf(line + len, sizeof(line) - len,
 			 " (%" PRIu64 " similar messages suppressed)", sup);
 	}
-	emit(log, level, line);
+	printable(line, safe, sizeof(safe));
+	emit(log, level, safe);
 	errno = saved;
 }
 

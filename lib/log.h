@@ -111,8 +111,10 @@ void tfs_ratelimit_destroy(struct tfs_ratelimit *rl);
 bool tfs_ratelimit_allow(struct tfs_ratelimit *rl, uint64_t now_ms, uint64_t *suppressed);
 
 /* Format and emit a line if `level` is enabled.  `log` may be NULL, in which
- * case nothing is written.  Lines longer than 4 KiB are truncated.  Never
- * fails and never changes errno. */
+ * case nothing is written.  Control bytes in the formatted line (below
+ * 0x20, and DEL: a newline or terminal escape in an object key) are
+ * written as \xNN.  Lines longer than 4 KiB are truncated.  Never fails
+ * and never changes errno. */
 void tfs_logf(const struct tfs_log *log, enum tfs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

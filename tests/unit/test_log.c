@@ -103,6 +103,16 @@ Test(log, repeats_of_one_error_are_limited_and_counted)
 	cr_assert_str_eq(got.lines[4], "read 'd' failed: 11", "the count is given once");
 }
 
+/* An object key or a server's message is not trusted: a newline in it
+ * must not forge a line of its own, nor an escape reach a terminal. */
+Test(log, control_bytes_are_escaped)
+{
+	tfs_info(&lg, "read '%s': %s", "a\nFAKE: root logged in\x1b[31m", "tab\there\x7f");
+	cr_assert_eq(got.n, 1);
+	cr_assert_str_eq(got.lines[0], "read 'a\\x0aFAKE: root logged in\\x1b[31m': "
+				       "tab\\x09here\\x7f");
+}
+
 Test(log, formats_are_limited_separately)
 {
 	for (int i = 0; i < 5; i++) {

@@ -103,18 +103,7 @@ int tfs_wb_rename_dirty(struct tfs_wb *wb, const char *from, const char *to)
 	char *newpath = strdup(to);
 	int rc = dst && newpath ? wb_txn_begin(wb, &txn) : ENOMEM;
 	if (rc == 0) {
-		struct tfs_jrec put = {
-			.op = TFS_J_PUT,
-			.gen = dst->gen + 1,
-			.staging_id = f->staging_id,
-			.size = f->size,
-			.mode = f->attr.mode,
-			.uid = f->attr.uid,
-			.gid = f->attr.gid,
-			.mtime = f->attr.mtime,
-			.closed_ms = tfs_wall_ms(),
-			.path = (char *)to,
-		};
+		struct tfs_jrec put = wb_put_rec(f, dst->gen + 1, to);
 		struct tfs_jrec del = {
 			.op = TFS_J_DELETE,
 			.gen = src->gen + 1,

@@ -173,6 +173,23 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
 	pthread_cond_broadcast(&wb->work);
 }
 
+struct tfs_jrec wb_put_rec(const struct tfs_wb_file *f, uint64_t gen, const char *path)
+{
+	struct tfs_jrec r = {
+		.op = TFS_J_PUT,
+		.gen = gen,
+		.staging_id = f->staging_id,
+		.size = f->size,
+		.mode = f->attr.mode,
+		.uid = f->attr.uid,
+		.gid = f->attr.gid,
+		.mtime = f->attr.mtime,
+		.closed_ms = tfs_wall_ms(),
+		.path = (char *)path,
+	};
+	return r;
+}
+
 /* Write a record for `path`, keeping the multipart state of the previous
  * one so the uploader can resume or abort it.  Lock held. */
 int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r)

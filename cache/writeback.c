@@ -95,18 +95,7 @@ static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 /* Journal file `f` (PUT, next generation) and its LOCAL entry.  Lock held. */
 static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file *f)
 {
-	struct tfs_jrec r = {
-		.op = TFS_J_PUT,
-		.gen = e->gen + 1,
-		.staging_id = f->staging_id,
-		.size = f->size,
-		.mode = f->attr.mode,
-		.uid = f->attr.uid,
-		.gid = f->attr.gid,
-		.mtime = f->attr.mtime,
-		.closed_ms = tfs_wall_ms(),
-		.path = f->path,
-	};
+	struct tfs_jrec r = wb_put_rec(f, e->gen + 1, f->path);
 	struct tfs_attr a;
 	uint64_t gen;
 	wb_file_tfs_attr(f, &a);

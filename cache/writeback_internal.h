@@ -176,6 +176,10 @@ int wb_txn_begin(struct tfs_wb *wb, MDB_txn **txn);
  * `rc`; every failure is logged.  The transaction is gone afterwards. */
 int wb_txn_end(struct tfs_wb *wb, MDB_txn *txn, int rc, const char *what, const char *path);
 
+/* The PUT record of staged file `f` under `path` (borrowed: the record
+ * points to it), generation `gen`, closed now.  Cannot fail.  No lock. */
+struct tfs_jrec wb_put_rec(const struct tfs_wb_file *f, uint64_t gen, const char *path);
+
 /* In `txn`: write record *r (under r->path), raising r->gen above the
  * previous record's and keeping what that record still owed: the DELETE
  * of the other type's key (is_dir) when a name changed type, and its

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "lmdb_env.h"
+#include "dirs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,43 +81,6 @@ int tfs_lmdb_fail(const struct tfs_log *log, int rc, const char *what, ...)
 	va_end(ap);
 	tfs_err(log, "%s: %s", msg, mdb_strerror(rc));
 	return tfs_lmdb_errno(rc);
-}
-
-/* mkdir -p with mode 0700 for every directory created.  Returns 0 or
- * errno (logged). */
-static int make_dirs(const char *dir, const struct tfs_log *log)
-{
-	char path[PATH_LIMIT];
-	size_t n = strlen(dir);
-	struct stat st;
-
-	if (n == 0 || n >= sizeof(path)) {
-		tfs_err(log, "lmdb: directory name '%s' is empty or too long", dir);
-		return EINVAL;
-	}
-	memcpy(path, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (path[i] != '/' && path[i] != '\0')
-			continue;
-		char save = path[i];
-		path[i] = '\0';
-		if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-			int e = errno;
-			tfs_err(log, "lmdb: cannot create directory '%s': %s", path, strerror(e));
-			return e;
-		}
-		path[i] = save;
-	}
-	if (stat(dir, &st) != 0) {
-		int e = errno;
-		tfs_err(log, "lmdb: '%s': %s", dir, strerror(e));
-		return e;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		tfs_err(log, "lmdb: '%s' is not a directory", dir);
-		return EINVAL;
-	}
-	return 0;
 }
 
 /* Walk the main database (the list of named databases).  Damage found
@@ -319,9 +283,10 @@ int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log,
 	int rc;
 
 	*out = NULL;
-	rc = make_dirs(dir, log);
+	/* Created 0700, and refused if another user could have planted it. */
+	rc = tfs_dir_secure(dir, TFS_DIR_CREATE, log);
 	if (rc)
-		return rc;
+		return rc == ENOTDIR ? EINVAL : rc;
 	if (statfs(dir, &sf) != 0) {
 		rc = errno;
 		tfs_err(log, "lmdb: statfs '%s': %s", dir, strerror(rc));

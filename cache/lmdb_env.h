@@ -64,7 +64,8 @@
  *
  * Returns 0 and sets *out (the caller owns it: tfs_lmdb_close()), or a
  * positive errno with the cause logged: EINVAL (network filesystem, or
- * `dir` not a directory), EACCES, ENOSPC, ENOMEM, EIO.
+ * `dir` not a directory), EPERM (`dir` or a directory above it is one
+ * another user could have planted: dirs.h), EACCES, ENOSPC, ENOMEM, EIO.
  * Not thread safe with respect to other opens of the same directory in
  * this process (LMDB forbids opening one environment twice per process). */
 int tfs_lmdb_open(const char *dir, uint64_t map_size, const struct tfs_log *log, MDB_env **out);

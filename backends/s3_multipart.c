@@ -487,6 +487,9 @@ int s3_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t le
 	}
 	while (rc == 0 || (rc == ENOENT && resume && !by_fn)) {
 		if (rc == ENOENT && completed_already(s, fk, st, etag_out)) {
+			/* As after a completion here: an upload whose create
+			 * was retried after a lost reply may be open still. */
+			sweep_stale_uploads(s, fk, st->upload_id);
 			st->upload_id[0] = '\0';
 			rc = 0;
 			break;

@@ -932,6 +932,30 @@ Test(conformance, resumable_put_completed_but_reply_lost, .timeout = 300)
 	free(data);
 }
 
+/* An upload whose CreateMultipartUpload was retried after a lost reply is
+ * known to nobody; the put that finds its own upload completed by an
+ * earlier attempt must still abort it, as a put that completes does. */
+Test(conformance, resumable_put_completed_earlier_sweeps_stale_uploads, .timeout = 300)
+{
+	if (!is_s3())
+		cr_skip_test("no multipart on this backend (see the other resumable tests)");
+	size_t len = (10u << 20) + 4321; /* three parts */
+	unsigned char *data = pattern_buf(len, 28);
+	struct tfs_mpu st = { 0 }, other;
+	char orphan[TFS_UPLOAD_ID_MAX];
+	put_interrupted("rs/obj", data, len, 3, &st);
+	mpu_copy(&other, &st);
+	(void)put_to_end("rs/obj", data, len, &other);
+	tfs_mpu_clear(&other);
+	cr_assert_eq(tfs_backend_upload_begin(be, "rs/obj", NULL, orphan), 0);
+	cr_assert_eq(open_uploads(), 1);
+	(void)put_to_end("rs/obj", data, len, &st);
+	cr_assert_str_eq(st.upload_id, "");
+	cr_assert_eq(open_uploads(), 0, "the stale upload of the key was left open");
+	tfs_mpu_clear(&st);
+	free(data);
+}
+
 Test(conformance, streamed_parts_then_resumable_completion, .timeout = 300)
 {
 	uint64_t threshold, part_size;

@@ -1,8 +1,9 @@
 /* journal.c - write-back journal records in LMDB.
  *
  * Value layout (little-endian host order; the journal never leaves the
- * machine): struct hdr, then the path, the upload id, and for each part a
- * u16 length and the ETag bytes.
+ * machine): struct hdr, then the path, the upload id, for each part a
+ * u16 length and the ETag bytes, and (version 2) struct tail.  Version 1
+ * records, without the tail, are read with its fields 0.
  */
 #include "config.h"
 
@@ -15,7 +16,7 @@
 
 #include "lmdb_env.h"
 
-#define JREC_VERSION 1
+#define JREC_VERSION 2
 
 struct hdr {
 	uint8_t version;
@@ -30,6 +31,11 @@ struct hdr {
 	uint32_t nparts;
 	uint16_t upload_id_len;
 	uint16_t pad;
+};
+
+struct tail {
+	int64_t atime, ctime;
+	uint64_t rdev;
 };
 
 void tfs_jrec_clear(struct tfs_jrec *r)
@@ -56,7 +62,7 @@ int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
 	unsigned np = r->mpu.etags ? r->mpu.nparts : 0;
 	if (pl > UINT16_MAX || ul > UINT16_MAX)
 		return EINVAL;
-	size_t n = sizeof(struct hdr) + pl + ul;
+	size_t n = sizeof(struct hdr) + pl + ul + sizeof(struct tail);
 	for (unsigned i = 0; i < np; i++)
 		n += 2 + strlen(r->mpu.etags[i]);
 	char *buf = malloc(n), *p = buf;
@@ -93,6 +99,8 @@ int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
 		memcpy(p + 2, r->mpu.etags[i], el);
 		p += 2 + el;
 	}
+	struct tail t = { .atime = r->atime, .ctime = r->ctime, .rdev = r->rdev };
+	memcpy(p, &t, sizeof(t));
 	*out = buf;
 	*len = n;
 	return 0;
@@ -107,8 +115,8 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 		return EINVAL;
 	memcpy(&h, p, sizeof(h));
 	p += sizeof(h);
-	if (h.version != JREC_VERSION || h.op < TFS_J_PUT || h.op > TFS_J_META ||
-	    (size_t)(end - p) < (size_t)h.path_len + h.upload_id_len ||
+	if ((h.version != JREC_VERSION && h.version != 1) || h.op < TFS_J_PUT ||
+	    h.op > TFS_J_META || (size_t)(end - p) < (size_t)h.path_len + h.upload_id_len ||
 	    h.upload_id_len >= TFS_UPLOAD_ID_MAX || h.path_len == 0)
 		return EINVAL;
 	out->op = (enum tfs_jop)h.op;
@@ -152,6 +160,18 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 			out->mpu.etags[i][el] = '\0';
 			p += el;
 		}
+	}
+	if (h.version == JREC_VERSION) {
+		struct tail t;
+		if ((size_t)(end - p) < sizeof(t)) {
+			tfs_jrec_clear(out);
+			return EINVAL;
+		}
+		memcpy(&t, p, sizeof(t));
+		p += sizeof(t);
+		out->atime = t.atime;
+		out->ctime = t.ctime;
+		out->rdev = t.rdev;
 	}
 	if (p != end) {
 		tfs_jrec_clear(out);

@@ -4,7 +4,7 @@
  *
  * A record says what the bucket must end up with for one key:
  *   PUT     the staged file <staging>/<staging_id> as the object, with
- *           mode/uid/gid/mtime as s3fs-style x-amz-meta-* headers
+ *           mode/uid/gid/times/rdev as s3fs-style x-amz-meta-* headers
  *   MKDIR   a "key/" directory marker object
  *   DELETE  no object (DELETE key, and of "key/" for directories)
  *   META    new x-amz-meta-* headers on the object as it is in the bucket
@@ -43,8 +43,12 @@ struct tfs_jrec {
 	uint64_t gen;
 	uint64_t staging_id;     /* PUT: the staged file's number */
 	uint64_t size;           /* PUT: bytes to upload */
-	uint32_t mode, uid, gid; /* TFS_META_UNSET when unknown */
+	uint32_t mode, uid, gid; /* TFS_META_UNSET when unknown; mode may hold
+				  * the S_IFMT bits of a symlink or special
+				  * file (struct tfs_wb_attr) */
 	int64_t mtime;
+	int64_t atime, ctime; /* 0 when unknown */
+	uint64_t rdev;
 	uint64_t closed_ms; /* wall time of the last close or commit */
 	uint32_t attempts;  /* failed upload attempts so far */
 	uint32_t is_dir;    /* DELETE: also the "key/" marker.  PUT: also delete

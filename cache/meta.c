@@ -48,6 +48,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,10 +61,10 @@
 #define LISTER_THREADS 2   /* background listings at a time */
 #define LIST_QUEUE 64      /* directories waiting for one; more are not queued */
 #define LIST_RETRY_MS 1000 /* after a failed background listing, queue none for this long */
-#define REC_VERSION 2
-#define REC_HEADERS 0x1 /* flags: attributes from a HEAD */
-#define REC_LOCAL 0x2   /* flags: written through the mount, not in the bucket yet */
-#define TYPE_WHITEOUT 0 /* a LOCAL entry hiding a name being deleted */
+#define REC_VERSION 3      /* 2: without the fields after fetched_ms */
+#define REC_HEADERS 0x1    /* flags: attributes from a HEAD */
+#define REC_LOCAL 0x2      /* flags: written through the mount, not in the bucket yet */
+#define TYPE_WHITEOUT 0    /* a LOCAL entry hiding a name being deleted */
 
 struct rec {
 	uint8_t version;
@@ -76,7 +77,18 @@ struct rec {
 	uint64_t size;
 	int64_t mtime;
 	uint64_t fetched_ms;
+	/* Version 3: */
+	uint32_t fmt, pad3;
+	uint64_t rdev;
+	int64_t atime, ctime;
+	uint64_t ino;
 };
+
+#define REC_V2_SIZE offsetof(struct rec, fmt)
+/* The key in meta_dirs (whose other keys are HLEN bytes long) of the next
+ * inode number to give out; numbers start at INO_FIRST. */
+#define INO_KEY "next_ino"
+#define INO_FIRST 16
 
 struct dirrec {
 	uint64_t listed_ms; /* start of the last listing (complete unless
@@ -172,21 +184,36 @@ static int mdb_errno(const struct tfs_meta *m, int rc, const char *what)
 
 /* ---- record encoding ---- */
 
+/* The size of a record's fixed part: version 2 records (written before
+ * the fields of version 3) are read too, with those fields 0. */
+static size_t rec_size(uint8_t version)
+{
+	return version == REC_VERSION ? sizeof(struct rec) : version == 2 ? REC_V2_SIZE : 0;
+}
+
 static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
 {
 	struct rec r;
-	memcpy(&r, v->mv_data, sizeof(r));
+	memset(&r, 0, sizeof(r));
+	memcpy(&r, v->mv_data, REC_V2_SIZE);
+	size_t hs = rec_size(r.version);
+	memcpy(&r, v->mv_data, hs);
 	memset(a, 0, sizeof(*a));
 	a->type = (enum tfs_ftype)r.type;
 	a->size = r.size;
 	a->mtime = r.mtime;
+	a->atime = r.atime;
+	a->ctime = r.ctime;
 	a->mode = r.mode;
+	a->fmt = r.fmt;
 	a->uid = r.uid;
 	a->gid = r.gid;
+	a->rdev = r.rdev;
+	a->ino = r.ino;
 	a->headers = (r.flags & REC_HEADERS) != 0;
 	a->local = (r.flags & REC_LOCAL) != 0;
 	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
-	memcpy(a->etag, (const char *)v->mv_data + sizeof(r), el);
+	memcpy(a->etag, (const char *)v->mv_data + hs, el);
 	a->etag[el] = '\0';
 	*fetched = r.fetched_ms;
 }
@@ -194,14 +221,52 @@ static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
 static bool valid_rec(const MDB_val *v)
 {
 	struct rec r;
-	if (v->mv_size < sizeof(r))
+	if (v->mv_size < REC_V2_SIZE)
 		return false;
-	memcpy(&r, v->mv_data, sizeof(r));
-	return r.version == REC_VERSION && v->mv_size == sizeof(r) + r.etag_len;
+	memcpy(&r, v->mv_data, REC_V2_SIZE);
+	size_t hs = rec_size(r.version);
+	return hs && v->mv_size == hs + r.etag_len;
 }
 
+bool tfs_attr_settled(const struct tfs_attr *a)
+{
+	if (a->headers || a->local)
+		return true;
+	return a->type == TFS_FT_FILE && a->size >= TFS_META_PROBE_SIZE;
+}
+
+/* A new inode number, from the counter in meta_dirs (inside the caller's
+ * write transaction, which serializes it).  Returns 0 or an LMDB error. */
+static int next_ino(MDB_txn *txn, struct tfs_meta *m, uint64_t *ino)
+{
+	MDB_val k = { sizeof(INO_KEY) - 1, (void *)INO_KEY }, v;
+	uint64_t n = INO_FIRST;
+	int rc = mdb_get(txn, m->dirs, &k, &v);
+	if (rc == 0 && v.mv_size == sizeof(n))
+		memcpy(&n, v.mv_data, sizeof(n));
+	else if (rc != 0 && rc != MDB_NOTFOUND)
+		return rc;
+	if (n < INO_FIRST)
+		n = INO_FIRST;
+	*ino = n++;
+	v.mv_size = sizeof(n);
+	v.mv_data = &n;
+	return mdb_put(txn, m->dirs, &k, &v, 0);
+}
+
+/* Whether two attributes are of the same kind of file (a name that keeps
+ * its kind keeps its inode number). */
+static bool same_kind(const struct tfs_attr *a, const struct tfs_attr *b)
+{
+	return a->type == b->type && (a->type != TFS_FT_FILE || a->fmt == b->fmt);
+}
+
+/* Write the entry `name` of directory h with attributes `a` inside `txn`.
+ * An entry without an inode number keeps the one stored under its name
+ * while its kind stays (same_kind()), else gets a new one; *ino_out (may
+ * be NULL) receives the number written.  Returns 0 or an LMDB error. */
 static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
-		     const struct tfs_attr *a, uint64_t fetched)
+		     const struct tfs_attr *a, uint64_t fetched, uint64_t *ino_out)
 {
 	uint8_t kbuf[HLEN + NAME_MAX + 1];
 	uint8_t vbuf[sizeof(struct rec) + TFS_ETAG_MAX];
@@ -217,12 +282,36 @@ static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], co
 		.size = a->size,
 		.mtime = a->mtime,
 		.fetched_ms = fetched,
+		.fmt = a->fmt,
+		.rdev = a->rdev,
+		.atime = a->atime,
+		.ctime = a->ctime,
+		.ino = a->ino,
 	};
 	memcpy(kbuf, h, HLEN);
 	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf }, v;
+	if (r.ino == 0 && a->type != TYPE_WHITEOUT) {
+		/* The name keeps its number while it keeps its kind. */
+		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
+			struct tfs_attr old;
+			uint64_t f;
+			decode(&v, &old, &f);
+			if (same_kind(&old, a))
+				r.ino = old.ino;
+		}
+		if (r.ino == 0) {
+			int rc = next_ino(txn, m, &r.ino);
+			if (rc)
+				return rc;
+		}
+	}
 	memcpy(vbuf, &r, sizeof(r));
 	memcpy(vbuf + sizeof(r), a->etag, r.etag_len);
-	MDB_val k = { HLEN + nlen, kbuf }, v = { sizeof(r) + r.etag_len, vbuf };
+	v.mv_size = sizeof(r) + r.etag_len;
+	v.mv_data = vbuf;
+	if (ino_out)
+		*ino_out = r.ino;
 	return mdb_put(txn, m->entries, &k, &v, 0);
 }
 
@@ -265,18 +354,23 @@ static int get_dir(struct tfs_meta *m, const uint8_t h[HLEN], struct dirrec *d)
 	return mdb_errno(m, rc, "get dir");
 }
 
+/* Store entry `name` of directory h in a transaction of its own; a->ino
+ * gets the number stored (put_entry()) once it is committed. */
 static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
-		       const struct tfs_attr *a, uint64_t fetched)
+		       struct tfs_attr *a, uint64_t fetched)
 {
 	MDB_txn *txn;
+	uint64_t ino = 0;
 	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
 	if (rc == 0) {
-		rc = put_entry(txn, m, h, name, a, fetched);
+		rc = put_entry(txn, m, h, name, a, fetched, &ino);
 		if (rc == 0)
 			rc = mdb_txn_commit(txn);
 		else
 			mdb_txn_abort(txn);
 	}
+	if (rc == 0)
+		a->ino = ino;
 	return mdb_errno(m, rc, "store entry");
 }
 
@@ -313,6 +407,36 @@ static uint32_t meta_u32(const struct tfs_obj_meta *om, const char *name, uint32
 	return (uint32_t)x & mask;
 }
 
+/* A time in seconds from x-amz-meta-<name> (s3fs writes "sec" or
+ * "sec.nsec"), or 0 when missing or out of range. */
+static int64_t meta_time(const struct tfs_obj_meta *om, const char *name)
+{
+	const char *v = tfs_obj_meta_get(om, name);
+	if (v == NULL)
+		return 0;
+	char *end;
+	errno = 0;
+	double t = strtod(v, &end);
+	if (errno || end == v || !(t >= 0 && t < 1e12))
+		return 0;
+	return (int64_t)t;
+}
+
+/* The S_IFMT bits of a file that shows as a special kind, or 0. */
+static uint32_t special_fmt(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFLNK:
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		return mode & S_IFMT;
+	default:
+		return 0;
+	}
+}
+
 static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
 {
 	memset(a, 0, sizeof(*a));
@@ -322,17 +446,39 @@ static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
 	snprintf(a->etag, sizeof(a->etag), "%s", om->etag);
 	a->headers = true;
 	/* s3fs writes st_mode in decimal, with the file type bits. */
-	a->mode = meta_u32(om, "mode", 07777);
-	a->uid = meta_u32(om, "uid", UINT32_MAX);
-	a->gid = meta_u32(om, "gid", UINT32_MAX);
-	const char *mt = tfs_obj_meta_get(om, "mtime");
-	if (mt) {
+	uint32_t mode = meta_u32(om, "mode", UINT32_MAX);
+	a->mode = mode == TFS_META_UNSET ? mode : mode & 07777;
+	a->fmt = mode == TFS_META_UNSET ? 0 : special_fmt(mode);
+	if (a->fmt == S_IFLNK && (a->size == 0 || a->size >= PATH_MAX))
+		a->fmt = 0; /* no target a symlink can have: a file */
+	if (a->fmt == S_IFCHR || a->fmt == S_IFBLK) {
+		const char *rd = tfs_obj_meta_get(om, "rdev");
 		char *end;
 		errno = 0;
-		double t = strtod(mt, &end);
-		if (errno == 0 && end != mt && t >= 0 && t < 1e12)
-			a->mtime = (int64_t)t;
+		unsigned long long x = rd ? strtoull(rd, &end, 10) : 0;
+		if (rd && errno == 0 && end != rd && *end == '\0')
+			a->rdev = x;
 	}
+	a->uid = meta_u32(om, "uid", UINT32_MAX);
+	a->gid = meta_u32(om, "gid", UINT32_MAX);
+	int64_t t = meta_time(om, "mtime");
+	if (t)
+		a->mtime = t;
+	a->atime = meta_time(om, "atime");
+	a->ctime = meta_time(om, "ctime");
+}
+
+/* Attributes of a directory from a HEAD of its marker "dir/". */
+static void dir_attr_from_marker(const struct tfs_obj_meta *om, struct tfs_attr *a)
+{
+	attr_from_head(om, a);
+	a->type = TFS_FT_DIR;
+	a->size = 0;
+	a->fmt = 0;
+	a->rdev = 0;
+	a->etag[0] = '\0';
+	if (tfs_obj_meta_get(om, "mtime") == NULL)
+		a->mtime = 0; /* a marker's Last-Modified is not the directory's time */
 }
 
 static void dir_attr(struct tfs_attr *a)
@@ -340,6 +486,25 @@ static void dir_attr(struct tfs_attr *a)
 	memset(a, 0, sizeof(*a));
 	a->type = TFS_FT_DIR;
 	a->mode = a->uid = a->gid = TFS_META_UNSET;
+}
+
+/* The attributes of directory `key` ("dir/", with its slash) from its
+ * marker object: HEAD it.  No marker (ENOENT): the defaults.  Either way
+ * the answer is final (headers).  Returns 0 or the backend's error. */
+static int marker_attr(struct tfs_meta *m, const char *key, struct tfs_attr *a)
+{
+	struct tfs_obj_meta om = { 0 };
+	atomic_fetch_add(&m->backend_lookups, 1);
+	int rc = tfs_backend_head(m->be, key, &om);
+	if (rc == 0)
+		dir_attr_from_marker(&om, a);
+	else if (rc == ENOENT)
+		dir_attr(a);
+	tfs_obj_meta_clear(&om);
+	if (rc && rc != ENOENT)
+		return rc;
+	a->headers = true;
+	return 0;
 }
 
 /* Ask the backend what `name` in `dir` is.  *s3fs_meta (may be NULL) is
@@ -373,10 +538,55 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	if (rc)
 		return rc;
 	bool exists = p.n_entries > 0 || p.n_prefixes > 0;
+	/* The marker "name/" sorts first: a one-key page shows it if any. */
+	bool marker = p.n_entries > 0 && strcmp(p.entries[0].key, key) == 0;
 	tfs_list_page_clear(&p);
 	if (!exists)
 		return ENOENT;
 	dir_attr(a);
+	if (!marker) {
+		a->headers = true; /* nothing more to learn */
+		return 0;
+	}
+	if (marker_attr(m, key, a) != 0)
+		dir_attr(a); /* the directory exists; its attributes wait */
+	return 0;
+}
+
+/* Learn what a listing could not tell of `name` in `dir` (cached as *a,
+ * not settled): HEAD the object, or the directory's marker.  The answer is
+ * stored with the listing's time `fetched`; *changed (may be NULL) is set
+ * when the object's ETag is not the listed one.  Returns 0 (*a updated),
+ * ENOENT (the object is gone: forgotten) or the backend's error (*a
+ * unchanged). */
+static int settle(struct tfs_meta *m, const uint8_t h[HLEN], const char *dir, const char *name,
+		  struct tfs_attr *a, uint64_t fetched, bool *changed)
+{
+	char key[4096];
+	struct tfs_attr n;
+	int rc = tfs_meta_join(dir, name, key, sizeof(key) - 1);
+	if (rc)
+		return rc;
+	if (a->type == TFS_FT_DIR) {
+		size_t kl = strlen(key);
+		key[kl] = '/';
+		key[kl + 1] = '\0';
+		rc = marker_attr(m, key, &n);
+	} else {
+		struct tfs_obj_meta om = { 0 };
+		atomic_fetch_add(&m->backend_lookups, 1);
+		rc = tfs_backend_head(m->be, key, &om);
+		if (rc == 0)
+			attr_from_head(&om, &n);
+		tfs_obj_meta_clear(&om);
+		if (rc == 0 && strcmp(n.etag, a->etag) != 0 && changed)
+			*changed = true;
+	}
+	if (rc)
+		return rc;
+	n.ino = same_kind(&n, a) ? a->ino : 0;
+	*a = n;
+	store_entry(m, h, name, a, fetched);
 	return 0;
 }
 
@@ -414,9 +624,23 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		return backend_lookup(m, dir, name, out, NULL);
 	}
 	if (have == 0 && (cached.local || fresh(m, fetched, now))) {
-		atomic_fetch_add(&m->hits, 1);
-		if (cached.type == TYPE_WHITEOUT)
+		if (cached.type == TYPE_WHITEOUT) {
+			atomic_fetch_add(&m->hits, 1);
 			return ENOENT;
+		}
+		if (!tfs_attr_settled(&cached)) {
+			int src = settle(m, h, dir, name, &cached, fetched, changed);
+			if (src == ENOENT) {
+				forget(m, dir, name);
+				if (changed)
+					*changed = true;
+				return ENOENT;
+			}
+			if (src)
+				atomic_fetch_add(&m->stale_served, 1);
+		} else {
+			atomic_fetch_add(&m->hits, 1);
+		}
 		*out = cached;
 		return 0;
 	}
@@ -435,8 +659,9 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 			if (strcmp(cached.etag, out->etag) != 0 && changed)
 				*changed = true;
 		}
-		if (have == 0 && out->type == TFS_FT_DIR && cached.type == TFS_FT_DIR)
-			*out = cached; /* keep whatever the directory had */
+		if (have == 0 && out->type == TFS_FT_DIR && cached.type == TFS_FT_DIR &&
+		    !out->headers)
+			*out = cached; /* its marker did not answer: keep what it had */
 		store_entry(m, h, name, out, now);
 		return 0;
 	}
@@ -597,15 +822,10 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			decode(&v, &old, &f);
 			if (old.local)
 				continue; /* the mount's own change wins until written back */
-			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0) {
-				a.mode = old.mode;
-				a.uid = old.uid;
-				a.gid = old.gid;
-				a.mtime = old.mtime;
-				a.headers = old.headers;
-			}
+			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0)
+				a = old; /* the same version: all a HEAD learned stays */
 		}
-		rc = put_entry(txn, m, h, name, &a, start);
+		rc = put_entry(txn, m, h, name, &a, start, NULL);
 	}
 	for (size_t i = 0; rc == 0 && i < p->n_prefixes; i++) {
 		char name[NAME_MAX + 2];
@@ -629,10 +849,15 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			decode(&v, &old, &f);
 			if (old.local || (old.type == TFS_FT_FILE && f >= start))
 				continue;
+			if (old.type == TFS_FT_DIR) {
+				/* Still a directory: what its marker said stays. */
+				rc = put_entry(txn, m, h, name, &old, start, NULL);
+				continue;
+			}
 		}
 		struct tfs_attr a;
 		dir_attr(&a);
-		rc = put_entry(txn, m, h, name, &a, start);
+		rc = put_entry(txn, m, h, name, &a, start, NULL);
 	}
 	if (rc) {
 		mdb_txn_abort(txn);
@@ -1054,7 +1279,7 @@ static int txn_put(struct tfs_meta *m, MDB_txn *txn, const char *path, const str
 	if (rc)
 		return rc;
 	dir_hash(dir, h);
-	return mdb_errno(m, put_entry(txn, m, h, name, a, fetched), "store local entry");
+	return mdb_errno(m, put_entry(txn, m, h, name, a, fetched, NULL), "store local entry");
 }
 
 int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
@@ -1107,6 +1332,57 @@ int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
 	MDB_val k = { HLEN + nlen, kbuf };
 	rc = mdb_del(txn, m->entries, &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : mdb_errno(m, rc, "forget entry");
+}
+
+uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path)
+{
+	char dir[4096];
+	const char *name;
+	uint8_t h[HLEN];
+	struct tfs_attr a;
+	uint64_t f;
+	if (split_path(path, dir, sizeof(dir), &name) != 0)
+		return 0;
+	dir_hash(dir, h);
+	return get_entry(m, h, name, &a, &f) == 0 && a.type != TYPE_WHITEOUT ? a.ino : 0;
+}
+
+int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino)
+{
+	char dir[4096];
+	const char *name;
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	MDB_txn *txn;
+	if (ino == 0)
+		return 0;
+	int rc = split_path(path, dir, sizeof(dir), &name);
+	if (rc)
+		return rc;
+	size_t nlen = strlen(name);
+	dir_hash(dir, kbuf);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf }, v;
+	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		return mdb_errno(m, rc, "set ino");
+	rc = mdb_get(txn, m->entries, &k, &v);
+	if (rc == 0 && !valid_rec(&v))
+		rc = MDB_NOTFOUND;
+	if (rc == 0) {
+		struct tfs_attr a;
+		uint64_t f;
+		decode(&v, &a, &f);
+		if (a.type == TYPE_WHITEOUT) {
+			rc = MDB_NOTFOUND;
+		} else {
+			a.ino = ino;
+			rc = put_entry(txn, m, kbuf, name, &a, f, NULL);
+		}
+	}
+	if (rc == 0)
+		return mdb_errno(m, mdb_txn_commit(txn), "set ino");
+	mdb_txn_abort(txn);
+	return mdb_errno(m, rc, "set ino");
 }
 
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)

@@ -37,16 +37,44 @@ enum tfs_ftype {
 	TFS_FT_DIR = 2
 };
 
+/* Attributes of one name.  A TFS_FT_FILE is an object; `fmt` says which
+ * kind of file it shows as: 0 a regular file, or S_IFLNK (its body is the
+ * link's target), S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK (metadata only),
+ * from the type bits of x-amz-meta-mode as s3fs writes them.  A directory's
+ * mode, owner and times come from its "dir/" marker object when it has one.
+ * Times of 0 are unknown: shown as mtime. */
 struct tfs_attr {
 	enum tfs_ftype type;
 	uint64_t size;
 	int64_t mtime;           /* x-amz-meta-mtime if set, else Last-Modified */
+	int64_t atime, ctime;    /* x-amz-meta-atime/ctime, or 0 */
 	char etag[TFS_ETAG_MAX]; /* files only */
 	uint32_t mode;           /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
+	uint32_t fmt;            /* files: 0 or the S_IFMT bits above */
 	uint32_t uid, gid;       /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
-	bool headers;            /* a HEAD of this ETag was seen: mode/uid/gid/mtime final */
-	bool local;              /* written through this mount and not yet in the bucket */
+	uint64_t rdev;           /* devices: x-amz-meta-rdev */
+	/* The inode number shown (st_ino), kept in the cache with the entry:
+	 * the same for a name across remounts while the cache is kept, moved
+	 * with the name by a rename (tfs_meta_set_ino()), never given to
+	 * another entry.  0: not known (an entry not stored yet). */
+	uint64_t ino;
+	bool headers; /* a HEAD of this ETag (of the marker, for a directory)
+		       * was seen: mode/fmt/uid/gid/times final */
+	bool local;   /* written through this mount and not yet in the bucket */
 };
+
+/* Objects smaller than this that a listing shows without their headers
+ * may be symlinks or special files (a symlink's body is its target, at
+ * most PATH_MAX - 1 bytes): tfs_meta_lookup() HEADs them before it
+ * answers. */
+#define TFS_META_PROBE_SIZE 4096
+
+/* Whether `a` is known for sure, or a lookup would still HEAD the object
+ * (a directory without a marker HEAD, or an object under
+ * TFS_META_PROBE_SIZE, listed without its headers).  Readdir shows an
+ * entry that is not settled without attributes, so the kernel looks it
+ * up.  Pure. */
+bool tfs_attr_settled(const struct tfs_attr *a);
 
 struct tfs_meta;
 
@@ -73,7 +101,9 @@ void tfs_meta_close(struct tfs_meta *m);
  * each lookup).  Thread safe (an atomic). */
 void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms);
 
-/* Attributes of `name` in directory `dir`.  Returns 0, ENOENT, ENAMETOOLONG,
+/* Attributes of `name` in directory `dir`.  An entry that is not settled
+ * (tfs_attr_settled()) is HEADed first (its marker "name/" for a
+ * directory), once: the answer is kept.  Returns 0, ENOENT, ENAMETOOLONG,
  * or the backend's error (EIO, EACCES).  *changed (may be NULL) is set
  * when a revalidation found a different ETag than the cached one. */
 int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
@@ -111,6 +141,14 @@ int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a);
 /* Remove the entry of `path`, LOCAL or not. */
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path);
+
+/* The inode number of the entry at `path` (0 when there is none or it has
+ * none).  Cannot fail: an LMDB error reads as 0. */
+uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path);
+/* Give the entry at `path` inode number `ino` (after a rename: the number
+ * the name had before).  0 is a no-op.  Returns 0, ENOENT (no entry),
+ * ENAMETOOLONG or an LMDB errno (logged). */
+int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino);
 
 /* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 struct json_object;

@@ -66,19 +66,14 @@ int tfs_wb_mkdir(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *
 		struct tfs_jrec r = {
 			.op = TFS_J_MKDIR,
 			.gen = e->gen + 1,
-			.mode = a->mode,
-			.uid = a->uid,
-			.gid = a->gid,
-			.mtime = a->mtime,
 			.closed_ms = tfs_wall_ms(),
 			.path = (char *)path,
 		};
-		struct tfs_attr da = { .type = TFS_FT_DIR,
-				       .mtime = a->mtime,
-				       .mode = a->mode,
-				       .uid = a->uid,
-				       .gid = a->gid,
-				       .headers = true };
+		struct tfs_attr da = { .type = TFS_FT_DIR, .headers = true };
+		wb_jrec_set_attr(&r, a);
+		tfs_wb_attr_apply(a, &da);
+		da.fmt = 0;
+		da.rdev = 0;
 		uint64_t gen;
 		rc = wb_journal(wb, &r, &da, "mkdir", &gen);
 		if (rc == 0)

@@ -107,15 +107,55 @@ void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged)
 	free(f);
 }
 
+struct tfs_wb_attr tfs_wb_attr_of(const struct tfs_attr *a)
+{
+	struct tfs_wb_attr w = {
+		.mode = a->mode == TFS_META_UNSET ? TFS_META_UNSET : (a->mode & 07777) | a->fmt,
+		.uid = a->uid,
+		.gid = a->gid,
+		.mtime = a->mtime,
+		.atime = a->atime,
+		.ctime = a->ctime,
+		.rdev = a->rdev,
+	};
+	return w;
+}
+
+void tfs_wb_attr_apply(const struct tfs_wb_attr *w, struct tfs_attr *a)
+{
+	a->mode = w->mode == TFS_META_UNSET ? TFS_META_UNSET : w->mode & 07777;
+	a->fmt = w->mode == TFS_META_UNSET ? 0 : w->mode & S_IFMT;
+	a->uid = w->uid;
+	a->gid = w->gid;
+	a->mtime = w->mtime;
+	a->atime = w->atime;
+	a->ctime = w->ctime;
+	a->rdev = w->rdev;
+}
+
+void wb_jrec_set_attr(struct tfs_jrec *r, const struct tfs_wb_attr *a)
+{
+	r->mode = a->mode;
+	r->uid = a->uid;
+	r->gid = a->gid;
+	r->mtime = a->mtime;
+	r->atime = a->atime;
+	r->ctime = a->ctime;
+	r->rdev = a->rdev;
+}
+
+struct tfs_wb_attr wb_jrec_attr(const struct tfs_jrec *r)
+{
+	struct tfs_wb_attr a = { r->mode, r->uid, r->gid, r->mtime, r->atime, r->ctime, r->rdev };
+	return a;
+}
+
 void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->type = TFS_FT_FILE;
 	a->size = f->size;
-	a->mtime = f->attr.mtime;
-	a->mode = f->attr.mode;
-	a->uid = f->attr.uid;
-	a->gid = f->attr.gid;
+	tfs_wb_attr_apply(&f->attr, a);
 	a->local = true;
 	a->headers = true;
 }
@@ -180,13 +220,10 @@ struct tfs_jrec wb_put_rec(const struct tfs_wb_file *f, uint64_t gen, const char
 		.gen = gen,
 		.staging_id = f->staging_id,
 		.size = f->size,
-		.mode = f->attr.mode,
-		.uid = f->attr.uid,
-		.gid = f->attr.gid,
-		.mtime = f->attr.mtime,
 		.closed_ms = tfs_wall_ms(),
 		.path = (char *)path,
 	};
+	wb_jrec_set_attr(&r, &f->attr);
 	return r;
 }
 
@@ -247,9 +284,15 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
 	char v[32];
 	if (r->mode != TFS_META_UNSET) {
 		/* s3fs stores st_mode in decimal, with the file type bits. */
-		snprintf(v, sizeof(v), "%u",
-			 (unsigned)((dir ? S_IFDIR : S_IFREG) | (r->mode & 07777)));
+		uint32_t fmt = r->mode & S_IFMT;
+		if (dir || fmt == 0)
+			fmt = dir ? S_IFDIR : S_IFREG;
+		snprintf(v, sizeof(v), "%u", (unsigned)(fmt | (r->mode & 07777)));
 		tfs_obj_meta_set(om, "mode", v);
+		if (!dir && (fmt == S_IFCHR || fmt == S_IFBLK)) {
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)r->rdev);
+			tfs_obj_meta_set(om, "rdev", v);
+		}
 	}
 	if (r->uid != TFS_META_UNSET) {
 		snprintf(v, sizeof(v), "%u", (unsigned)r->uid);
@@ -262,6 +305,14 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
 	if (mtime) {
 		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
 		tfs_obj_meta_set(om, "mtime", v);
+	}
+	if (mtime && r->atime) {
+		snprintf(v, sizeof(v), "%lld", (long long)r->atime);
+		tfs_obj_meta_set(om, "atime", v);
+	}
+	if (mtime && r->ctime) {
+		snprintf(v, sizeof(v), "%lld", (long long)r->ctime);
+		tfs_obj_meta_set(om, "ctime", v);
 	}
 }
 

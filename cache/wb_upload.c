@@ -243,13 +243,9 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 		pthread_mutex_lock(&wb->lock);
 		same = f == NULL || (e->file == f && f->seq == seq0);
 		pthread_mutex_unlock(&wb->lock);
-		struct tfs_attr a = { .type = TFS_FT_FILE,
-				      .size = size,
-				      .mtime = r->mtime,
-				      .mode = r->mode,
-				      .uid = r->uid,
-				      .gid = r->gid,
-				      .headers = true };
+		struct tfs_attr a = { .type = TFS_FT_FILE, .size = size, .headers = true };
+		struct tfs_wb_attr wa = wb_jrec_attr(r);
+		tfs_wb_attr_apply(&wa, &a);
 		snprintf(a.etag, sizeof(a.etag), "%s", etag);
 		if (same)
 			*retired = retire(wb, r->path, r->gen, &a);
@@ -317,12 +313,10 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		snprintf(key, sizeof(key), "%s/", r.path);
 		rc = tfs_backend_put(wb->be, key, tfs_io_cbuf(""), 0, &om, NULL);
 		tfs_obj_meta_clear(&om);
-		struct tfs_attr a = { .type = TFS_FT_DIR,
-				      .mtime = r.mtime,
-				      .mode = r.mode,
-				      .uid = r.uid,
-				      .gid = r.gid,
-				      .headers = true };
+		struct tfs_attr a = { .type = TFS_FT_DIR, .headers = true };
+		struct tfs_wb_attr wa = wb_jrec_attr(&r);
+		tfs_wb_attr_apply(&wa, &a);
+		a.fmt = 0;
 		if (rc == 0 && (*retired = retire(wb, r.path, gen, &a))) {
 			pthread_mutex_lock(&wb->lock);
 			wb->mkdirs++;
@@ -357,11 +351,9 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		} else if (rc == 0) {
 			struct tfs_attr a = { .type = TFS_FT_FILE,
 					      .size = r.size,
-					      .mtime = r.mtime,
-					      .mode = r.mode,
-					      .uid = r.uid,
-					      .gid = r.gid,
 					      .headers = true };
+			struct tfs_wb_attr wa = wb_jrec_attr(&r);
+			tfs_wb_attr_apply(&wa, &a);
 			snprintf(a.etag, sizeof(a.etag), "%s", etag);
 			if ((*retired = retire(wb, r.path, gen, &a))) {
 				pthread_mutex_lock(&wb->lock);

@@ -237,12 +237,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 			return rc;
 		}
 	}
-	if (clean) {
-		f->attr.mode = clean->mode;
-		f->attr.uid = clean->uid;
-		f->attr.gid = clean->gid;
-		f->attr.mtime = clean->mtime;
-	}
+	if (clean)
+		f->attr = tfs_wb_attr_of(clean);
 	f->refs = 1;
 	f->writers = 1;
 	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */
@@ -320,28 +316,31 @@ void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr 
 	pthread_mutex_unlock(&wb->lock);
 }
 
-/* Set the attributes named in `mask` (TFS_WB_SET_*) from `a` in *mode,
- * *uid, *gid and *mtime (the fields of a dirty file's struct tfs_wb_attr
- * or of a clean object's struct tfs_attr).  Cannot fail.  No lock of its
- * own: the caller's protects the fields. */
-static void set_by_mask(unsigned mask, const struct tfs_wb_attr *a, uint32_t *mode, uint32_t *uid,
-			uint32_t *gid, int64_t *mtime)
+/* Set the attributes named in `mask` (TFS_WB_SET_*) from `a` in *w.  A
+ * new mode changes the permission bits only: the kind of file (S_IFMT
+ * bits) stays.  Cannot fail.  No lock of its own: the caller's protects
+ * the fields. */
+static void set_by_mask(unsigned mask, const struct tfs_wb_attr *a, struct tfs_wb_attr *w)
 {
 	if (mask & TFS_WB_SET_MODE)
-		*mode = a->mode;
+		w->mode = (w->mode != TFS_META_UNSET ? w->mode & S_IFMT : 0) | (a->mode & 07777);
 	if (mask & TFS_WB_SET_UID)
-		*uid = a->uid;
+		w->uid = a->uid;
 	if (mask & TFS_WB_SET_GID)
-		*gid = a->gid;
+		w->gid = a->gid;
 	if (mask & TFS_WB_SET_MTIME)
-		*mtime = a->mtime;
+		w->mtime = a->mtime;
+	if (mask & TFS_WB_SET_ATIME)
+		w->atime = a->atime;
+	if (mask & TFS_WB_SET_CTIME)
+		w->ctime = a->ctime;
 }
 
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
 			 const struct tfs_wb_attr *a)
 {
 	pthread_mutex_lock(&wb->lock);
-	set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
+	set_by_mask(mask, a, &f->attr);
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -427,7 +426,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 		wb->staged += off + len - f->size;
 		f->size = off + len;
 	}
-	f->attr.mtime = (int64_t)time(NULL);
+	f->attr.mtime = f->attr.ctime = (int64_t)time(NULL);
 	f->seq++;
 	if (f->appending && off + len == f->size)
 		wb_file_stream_grow(wb, f);
@@ -463,7 +462,7 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	wb->staged += size;
 	wb->staged -= f->size;
 	f->size = size;
-	f->attr.mtime = (int64_t)time(NULL);
+	f->attr.mtime = f->attr.ctime = (int64_t)time(NULL);
 	f->seq++;
 	pthread_mutex_unlock(&wb->lock);
 	return 0;
@@ -563,7 +562,7 @@ again:
 		struct tfs_wb_file *f = e->file;
 		if (mask)
 			wb_file_stream_break(f); /* its upload's headers are fixed */
-		set_by_mask(mask, a, &f->attr.mode, &f->attr.uid, &f->attr.gid, &f->attr.mtime);
+		set_by_mask(mask, a, &f->attr);
 		f->seq++;
 		if (f->writers == 0 || f->journaled) {
 			rc = journal_file(wb, e, f);
@@ -582,7 +581,9 @@ again:
 	}
 	/* A clean object: a META record (server-side copy with new headers). */
 	struct tfs_attr na = *clean;
-	set_by_mask(mask, a, &na.mode, &na.uid, &na.gid, &na.mtime);
+	struct tfs_wb_attr wa = tfs_wb_attr_of(clean);
+	set_by_mask(mask, a, &wa);
+	tfs_wb_attr_apply(&wa, &na);
 	e = wb_ent_get(wb, path);
 	rc = ENOMEM;
 	if (e) {
@@ -591,13 +592,10 @@ again:
 			.op = op,
 			.gen = e->gen + 1,
 			.size = na.size,
-			.mode = na.mode,
-			.uid = na.uid,
-			.gid = na.gid,
-			.mtime = na.mtime,
 			.closed_ms = tfs_wall_ms(),
 			.path = (char *)path,
 		};
+		wb_jrec_set_attr(&r, &wa);
 		rc = wb_journal(wb, &r, &na, "setattr", &gen);
 		if (rc == 0)
 			wb_schedule(wb, e, op, gen, 0);
@@ -642,7 +640,7 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->staging_id = r->staging_id;
 		f->fd = -1;
 		f->size = r->size;
-		f->attr = (struct tfs_wb_attr){ r->mode, r->uid, r->gid, r->mtime };
+		f->attr = wb_jrec_attr(r);
 		f->journaled = true;
 		e->file = f;
 		wb->staged += f->size;

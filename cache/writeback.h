@@ -97,11 +97,20 @@ void tfs_wb_destroy(struct tfs_wb *wb);
  * *bytes (may be NULL).  Returns 0 (all done) or ETIMEDOUT. */
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes);
 
-/* Attributes a new file or directory gets. */
+/* Attributes a new file or directory gets.  `mode` holds the permission
+ * bits, and for a symlink or special file its S_IFMT bits too (struct
+ * tfs_attr's fmt); a regular file or directory has none. */
 struct tfs_wb_attr {
 	uint32_t mode, uid, gid; /* TFS_META_UNSET: the mount's defaults */
 	int64_t mtime;
+	int64_t atime, ctime; /* 0: as mtime */
+	uint64_t rdev;        /* devices */
 };
+
+/* Between the two forms of attributes (mode and fmt joined in one, or
+ * apart).  Pure. */
+struct tfs_wb_attr tfs_wb_attr_of(const struct tfs_attr *a);
+void tfs_wb_attr_apply(const struct tfs_wb_attr *w, struct tfs_attr *a);
 
 /* ---- files ---- */
 
@@ -130,7 +139,7 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a);
 /* The current attributes of `f` (size as written so far), even when it
  * was detached by unlink or rename.  Cannot fail. */
 void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a);
-/* Change mode/uid/gid/mtime of `f` (TFS_WB_SET_* in `mask`) in memory:
+/* Change mode/uid/gid/times of `f` (TFS_WB_SET_* in `mask`) in memory:
  * for a detached file, which is never uploaded.  Cannot fail. */
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
 			 const struct tfs_wb_attr *a);
@@ -158,7 +167,7 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size);
  * error.  Returns 0, EIO, ENOSPC, or (sync) the backend's error. */
 int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable);
 
-/* Change mode/uid/gid/mtime (fields set in `mask`, TFS_WB_SET_*) of `path`:
+/* Change mode/uid/gid/times (fields set in `mask`, TFS_WB_SET_*) of `path`:
  * a dirty file's attributes change in place; a clean object (`clean`, its
  * attributes; NULL as for tfs_wb_open_write()) gets a META record.
  * Returns 0, ENOENT, EIO, ENOSPC. */
@@ -166,7 +175,9 @@ enum {
 	TFS_WB_SET_MODE = 1,
 	TFS_WB_SET_UID = 2,
 	TFS_WB_SET_GID = 4,
-	TFS_WB_SET_MTIME = 8
+	TFS_WB_SET_MTIME = 8,
+	TFS_WB_SET_ATIME = 16,
+	TFS_WB_SET_CTIME = 32
 };
 int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, unsigned mask,
 		   const struct tfs_wb_attr *a);

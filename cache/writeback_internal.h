@@ -165,6 +165,9 @@ void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged);
 /* The attributes of `f` as FUSE and the metadata cache see them: a LOCAL
  * file of the size written so far.  Cannot fail.  wb->lock held. */
 void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a);
+/* A record's attribute fields from `a`, and back.  Pure. */
+void wb_jrec_set_attr(struct tfs_jrec *r, const struct tfs_wb_attr *a);
+struct tfs_wb_attr wb_jrec_attr(const struct tfs_jrec *r);
 
 /* Begin a write transaction on the shared environment.  Returns 0, or
  * (logged) ENOSPC when the map is full, else EIO.  Takes no lock itself
@@ -207,8 +210,9 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
 		 uint64_t bytes);
 
 /* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
- * decimal, with S_IFDIR if `dir`, else S_IFREG), uid and gid when set, and
- * mtime if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
+ * decimal, with S_IFDIR if `dir`, else the record's S_IFMT bits or
+ * S_IFREG) and rdev for a device, uid and gid when set, and mtime, atime
+ * and ctime (those set) if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
  * cannot be allocated is left out.  No lock. */
 void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
 

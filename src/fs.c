@@ -42,7 +42,7 @@
 
 static const char *const op_names[OP__COUNT] = {
 	"lookup",  "getattr", "readdir", "open",  "read",   "statfs", "create", "write",
-	"setattr", "mkdir",   "unlink",  "rmdir", "rename", "fsync",  "flush",
+	"setattr", "mkdir",   "unlink",  "rmdir", "rename", "fsync",  "flush",  "readlink",
 };
 
 struct dirh {
@@ -56,11 +56,12 @@ void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms)
 	atomic_store(&fs->ttl_ms, ttl_ms);
 }
 
-/* The attributes of inode `in` at `path`; ESTALE if its type changed. */
+/* The attributes of inode `in` at `path`; ESTALE if its type or kind
+ * changed. */
 static int inode_attr(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct tfs_attr *a)
 {
 	int rc = tfs_fs_attr(fs, path, a);
-	if (rc == 0 && a->type != in->type)
+	if (rc == 0 && (a->type != in->type || a->fmt != in->fmt))
 		rc = ESTALE;
 	return rc;
 }
@@ -115,7 +116,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = tfs_meta_join(dir, name, path, sizeof(path));
 	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
 		tfs_fs_order_attr(fs, &a);
-	else if (rc == 0 && !(fs->wb && tfs_wb_attr(fs->wb, path, &a)))
+	else if (rc == 0 && fs->wb && tfs_wb_attr(fs->wb, path, &a))
+		a.ino = tfs_meta_ino(fs->meta, path);
+	else if (rc == 0)
 		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
@@ -129,7 +132,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct tfs_inode *in;
-	rc = tfs_itable_lookup(fs->itable, path, a.type, &in);
+	rc = tfs_itable_lookup(fs->itable, path, a.type, a.fmt, &in);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
@@ -208,12 +211,16 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	void *staged = NULL;
 	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
 		/* fstat() of an open file whose name was unlinked or replaced. */
+		uint64_t sino = a.ino;
 		if (staged)
 			tfs_wb_file_attr(fs->wb, staged, &a);
+		a.ino = sino;
 	} else if (rc == 0 && h && handle_staged(fs, h, path)) {
 		/* fstat() of an open file: its staged copy, even if its name
 		 * was unlinked or replaced meanwhile. */
 		tfs_wb_file_attr(fs->wb, h->wf, &a);
+		if (!tfs_itable_path_is_detached(path))
+			a.ino = tfs_meta_ino(fs->meta, path);
 	} else if (rc == 0) {
 		rc = inode_attr(fs, in, path, &a);
 		if (rc == ENOENT && h && h->obj.etag[0]) {
@@ -325,6 +332,34 @@ static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, stru
 	return 0;
 }
 
+/* Add an entry that is not settled (tfs_attr_settled()): readdirplus
+ * without attributes (node id 0: the kernel will look it up), d_type
+ * DT_DIR for a directory and DT_UNKNOWN for an object.  Returns 1 when
+ * the buffer is full. */
+static int rd_add_unsettled(struct rd *r, const char *name, const struct tfs_attr *a)
+{
+	size_t left = r->size - r->used;
+	size_t need = r->plus ? fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0)
+			      : fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
+	if (need > left)
+		return 1;
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = a->ino ? a->ino : name_ino(r->dir, r->dirpath, name);
+	st.st_mode = a->type == TFS_FT_DIR ? S_IFDIR : 0;
+	if (r->plus) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		e.attr = st;
+		fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e, r->off + 1);
+	} else {
+		fuse_add_direntry(r->req, r->buf + r->used, left, name, &st, r->off + 1);
+	}
+	r->used += need;
+	r->off++;
+	return 0;
+}
+
 static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 {
 	struct rd *r = ctx;
@@ -339,8 +374,19 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 	char fpath[PATH_MAX];
 	if (a->type == TFS_FT_FILE && r->fs->wb &&
 	    tfs_meta_join(r->dirpath, name, fpath, sizeof(fpath)) == 0 &&
-	    tfs_wb_attr(r->fs->wb, fpath, &dirty))
+	    tfs_wb_attr(r->fs->wb, fpath, &dirty)) {
+		dirty.ino = a->ino;
 		a = &dirty; /* size as written so far */
+	}
+	if (!tfs_attr_settled(a)) {
+		/* What a listing cannot tell (a symlink?  a directory's mode?):
+		 * no attributes and, for a possible symlink, no type, so the
+		 * kernel looks the name up, which learns them. */
+		if (rd_add_unsettled(r, name, a))
+			return 1;
+		snprintf(r->last, sizeof(r->last), "%s", name);
+		return 0;
+	}
 	if (r->plus) {
 		/* Only entries that fit take a lookup count. */
 		size_t need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
@@ -349,7 +395,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup(r->fs->itable, path, a->type, &in);
+			rc = tfs_itable_lookup(r->fs->itable, path, a->type, a->fmt, &in);
 		if (rc) {
 			r->err = rc;
 			return 1;
@@ -390,6 +436,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct tfs_attr dot = fs->root_attr;
+	dot.ino = 0; /* "." and "..": name_ino() */
 	/* Offsets: 1 ".", 2 "..", then 3.. for the entries in name order. */
 	if (r.off == 0)
 		rd_add(&r, ".", &dot, NULL);
@@ -708,6 +755,48 @@ again:;
 	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
 }
 
+/* A symlink's target: its object's body, from the staged copy while it is
+ * dirty, else through the cache stack (one block: a target is shorter
+ * than PATH_MAX).  EINVAL for anything else, as readlink(2). */
+static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct tfs_inode *in;
+	struct tfs_attr a;
+	char path[PATH_MAX], target[PATH_MAX];
+	size_t got = 0;
+	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0)
+		rc = inode_attr(fs, in, path, &a);
+	if (rc == 0 && (a.fmt != S_IFLNK || a.size == 0 || a.size >= PATH_MAX))
+		rc = EINVAL;
+	struct tfs_wb_file *wf = rc == 0 && fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+	if (wf) {
+		rc = tfs_wb_read(wf, target, (size_t)a.size, 0, &got);
+		(void)tfs_wb_release(fs->wb, wf, false);
+	} else if (rc == 0) {
+		struct tfs_obj obj;
+		struct tfs_ram_block *b;
+		tfs_obj_init(&obj, path, a.etag, a.size);
+		rc = a.size <= fs->block_size ? tfs_ram_get(fs->top, &obj, 0, TFS_RAM_WAIT, &b)
+					      : EIO;
+		if (rc == 0) {
+			got = tfs_ram_block_len(b);
+			memcpy(target, tfs_ram_block_data(b), got);
+			tfs_ram_release(fs->top, b, true);
+		}
+	}
+	if (rc == 0 && got != a.size)
+		rc = EIO;
+	if (rc) {
+		tfs_fs_reply_err(req, OP_READLINK, rc);
+		return;
+	}
+	target[got] = '\0';
+	tfs_fs_count(fs, OP_READLINK, 0);
+	fuse_reply_readlink(req, target);
+}
+
 static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
@@ -835,6 +924,7 @@ TIMED(OP_RENAME, tfs_fs_op_rename,
 TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
+TIMED(OP_READLINK, fs_readlink, (fuse_req_t req, fuse_ino_t ino), req, ino)
 TIMED(OP_CREATE, tfs_fs_op_link,
       (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname), req, ino,
       newparent, newname)
@@ -864,6 +954,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.rmdir = timed_tfs_fs_op_rmdir,
 	.rename = timed_tfs_fs_op_rename,
 	.symlink = timed_tfs_fs_op_symlink,
+	.readlink = timed_fs_readlink,
 	.link = timed_tfs_fs_op_link,
 	.setxattr = tfs_fs_op_setxattr,
 	.getxattr = tfs_fs_op_getxattr,
@@ -936,6 +1027,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->root_attr.type = TFS_FT_DIR;
 	fs->root_attr.mtime = (int64_t)time(NULL);
 	fs->root_attr.mode = fs->root_attr.uid = fs->root_attr.gid = TFS_META_UNSET;
+	fs->root_attr.ino = FUSE_ROOT_ID; /* below the metadata cache's numbers */
 	*out = fs;
 	return 0;
 }

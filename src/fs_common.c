@@ -43,32 +43,46 @@ mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode)
 	return mode & (fs->cfg.keep_setid ? 07777 : 07777 & ~(mode_t)(S_ISUID | S_ISGID));
 }
 
+mode_t tfs_fs_type_bits(const struct tfs_attr *a)
+{
+	if (a->type == TFS_FT_DIR)
+		return S_IFDIR;
+	return a->fmt ? (mode_t)a->fmt : S_IFREG;
+}
+
 void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a,
 		      struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
+	st->st_ino = a->ino ? a->ino : ino | TFS_FS_NODEID_INO;
+	mode_t def = a->type == TFS_FT_DIR ? fs->cfg.dir_mode : fs->cfg.file_mode;
+	if (a->fmt == S_IFLNK)
+		def = 0777;
+	st->st_mode = tfs_fs_type_bits(a) |
+		      tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : def);
 	if (a->type == TFS_FT_DIR) {
-		st->st_mode =
-			S_IFDIR |
-			tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.dir_mode);
 		st->st_nlink = 2;
 	} else {
-		st->st_mode =
-			S_IFREG |
-			tfs_fs_perm(fs, a->mode != TFS_META_UNSET ? a->mode : fs->cfg.file_mode);
 		st->st_nlink = 1;
-		st->st_size = (off_t)a->size;
-		st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+		if (a->fmt == 0 || a->fmt == S_IFLNK) {
+			st->st_size = (off_t)a->size;
+			st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+		}
+		if (a->fmt == S_IFCHR || a->fmt == S_IFBLK)
+			st->st_rdev = (dev_t)a->rdev;
 	}
 	st->st_uid = a->uid != TFS_META_UNSET ? a->uid : fs->cfg.uid;
 	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
 	st->st_blksize = (blksize_t)fs->block_size;
-	/* Directories have no time in S3: show the mount's. */
+	/* A directory without a marker has no time in S3: show the mount's. */
 	st->st_mtim.tv_sec =
 		(time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
+	if (a->ctime)
+		st->st_ctim.tv_sec = (time_t)a->ctime;
+	if (a->atime)
+		st->st_atim.tv_sec = (time_t)a->atime;
 }
 
 int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
@@ -81,8 +95,10 @@ int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)
 		tfs_fs_order_attr(fs, a);
 		return 0;
 	}
-	if (fs->wb && tfs_wb_attr(fs->wb, path, a))
+	if (fs->wb && tfs_wb_attr(fs->wb, path, a)) {
+		a->ino = tfs_meta_ino(fs->meta, path);
 		return 0;
+	}
 	char dir[PATH_MAX];
 	const char *name;
 	bool changed = false;

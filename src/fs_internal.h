@@ -41,6 +41,7 @@ enum fs_op {
 	OP_RENAME,
 	OP_FSYNC,
 	OP_FLUSH,
+	OP_READLINK,
 	OP__COUNT
 };
 
@@ -104,8 +105,16 @@ void tfs_fs_reply_err(fuse_req_t req, enum fs_op op, int err);
  * mode shown (tfs_fs_fill_stat) or written (chmod, create, mkdir) passes
  * through here. */
 mode_t tfs_fs_perm(const struct tfs_fs *fs, mode_t mode);
+/* Inode numbers shown for attributes without their own (a->ino 0: the
+ * control file, a version whose name is gone) are the FUSE node id with
+ * this bit set, apart from the metadata cache's numbers. */
+#define TFS_FS_NODEID_INO (1ull << 63)
+/* The S_IFMT bits `a` shows: S_IFDIR, S_IFREG, or a->fmt.  Pure. */
+mode_t tfs_fs_type_bits(const struct tfs_attr *a);
 /* The struct stat of attributes `a`: defaults from cfg for what the object
- * does not say, permission bits through tfs_fs_perm(). */
+ * does not say (0777 for a symlink), permission bits through
+ * tfs_fs_perm(), st_ino a->ino (else `ino` | TFS_FS_NODEID_INO), times
+ * unknown (0) shown as mtime. */
 void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_attr *a,
 		      struct stat *st);
 /* The entry reply for inode `in` with attributes `a`; records which

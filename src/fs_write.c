@@ -8,8 +8,15 @@
  * "the target does not exist" or "the directory is empty" hold until the
  * change is journalled.  No lock is held across a reply.
  *
- * Not supported: hard links and symlinks (EPERM), special files (EPERM),
- * extended attributes (ENOTSUP), rename flags other than RENAME_NOREPLACE
+ * Symlinks are objects whose body is the target, and FIFOs, sockets and
+ * device nodes are empty objects, each with its kind in the type bits of
+ * x-amz-meta-mode (and a device's number in x-amz-meta-rdev), as s3fs
+ * stores them; they are staged, journalled and uploaded like any file.
+ * The kernel opens FIFOs, sockets and devices itself (never through the
+ * daemon), and only root may make a device node (the kernel checks
+ * CAP_MKNOD; an untrusted mount is nodev anyway).
+ *
+ * Not supported: hard links (EPERM), extended attributes (ENOTSUP), rename flags other than RENAME_NOREPLACE
  * (RENAME_EXCHANGE, RENAME_WHITEOUT: EINVAL), and renames of
  * directories holding more than RENAME_DIR_MAX entries (EXDEV, so mv(1)
  * falls back to copying).  A name the backend cannot store
@@ -76,20 +83,35 @@ static int name_ok(struct tfs_fs *fs, const char *path, bool dir)
 static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int64_t now = (int64_t)time(NULL);
 	struct tfs_wb_attr a = {
 		.mode = (uint32_t)tfs_fs_perm(fs_of(req), mode & ~ctx->umask),
 		.uid = ctx->uid,
 		.gid = ctx->gid,
-		.mtime = (int64_t)time(NULL),
+		.mtime = now,
+		.atime = now,
+		.ctime = now,
 	};
 	return a;
+}
+
+/* The group a new entry in directory `parent` gets: the directory's when
+ * it is set-group-ID (as the kernel does for local filesystems), else the
+ * caller's.  `*a` is the new entry's attributes. */
+static void inherit_gid(struct tfs_fs *fs, fuse_ino_t parent, struct tfs_wb_attr *a)
+{
+	char dir[PATH_MAX];
+	struct tfs_attr pa;
+	if (tfs_fs_ino_path(fs, parent, dir, NULL) == 0 && tfs_fs_attr(fs, dir, &pa) == 0 &&
+	    pa.mode != TFS_META_UNSET && (pa.mode & S_ISGID) && pa.gid != TFS_META_UNSET)
+		a->gid = pa.gid;
 }
 
 static void reply_entry(fuse_req_t req, enum fs_op op, const char *path, const struct tfs_attr *a)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
-	int rc = tfs_itable_lookup(fs->itable, path, a->type, &in);
+	int rc = tfs_itable_lookup(fs->itable, path, a->type, a->fmt, &in);
 	if (rc) {
 		tfs_fs_reply_err(req, op, rc);
 		return;
@@ -211,7 +233,7 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
 		struct tfs_inode *oin;
 		tfs_fs_order_attr(fs, &a);
-		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, &oin);
+		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, 0, &oin);
 		if (rc == 0) {
 			struct fuse_entry_param e;
 			tfs_fs_fill_entry(fs, oin, &a, &e);
@@ -245,6 +267,7 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 			rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
 		} else {
 			struct tfs_wb_attr na = new_attr(req, mode);
+			inherit_gid(fs, parent, &na);
 			rc = tfs_wb_create_file(fs->wb, path, &na, &h->wf);
 		}
 	}
@@ -253,7 +276,7 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	pthread_mutex_unlock(&fs->ns_lock);
 	struct tfs_inode *in = NULL;
 	if (rc == 0)
-		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, &in);
+		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, 0, &in);
 	if (rc) {
 		if (h)
 			tfs_fs_fh_free(fs, h);
@@ -267,29 +290,30 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	reply_open(req, OP_CREATE, h, fi, &e);
 }
 
-void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+/* Make `name` in `parent` a new file of attributes `na` holding `body`
+ * (`len` bytes: a symlink's target), committed at once, and reply its
+ * entry. */
+static void make_file(fuse_req_t req, fuse_ino_t parent, const char *name, struct tfs_wb_attr *na,
+		      const char *body, size_t len)
 {
-	(void)rdev;
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
 	struct tfs_attr a;
 	if (!writable(req, OP_CREATE))
 		return;
-	if (!S_ISREG(mode)) {
-		tfs_fs_reply_err(req, OP_CREATE, EPERM); /* no special files in a bucket */
-		return;
-	}
 	int rc = child_path(fs, parent, name, path);
 	struct tfs_wb_file *wf = NULL;
 	if (rc == 0)
 		rc = name_ok(fs, path, false);
 	if (rc == 0) {
+		inherit_gid(fs, parent, na);
 		pthread_mutex_lock(&fs->ns_lock);
-		rc = tfs_fs_attr(fs, path, &a) == 0 ? EEXIST : 0;
-		if (rc == 0) {
-			struct tfs_wb_attr na = new_attr(req, mode);
-			rc = tfs_wb_create_file(fs->wb, path, &na, &wf);
-		}
+		int ex = tfs_fs_attr(fs, path, &a);
+		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
+		if (rc == 0)
+			rc = tfs_wb_create_file(fs->wb, path, na, &wf);
+		if (rc == 0 && len)
+			rc = tfs_wb_write(fs->wb, wf, body, len, 0);
 		if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
 			rc = EIO;
 		pthread_mutex_unlock(&fs->ns_lock);
@@ -298,12 +322,38 @@ void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 			if (rc == 0)
 				rc = crc;
 		}
+		if (rc && wf)
+			(void)tfs_wb_remove(fs->wb, path, false);
 	}
+	if (rc == 0)
+		a.ino = tfs_meta_ino(fs->meta, path);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_CREATE, rc);
 		return;
 	}
 	reply_entry(req, OP_CREATE, path, &a);
+}
+
+void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct tfs_wb_attr na = new_attr(req, mode);
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case 0:
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		na.rdev = (uint64_t)rdev;
+		/* fall through */
+	case S_IFIFO:
+	case S_IFSOCK:
+		na.mode |= (uint32_t)(mode & S_IFMT);
+		break;
+	default:
+		tfs_fs_reply_err(req, OP_CREATE, EINVAL);
+		return;
+	}
+	make_file(req, parent, name, &na, NULL, 0);
 }
 
 void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -384,6 +434,44 @@ static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_a
 	return rc ? rc : crc;
 }
 
+/* The TFS_WB_SET_* mask and values of a setattr's `to_set` (FUSE_SET_ATTR_*)
+ * from `attr`, into *na.  Any change also sets ctime to now; a truncate
+ * alone changes the times through the write-back layer.  Pure but for the
+ * clock. */
+static unsigned setattr_mask(const struct tfs_fs *fs, const struct stat *attr, int to_set,
+			     struct tfs_wb_attr *na)
+{
+	int64_t now = (int64_t)time(NULL);
+	unsigned mask = 0;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		mask |= TFS_WB_SET_MODE;
+		na->mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		mask |= TFS_WB_SET_UID;
+		na->uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		mask |= TFS_WB_SET_GID;
+		na->gid = attr->st_gid;
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		mask |= TFS_WB_SET_MTIME;
+		na->mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now
+							       : (int64_t)attr->st_mtim.tv_sec;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		mask |= TFS_WB_SET_ATIME;
+		na->atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now
+							       : (int64_t)attr->st_atim.tv_sec;
+	}
+	if (mask || (to_set & FUSE_SET_ATTR_CTIME)) {
+		mask |= TFS_WB_SET_CTIME;
+		na->ctime = (to_set & FUSE_SET_ATTR_CTIME) ? (int64_t)attr->st_ctim.tv_sec : now;
+	}
+	return mask;
+}
+
 void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -414,19 +502,9 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		/* ftruncate/fchmod/futimens on a file whose name is gone: its
 		 * staged copy changes, and is never uploaded. */
 		struct tfs_wb_attr na = { 0 };
-		unsigned mask = 0;
+		unsigned mask = setattr_mask(fs, attr, to_set, &na);
 		if (to_set & FUSE_SET_ATTR_SIZE)
 			rc = tfs_wb_truncate(fs->wb, dwf, (uint64_t)attr->st_size);
-		if (to_set & FUSE_SET_ATTR_MODE) {
-			mask |= TFS_WB_SET_MODE;
-			na.mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
-		}
-		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
-			mask |= TFS_WB_SET_MTIME;
-			na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW)
-					   ? (int64_t)time(NULL)
-					   : (int64_t)attr->st_mtim.tv_sec;
-		}
 		if (rc == 0 && mask)
 			tfs_wb_file_setattr(fs->wb, dwf, mask, &na);
 		if (rc) {
@@ -434,7 +512,10 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			return;
 		}
 		struct stat st;
+		uint64_t sino = dstaged ? dsnap.ino : 0;
 		tfs_wb_file_attr(fs->wb, dwf, &a);
+		if (a.ino == 0)
+			a.ino = sino;
 		tfs_fs_fill_stat(fs, ino, &a, &st);
 		tfs_fs_count(fs, OP_SETATTR, 0);
 		fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
@@ -452,26 +533,8 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (rc == 0)
 			rc = tfs_fs_attr(fs, path, &a);
 	}
-	unsigned mask = 0;
 	struct tfs_wb_attr na = { 0 };
-	if (to_set & FUSE_SET_ATTR_MODE) {
-		mask |= TFS_WB_SET_MODE;
-		na.mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
-	}
-	if (to_set & FUSE_SET_ATTR_UID) {
-		mask |= TFS_WB_SET_UID;
-		na.uid = attr->st_uid;
-	}
-	if (to_set & FUSE_SET_ATTR_GID) {
-		mask |= TFS_WB_SET_GID;
-		na.gid = attr->st_gid;
-	}
-	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
-		mask |= TFS_WB_SET_MTIME;
-		na.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? (int64_t)time(NULL)
-							      : (int64_t)attr->st_mtim.tv_sec;
-	}
-	/* atime and ctime have nowhere to live in a bucket: accepted, not kept. */
+	unsigned mask = setattr_mask(fs, attr, to_set, &na);
 	if (rc == 0 && mask) {
 		rc = tfs_wb_setattr(fs->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a), mask,
 				    &na);
@@ -506,6 +569,7 @@ void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
 		if (rc == 0) {
 			struct tfs_wb_attr na = new_attr(req, mode);
+			inherit_gid(fs, parent, &na);
 			rc = tfs_wb_mkdir(fs->wb, path, &na);
 		}
 		if (rc == 0)
@@ -605,6 +669,15 @@ void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_name(req, parent, name, true);
 }
 
+/* After a rename: the entry at `path` keeps the inode number `ino` its
+ * name had (best effort: logged). */
+static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
+{
+	int rc = tfs_meta_set_ino(fs->meta, path, ino);
+	if (rc)
+		tfs_warn(fs->log, "rename '%s': its inode number changes: %s", path, strerror(rc));
+}
+
 /* Rename one file `from` -> `to` (ns_lock held; `a` = from's attributes):
  * a staged file moves in the journal; a clean object is copied in the
  * bucket and the original deleted (not atomic: a crash in between leaves
@@ -697,9 +770,12 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		rc = EXDEV;
 	if (rc == 0) {
 		*budget -= c.n;
-		struct tfs_wb_attr na = { da->mode, da->uid, da->gid,
-					  da->mtime ? da->mtime : (int64_t)time(NULL) };
+		struct tfs_wb_attr na = tfs_wb_attr_of(da);
+		if (na.mtime == 0)
+			na.mtime = (int64_t)time(NULL);
 		rc = tfs_wb_mkdir(fs->wb, to, &na);
+		if (rc == 0)
+			keep_ino(fs, to, da->ino);
 	}
 	for (size_t i = 0; rc == 0 && i < c.n; i++) {
 		char f[PATH_MAX], t[PATH_MAX];
@@ -709,9 +785,13 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 			rc = tfs_meta_join(to, c.names[i], t, sizeof(t));
 		if (rc == 0)
 			rc = tfs_fs_attr(fs, f, &a);
-		if (rc == 0)
-			rc = a.type == TFS_FT_DIR ? rename_dir(fs, f, t, &a, budget)
-						  : rename_file(fs, f, t, &a);
+		if (rc == 0 && a.type == TFS_FT_DIR) {
+			rc = rename_dir(fs, f, t, &a, budget);
+		} else if (rc == 0) {
+			rc = rename_file(fs, f, t, &a);
+			if (rc == 0)
+				keep_ino(fs, t, a.ino);
+		}
 	}
 	if (rc == 0)
 		rc = tfs_wb_remove(fs->wb, from, true);
@@ -811,6 +891,8 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	} else if (rc == 0) {
 		struct tfs_wb_file *staged = dex == 0 ? tfs_wb_find(fs->wb, to) : NULL;
 		rc = rename_file(fs, from, to, &sa);
+		if (rc == 0)
+			keep_ino(fs, to, sa.ino);
 		if (rc == 0 && dex == 0)
 			keep_detached(fs, to, &da, staged);
 		else if (staged)
@@ -825,15 +907,19 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	tfs_fs_reply_err(req, OP_RENAME, rc);
 }
 
-/* ---- not supported ---- */
-
 void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	(void)link;
-	(void)parent;
-	(void)name;
-	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
+	size_t len = strlen(link);
+	if (len == 0 || len >= PATH_MAX) {
+		tfs_fs_reply_err(req, OP_CREATE, len ? ENAMETOOLONG : ENOENT);
+		return;
+	}
+	struct tfs_wb_attr na = new_attr(req, 0);
+	na.mode = S_IFLNK | 0777; /* the umask does not apply to symlinks */
+	make_file(req, parent, name, &na, link, len);
 }
+
+/* ---- not supported ---- */
 
 void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {

@@ -150,12 +150,12 @@ void tfs_itable_destroy(struct tfs_itable *t)
 	free(t);
 }
 
-int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type,
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
 		      struct tfs_inode **out)
 {
 	pthread_mutex_lock(&t->lock);
 	struct tfs_inode *in = t->by_path[path_bucket(t, path)];
-	while (in && !(in->type == type && strcmp(in->path, path) == 0))
+	while (in && !(in->type == type && in->fmt == fmt && strcmp(in->path, path) == 0))
 		in = in->next_path;
 	if (in == NULL) {
 		in = calloc(1, sizeof(*in));
@@ -169,6 +169,7 @@ int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype typ
 		in->path = p;
 		in->ino = t->next_ino++;
 		in->type = type;
+		in->fmt = fmt;
 		link_in(t, in);
 		if (++t->count > 2 * t->nbuckets)
 			grow(t);
@@ -337,7 +338,7 @@ int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct 
 	pthread_mutex_lock(&t->lock);
 	struct tfs_inode *at = NULL;
 	for (struct tfs_inode *in = t->by_path[path_bucket(t, path)]; in; in = in->next_path)
-		if (strcmp(in->path, path) == 0 && in->type == snap->type)
+		if (strcmp(in->path, path) == 0 && in->type == snap->type && in->fmt == snap->fmt)
 			at = in;
 	struct tfs_attr *copy = at ? malloc(sizeof(*copy)) : NULL;
 	if (at && copy && at->snap == NULL && at->staged == NULL) {

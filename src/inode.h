@@ -34,6 +34,7 @@ struct tfs_inode {
 	bool attr_mixed;       /* attributes of more than one version were sent
 			       * since the last tfs_itable_swap_attr_etag() */
 	enum tfs_ftype type;   /* immutable */
+	uint32_t fmt;          /* immutable: struct tfs_attr's fmt */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
 	void *staged;          /* ... and its staged copy, released with the inode */
 	char *path;            /* "" for the root, else "a/b", or TFS_ITABLE_DETACHED
@@ -63,10 +64,11 @@ struct tfs_itable;
 int tfs_itable_create(struct tfs_itable **out);
 void tfs_itable_destroy(struct tfs_itable *t);
 
-/* Find or create the inode of `path` with type `type`, and add one lookup.
- * A path whose type changed (a file became a directory) gets a new inode.
+/* Find or create the inode of `path` with type `type` and kind `fmt`
+ * (struct tfs_attr's), and add one lookup.  A path whose type or kind
+ * changed (a file became a directory or a symlink) gets a new inode.
  * Returns 0 or ENOMEM. */
-int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type,
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
 		      struct tfs_inode **out);
 
 /* The inode numbered `ino`, or NULL. */

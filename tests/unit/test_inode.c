@@ -12,7 +12,7 @@ static struct tfs_inode *in;
 static void setup(void)
 {
 	cr_assert_eq(tfs_itable_create(&t), 0);
-	cr_assert_eq(tfs_itable_lookup(t, "d/f", TFS_FT_FILE, &in), 0);
+	cr_assert_eq(tfs_itable_lookup(t, "d/f", TFS_FT_FILE, 0, &in), 0);
 }
 
 static void teardown(void)

@@ -121,6 +121,9 @@ step "write path: local backend and moto"
 run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local --seed 7
 run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto --seed 7
 
+step "s3fs compatibility: each reads what the other wrote (moto)"
+run "s3fs compat moto" python3 tests/integration/test_s3fs_compat.py "$top/build/tierfs" --backend moto
+
 step "warm-up, pinning, sampler-order prefetch: local backend and moto"
 run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend local
 run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend moto

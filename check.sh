@@ -125,6 +125,9 @@ step "POSIX: symlinks, special files, modes, times, inode numbers, sticky rules"
 run "posix local" python3 tests/integration/test_posix.py "$top/build/tierfs" --backend local
 run "posix moto" python3 tests/integration/test_posix.py "$top/build/tierfs" --backend moto
 
+step "s3fs compatibility: each reads what the other wrote (moto)"
+run "s3fs compat moto" python3 tests/integration/test_s3fs_compat.py "$top/build/tierfs" --backend moto
+
 step "warm-up, pinning, sampler-order prefetch: local backend and moto"
 run "warmup local" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend local
 run "warmup moto" python3 tests/integration/test_warmup.py "$top/build/tierfs" --backend moto

@@ -2,7 +2,7 @@
 # deps.sh - install the Debian 12 packages tierfs needs, only if missing.
 #   scripts/deps.sh build   compiler, autotools and -dev libraries
 #   scripts/deps.sh test    build + test servers and tools (default)
-#   scripts/deps.sh bench   test + peers for benchmarks (s3fs, rclone, fio)
+#   scripts/deps.sh bench   test + peers for benchmarks (rclone, fio; s3fs is in test)
 #   scripts/deps.sh deb     build + Debian packaging tools (dpkg-buildpackage)
 # Runs apt-get only when something is missing; needs root for that.
 set -eu
@@ -20,7 +20,9 @@ TEST_PKGS="$TEST_PKGS util-linux python3-yaml"
 # clang with ASan/UBSan and its libFuzzer runtime (tests/fuzz/build.sh);
 # clang-format (scripts/check_format.sh); binutils' nm (scripts/check_calls.py)
 TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev clang-format binutils"
-BENCH_PKGS="s3fs rclone fio hyperfine"
+# s3fs (tests/integration/test_s3fs_compat.py: each reads what the other wrote)
+TEST_PKGS="$TEST_PKGS s3fs"
+BENCH_PKGS="rclone fio hyperfine"
 # dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
 # debian/control's Build-Depends are BUILD_PKGS and these.
 DEB_PKGS="dpkg-dev debhelper dh-autoreconf fakeroot build-essential"

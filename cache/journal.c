@@ -36,6 +36,7 @@ struct hdr {
 struct tail {
 	int64_t atime, ctime;
 	uint64_t rdev;
+	uint32_t mtime_ns, atime_ns, ctime_ns, pad;
 };
 
 void tfs_jrec_clear(struct tfs_jrec *r)
@@ -99,7 +100,12 @@ int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
 		memcpy(p + 2, r->mpu.etags[i], el);
 		p += 2 + el;
 	}
-	struct tail t = { .atime = r->atime, .ctime = r->ctime, .rdev = r->rdev };
+	struct tail t = { .atime = r->atime,
+			  .ctime = r->ctime,
+			  .rdev = r->rdev,
+			  .mtime_ns = r->mtime_ns,
+			  .atime_ns = r->atime_ns,
+			  .ctime_ns = r->ctime_ns };
 	memcpy(p, &t, sizeof(t));
 	*out = buf;
 	*len = n;
@@ -172,6 +178,9 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 		out->atime = t.atime;
 		out->ctime = t.ctime;
 		out->rdev = t.rdev;
+		out->mtime_ns = t.mtime_ns;
+		out->atime_ns = t.atime_ns;
+		out->ctime_ns = t.ctime_ns;
 	}
 	if (p != end) {
 		tfs_jrec_clear(out);

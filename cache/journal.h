@@ -48,6 +48,7 @@ struct tfs_jrec {
 				  * file (struct tfs_wb_attr) */
 	int64_t mtime;
 	int64_t atime, ctime; /* 0 when unknown */
+	uint32_t mtime_ns, atime_ns, ctime_ns;
 	uint64_t rdev;
 	uint64_t closed_ms; /* wall time of the last close or commit */
 	uint32_t attempts;  /* failed upload attempts so far */

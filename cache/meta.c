@@ -82,6 +82,7 @@ struct rec {
 	uint64_t rdev;
 	int64_t atime, ctime;
 	uint64_t ino;
+	uint32_t mtime_ns, atime_ns, ctime_ns, pad4;
 };
 
 #define REC_V2_SIZE offsetof(struct rec, fmt)
@@ -210,6 +211,9 @@ static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
 	a->gid = r.gid;
 	a->rdev = r.rdev;
 	a->ino = r.ino;
+	a->mtime_ns = r.mtime_ns;
+	a->atime_ns = r.atime_ns;
+	a->ctime_ns = r.ctime_ns;
 	a->headers = (r.flags & REC_HEADERS) != 0;
 	a->local = (r.flags & REC_LOCAL) != 0;
 	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
@@ -287,6 +291,9 @@ static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], co
 		.atime = a->atime,
 		.ctime = a->ctime,
 		.ino = a->ino,
+		.mtime_ns = a->mtime_ns,
+		.atime_ns = a->atime_ns,
+		.ctime_ns = a->ctime_ns,
 	};
 	memcpy(kbuf, h, HLEN);
 	memcpy(kbuf + HLEN, name, nlen);
@@ -407,19 +414,35 @@ static uint32_t meta_u32(const struct tfs_obj_meta *om, const char *name, uint32
 	return (uint32_t)x & mask;
 }
 
-/* A time in seconds from x-amz-meta-<name> (s3fs writes "sec" or
- * "sec.nsec"), or 0 when missing or out of range. */
-static int64_t meta_time(const struct tfs_obj_meta *om, const char *name)
+/* A time from x-amz-meta-<name>: s3fs writes "sec" or "sec.nsec" (nine
+ * digits; s3fs reads the digits after the dot as a number of nanoseconds,
+ * and so does this).  Returns the seconds, or 0 when missing or out of
+ * range (then *ns is 0 too). */
+static int64_t meta_time(const struct tfs_obj_meta *om, const char *name, uint32_t *ns)
 {
 	const char *v = tfs_obj_meta_get(om, name);
-	if (v == NULL)
+	*ns = 0;
+	if (v == NULL || *v < '0' || *v > '9')
 		return 0;
 	char *end;
 	errno = 0;
-	double t = strtod(v, &end);
-	if (errno || end == v || !(t >= 0 && t < 1e12))
+	long long s = strtoll(v, &end, 10);
+	if (errno || s >= 1000000000000ll)
 		return 0;
-	return (int64_t)t;
+	if (*end == '.') {
+		const char *f = end + 1;
+		unsigned long long n = 0;
+		if (*f >= '0' && *f <= '9')
+			n = strtoull(f, &end, 10);
+		if (errno || n >= 1000000000ull)
+			return 0;
+		*ns = (uint32_t)n;
+	}
+	if (*end != '\0') {
+		*ns = 0;
+		return 0;
+	}
+	return (int64_t)s;
 }
 
 /* The S_IFMT bits of a file that shows as a special kind, or 0. */
@@ -461,11 +484,14 @@ static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
 	}
 	a->uid = meta_u32(om, "uid", UINT32_MAX);
 	a->gid = meta_u32(om, "gid", UINT32_MAX);
-	int64_t t = meta_time(om, "mtime");
-	if (t)
+	uint32_t ns;
+	int64_t t = meta_time(om, "mtime", &ns);
+	if (t) {
 		a->mtime = t;
-	a->atime = meta_time(om, "atime");
-	a->ctime = meta_time(om, "ctime");
+		a->mtime_ns = ns;
+	}
+	a->atime = meta_time(om, "atime", &a->atime_ns);
+	a->ctime = meta_time(om, "ctime", &a->ctime_ns);
 }
 
 /* Attributes of a directory from a HEAD of its marker "dir/". */

@@ -46,13 +46,14 @@ enum tfs_ftype {
 struct tfs_attr {
 	enum tfs_ftype type;
 	uint64_t size;
-	int64_t mtime;           /* x-amz-meta-mtime if set, else Last-Modified */
-	int64_t atime, ctime;    /* x-amz-meta-atime/ctime, or 0 */
-	char etag[TFS_ETAG_MAX]; /* files only */
-	uint32_t mode;           /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
-	uint32_t fmt;            /* files: 0 or the S_IFMT bits above */
-	uint32_t uid, gid;       /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
-	uint64_t rdev;           /* devices: x-amz-meta-rdev */
+	int64_t mtime;                         /* x-amz-meta-mtime if set, else Last-Modified */
+	int64_t atime, ctime;                  /* x-amz-meta-atime/ctime, or 0 */
+	uint32_t mtime_ns, atime_ns, ctime_ns; /* their nanoseconds (s3fs's "sec.nsec") */
+	char etag[TFS_ETAG_MAX];               /* files only */
+	uint32_t mode;     /* permission bits from x-amz-meta-mode, or TFS_META_UNSET */
+	uint32_t fmt;      /* files: 0 or the S_IFMT bits above */
+	uint32_t uid, gid; /* from x-amz-meta-uid/gid, or TFS_META_UNSET */
+	uint64_t rdev;     /* devices: x-amz-meta-rdev */
 	/* The inode number shown (st_ino), kept in the cache with the entry:
 	 * the same for a name across remounts while the cache is kept, moved
 	 * with the name by a rename (tfs_meta_set_ino()), never given to

@@ -116,6 +116,9 @@ struct tfs_wb_attr tfs_wb_attr_of(const struct tfs_attr *a)
 		.mtime = a->mtime,
 		.atime = a->atime,
 		.ctime = a->ctime,
+		.mtime_ns = a->mtime_ns,
+		.atime_ns = a->atime_ns,
+		.ctime_ns = a->ctime_ns,
 		.rdev = a->rdev,
 	};
 	return w;
@@ -130,6 +133,9 @@ void tfs_wb_attr_apply(const struct tfs_wb_attr *w, struct tfs_attr *a)
 	a->mtime = w->mtime;
 	a->atime = w->atime;
 	a->ctime = w->ctime;
+	a->mtime_ns = w->mtime_ns;
+	a->atime_ns = w->atime_ns;
+	a->ctime_ns = w->ctime_ns;
 	a->rdev = w->rdev;
 }
 
@@ -141,12 +147,26 @@ void wb_jrec_set_attr(struct tfs_jrec *r, const struct tfs_wb_attr *a)
 	r->mtime = a->mtime;
 	r->atime = a->atime;
 	r->ctime = a->ctime;
+	r->mtime_ns = a->mtime_ns;
+	r->atime_ns = a->atime_ns;
+	r->ctime_ns = a->ctime_ns;
 	r->rdev = a->rdev;
 }
 
 struct tfs_wb_attr wb_jrec_attr(const struct tfs_jrec *r)
 {
-	struct tfs_wb_attr a = { r->mode, r->uid, r->gid, r->mtime, r->atime, r->ctime, r->rdev };
+	struct tfs_wb_attr a = {
+		.mode = r->mode,
+		.uid = r->uid,
+		.gid = r->gid,
+		.mtime = r->mtime,
+		.atime = r->atime,
+		.ctime = r->ctime,
+		.mtime_ns = r->mtime_ns,
+		.atime_ns = r->atime_ns,
+		.ctime_ns = r->ctime_ns,
+		.rdev = r->rdev,
+	};
 	return a;
 }
 
@@ -279,6 +299,18 @@ int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *loc
 
 /* ---- what a record becomes ---- */
 
+/* x-amz-meta-<name> as s3fs writes a time: "sec", or "sec.nsec" with
+ * nine digits. */
+static void set_time(struct tfs_obj_meta *om, const char *name, int64_t s, uint32_t ns)
+{
+	char v[48];
+	if (ns && ns < 1000000000u)
+		snprintf(v, sizeof(v), "%lld.%09u", (long long)s, (unsigned)ns);
+	else
+		snprintf(v, sizeof(v), "%lld", (long long)s);
+	tfs_obj_meta_set(om, name, v);
+}
+
 void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime)
 {
 	char v[32];
@@ -302,18 +334,12 @@ void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool
 		snprintf(v, sizeof(v), "%u", (unsigned)r->gid);
 		tfs_obj_meta_set(om, "gid", v);
 	}
-	if (mtime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->mtime);
-		tfs_obj_meta_set(om, "mtime", v);
-	}
-	if (mtime && r->atime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->atime);
-		tfs_obj_meta_set(om, "atime", v);
-	}
-	if (mtime && r->ctime) {
-		snprintf(v, sizeof(v), "%lld", (long long)r->ctime);
-		tfs_obj_meta_set(om, "ctime", v);
-	}
+	if (mtime)
+		set_time(om, "mtime", r->mtime, r->mtime_ns);
+	if (mtime && r->atime)
+		set_time(om, "atime", r->atime, r->atime_ns);
+	if (mtime && r->ctime)
+		set_time(om, "ctime", r->ctime, r->ctime_ns);
 }
 
 /* `f` is no longer written by appending only: cancel its stream.  Lock

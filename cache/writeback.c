@@ -55,6 +55,15 @@ static int new_file(struct tfs_wb *wb, const char *path, struct tfs_wb_file **ou
 	return 0;
 }
 
+/* The data of a file changed now: its mtime and ctime.  Cannot fail. */
+static void touch_times(struct tfs_wb_attr *a)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	a->mtime = a->ctime = (int64_t)ts.tv_sec;
+	a->mtime_ns = a->ctime_ns = (uint32_t)ts.tv_nsec;
+}
+
 /* Room for `more` staged bytes?  Lock held.  Returns 0 or ENOSPC. */
 static int reserve(struct tfs_wb *wb, uint64_t more, const char *path)
 {
@@ -328,12 +337,18 @@ static void set_by_mask(unsigned mask, const struct tfs_wb_attr *a, struct tfs_w
 		w->uid = a->uid;
 	if (mask & TFS_WB_SET_GID)
 		w->gid = a->gid;
-	if (mask & TFS_WB_SET_MTIME)
+	if (mask & TFS_WB_SET_MTIME) {
 		w->mtime = a->mtime;
-	if (mask & TFS_WB_SET_ATIME)
+		w->mtime_ns = a->mtime_ns;
+	}
+	if (mask & TFS_WB_SET_ATIME) {
 		w->atime = a->atime;
-	if (mask & TFS_WB_SET_CTIME)
+		w->atime_ns = a->atime_ns;
+	}
+	if (mask & TFS_WB_SET_CTIME) {
 		w->ctime = a->ctime;
+		w->ctime_ns = a->ctime_ns;
+	}
 }
 
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
@@ -426,7 +441,7 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 		wb->staged += off + len - f->size;
 		f->size = off + len;
 	}
-	f->attr.mtime = f->attr.ctime = (int64_t)time(NULL);
+	touch_times(&f->attr);
 	f->seq++;
 	if (f->appending && off + len == f->size)
 		wb_file_stream_grow(wb, f);
@@ -462,7 +477,7 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	wb->staged += size;
 	wb->staged -= f->size;
 	f->size = size;
-	f->attr.mtime = f->attr.ctime = (int64_t)time(NULL);
+	touch_times(&f->attr);
 	f->seq++;
 	pthread_mutex_unlock(&wb->lock);
 	return 0;

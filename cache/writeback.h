@@ -104,7 +104,8 @@ struct tfs_wb_attr {
 	uint32_t mode, uid, gid; /* TFS_META_UNSET: the mount's defaults */
 	int64_t mtime;
 	int64_t atime, ctime; /* 0: as mtime */
-	uint64_t rdev;        /* devices */
+	uint32_t mtime_ns, atime_ns, ctime_ns;
+	uint64_t rdev; /* devices */
 };
 
 /* Between the two forms of attributes (mode and fmt joined in one, or

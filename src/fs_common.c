@@ -75,14 +75,22 @@ void tfs_fs_fill_stat(const struct tfs_fs *fs, uint64_t ino, const struct tfs_at
 	st->st_gid = a->gid != TFS_META_UNSET ? a->gid : fs->cfg.gid;
 	st->st_blksize = (blksize_t)fs->block_size;
 	/* A directory without a marker has no time in S3: show the mount's. */
-	st->st_mtim.tv_sec =
-		(time_t)(a->type == TFS_FT_DIR && a->mtime == 0 ? fs->root_attr.mtime : a->mtime);
+	if (a->type == TFS_FT_DIR && a->mtime == 0) {
+		st->st_mtim.tv_sec = (time_t)fs->root_attr.mtime;
+	} else {
+		st->st_mtim.tv_sec = (time_t)a->mtime;
+		st->st_mtim.tv_nsec = a->mtime_ns < 1000000000u ? (long)a->mtime_ns : 0;
+	}
 	st->st_ctim = st->st_mtim;
 	st->st_atim = st->st_mtim;
-	if (a->ctime)
+	if (a->ctime) {
 		st->st_ctim.tv_sec = (time_t)a->ctime;
-	if (a->atime)
+		st->st_ctim.tv_nsec = a->ctime_ns < 1000000000u ? (long)a->ctime_ns : 0;
+	}
+	if (a->atime) {
 		st->st_atim.tv_sec = (time_t)a->atime;
+		st->st_atim.tv_nsec = a->atime_ns < 1000000000u ? (long)a->atime_ns : 0;
+	}
 }
 
 int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a)

@@ -83,14 +83,18 @@ static int name_ok(struct tfs_fs *fs, const char *path, bool dir)
 static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	int64_t now = (int64_t)time(NULL);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	struct tfs_wb_attr a = {
 		.mode = (uint32_t)tfs_fs_perm(fs_of(req), mode & ~ctx->umask),
 		.uid = ctx->uid,
 		.gid = ctx->gid,
-		.mtime = now,
-		.atime = now,
-		.ctime = now,
+		.mtime = now.tv_sec,
+		.atime = now.tv_sec,
+		.ctime = now.tv_sec,
+		.mtime_ns = (uint32_t)now.tv_nsec,
+		.atime_ns = (uint32_t)now.tv_nsec,
+		.ctime_ns = (uint32_t)now.tv_nsec,
 	};
 	return a;
 }
@@ -441,7 +445,8 @@ static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_a
 static unsigned setattr_mask(const struct tfs_fs *fs, const struct stat *attr, int to_set,
 			     struct tfs_wb_attr *na)
 {
-	int64_t now = (int64_t)time(NULL);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	unsigned mask = 0;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		mask |= TFS_WB_SET_MODE;
@@ -456,18 +461,24 @@ static unsigned setattr_mask(const struct tfs_fs *fs, const struct stat *attr, i
 		na->gid = attr->st_gid;
 	}
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		const struct timespec *t = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? &now
+									      : &attr->st_mtim;
 		mask |= TFS_WB_SET_MTIME;
-		na->mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now
-							       : (int64_t)attr->st_mtim.tv_sec;
+		na->mtime = (int64_t)t->tv_sec;
+		na->mtime_ns = (uint32_t)t->tv_nsec;
 	}
 	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		const struct timespec *t = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? &now
+									      : &attr->st_atim;
 		mask |= TFS_WB_SET_ATIME;
-		na->atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now
-							       : (int64_t)attr->st_atim.tv_sec;
+		na->atime = (int64_t)t->tv_sec;
+		na->atime_ns = (uint32_t)t->tv_nsec;
 	}
 	if (mask || (to_set & FUSE_SET_ATTR_CTIME)) {
+		const struct timespec *t = (to_set & FUSE_SET_ATTR_CTIME) ? &attr->st_ctim : &now;
 		mask |= TFS_WB_SET_CTIME;
-		na->ctime = (to_set & FUSE_SET_ATTR_CTIME) ? (int64_t)attr->st_ctim.tv_sec : now;
+		na->ctime = (int64_t)t->tv_sec;
+		na->ctime_ns = (uint32_t)t->tv_nsec;
 	}
 	return mask;
 }

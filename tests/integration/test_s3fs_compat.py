@@ -25,8 +25,9 @@ directories with size 0, later versions 4096; s3fs sets ctime to the atime
 of a utimens call).  s3fs stores no rdev (it shows every device node as 0, 0),
 so rdev is compared only in s3fs_to_tierfs.
 
-The tierfs mounts set cache.fetch_headers = true: the listing HEADs every
-object for its x-amz-meta-* attributes, as s3fs does.  Needs s3fs on PATH
+The tierfs mounts keep the default cache settings (cache.fetch_headers
+off): the small objects and the directories of the set are HEADed on
+lookup, which is what shows their kinds and attributes.  Needs s3fs on PATH
 (scripts/deps.sh test installs it); a run without it or on another backend
 prints why and skips.
 Prints one line per test and ends with "compat: N passed, N failed".
@@ -43,8 +44,7 @@ import sys
 from test_mount import BUCKET, poll, run_suite
 
 S3FS = shutil.which("s3fs")
-TIERFS_CONF = {"cache": {"fetch_headers": "true"},
-               "writeback": {"delay": "0s", "retry_base": "100ms", "retry_max": "500ms"}}
+TIERFS_CONF = {"writeback": {"delay": "0s", "retry_base": "100ms", "retry_max": "500ms"}}
 T_ATIME = 1900000000
 T_MTIME = 1800000000
 NS_ATIME = 1900000000000000005

@@ -25,14 +25,22 @@ enum tfs_policy {
 	TFS_POLICY_EPOCH,
 };
 
+/* Which listed objects are HEADed for their x-amz-meta-* attributes
+ * (cache.fetch_headers).  Directories are always: their marker's. */
+enum tfs_fetch_headers {
+	TFS_HEADERS_NONE,  /* false: listed objects show as regular files */
+	TFS_HEADERS_SMALL, /* small: on lookup, those under TFS_META_PROBE_SIZE
+			    * (could be symlinks or special files) */
+	TFS_HEADERS_ALL,   /* true: every one, when it is listed */
+};
+
 struct tfs_cache_config {
 	uint64_t block_size; /* bytes; a power of two, 64 KiB .. 64 MiB */
 	enum tfs_policy policy;
 	uint64_t metadata_ttl_ms; /* how long HEAD/LIST results are trusted;
 				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */
-	bool fetch_headers;       /* HEAD each listed object once for its
-				   * x-amz-meta-mode/uid/gid/mtime (s3fs buckets) */
-	bool list_ahead;          /* a lookup miss lists its directory in the
+	enum tfs_fetch_headers fetch_headers;
+	bool list_ahead; /* a lookup miss lists its directory in the
 				   * background (meta.c) */
 };
 

@@ -114,7 +114,7 @@ struct tfs_meta {
 	MDB_dbi entries, dirs;
 	struct tfs_backend *be;
 	_Atomic uint64_t ttl_ms; /* changed by tfs_meta_set_ttl() */
-	bool fetch_headers;
+	enum tfs_fetch_headers fetch_headers;
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
 	atomic_bool stop;                 /* closing: refresh() gives up between pages */
@@ -232,11 +232,12 @@ static bool valid_rec(const MDB_val *v)
 	return hs && v->mv_size == hs + r.etag_len;
 }
 
-bool tfs_attr_settled(const struct tfs_attr *a)
+bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a)
 {
 	if (a->headers || a->local)
 		return true;
-	return a->type == TFS_FT_FILE && a->size >= TFS_META_PROBE_SIZE;
+	return a->type == TFS_FT_FILE &&
+	       (m->fetch_headers != TFS_HEADERS_SMALL || a->size >= TFS_META_PROBE_SIZE);
 }
 
 /* A new inode number, from the counter in meta_dirs (inside the caller's
@@ -654,7 +655,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 			atomic_fetch_add(&m->hits, 1);
 			return ENOENT;
 		}
-		if (!tfs_attr_settled(&cached)) {
+		if (!tfs_meta_settled(m, &cached)) {
 			int src = settle(m, h, dir, name, &cached, fetched, changed);
 			if (src == ENOENT) {
 				forget(m, dir, name);
@@ -995,7 +996,7 @@ static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], u
 		int mrc = store_page(m, h, plen, &p, start, &any);
 		if (mrc)
 			rc = mdb_errno(m, mrc, "store listing");
-		if (rc == 0 && m->fetch_headers)
+		if (rc == 0 && m->fetch_headers == TFS_HEADERS_ALL)
 			fetch_headers(m, h, plen, &p, start);
 		tfs_list_page_clear(&p);
 		if (!w.done && demand && atomic_load(demand) < pages)

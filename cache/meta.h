@@ -66,24 +66,18 @@ struct tfs_attr {
 
 /* Objects smaller than this that a listing shows without their headers
  * may be symlinks or special files (a symlink's body is its target, at
- * most PATH_MAX - 1 bytes): tfs_meta_lookup() HEADs them before it
- * answers. */
+ * most PATH_MAX - 1 bytes): with cache.fetch_headers = small,
+ * tfs_meta_lookup() HEADs them before it answers. */
 #define TFS_META_PROBE_SIZE 4096
-
-/* Whether `a` is known for sure, or a lookup would still HEAD the object
- * (a directory without a marker HEAD, or an object under
- * TFS_META_PROBE_SIZE, listed without its headers).  Readdir shows an
- * entry that is not settled without attributes, so the kernel looks it
- * up.  Pure. */
-bool tfs_attr_settled(const struct tfs_attr *a);
 
 struct tfs_meta;
 
 /* Open the cache's named DBs in `env` (shared, not owned).  `be` and `log`
- * must outlive it.  From `cc`: metadata_ttl_ms; fetch_headers (a listing
- * also HEADs each object it finds, once per ETag, for its x-amz-meta-*
- * attributes; otherwise they are known only for objects some lookup
- * HEADed); list_ahead (a lookup that misses in a directory without a fresh
+ * must outlive it.  From `cc`: metadata_ttl_ms; fetch_headers (ALL: a
+ * listing also HEADs each object it finds, once per ETag, for its
+ * x-amz-meta-* attributes; SMALL: a lookup HEADs a listed object under
+ * TFS_META_PROBE_SIZE first; NONE: they are known only for objects some
+ * lookup HEADed); list_ahead (a lookup that misses in a directory without a fresh
  * listing queues the directory for a listing by a background thread, which
  * goes on to the next page only while lookups in that directory keep
  * coming, see meta.c; the threads start here, so open only after
@@ -97,13 +91,20 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
  * page, unfinished) and free everything.  NULL is fine. */
 void tfs_meta_close(struct tfs_meta *m);
 
+/* Whether `a` is known for sure, or a lookup would still HEAD the object:
+ * a directory listed without a HEAD of its marker, or (fetch_headers =
+ * small) an object under TFS_META_PROBE_SIZE listed without its headers.
+ * Readdir shows an entry that is not settled without attributes, so the
+ * kernel looks it up.  Pure. */
+bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a);
+
 /* Reload: trust entries and listings for `ttl_ms` from now on (UINT64_MAX:
  * forever).  Applies to what is cached already (freshness is computed at
  * each lookup).  Thread safe (an atomic). */
 void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms);
 
 /* Attributes of `name` in directory `dir`.  An entry that is not settled
- * (tfs_attr_settled()) is HEADed first (its marker "name/" for a
+ * (tfs_meta_settled()) is HEADed first (its marker "name/" for a
  * directory), once: the answer is kept.  Returns 0, ENOENT, ENAMETOOLONG,
  * or the backend's error (EIO, EACCES).  *changed (may be NULL) is set
  * when a revalidation found a different ETag than the cached one. */

@@ -90,6 +90,13 @@ static const struct opt_name policy_names[] = {
 	{ NULL, 0 },
 };
 
+static const struct opt_name headers_names[] = {
+	{ "false", TFS_HEADERS_NONE },
+	{ "small", TFS_HEADERS_SMALL },
+	{ "true", TFS_HEADERS_ALL },
+	{ NULL, 0 },
+};
+
 static const struct opt_name wb_names[] = {
 	{ "async", TFS_WB_ASYNC },
 	{ "sync", TFS_WB_SYNC },
@@ -159,7 +166,8 @@ static const struct opt options[] = {
 	{ KEY("cache", "metadata_ttl", OPT_DURATION), FIELD(cache.metadata_ttl_ms),
 	  .flags = OPTF_FOREVER | OPTF_RELOAD, RANGE(0, TFS_DURATION_FOREVER), .scale = 1,
 	  .def = "5m" },
-	{ KEY("cache", "fetch_headers", OPT_BOOL), FIELD(cache.fetch_headers), .def = "false" },
+	{ KEY("cache", "fetch_headers", OPT_ENUM), FIELD(cache.fetch_headers),
+	  .names = headers_names, .def = "small" },
 	{ KEY("cache", "list_ahead", OPT_BOOL), FIELD(cache.list_ahead), .def = "true" },
 
 	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,

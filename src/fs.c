@@ -332,7 +332,7 @@ static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, stru
 	return 0;
 }
 
-/* Add an entry that is not settled (tfs_attr_settled()): readdirplus
+/* Add an entry that is not settled (tfs_meta_settled()): readdirplus
  * without attributes (node id 0: the kernel will look it up), d_type
  * DT_DIR for a directory and DT_UNKNOWN for an object.  Returns 1 when
  * the buffer is full. */
@@ -378,7 +378,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		dirty.ino = a->ino;
 		a = &dirty; /* size as written so far */
 	}
-	if (!tfs_attr_settled(a)) {
+	if (!tfs_meta_settled(r->fs->meta, a)) {
 		/* What a listing cannot tell (a symlink?  a directory's mode?):
 		 * no attributes and, for a possible symlink, no type, so the
 		 * kernel looks the name up, which learns them. */

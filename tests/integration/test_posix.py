@@ -391,6 +391,37 @@ def t_symlink_crash_safe(ctx):
     assert stat.S_ISFIFO(os.lstat(os.path.join(m2.mnt, "p")).st_mode)
 
 
+def t_small_objects_headed(ctx):
+    """Listed objects under 4 KiB are HEADed once on their first lookup
+    (cache.fetch_headers = small, the default): a symlink another client
+    wrote shows as one even when its directory was listed first.  Larger
+    objects and the second lookup cost no HEAD.  With fetch_headers = false
+    nothing is HEADed and the small object shows as a regular file."""
+    if ctx.bucket.kind != "moto":
+        return "skip"
+    ctx.bucket.put_meta("d/link", b"target", {"mode": str(stat.S_IFLNK | 0o777)})
+    ctx.bucket.put("d/big", b"b" * 5000)
+    ctx.bucket.put("d/small", b"s" * 100)
+    for name, conf, want in (("small", {}, stat.S_IFLNK), ("none", {"fetch_headers": "false"},
+                                                           stat.S_IFREG)):
+        m = ctx.mount(name, {"cache": conf})
+        m.mount()
+
+        def heads():
+            return m.stats()["backend"]["head"]["requests"]
+
+        assert sorted(os.listdir(os.path.join(m.mnt, "d"))) == ["big", "link", "small"]
+        h0 = heads()
+        assert stat.S_IFMT(os.lstat(os.path.join(m.mnt, "d", "link")).st_mode) == want, name
+        os.lstat(os.path.join(m.mnt, "d", "big"))
+        os.lstat(os.path.join(m.mnt, "d", "small"))
+        expect = 2 if want == stat.S_IFLNK else 0
+        assert heads() - h0 == expect, (name, heads() - h0)
+        if want == stat.S_IFLNK:
+            assert os.readlink(os.path.join(m.mnt, "d", "link")) == "target"
+        m.umount()
+
+
 TESTS = [
     ("symlink", t_symlink),
     ("special_files", t_special_files),
@@ -402,6 +433,7 @@ TESTS = [
     ("name_too_long", t_name_too_long),
     ("hard_link", t_hard_link),
     ("symlink_crash_safe", t_symlink_crash_safe),
+    ("small_objects_headed", t_small_objects_headed),
 ]
 
 

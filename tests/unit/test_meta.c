@@ -22,7 +22,7 @@
 
 #define MAP_SIZE (64ull << 20)
 /* Listed objects are this large or more: settled by the listing alone
- * (tfs_attr_settled()), so a lookup answered by it makes no HEAD. */
+ * (tfs_meta_settled()), so a lookup answered by it makes no HEAD. */
 #define OBJ_SIZE TFS_META_PROBE_SIZE
 
 /* ---- a scripted backend: the root holds "d/", d holds f00000..f<n-1> ---- */

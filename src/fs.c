@@ -114,6 +114,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	rc = tfs_meta_join(dir, name, path, sizeof(path));
+	/* A key the backend cannot hold names nothing: ENAMETOOLONG, as
+	 * create, mkdir, symlink and rename answer for it. */
+	if (rc == 0 && fs->be && tfs_backend_check_key(fs->be, path) == ENAMETOOLONG)
+		rc = ENAMETOOLONG;
 	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
 		tfs_fs_order_attr(fs, &a);
 	else if (rc == 0 && fs->wb && tfs_wb_attr(fs->wb, path, &a))

@@ -357,7 +357,8 @@ def t_name_too_long(ctx):
         d = os.path.join(d, chr(ord("a") + i) * 250)
         os.mkdir(d)
     for what, fn in [("create", lambda p: open(p, "wb")), ("mkdir", os.mkdir),
-                     ("symlink", lambda p: os.symlink("x", p)), ("mkfifo", os.mkfifo)]:
+                     ("symlink", lambda p: os.symlink("x", p)), ("mkfifo", os.mkfifo),
+                     ("stat", os.stat), ("rename", lambda p: os.rename(os.path.join(mnt, "ok"), p))]:
         try:
             fn(os.path.join(d, "e" * 250))
             raise AssertionError("%s of a 1,254-byte key succeeded" % what)

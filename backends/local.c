@@ -454,7 +454,16 @@ static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
 	out->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
 	out->mtime = st.st_mtim.tv_sec;
 	make_etag(&st, out->etag);
-	rc = load_meta(lb, fd, key, out);
+	if (S_ISDIR(st.st_mode)) {
+		/* A marker's metadata is on its marker file (none: none). */
+		int mfd = openat(fd, MARKER_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (mfd >= 0) {
+			rc = load_meta(lb, mfd, key, out);
+			close(mfd);
+		}
+	} else {
+		rc = load_meta(lb, fd, key, out);
+	}
 	close(fd);
 	if (rc)
 		tfs_obj_meta_clear(out);
@@ -742,16 +751,18 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 				free(key);
 				continue;
 			}
-			/* An empty directory stands for its marker object. */
-			if (dir_empty(cfd)) {
-				if (!(w->token && strcmp(key, w->token) <= 0)) {
-					struct stat st;
-					if (fstat(cfd, &st) == 0)
-						rc = emit(w, key, false, &st);
-				}
-			} else {
-				rc = walk_dir(w, cfd, key);
+			/* An empty directory stands for its marker object,
+			 * and so does a marker file: the marker key sorts
+			 * before the directory's other keys, as on S3. */
+			bool empty = dir_empty(cfd);
+			if ((empty || faccessat(cfd, MARKER_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
+			    !(w->token && strcmp(key, w->token) <= 0)) {
+				struct stat st;
+				if (fstat(cfd, &st) == 0)
+					rc = emit(w, key, false, &st);
 			}
+			if (rc == 0 && !empty)
+				rc = walk_dir(w, cfd, key);
 			close(cfd);
 			free(key);
 			continue;
@@ -1020,10 +1031,14 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 		if (rc == 0) {
 			int mfd = openat(dfd, MARKER_FILE,
 					 O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-			if (mfd < 0)
+			if (mfd < 0) {
 				rc = errno;
-			else
+			} else {
+				/* The marker object's metadata (s3fs's mode, owner
+				 * and times of the directory) lives on the file. */
+				rc = store_meta(lb, mfd, key, meta);
 				close(mfd);
+			}
 		}
 		if (rc == 0 && fstat(dfd, &st) < 0)
 			rc = errno;

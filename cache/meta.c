@@ -382,20 +382,42 @@ static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *na
 	return mdb_errno(m, rc, "store entry");
 }
 
-/* Forget a cached entry (the object is gone).  Cannot fail. */
+/* A tombstone: the entry of a name known to be gone since now.  It
+ * answers nothing (a lookup asks the backend, readdir skips it), but a
+ * listing that began before it cannot bring the name back (store_page()
+ * keeps entries newer than the listing), and the next complete listing
+ * prunes it.  Inside the caller's transaction.  Returns 0 or an LMDB
+ * error. */
+static int put_tombstone(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN],
+			 const char *name)
+{
+	struct tfs_attr a;
+	memset(&a, 0, sizeof(a));
+	a.type = (enum tfs_ftype)TYPE_WHITEOUT;
+	return put_entry(txn, m, h, name, &a, tfs_wall_ms(), NULL);
+}
+
+/* Is `a` a tombstone (put_tombstone())? */
+static bool tombstone(const struct tfs_attr *a)
+{
+	return a->type == TYPE_WHITEOUT && !a->local;
+}
+
+/* Forget a cached entry (the object is gone): a tombstone.  Cannot fail. */
 static void forget(struct tfs_meta *m, const char *dir, const char *name)
 {
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	size_t nlen = strlen(name);
+	uint8_t h[HLEN];
 	MDB_txn *txn;
-	if (nlen > NAME_MAX)
+	if (strlen(name) > NAME_MAX)
 		return;
-	dir_hash(dir, kbuf);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf };
+	dir_hash(dir, h);
 	if (mdb_txn_begin(m->env, NULL, 0, &txn) != 0)
 		return;
-	mdb_del(txn, m->entries, &k, NULL);
+	if (put_tombstone(txn, m, h, name) != 0) {
+		mdb_txn_abort(txn);
+		tfs_warn(m->log, "meta: cannot forget '%s' in '%s'", name, dir);
+		return;
+	}
 	if (mdb_txn_commit(txn) != 0)
 		tfs_warn(m->log, "meta: cannot forget '%s' in '%s'", name, dir);
 }
@@ -644,6 +666,8 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 	dir_hash(dir, h);
 	note_lookup(m, h);
 	int have = get_entry(m, h, name, &cached, &fetched);
+	if (have == 0 && tombstone(&cached))
+		have = ENOENT; /* gone since then: ask again */
 	if (have == EIO) {
 		/* The index is unreadable (damaged under us): answer from the
 		 * backend, uncached, until a restart rebuilds it. */
@@ -849,6 +873,9 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			decode(&v, &old, &f);
 			if (old.local)
 				continue; /* the mount's own change wins until written back */
+			if (f > start)
+				continue; /* learned after this listing began (a HEAD, a
+					   * tombstone): newer than what it says */
 			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0)
 				a = old; /* the same version: all a HEAD learned stays */
 		}
@@ -874,7 +901,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			struct tfs_attr old;
 			uint64_t f;
 			decode(&v, &old, &f);
-			if (old.local || (old.type == TFS_FT_FILE && f >= start))
+			if (old.local || f > start || (old.type == TFS_FT_FILE && f >= start))
 				continue;
 			if (old.type == TFS_FT_DIR) {
 				/* Still a directory: what its marker said stays. */
@@ -1349,16 +1376,12 @@ int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
 {
 	char dir[4096];
 	const char *name;
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	uint8_t h[HLEN];
 	int rc = split_path(path, dir, sizeof(dir), &name);
 	if (rc)
 		return rc;
-	size_t nlen = strlen(name);
-	dir_hash(dir, kbuf);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf };
-	rc = mdb_del(txn, m->entries, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : mdb_errno(m, rc, "forget entry");
+	dir_hash(dir, h);
+	return mdb_errno(m, put_tombstone(txn, m, h, name), "forget entry");
 }
 
 uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path)

@@ -141,7 +141,9 @@ int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path);
 /* `path` is now in the bucket with attributes `a` (clean, fresh now). */
 int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a);
-/* Remove the entry of `path`, LOCAL or not. */
+/* `path` is gone from the bucket: its entry, LOCAL or not, becomes a
+ * tombstone that answers nothing but keeps a listing begun before now
+ * from bringing the name back (pruned by the next complete listing). */
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path);
 
 /* The inode number of the entry at `path` (0 when there is none or it has

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend_impl.h"
+#include "clock.h"
 #include "lmdb_env.h"
 #include "log.h"
 #include "meta.h"
@@ -316,5 +317,45 @@ Test(list_ahead, lists_whole_directory_while_lookups_keep_up)
 	cr_assert_eq(tfs_meta_readdir(t.m, "d", "", count_entry, &seen), 0);
 	cr_assert_eq(seen, 2500);
 	cr_assert_eq(sb_get(&t.sb, &t.sb.lists), 3);
+	t_close(&t);
+}
+
+struct find {
+	const char *name;
+	bool found;
+};
+
+static int find_entry(void *ctx, const char *name, const struct tfs_attr *a)
+{
+	struct find *f = ctx;
+	(void)a;
+	if (strcmp(name, f->name) == 0)
+		f->found = true;
+	return 0;
+}
+
+/* A name deleted (write-back retired its DELETE, or a rename moved it)
+ * while a listing that began before is in flight stays gone: the listing's
+ * older answer does not bring it back. */
+Test(list_ahead, a_name_forgotten_during_a_listing_stays_gone)
+{
+	struct t t;
+	t_open(&t, 5, false);
+	cr_assert_eq(lookup(&t, 0), 0);
+	sb_wait_entered(&t.sb, 1); /* the listing ahead has begun */
+	/* Its start and the deletion are in different milliseconds. */
+	uint64_t t0 = tfs_wall_ms();
+	while (tfs_wall_ms() <= t0 + 1)
+		usleep(200);
+	MDB_txn *txn;
+	cr_assert_eq(mdb_txn_begin(t.env, NULL, 0, &txn), 0);
+	cr_assert_eq(tfs_meta_txn_forget(t.m, txn, "d/f00003"), 0);
+	cr_assert_eq(mdb_txn_commit(txn), 0);
+	sb_open_gate(&t.sb);
+	wait_idle(&t);
+	struct find f = { "f00003", false };
+	cr_assert_eq(tfs_meta_readdir(t.m, "d", "", find_entry, &f), 0);
+	cr_assert_not(f.found, "the listing brought a deleted name back");
+	cr_assert_eq(sb_get(&t.sb, &t.sb.lists), 1);
 	t_close(&t);
 }

@@ -570,6 +570,7 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	cr_assert_eq(tfs_backend_put(be, "l/link", tfs_io_cbuf("../target/fil2"), 14, &meta,
 				     etag2),
 		     0);
+	tfs_obj_meta_clear(&meta);
 	cr_assert_str_neq(etag2, etag, "the ETag did not change with the target");
 	readlink_is("l/link", "../target/fil2");
 

@@ -742,8 +742,9 @@ static int entry_kind(struct walk *w, const char *rel, DIR *d, const struct dire
 		}
 	}
 	if (w != NULL)
-		tfs_warn(w->lb->log, "local: '%s%s' in %s is not a file, symlink or directory: "
-				     "not listed",
+		tfs_warn(w->lb->log,
+			 "local: '%s%s' in %s is not a file, symlink or directory: "
+			 "not listed",
 			 esc(rel).s, esc(de->d_name).s, w->lb->root);
 	return -1;
 }
@@ -1063,9 +1064,9 @@ static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size
 
 /* GET of the symlink open as `fd` (O_PATH): bytes of its target.  A
  * link's target never changes, so there is no torn read to check for. */
-static int link_get(struct local *lb, int fd, const struct stat *st, const char *key,
-		    uint64_t off, uint64_t len, const char *if_match, struct tfs_io dst,
-		    size_t *got, char etag_out[TFS_ETAG_MAX])
+static int link_get(struct local *lb, int fd, const struct stat *st, const char *key, uint64_t off,
+		    uint64_t len, const char *if_match, struct tfs_io dst, size_t *got,
+		    char etag_out[TFS_ETAG_MAX])
 {
 	char target[PATH_MAX];
 	size_t n = 0;

@@ -192,7 +192,10 @@ static bool log_has(const char *s)
 
 /* Keys with a symlink before their last component. */
 static const char *through[] = {
-	"ckpt/secret", "d/inner/secret", "ckpt/e1/f", "d/inner/e1/f",
+	"ckpt/secret",
+	"d/inner/secret",
+	"ckpt/e1/f",
+	"d/inner/e1/f",
 };
 #define N_THROUGH (sizeof(through) / sizeof(through[0]))
 
@@ -369,8 +372,9 @@ BOTH(writes_never_land_outside)
 
 BOTH(deletes_never_touch_outside)
 {
-	const char *keys[] = { "ckpt/secret", "ckpt/e1/f", "d/inner/e1/f", "ckpt/e1/", "ckpt/",
-			       "x/" };
+	const char *keys[] = {
+		"ckpt/secret", "ckpt/e1/f", "d/inner/e1/f", "ckpt/e1/", "ckpt/", "x/"
+	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		cr_assert_eq(tfs_backend_delete(be, keys[i]), 0, "delete '%s'", keys[i]);
 	outside_unchanged();
@@ -506,9 +510,8 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	struct stat st;
 
 	link_meta(&meta, LINK_MODE_STR, "1700000000.5", "1600000000");
-	cr_assert_eq(tfs_backend_put(be, "l/link", tfs_io_cbuf(target), strlen(target), &meta,
-				     etag),
-		     0);
+	cr_assert_eq(
+		tfs_backend_put(be, "l/link", tfs_io_cbuf(target), strlen(target), &meta, etag), 0);
 	tfs_obj_meta_clear(&meta);
 	/* (Reading a link may move its atime: lstat and HEAD come first.) */
 	lstat_root("l/link", &st);
@@ -531,14 +534,12 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	/* GET: the target, by range, with If-Match, to a buffer and a fd. */
 	size_t got = 0;
 	memset(buf, 0, sizeof(buf));
-	cr_assert_eq(tfs_backend_get_range(be, "l/link", 3, 4, etag, tfs_io_buf(buf), &got,
-					   etag2),
+	cr_assert_eq(tfs_backend_get_range(be, "l/link", 3, 4, etag, tfs_io_buf(buf), &got, etag2),
 		     0);
 	cr_assert_eq(got, 4);
 	cr_assert_str_eq(buf, "targ");
 	cr_assert_str_eq(etag2, etag);
-	cr_assert_eq(tfs_backend_get_range(be, "l/link", 100, 4, NULL, tfs_io_buf(buf), &got,
-					   NULL),
+	cr_assert_eq(tfs_backend_get_range(be, "l/link", 100, 4, NULL, tfs_io_buf(buf), &got, NULL),
 		     0);
 	cr_assert_eq(got, 0);
 	cr_assert_eq(tfs_backend_get_range(be, "l/link", 0, 4, "\"other\"", tfs_io_buf(buf), &got,
@@ -567,8 +568,7 @@ BOTH(symlink_put_head_get_list_copy_delete)
 
 	/* A new target, even of the same length and times: a new ETag. */
 	link_meta(&meta, LINK_MODE_STR, "1700000000.5", "1600000000");
-	cr_assert_eq(tfs_backend_put(be, "l/link", tfs_io_cbuf("../target/fil2"), 14, &meta,
-				     etag2),
+	cr_assert_eq(tfs_backend_put(be, "l/link", tfs_io_cbuf("../target/fil2"), 14, &meta, etag2),
 		     0);
 	tfs_obj_meta_clear(&meta);
 	cr_assert_str_neq(etag2, etag, "the ETag did not change with the target");
@@ -663,8 +663,8 @@ BOTH(bad_symlink_bodies_are_einval)
 	struct tfs_obj_meta meta;
 	link_meta(&meta, LINK_MODE_STR, NULL, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int rc = tfs_backend_put(be, "bad", tfs_io_cbuf(cases[i].body), cases[i].len,
-					 &meta, NULL);
+		int rc = tfs_backend_put(be, "bad", tfs_io_cbuf(cases[i].body), cases[i].len, &meta,
+					 NULL);
 		cr_assert_eq(rc, EINVAL, "body %zu: %d", i, rc);
 		char p[512];
 		struct stat st;
@@ -672,8 +672,7 @@ BOTH(bad_symlink_bodies_are_einval)
 		cr_assert_neq(lstat(p, &st), 0, "body %zu left an object", i);
 	}
 	/* The longest that fits is a symlink. */
-	cr_assert_eq(tfs_backend_put(be, "bad", tfs_io_cbuf(longer), PATH_MAX - 1, &meta, NULL),
-		     0);
+	cr_assert_eq(tfs_backend_put(be, "bad", tfs_io_cbuf(longer), PATH_MAX - 1, &meta, NULL), 0);
 	cr_assert(is_symlink("bad"));
 	tfs_obj_meta_clear(&meta);
 	cr_assert(log_has("local: symlink 'bad': its target holds a NUL byte"), "%s", logged);

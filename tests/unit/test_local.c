@@ -604,6 +604,20 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	cr_assert_str_eq(tfs_obj_meta_get(&m, "mtime") ?: "", "1500000000");
 	tfs_obj_meta_clear(&m);
 
+	/* The write-back's path: a resumable put from a file descriptor. */
+	tf = tmpfile();
+	cr_assert_not_null(tf);
+	cr_assert_eq(pwrite(fileno(tf), "xx/from/fd", 10, 0), 10);
+	struct tfs_mpu mpu = { 0 };
+	link_meta(&meta, LINK_MODE_STR, NULL, NULL);
+	cr_assert_eq(tfs_backend_put_resumable(be, "l/fd", tfs_io_fd(fileno(tf), 2), 8, &meta, &mpu,
+					       NULL, NULL, NULL),
+		     0);
+	tfs_obj_meta_clear(&meta);
+	fclose(tf);
+	readlink_is("l/fd", "/from/fd");
+	cr_assert_eq(tfs_backend_delete(be, "l/fd"), 0);
+
 	/* DELETE: the link goes, the other stays; then the parent too. */
 	cr_assert_eq(tfs_backend_delete(be, "l/link"), 0);
 	cr_assert_eq(tfs_backend_head(be, "l/link", &m), ENOENT);

@@ -15,7 +15,10 @@
  * a directory and a name (renameat, unlinkat, mkdirat) get the directory
  * resolved that way and a single last component, which they never follow;
  * listings stat entries relative to the directory they read, without
- * following (local.h: what a key through a symlink gives).
+ * following (local.h: what a key through a symlink gives).  A symlink as
+ * a key's last component is an object: opened O_PATH | O_NOFOLLOW (the
+ * link itself) and read with readlinkat(), made with symlinkat() in
+ * TMP_DIR and renamed into place, removed with unlinkat().
  *
  * Listing order is S3's: byte order of the full key.  A depth-first walk
  * gives that order when each directory's entries are sorted with a '/'
@@ -367,6 +370,130 @@ static void make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
 		 (uint64_t)st->st_size, ns, (uint64_t)st->st_ino);
 }
 
+/* ---- symlinks ----
+ *
+ * A symlink is an object as s3fs stores one: its body is the target, its
+ * user metadata "mode" the decimal st_mode with S_IFLNK.  Its ETag adds a
+ * hash of the target to the size, ctime and inode (the mtime of a link is
+ * set from metadata, so it alone does not tell two versions apart). */
+
+#define LINK_MODE (S_IFLNK | 0777)
+
+/* The metadata value `name` as an unsigned decimal number (the whole
+ * string) no larger than `max`.  False when absent or malformed. */
+static bool meta_ulong(const struct tfs_obj_meta *m, const char *name, unsigned long max,
+		       unsigned long *out)
+{
+	const char *v = m ? tfs_obj_meta_get(m, name) : NULL;
+	if (v == NULL || *v < '0' || *v > '9')
+		return false;
+	char *end;
+	errno = 0;
+	unsigned long x = strtoul(v, &end, 10);
+	if (errno != 0 || *end != '\0' || x > max)
+		return false;
+	*out = x;
+	return true;
+}
+
+/* The kind of object `m` (may be NULL) asks for: 0 when it has no "mode",
+ * 1 when its "mode" has S_IFLNK, -1 for any other (or a malformed) mode. */
+static int meta_link(const struct tfs_obj_meta *m)
+{
+	unsigned long mode;
+	if (m == NULL || tfs_obj_meta_get(m, "mode") == NULL)
+		return 0;
+	return meta_ulong(m, "mode", UINT32_MAX, &mode) && (mode & S_IFMT) == S_IFLNK ? 1 : -1;
+}
+
+/* The metadata value `name` as decimal seconds since the epoch, with an
+ * optional fraction ("1700000000", "1700000000.25"; digits past the 9th
+ * are dropped).  False when absent or malformed. */
+static bool meta_time(const struct tfs_obj_meta *m, const char *name, struct timespec *ts)
+{
+	const char *v = m ? tfs_obj_meta_get(m, name) : NULL;
+	if (v == NULL || *v < '0' || *v > '9')
+		return false;
+	char *end;
+	errno = 0;
+	long long sec = strtoll(v, &end, 10);
+	if (errno != 0 || (time_t)sec != sec)
+		return false;
+	long ns = 0, scale = 100000000;
+	if (*end == '.') {
+		for (end++; *end >= '0' && *end <= '9'; end++) {
+			ns += (*end - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (*end != '\0')
+		return false;
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = ns;
+	return true;
+}
+
+static void make_link_etag(const struct stat *st, const char *target, size_t n,
+			   char etag[TFS_ETAG_MAX])
+{
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)target[i];
+		h *= 0x100000001b3u;
+	}
+	uint64_t ns = (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec;
+	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-l%016" PRIx64 "\"",
+		 (uint64_t)n, ns, (uint64_t)st->st_ino, h);
+}
+
+/* The target of the symlink `name` in `dfd` ("" with an O_PATH |
+ * O_NOFOLLOW descriptor of the link itself): 0 with target[] NUL-ended
+ * and *n its length, ENAMETOOLONG when it does not fit PATH_MAX, else
+ * readlinkat()'s errno.  Not logged. */
+static int read_link(int dfd, const char *name, char target[PATH_MAX], size_t *n)
+{
+	ssize_t r = readlinkat(dfd, name, target, PATH_MAX);
+	if (r < 0)
+		return errno;
+	if (r >= PATH_MAX)
+		return ENAMETOOLONG;
+	target[r] = '\0';
+	*n = (size_t)r;
+	return 0;
+}
+
+/* A symlink's body checked and made a C string in target[]: 1 to
+ * PATH_MAX - 1 bytes, no NUL.  0, EINVAL (logged), or the errno of
+ * reading a descriptor source. */
+static int link_body(struct local *lb, const char *key, struct tfs_io src, uint64_t len,
+		     char target[PATH_MAX])
+{
+	if (len == 0 || len >= PATH_MAX) {
+		tfs_warn(lb->log, "local: symlink '%s': a target of %" PRIu64 " bytes (1 to %d)",
+			 esc(key).s, len, PATH_MAX - 1);
+		return EINVAL;
+	}
+	if (src.kind == TFS_IO_BUF) {
+		memcpy(target, src.cbuf, len);
+	} else if (src.kind == TFS_IO_FD) {
+		ssize_t r = pread(src.fd, target, len, src.off);
+		if (r < 0 || (uint64_t)r != len) {
+			int e = r < 0 ? errno : EIO;
+			tfs_err(lb->log, "local: symlink '%s': reading its target: %s", esc(key).s,
+				strerror(e));
+			return EIO;
+		}
+	} else {
+		return EINVAL;
+	}
+	target[len] = '\0';
+	if (memchr(target, '\0', len) != NULL) {
+		tfs_warn(lb->log, "local: symlink '%s': its target holds a NUL byte", esc(key).s);
+		return EINVAL;
+	}
+	return 0;
+}
+
 static int load_meta(struct local *lb, int fd, const char *key, struct tfs_obj_meta *out)
 {
 	char names[4096];
@@ -408,6 +535,11 @@ static int store_meta(struct local *lb, int fd, const char *key, const struct tf
 	return 0;
 }
 
+/* Open the object `key`: a regular file (read-only), a directory marker,
+ * or a symlink as the last component (an O_PATH | O_NOFOLLOW descriptor
+ * of the link itself, never followed).  0 with *fd_out and *st, or the
+ * backend errno, logged: ENOENT for a missing key or one through a
+ * symlink. */
 static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat *st)
 {
 	bool dir;
@@ -416,8 +548,17 @@ static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat 
 		return rc;
 	/* O_NONBLOCK: a FIFO under the root must not hold the thread; it is
 	 * no object (below) and regular files ignore the flag. */
-	int fd;
+	int fd, tries = 0;
+	bool path_fd;
+again:
+	path_fd = false;
 	rc = resolve(lb, key, O_RDONLY | O_NONBLOCK, 0, &fd);
+	if (rc == ELOOP && !dir) {
+		/* The last component may be the symlink: open it itself.  A
+		 * symlink before it still fails with ELOOP. */
+		rc = resolve(lb, key, O_PATH | O_NOFOLLOW, 0, &fd);
+		path_fd = true;
+	}
 	if (rc) {
 		if (refused(rc))
 			return log_refused(lb, "read", key, rc, ENOENT);
@@ -432,8 +573,14 @@ static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat 
 		tfs_err(lb->log, "local: stat '%s': %s", esc(key).s, strerror(e));
 		return EIO;
 	}
+	/* A file renamed over the symlink between the two opens: again. */
+	if (path_fd && S_ISREG(st->st_mode) && ++tries < 3) {
+		close(fd);
+		goto again;
+	}
 	/* "a" naming a directory is not an object; "a/" naming a file neither. */
-	if (S_ISDIR(st->st_mode) != dir || (!dir && !S_ISREG(st->st_mode))) {
+	if (S_ISDIR(st->st_mode) != dir ||
+	    (!dir && !(path_fd ? S_ISLNK(st->st_mode) : S_ISREG(st->st_mode)))) {
 		close(fd);
 		return ENOENT;
 	}
@@ -443,6 +590,52 @@ static int open_obj(struct local *lb, const char *key, int *fd_out, struct stat 
 
 /* ---- head ---- */
 
+/* Set user metadata `name` to the decimal `v`.  0 or ENOMEM. */
+static int meta_set_num(struct tfs_obj_meta *m, const char *name, long long v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%lld", v);
+	return tfs_obj_meta_set(m, name, buf) == ENOMEM ? ENOMEM : 0;
+}
+
+/* A time as s3fs writes it: "sec", or "sec.nnnnnnnnn".  0 or ENOMEM. */
+static int meta_set_time(struct tfs_obj_meta *m, const char *name, const struct timespec *ts)
+{
+	char buf[48];
+	if (ts->tv_nsec > 0 && ts->tv_nsec < 1000000000)
+		snprintf(buf, sizeof(buf), "%lld.%09ld", (long long)ts->tv_sec, ts->tv_nsec);
+	else
+		snprintf(buf, sizeof(buf), "%lld", (long long)ts->tv_sec);
+	return tfs_obj_meta_set(m, name, buf) == ENOMEM ? ENOMEM : 0;
+}
+
+/* HEAD of the symlink open as `fd` (O_PATH): its target's length and the
+ * metadata s3fs gives a symlink, from lstat. */
+static int link_head(struct local *lb, int fd, const char *key, const struct stat *st,
+		     struct tfs_obj_meta *out)
+{
+	char target[PATH_MAX];
+	size_t n = 0;
+	int rc = read_link(fd, "", target, &n);
+	if (rc) {
+		tfs_err(lb->log, "local: readlink '%s': %s", esc(key).s, strerror(rc));
+		return EIO;
+	}
+	out->size = n;
+	out->mtime = st->st_mtim.tv_sec;
+	make_link_etag(st, target, n, out->etag);
+	rc = meta_set_num(out, "mode", LINK_MODE);
+	if (rc == 0)
+		rc = meta_set_num(out, "uid", st->st_uid);
+	if (rc == 0)
+		rc = meta_set_num(out, "gid", st->st_gid);
+	if (rc == 0)
+		rc = meta_set_time(out, "mtime", &st->st_mtim);
+	if (rc == 0)
+		rc = meta_set_time(out, "atime", &st->st_atim);
+	return rc;
+}
+
 static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
 {
 	struct local *lb = priv;
@@ -451,6 +644,13 @@ static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
 	int rc = open_obj(lb, key, &fd, &st);
 	if (rc)
 		return rc;
+	if (S_ISLNK(st.st_mode)) {
+		rc = link_head(lb, fd, key, &st, out);
+		close(fd);
+		if (rc)
+			tfs_obj_meta_clear(out);
+		return rc;
+	}
 	out->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
 	out->mtime = st.st_mtim.tv_sec;
 	make_etag(&st, out->etag);
@@ -496,7 +696,10 @@ struct walk {
 	struct tfs_dbuf path;
 };
 
-static int emit(struct walk *w, const char *key, bool is_prefix, const struct stat *st)
+/* Add `key` to the page: a common prefix, or an entry with the
+ * attributes in *st (`target`: a symlink's, NULL for a file or marker). */
+static int emit(struct walk *w, const char *key, bool is_prefix, const struct stat *st,
+		const char *target)
 {
 	if (w->full) {
 		w->truncated = true;
@@ -524,9 +727,14 @@ static int emit(struct walk *w, const char *key, bool is_prefix, const struct st
 		struct tfs_list_entry *e = &p->entries[p->n_entries++];
 		memset(e, 0, sizeof(*e));
 		e->key = k;
-		e->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
 		e->mtime = st->st_mtim.tv_sec;
-		make_etag(st, e->etag);
+		if (target != NULL) {
+			e->size = strlen(target);
+			make_link_etag(st, target, e->size, e->etag);
+		} else {
+			e->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
+			make_etag(st, e->etag);
+		}
 	}
 	w->last = k;
 	if (++w->count >= w->max)
@@ -534,30 +742,30 @@ static int emit(struct walk *w, const char *key, bool is_prefix, const struct st
 	return 0;
 }
 
-/* File or directory?  d_type when the file system gives it, else lstat.
- * Anything else (a symlink, FIFO, socket, device) is left out: -1, with a
- * warning naming it when `w` is given (rel: the directory's key). */
+/* File, symlink (an object too: *isdir false) or directory?  d_type when
+ * the file system gives it, else lstat.  Anything else (a FIFO, socket,
+ * device) is left out: -1, with a warning naming it when `w` is given
+ * (rel: the directory's key). */
 static int entry_kind(struct walk *w, const char *rel, DIR *d, const struct dirent *de, bool *isdir)
 {
-	if (de->d_type == DT_DIR || de->d_type == DT_REG) {
+	if (de->d_type == DT_DIR || de->d_type == DT_REG || de->d_type == DT_LNK) {
 		*isdir = de->d_type == DT_DIR;
 		return 0;
 	}
 	struct stat st;
-	bool link = de->d_type == DT_LNK;
 	if (de->d_type == DT_UNKNOWN) {
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return -1;
-		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
 			*isdir = S_ISDIR(st.st_mode);
 			return 0;
 		}
-		link = S_ISLNK(st.st_mode);
 	}
 	if (w != NULL)
-		tfs_warn(w->lb->log, "local: '%s%s' in %s is %s: not listed, never followed",
-			 esc(rel).s, esc(de->d_name).s, w->lb->root,
-			 link ? "a symlink" : "not a file or directory");
+		tfs_warn(w->lb->log,
+			 "local: '%s%s' in %s is not a file, symlink or directory: "
+			 "not listed",
+			 esc(rel).s, esc(de->d_name).s, w->lb->root);
 	return -1;
 }
 
@@ -674,6 +882,29 @@ static int open_subdir(int dfd, const char *dname, int *fd_out)
 	return open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
 }
 
+/* Emit the file or symlink `name` of `dfd` as `key`, stat'ed (and a
+ * symlink read) without following it; anything else, or a symlink that
+ * cannot be read, is left out. */
+static int emit_entry(struct walk *w, int dfd, const char *name, const char *key)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0;
+	if (S_ISREG(st.st_mode))
+		return emit(w, key, false, &st, NULL);
+	if (!S_ISLNK(st.st_mode))
+		return 0;
+	char target[PATH_MAX];
+	size_t n = 0;
+	int rc = read_link(dfd, name, target, &n);
+	if (rc) {
+		tfs_warn(w->lb->log, "local: '%s' in %s: readlink: %s: not listed", esc(key).s,
+			 w->lb->root, strerror(rc));
+		return 0;
+	}
+	return emit(w, key, false, &st, target);
+}
+
 /* Walk directory `dfd`, key `rel` ("" or "a/b/", ending in '/'), whose keys
  * all start with rel.  Entries are stat'ed and entered relative to dfd,
  * never through a symlink; one descriptor is held per level of depth (at
@@ -737,7 +968,7 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 			bool dup = w->last && strcmp(key, w->last) == 0;
 			if (!skip && !dup) {
 				struct stat dummy = { 0 };
-				rc = emit(w, key, true, &dummy);
+				rc = emit(w, key, true, &dummy, NULL);
 			}
 			key[cplen] = save;
 			free(key);
@@ -755,11 +986,12 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 			 * and so does a marker file: the marker key sorts
 			 * before the directory's other keys, as on S3. */
 			bool empty = dir_empty(cfd);
-			if ((empty || faccessat(cfd, MARKER_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
+			if ((empty ||
+			     faccessat(cfd, MARKER_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
 			    !(w->token && strcmp(key, w->token) <= 0)) {
 				struct stat st;
 				if (fstat(cfd, &st) == 0)
-					rc = emit(w, key, false, &st);
+					rc = emit(w, key, false, &st, NULL);
 			}
 			if (rc == 0 && !empty)
 				rc = walk_dir(w, cfd, key);
@@ -767,12 +999,8 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 			free(key);
 			continue;
 		}
-		if (!(w->token && strcmp(key, w->token) <= 0)) {
-			struct stat st;
-			if (fstatat(dfd, v[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISREG(st.st_mode))
-				rc = emit(w, key, false, &st);
-		}
+		if (!(w->token && strcmp(key, w->token) <= 0))
+			rc = emit_entry(w, dfd, v[i].name, key);
 		free(key);
 	}
 	for (size_t i = 0; i < n; i++)
@@ -857,6 +1085,43 @@ static int read_into(int fd, uint64_t off, uint64_t len, struct tfs_io dst, size
 	return rc;
 }
 
+/* GET of the symlink open as `fd` (O_PATH): bytes of its target.  A
+ * link's target never changes, so there is no torn read to check for. */
+static int link_get(struct local *lb, int fd, const struct stat *st, const char *key, uint64_t off,
+		    uint64_t len, const char *if_match, struct tfs_io dst, size_t *got,
+		    char etag_out[TFS_ETAG_MAX])
+{
+	char target[PATH_MAX];
+	size_t n = 0;
+	int rc = read_link(fd, "", target, &n);
+	if (rc) {
+		tfs_err(lb->log, "local: readlink '%s': %s", esc(key).s, strerror(rc));
+		return EIO;
+	}
+	make_link_etag(st, target, n, etag_out);
+	if (if_match && *if_match && strcmp(if_match, etag_out) != 0) {
+		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", esc(key).s,
+			 etag_out, if_match);
+		return ESTALE;
+	}
+	size_t k = off >= n ? 0 : (n - off < len ? n - (size_t)off : (size_t)len);
+	const char *from = target + (off < n ? off : n);
+	if (dst.kind == TFS_IO_BUF) {
+		memcpy(dst.buf, from, k);
+	} else if (dst.kind == TFS_IO_FD) {
+		rc = tfs_pwrite_all(dst.fd, from, k, dst.off);
+		if (rc) {
+			tfs_err(lb->log, "local: read '%s': %s", esc(key).s, strerror(rc));
+			return EIO;
+		}
+	} else {
+		tfs_io_iov_copy(&dst, 0, from, k);
+		tfs_io_iov_filled(&dst, k);
+	}
+	*got = k;
+	return 0;
+}
+
 static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 			   const char *if_match, struct tfs_io dst, size_t *got,
 			   char etag_out[TFS_ETAG_MAX])
@@ -868,6 +1133,12 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 	rc = open_obj(lb, key, &fd, &st);
 	if (rc)
 		return rc;
+	if (S_ISLNK(st.st_mode)) {
+		*got = 0;
+		rc = link_get(lb, fd, &st, key, off, len, if_match, dst, got, etag_out);
+		close(fd);
+		return rc;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		close(fd);
 		*got = 0;
@@ -906,10 +1177,42 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 
 /* ---- put / copy ---- */
 
+/* The directory of `key`'s last component (made when missing, as
+ * resolve_parent()) and TMP_DIR, both for put_dir().  0 or the errno. */
+static int open_dirs(struct local *lb, const char *key, int *pfd, const char **name, int *tfd)
+{
+	int rc = resolve_parent(lb, key, true, pfd, name);
+	if (rc)
+		return rc;
+	if (mkdirat(lb->root_fd, TMP_DIR, 0700) < 0 && errno != EEXIST)
+		return errno;
+	return open_last(lb->root_fd, TMP_DIR, O_PATH | O_DIRECTORY, 0, tfd);
+}
+
+/* A new name in TMP_DIR ("<pid>-<random>", which sweep_tmp() knows). */
+static void tmp_name(char tmp[64], int attempt)
+{
+	unsigned r = (unsigned)random() ^ (unsigned)getpid() ^ ((unsigned)attempt << 20);
+	snprintf(tmp, 64, "%u-%08x", (unsigned)getpid(), r);
+}
+
+/* The backend errno of a failed write of `key`, logged. */
+static int write_failed(struct local *lb, const char *key, int rc)
+{
+	if (refused(rc))
+		return log_refused(lb, "write", key, rc, EACCES);
+	tfs_err(lb->log, "local: write '%s' in %s: %s", esc(key).s, lb->root, strerror(rc));
+	if (rc == ENOSPC || rc == EDQUOT || rc == ENOTSUP || rc == EISDIR || rc == ENOTDIR ||
+	    rc == ENAMETOOLONG || rc == ENOMEM)
+		return rc;
+	return rc == EACCES || rc == EPERM ? EACCES : EIO;
+}
+
 /* Write a temporary file in TMP_DIR, filled by `fill`, then rename it to
  * `key`.  The key's parent directories are made (resolve_parent()), and the
  * rename acts on that directory and the last component, so nothing is
- * written through a symlink; a symlink at the key itself is not replaced. */
+ * written through a symlink; a symlink at the key itself is replaced, as
+ * any object there. */
 typedef int (*fill_fn)(void *ctx, int fd);
 
 static int replace_file(struct local *lb, const char *key, fill_fn fill, void *ctx,
@@ -920,23 +1223,11 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 	struct stat st;
 	int rc, fd = -1, pfd = -1, tfd = -1;
 
-	rc = resolve_parent(lb, key, true, &pfd, &name);
-	if (rc)
-		goto fail_nofile;
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-		rc = ELOOP;
-		goto fail_nofile;
-	}
-	if (mkdirat(lb->root_fd, TMP_DIR, 0700) < 0 && errno != EEXIST) {
-		rc = errno;
-		goto fail_nofile;
-	}
-	rc = open_last(lb->root_fd, TMP_DIR, O_PATH | O_DIRECTORY, 0, &tfd);
+	rc = open_dirs(lb, key, &pfd, &name, &tfd);
 	if (rc)
 		goto fail_nofile;
 	for (int attempt = 0; attempt < 100; attempt++) {
-		unsigned r = (unsigned)random() ^ (unsigned)getpid() ^ ((unsigned)attempt << 20);
-		snprintf(tmp, sizeof(tmp), "%u-%08x", (unsigned)getpid(), r);
+		tmp_name(tmp, attempt);
 		fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -965,13 +1256,95 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 fail_nofile:
 	put_dir(lb, tfd);
 	put_dir(lb, pfd);
-	if (refused(rc))
-		return log_refused(lb, "write", key, rc, EACCES);
-	tfs_err(lb->log, "local: write '%s' in %s: %s", esc(key).s, lb->root, strerror(rc));
-	if (rc == ENOSPC || rc == EDQUOT || rc == ENOTSUP || rc == EISDIR || rc == ENOTDIR ||
-	    rc == ENAMETOOLONG || rc == ENOMEM)
-		return rc;
-	return rc == EACCES || rc == EPERM ? EACCES : EIO;
+	return write_failed(lb, key, rc);
+}
+
+/* Give the symlink `tmp` in `tfd` the owner and times of *keep, or else
+ * meta's "uid", "gid", "mtime" and "atime" (those present and valid),
+ * never following it.  A failure is logged (at debug level for EPERM, a
+ * daemon that is not root giving a file away) and not returned: the link
+ * itself is what counts. */
+static void link_attrs(struct local *lb, int tfd, const char *tmp, const char *key,
+		       const struct tfs_obj_meta *meta, const struct stat *keep)
+{
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+	unsigned long v;
+
+	if (keep != NULL) {
+		uid = keep->st_uid;
+		gid = keep->st_gid;
+		ts[0] = keep->st_atim;
+		ts[1] = keep->st_mtim;
+	} else {
+		if (meta_ulong(meta, "uid", UINT32_MAX - 1, &v))
+			uid = (uid_t)v;
+		if (meta_ulong(meta, "gid", UINT32_MAX - 1, &v))
+			gid = (gid_t)v;
+		(void)meta_time(meta, "atime", &ts[0]);
+		(void)meta_time(meta, "mtime", &ts[1]);
+	}
+	if ((uid != (uid_t)-1 || gid != (gid_t)-1) &&
+	    fchownat(tfd, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		int e = errno;
+		if (e == EPERM)
+			tfs_debug(lb->log, "local: symlink '%s': owner %ld:%ld not set: %s",
+				  esc(key).s, (long)(int)uid, (long)(int)gid, strerror(e));
+		else
+			tfs_warn(lb->log, "local: symlink '%s': owner not set: %s", esc(key).s,
+				 strerror(e));
+	}
+	if ((ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT) &&
+	    utimensat(tfd, tmp, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		tfs_warn(lb->log, "local: symlink '%s': times not set: %s", esc(key).s,
+			 strerror(errno));
+}
+
+/* Make `key` a symlink to `target` (checked by link_body()), as
+ * replace_file() makes a file: made in TMP_DIR under a temporary name,
+ * given its owner and times (link_attrs()), renamed into place. */
+static int replace_link(struct local *lb, const char *key, const char *target,
+			const struct tfs_obj_meta *meta, const struct stat *keep,
+			char etag_out[TFS_ETAG_MAX])
+{
+	char tmp[64];
+	const char *name;
+	struct stat st;
+	int rc, lfd = -1, pfd = -1, tfd = -1;
+
+	rc = open_dirs(lb, key, &pfd, &name, &tfd);
+	if (rc)
+		goto out;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		tmp_name(tmp, attempt);
+		rc = symlinkat(target, tfd, tmp) < 0 ? errno : 0;
+		if (rc != EEXIST)
+			break;
+	}
+	if (rc)
+		goto out;
+	/* The link itself, to stat it once it is in place. */
+	lfd = openat(tfd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (lfd < 0) {
+		rc = errno;
+		unlinkat(tfd, tmp, 0);
+		goto out;
+	}
+	link_attrs(lb, tfd, tmp, key, meta, keep);
+	if (renameat(tfd, tmp, pfd, name) < 0) {
+		rc = errno;
+		unlinkat(tfd, tmp, 0);
+		goto out;
+	}
+	if (fstat(lfd, &st) == 0)
+		make_link_etag(&st, target, strlen(target), etag_out);
+out:
+	if (lfd >= 0)
+		close(lfd);
+	put_dir(lb, tfd);
+	put_dir(lb, pfd);
+	return rc ? write_failed(lb, key, rc) : 0;
 }
 
 struct put_ctx {
@@ -1052,6 +1425,11 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 		tfs_err(lb->log, "local: mkdir '%s': %s", esc(key).s, strerror(rc));
 		return EIO;
 	}
+	if (meta_link(meta) == 1) {
+		char target[PATH_MAX];
+		rc = link_body(lb, key, src, len, target);
+		return rc ? rc : replace_link(lb, key, target, meta, NULL, etag_out);
+	}
 	struct put_ctx c = { .src = src, .len = len };
 	return replace_file(lb, key, fill_from_io, &c, meta, etag_out);
 }
@@ -1079,6 +1457,27 @@ static int fill_from_copy(void *vctx, int fd)
 	return rc;
 }
 
+/* Copy the object open as `fd` (*st) to the symlink `dst`: the target of
+ * a symlink source (owner and times kept with meta NULL), or the bytes of
+ * a file source, checked as a put's body. */
+static int copy_to_link(struct local *lb, int fd, const struct stat *st, const char *src,
+			const char *dst, const struct tfs_obj_meta *meta,
+			char etag_out[TFS_ETAG_MAX])
+{
+	char target[PATH_MAX];
+	size_t n = 0;
+	if (S_ISLNK(st->st_mode)) {
+		int rc = read_link(fd, "", target, &n);
+		if (rc) {
+			tfs_err(lb->log, "local: readlink '%s': %s", esc(src).s, strerror(rc));
+			return EIO;
+		}
+		return replace_link(lb, dst, target, meta, meta ? NULL : st, etag_out);
+	}
+	int rc = link_body(lb, dst, tfs_io_fd(fd, 0), (uint64_t)st->st_size, target);
+	return rc ? rc : replace_link(lb, dst, target, meta, NULL, etag_out);
+}
+
 static int local_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
 		      char etag_out[TFS_ETAG_MAX])
 {
@@ -1095,6 +1494,28 @@ static int local_copy(void *priv, const char *src, const char *dst, const struct
 	if (dir || S_ISDIR(st.st_mode)) {
 		close(fd);
 		return EINVAL;
+	}
+	/* The copy is a symlink when meta says so, or when the source is one
+	 * and meta says no other type; its body is the source's target or
+	 * bytes either way. */
+	int ml = meta_link(meta);
+	if (ml == 1 || (S_ISLNK(st.st_mode) && ml == 0)) {
+		rc = copy_to_link(lb, fd, &st, src, dst, meta, etag_out);
+		close(fd);
+		return rc;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		/* A symlink made a file: the target as its bytes. */
+		char target[PATH_MAX];
+		size_t n = 0;
+		rc = read_link(fd, "", target, &n);
+		close(fd);
+		if (rc) {
+			tfs_err(lb->log, "local: readlink '%s': %s", esc(src).s, strerror(rc));
+			return EIO;
+		}
+		struct put_ctx p = { .src = tfs_io_cbuf(target), .len = n };
+		return replace_file(lb, dst, fill_from_io, &p, meta, etag_out);
 	}
 	struct copy_ctx c = {
 		.lb = lb,
@@ -1138,8 +1559,9 @@ static void prune_parents(struct local *lb, const char *key)
 }
 
 /* Unlink `name` in `pfd`: the directory of a marker key (its marker file
- * first), or a regular file.  A symlink there is left alone (ELOOP);
- * anything else that is not a file counts as missing (ENOENT). */
+ * first; ELOOP for a symlink there, left alone), or a regular file or a
+ * symlink (itself, never what it points to).  Anything else counts as
+ * missing (ENOENT). */
 static int unlink_obj(int pfd, const char *name, bool dir)
 {
 	if (dir) {
@@ -1155,8 +1577,8 @@ static int unlink_obj(int pfd, const char *name, bool dir)
 		struct stat st;
 		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return errno;
-		if (!S_ISREG(st.st_mode))
-			return S_ISLNK(st.st_mode) ? ELOOP : ENOENT;
+		if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+			return ENOENT;
 	}
 	return unlinkat(pfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? errno : 0;
 }

@@ -388,8 +388,7 @@ static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *na
  * keeps entries newer than the listing), and the next complete listing
  * prunes it.  Inside the caller's transaction.  Returns 0 or an LMDB
  * error. */
-static int put_tombstone(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN],
-			 const char *name)
+static int put_tombstone(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name)
 {
 	struct tfs_attr a;
 	memset(&a, 0, sizeof(a));

@@ -378,6 +378,72 @@ Test(conformance, user_metadata_and_copy)
 	expect_content("meta/src", data);
 }
 
+/* A symlink as s3fs stores it: the target as body, mode S_IFLNK in the
+ * metadata (the local backend makes it a real symlink).  Every backend
+ * gives back the body, the mode and the mtime, through a copy too. */
+Test(conformance, symlink_object)
+{
+	const char *target = "../some/target";
+	struct tfs_obj_meta meta = { 0 }, m = { 0 };
+	char etag[TFS_ETAG_MAX], etag2[TFS_ETAG_MAX];
+	cr_assert_eq(tfs_obj_meta_set(&meta, "mode", "41471"), 0); /* S_IFLNK | 0777 */
+	cr_assert_eq(tfs_obj_meta_set(&meta, "mtime", "1700000000"), 0);
+	cr_assert_eq(tfs_backend_put(be, "sl/link", tfs_io_cbuf(target), strlen(target), &meta,
+				     etag),
+		     0);
+	tfs_obj_meta_clear(&meta);
+	if (!is_s3()) {
+		char p[512], t[64] = "";
+		snprintf(p, sizeof(p), "%s/sl/link", tmpdir);
+		cr_assert_eq(readlink(p, t, sizeof(t) - 1), (ssize_t)strlen(target),
+			     "not a symlink on disk");
+		cr_assert_str_eq(t, target);
+	}
+	cr_assert_eq(tfs_backend_head(be, "sl/link", &m), 0);
+	cr_assert_eq(m.size, strlen(target));
+	cr_assert_str_eq(m.etag, etag);
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mode") ?: "(none)", "41471");
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mtime") ?: "(none)", "1700000000");
+	tfs_obj_meta_clear(&m);
+	expect_content("sl/link", target);
+	char **keys;
+	size_t n = list_all("sl/", NULL, 0, &keys, NULL);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(keys[0], "sl/link");
+	free_keys(keys, n);
+
+	/* Copy keeping the metadata, then onto itself with a new mtime. */
+	cr_assert_eq(tfs_backend_copy(be, "sl/link", "sl/copy", NULL, NULL), 0);
+	expect_content("sl/copy", target);
+	cr_assert_eq(tfs_backend_head(be, "sl/copy", &m), 0);
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mode") ?: "(none)", "41471");
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(tfs_obj_meta_set(&meta, "mode", "41471"), 0);
+	cr_assert_eq(tfs_obj_meta_set(&meta, "mtime", "1600000000"), 0);
+	cr_assert_eq(tfs_backend_copy(be, "sl/copy", "sl/copy", &meta, NULL), 0);
+	tfs_obj_meta_clear(&meta);
+	cr_assert_eq(tfs_backend_head(be, "sl/copy", &m), 0);
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mode") ?: "(none)", "41471");
+	cr_assert_str_eq(tfs_obj_meta_get(&m, "mtime") ?: "(none)", "1600000000");
+	tfs_obj_meta_clear(&m);
+	expect_content("sl/copy", target);
+
+	/* A new target: a new ETag. */
+	cr_assert_eq(tfs_obj_meta_set(&meta, "mode", "41471"), 0);
+	cr_assert_eq(tfs_backend_put(be, "sl/link", tfs_io_cbuf("/elsewhere"), 10, &meta, etag2),
+		     0);
+	tfs_obj_meta_clear(&meta);
+	cr_assert_str_neq(etag2, etag);
+	expect_content("sl/link", "/elsewhere");
+
+	cr_assert_eq(tfs_backend_delete(be, "sl/link"), 0);
+	cr_assert_eq(tfs_backend_delete(be, "sl/copy"), 0);
+	cr_assert_eq(tfs_backend_head(be, "sl/link", &m), ENOENT);
+	n = list_all("sl/", NULL, 0, &keys, NULL);
+	cr_assert_eq(n, 0);
+	free_keys(keys, n);
+}
+
 Test(conformance, listing_with_delimiter)
 {
 	const char *keys[] = { "l/a/1", "l/a/2", "l/b", "l/c/d/e", "l/a-z", "l/a0" };

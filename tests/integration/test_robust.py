@@ -14,8 +14,10 @@ object and checks statfs; 64 concurrent readers are test_mount.py's
 rss_bound_64_readers.  Section 7 feeds hostile keys and checks that the
 cache directory holds only hash-named files, that nothing aliases, and the
 permissions (cache files, allow_other, default_permissions), and that
-symlinks in a local bucket pointing out of it are never followed (issue
-16, section 2: local_symlink_not_followed_on_read/_on_write).  The
+symlinks in a local bucket pointing out of it are never followed by the
+daemon: shown with their target as body, and no key through one is
+written (issue 16, section 2, and issue 18:
+local_symlink_not_followed_on_read/_on_write).  The
 credentials-file mode check is unit-tested in tests/unit/test_s3_creds.c
 (group_readable_file_is_refused); credentials_file_mode_checked here only
 checks that a refused file stops the mount.
@@ -1162,47 +1164,65 @@ def _outside_unchanged(outside, secret):
 def t_local_symlink_not_followed_on_read(ctx):
     """Local backend mounted by root with allow_other: symlinks in the
     bucket directory pointing out of it (to a 0600 file, to a directory)
-    are not listed and cannot be read, neither by root nor by uid 65534;
-    the daemon logs each one it leaves out of a listing."""
+    are objects whose body is their target, and the daemon never follows
+    them.  The mount shows each one's target text: as a symlink's target
+    (a FUSE layer that shows mode S_IFLNK as a symlink) or as a file's
+    bytes (one that does not).  Only the kernel may follow a symlink, with
+    the reader's permissions, so uid 65534 never reads the secret.  A FIFO
+    in the bucket is not listed, and the log names it."""
     if ctx.bucket.kind != "local":
         return "skip"
     outside, secret = _bucket_with_symlinks(ctx)
+    os.mkfifo(os.path.join(ctx.bucket.root, "pipe"))
     m = ctx.mount("symlinks", opts=["-o", "allow_other"]).mount()
     try:
         r = as_nobody("cat", os.path.join(m.mnt, "pub.txt"))
         assert r.returncode == 0 and r.stdout == "public\n", ("uid 65534 cannot read the mount", r.stderr)
-        for key in ("x", "rel", "ckpt/secret", "ckpt/../secret"):
+        assert sorted(os.listdir(m.mnt)) == ["ckpt", "pub.txt", "rel", "x"], "listing: %s" % sorted(os.listdir(m.mnt))
+        targets = {"x": secret, "rel": "../outside/secret", "ckpt": os.path.join(outside, "ckpt")}
+        for key, target in targets.items():
             p = os.path.join(m.mnt, key)
-            r = as_nobody("cat", p)
-            assert r.returncode != 0 and "secret" not in r.stdout, (
-                "uid 65534 read %s: rc %d %r %r" % (key, r.returncode, r.stdout, r.stderr))
-            try:
-                data = read(p)
-            except OSError as e:
-                assert e.errno in (errno.ENOENT, errno.ENOTDIR), "root reading %s: %s" % (key, e)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                got = os.readlink(p)
             else:
-                raise AssertionError("root read %s through the mount: %r" % (key, data[:40]))
-        assert sorted(os.listdir(m.mnt)) == ["pub.txt"], "listing: %s" % sorted(os.listdir(m.mnt))
-        poll(lambda: "'x' in " in log_text(m) and "is a symlink: not listed" in log_text(m), 10,
-             "the log line naming the symlink x")
+                assert stat.S_ISREG(st.st_mode), "%s: mode %o" % (key, st.st_mode)
+                got = read(p).decode()
+            assert got == target, "%s shows %r, not its target %r" % (key, got, target)
+        for key in ("x", "rel", "ckpt/secret", "ckpt/../secret"):
+            r = as_nobody("cat", os.path.join(m.mnt, key))
+            assert "top secret" not in r.stdout, (
+                "uid 65534 read %s: rc %d %r %r" % (key, r.returncode, r.stdout, r.stderr))
+        poll(lambda: "'pipe' in " in log_text(m) and "not a file, symlink or directory" in log_text(m), 10,
+             "the log line naming the FIFO pipe")
         _outside_unchanged(outside, secret)
     finally:
         m.umount()
 
 
 def t_local_symlink_not_followed_on_write(ctx):
-    """A file written through the mount under ckpt/, where the bucket's ckpt
-    is a symlink to a directory outside it, never lands outside: the upload
-    fails (EACCES, logged with the key), `tierfs flush` reports it, the
-    outside directory stays empty and the symlink stays."""
+    """The bucket's directory ckpt/ is replaced by a symlink to a directory
+    outside it while the mount still knows it as a directory: a file
+    written through the mount under ckpt/ never lands outside.  Its upload
+    (key ckpt/file, a symlink on its path) fails with EACCES, logged with
+    the key, `tierfs flush` reports it, the outside directory stays empty
+    and the symlink stays."""
     if ctx.bucket.kind != "local":
         return "skip"
-    outside, secret = _bucket_with_symlinks(ctx)
+    os.chmod(ctx.work, 0o755)
+    outside = os.path.join(ctx.work, "outside")
+    os.makedirs(os.path.join(outside, "ckpt"))
+    secret = os.path.join(outside, "secret")
+    with open(secret, "wb") as f:
+        f.write(b"top secret\n")
+    ctx.bucket.put("ckpt/old", b"old checkpoint\n")
     m = ctx.mount("symlinks-w", {"writeback": {"delay": "0s", "max_retries": "2", "retry_base": "10ms",
                                                "retry_max": "50ms"}},
                   opts=["-o", "allow_other"]).mount()
     try:
-        os.makedirs(os.path.join(m.mnt, "ckpt"), exist_ok=True)
+        assert os.listdir(os.path.join(m.mnt, "ckpt")) == ["old"]
+        shutil.rmtree(os.path.join(ctx.bucket.root, "ckpt"))
+        os.symlink(os.path.join(outside, "ckpt"), os.path.join(ctx.bucket.root, "ckpt"))
         write(os.path.join(m.mnt, "ckpt", "file"), b"checkpoint\n")
         r = subprocess.run([m.tierfs, "flush", m.mnt], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "could not be uploaded" in r.stderr, (

@@ -62,8 +62,13 @@ unset AWS_CA_BUNDLE || true
 work=$(mktemp -d "$tmp/tierfs-pjd-XXXXXX")
 mnt=$work/mnt
 srv=
+child=
 cleanup() {
 	cd /
+	if [ -n "$child" ]; then
+		kill -TERM "$child" 2>/dev/null || true # timeout passes it on to the test
+		wait "$child" 2>/dev/null || true
+	fi
 	if mountpoint -q "$mnt" 2>/dev/null; then
 		"$tierfs" umount "$mnt" >/dev/null 2>&1 || fusermount3 -uz "$mnt" || true
 	fi
@@ -158,8 +163,13 @@ for d in $dirs; do
 		# bash -x with file:line in PS4 (bash takes no PS4 from the
 		# environment as root): tap_failures names each failing line
 		# shellcheck disable=SC2016
+		# in the background, so that a signal to this script runs the
+		# EXIT trap at once (bash defers traps until a foreground child ends)
 		timeout -k 10 "$timeout_s" bash -c 'PS4="+\${BASH_SOURCE##*/}:\${LINENO}: "; set -x; . "$0"' \
-			"$t" >"$tap.trace" 2>&1 </dev/null || rc=$?
+			"$t" >"$tap.trace" 2>&1 </dev/null &
+		child=$!
+		wait "$child" || rc=$?
+		child=
 		grep -aE '^(ok|not ok|1\.\.)' "$tap.trace" >"$tap" || true
 		read -r p o b < <(tap_counts "$tap")
 		n=$((n + 1))

@@ -55,6 +55,11 @@ case $backend in moto | rgw | local | disk) ;; *) usage ;; esac
 [ -n "$dirs" ] || dirs=$(cd "$pjd/tests" && for d in */; do printf '%s ' "${d%/}"; done)
 [ "$trusted" = false ] || backend_tag=-trusted
 out=${out:-$tmp/pjdfstest-$backend${backend_tag:-}}
+# only a directory of an earlier run is replaced
+if [ -e "$out" ] && [ ! -f "$out/summary.txt" ]; then
+	echo "pjdfstest.sh: $out exists and is not the output of an earlier run" >&2
+	exit 1
+fi
 rm -rf "$out"
 mkdir -p "$out/tap"
 unset AWS_CA_BUNDLE || true

@@ -4,7 +4,8 @@
 #   ./check.sh --extended  also the long suites (crash rounds, every FUSE
 #                          suite under ASan + UBSan, ThreadSanitizer,
 #                          packaging: builds, installs and purges the
-#                          Debian package)
+#                          Debian package; pjdfstest on moto when
+#                          PJDFSTEST_DIR names a built pjdfstest)
 # Ends with one line "check: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -196,6 +197,17 @@ if [ $extended = 1 ]; then
 	run "tsan faults" $san tsan python3 tests/integration/test_faults.py "$tb"
 	run "tsan flexvolume" $san tsan python3 tests/integration/test_flexvolume.py \
 		"$top/build-tsan/tierfs-flexvolume" "$tb"
+
+	# pjdfstest (external, never in the tree; docs/testing.md): the table
+	# is informational, the step fails only if the suite could not run.
+	step "extended: pjdfstest on moto (PJDFSTEST_DIR)"
+	if [ -n "${PJDFSTEST_DIR:-}" ]; then
+		run "pjdfstest moto" tests/posix/pjdfstest.sh "$PJDFSTEST_DIR" --backend moto \
+			--out "$top/build/pjdfstest-moto"
+		cat build/pjdfstest-moto/summary.txt 2>/dev/null || true
+	else
+		echo "skip: pjdfstest (set PJDFSTEST_DIR to a built pjdfstest checkout)"
+	fi
 
 	# The Debian package: dpkg-buildpackage in a copy of the tree, install,
 	# mount with the installed commands, purge (needs root).

@@ -1363,11 +1363,89 @@ int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path)
 	return txn_put(m, txn, path, &a, tfs_wall_ms());
 }
 
+/* Whether time (s, ns) is later than (s2, ns2). */
+static bool later(int64_t s, uint32_t ns, int64_t s2, uint32_t ns2)
+{
+	return s > s2 || (s == s2 && ns > ns2);
+}
+
+/* Directory attributes `a` about to replace `old`: keep old's mtime and
+ * ctime where they are later (changes of its entries, tfs_meta_touch_dir()). */
+static void keep_later_times(const struct tfs_attr *old, struct tfs_attr *a)
+{
+	if (later(old->mtime, old->mtime_ns, a->mtime, a->mtime_ns)) {
+		a->mtime = old->mtime;
+		a->mtime_ns = old->mtime_ns;
+	}
+	if (later(old->ctime, old->ctime_ns, a->ctime, a->ctime_ns)) {
+		a->ctime = old->ctime;
+		a->ctime_ns = old->ctime_ns;
+	}
+}
+
+int tfs_meta_touch_dir(struct tfs_meta *m, const char *path, int64_t sec, uint32_t ns)
+{
+	char dir[4096];
+	const char *name;
+	uint8_t h[HLEN];
+	struct tfs_attr a;
+	uint64_t f;
+	MDB_txn *txn;
+	if (path[0] == '\0')
+		return 0;
+	int rc = split_path(path, dir, sizeof(dir), &name);
+	if (rc)
+		return rc;
+	dir_hash(dir, h);
+	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		return mdb_errno(m, rc, "touch dir");
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	size_t nlen = strlen(name);
+	memcpy(kbuf, h, HLEN);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf }, v;
+	rc = mdb_get(txn, m->entries, &k, &v);
+	if (rc == 0 && valid_rec(&v)) {
+		decode(&v, &a, &f);
+		struct tfs_attr t = a;
+		t.mtime = t.ctime = sec;
+		t.mtime_ns = t.ctime_ns = ns;
+		keep_later_times(&a, &t);
+		rc = a.type == TFS_FT_DIR ? put_entry(txn, m, h, name, &t, f, NULL) : 0;
+	} else {
+		rc = 0; /* nothing cached: nothing to change */
+	}
+	if (rc == 0)
+		return mdb_errno(m, mdb_txn_commit(txn), "touch dir");
+	mdb_txn_abort(txn);
+	return mdb_errno(m, rc, "touch dir");
+}
+
 int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a)
 {
 	struct tfs_attr c = *a;
 	c.local = false;
+	if (c.type == TFS_FT_DIR) {
+		char dir[4096];
+		const char *name;
+		uint8_t kbuf[HLEN + NAME_MAX + 1];
+		MDB_val v;
+		if (split_path(path, dir, sizeof(dir), &name) == 0) {
+			size_t nlen = strlen(name);
+			dir_hash(dir, kbuf);
+			memcpy(kbuf + HLEN, name, nlen);
+			MDB_val k = { HLEN + nlen, kbuf };
+			if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
+				struct tfs_attr old;
+				uint64_t f;
+				decode(&v, &old, &f);
+				if (old.type == TFS_FT_DIR)
+					keep_later_times(&old, &c);
+			}
+		}
+	}
 	return txn_put(m, txn, path, &c, tfs_wall_ms());
 }
 

@@ -138,13 +138,23 @@ int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a);
 /* Hide `path` (a LOCAL whiteout) until tfs_meta_txn_forget(). */
 int tfs_meta_txn_whiteout(struct tfs_meta *m, MDB_txn *txn, const char *path);
-/* `path` is now in the bucket with attributes `a` (clean, fresh now). */
+/* `path` is now in the bucket with attributes `a` (clean, fresh now).  A
+ * directory keeps mtime and ctime later than a's (tfs_meta_touch_dir()). */
 int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a);
 /* `path` is gone from the bucket: its entry, LOCAL or not, becomes a
  * tombstone that answers nothing but keeps a listing begun before now
  * from bringing the name back (pruned by the next complete listing). */
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path);
+
+/* An entry of directory `path` was made or removed through this mount at
+ * `ts`: the directory's mtime and ctime become `ts` in the cache (not in
+ * the bucket: a marker PUT for each file made would double a checkpoint's
+ * requests), unless they are later already; an upload of its marker keeps
+ * them (tfs_meta_txn_set_clean()).  The root ("") and a path with no
+ * directory entry are left alone.  Returns 0, ENAMETOOLONG or an LMDB
+ * errno (logged). */
+int tfs_meta_touch_dir(struct tfs_meta *m, const char *path, int64_t sec, uint32_t ns);
 
 /* The inode number of the entry at `path` (0 when there is none or it has
  * none).  Cannot fail: an LMDB error reads as 0. */

@@ -248,6 +248,8 @@ int tfs_wb_open_write(struct tfs_wb *wb, const char *path, const struct tfs_attr
 	}
 	if (clean)
 		f->attr = tfs_wb_attr_of(clean);
+	if (trunc)
+		touch_times(&f->attr); /* O_TRUNC changes the file (POSIX) */
 	f->refs = 1;
 	f->writers = 1;
 	f->seq = trunc ? 1 : 0; /* opening unchanged is not a change */

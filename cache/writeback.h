@@ -141,7 +141,8 @@ bool tfs_wb_attr(struct tfs_wb *wb, const char *path, struct tfs_attr *a);
  * was detached by unlink or rename.  Cannot fail. */
 void tfs_wb_file_attr(struct tfs_wb *wb, struct tfs_wb_file *f, struct tfs_attr *a);
 /* Change mode/uid/gid/times of `f` (TFS_WB_SET_* in `mask`) in memory:
- * for a detached file, which is never uploaded.  Cannot fail. */
+ * for a detached file, which is never uploaded, or a file open for
+ * writing whose next commit (its close) records them.  Cannot fail. */
 void tfs_wb_file_setattr(struct tfs_wb *wb, struct tfs_wb_file *f, unsigned mask,
 			 const struct tfs_wb_attr *a);
 /* True when `f` was detached (unlinked or replaced by a rename). */

@@ -213,6 +213,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
 	int rc = tfs_fs_ino_path(fs, ino, path, &in);
 	void *staged = NULL;
+	bool gone = rc == 0 && tfs_itable_path_is_detached(path); /* no name: nlink 0 */
 	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
 		/* fstat() of an open file whose name was unlinked or replaced. */
 		uint64_t sino = a.ino;
@@ -242,6 +243,8 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	tfs_fs_fill_stat(fs, ino, &a, &st);
+	if (gone)
+		st.st_nlink = 0;
 	tfs_itable_set_attr_etag(fs->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
 	tfs_fs_count(fs, OP_GETATTR, 0);
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));

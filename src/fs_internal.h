@@ -24,6 +24,9 @@
 #include "writeback.h"
 
 #define FOREVER_S (365.0 * 86400.0)
+/* The largest file: S3's largest object (5 TiB).  A write or truncate
+ * beyond it is EFBIG. */
+#define TFS_FS_MAX_FILE (5ull << 40)
 
 enum fs_op {
 	OP_LOOKUP,

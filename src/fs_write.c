@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "fs_internal.h"
+#include "path.h"
 
 #define RENAME_DIR_MAX 1000 /* entries (files and directories, recursively) */
 
@@ -97,6 +98,22 @@ static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 		.ctime_ns = (uint32_t)now.tv_nsec,
 	};
 	return a;
+}
+
+/* An entry of the directory holding `path` was made or removed now: its
+ * mtime and ctime move (in the cache, tfs_meta_touch_dir()).  Best
+ * effort: logged. */
+static void touch_parent(struct tfs_fs *fs, const char *path)
+{
+	char dir[PATH_MAX];
+	const char *name;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (tfs_path_split(path, dir, sizeof(dir), &name) != 0)
+		return;
+	int rc = tfs_meta_touch_dir(fs->meta, dir, (int64_t)now.tv_sec, (uint32_t)now.tv_nsec);
+	if (rc)
+		tfs_warn(fs->log, "'%s': cannot update its times: %s", dir, strerror(rc));
 }
 
 /* The group a new entry in directory `parent` gets: the directory's when
@@ -273,6 +290,8 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 			struct tfs_wb_attr na = new_attr(req, mode);
 			inherit_gid(fs, parent, &na);
 			rc = tfs_wb_create_file(fs->wb, path, &na, &h->wf);
+			if (rc == 0)
+				touch_parent(fs, path);
 		}
 	}
 	if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
@@ -329,8 +348,10 @@ static void make_file(fuse_req_t req, fuse_ino_t parent, const char *name, struc
 		if (rc && wf)
 			(void)tfs_wb_remove(fs->wb, path, false);
 	}
-	if (rc == 0)
+	if (rc == 0) {
 		a.ino = tfs_meta_ino(fs->meta, path);
+		touch_parent(fs, path);
+	}
 	if (rc) {
 		tfs_fs_reply_err(req, OP_CREATE, rc);
 		return;
@@ -360,6 +381,25 @@ void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	make_file(req, parent, name, &na, NULL, 0);
 }
 
+/* A write by anyone but root clears the set-user-ID bit, and the
+ * set-group-ID bit of a group-executable file, as the kernel does for
+ * local filesystems (it does not for FUSE writes that bypass the page
+ * cache).  Cannot fail. */
+static void kill_setid(struct tfs_fs *fs, struct tfs_wb_file *wf, uid_t uid)
+{
+	struct tfs_attr a;
+	if (uid == 0)
+		return;
+	tfs_wb_file_attr(fs->wb, wf, &a);
+	if (a.mode == TFS_META_UNSET)
+		return;
+	uint32_t kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
+	if (!(a.mode & kill))
+		return;
+	struct tfs_wb_attr na = { .mode = a.mode & ~kill };
+	tfs_wb_file_setattr(fs->wb, wf, TFS_WB_SET_MODE, &na);
+}
+
 void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -381,11 +421,14 @@ void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		tfs_fs_reply_err(req, OP_WRITE, EBADF);
 		return;
 	}
-	int rc = tfs_wb_write(fs->wb, h->wf, buf, size, (uint64_t)off);
+	int rc = (uint64_t)off + size > TFS_FS_MAX_FILE ? EFBIG : 0;
+	if (rc == 0)
+		rc = tfs_wb_write(fs->wb, h->wf, buf, size, (uint64_t)off);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_WRITE, rc);
 		return;
 	}
+	kill_setid(fs, h->wf, fuse_req_ctx(req)->uid);
 	atomic_fetch_add(&fs->write_bytes, size);
 	tfs_fs_count(fs, OP_WRITE, 0);
 	fuse_reply_write(req, size);
@@ -502,6 +545,12 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	if (rc == 0 && fs->wb == NULL)
 		rc = EROFS;
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > TFS_FS_MAX_FILE)
+		rc = EFBIG;
+	if (rc) {
+		tfs_fs_reply_err(req, OP_SETATTR, rc);
+		return;
+	}
 	struct tfs_wb_file *dwf = NULL;
 	void *dstaged = NULL;
 	struct tfs_attr dsnap;
@@ -584,6 +633,8 @@ void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 			rc = tfs_wb_mkdir(fs->wb, path, &na);
 		}
 		if (rc == 0)
+			touch_parent(fs, path);
+		if (rc == 0)
 			rc = tfs_fs_attr(fs, path, &a);
 		pthread_mutex_unlock(&fs->ns_lock);
 	}
@@ -661,6 +712,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 			rc = keep_detached(fs, path, &a, staged);
 	}
 	if (rc == 0) {
+		touch_parent(fs, path);
 		if (tfs_itable_detach(fs->itable, path) != 0)
 			tfs_warn(fs->log, "%s '%s': out of memory detaching its inode",
 				 dir ? "rmdir" : "unlink", path);
@@ -910,6 +962,10 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 			(void)tfs_wb_release(fs->wb, staged, false);
 	}
 	pthread_mutex_unlock(&fs->ns_lock);
+	if (rc == 0) {
+		touch_parent(fs, from);
+		touch_parent(fs, to);
+	}
 	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)
 		tfs_warn(fs->log, "rename '%s': out of memory renaming its inodes", from);
 	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY &&

@@ -392,6 +392,66 @@ def t_symlink_crash_safe(ctx):
     assert stat.S_ISFIFO(os.lstat(os.path.join(m2.mnt, "p")).st_mode)
 
 
+def t_directory_times_follow_entries(ctx):
+    """Making or removing an entry moves its directory's mtime and ctime
+    (kept in the cache); O_TRUNC moves a file's; an unlinked open file
+    shows nlink 0; a size beyond 5 TiB is EFBIG."""
+    m = mount(ctx)
+    d = os.path.join(m.mnt, "d")
+    os.mkdir(d)
+    old = 1000000000
+    for make in (lambda: open(os.path.join(d, "f"), "wb").close(),
+                 lambda: os.mkdir(os.path.join(d, "sub")),
+                 lambda: os.symlink("x", os.path.join(d, "l")),
+                 lambda: os.rename(os.path.join(d, "f"), os.path.join(d, "g")),
+                 lambda: os.unlink(os.path.join(d, "g")),
+                 lambda: os.rmdir(os.path.join(d, "sub"))):
+        os.utime(d, (old, old))
+        make()
+        st = os.stat(d)
+        assert st.st_mtime > old and st.st_ctime > old, (st.st_mtime, st.st_ctime)
+    f = os.path.join(m.mnt, "f")
+    with open(f, "wb") as fh:
+        fh.write(b"data")
+    os.utime(f, (old, old))
+    fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+    os.close(fd)
+    st = os.stat(f)
+    assert st.st_size == 0 and st.st_mtime > old and st.st_ctime > old, st
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.unlink(f)
+        assert os.fstat(fd).st_nlink == 0
+    finally:
+        os.close(fd)
+    with open(os.path.join(m.mnt, "big"), "wb") as fh:
+        fh.write(b"x")
+    try:
+        os.truncate(os.path.join(m.mnt, "big"), 10 ** 15)
+        raise AssertionError("a truncate to 10^15 bytes succeeded")
+    except OSError as e:
+        assert e.errno == errno.EFBIG, e
+
+
+def t_setid_cleared_by_write(ctx):
+    """On a trusted mount (setid bits kept), a write by a user other than
+    root clears the set-user-ID bit, and the set-group-ID bit of a
+    group-executable file, as on a local filesystem."""
+    os.chmod(ctx.work, 0o755)
+    m = ctx.mount("trusted", {"mount": {"trusted": "true"}}, opts=["-o", "allow_other"])
+    m.mount()
+    for name, mode, want in (("u", 0o4777, 0o777), ("g", 0o2777, 0o777), ("gnx", 0o2767, 0o2767)):
+        p = os.path.join(m.mnt, name)
+        with open(p, "wb") as fh:
+            fh.write(b"x")
+        os.chmod(p, mode)
+        assert stat.S_IMODE(os.stat(p).st_mode) == mode
+        r = as_user(["python3", "-c", "import os;fd=os.open(%r, os.O_WRONLY);os.write(fd,b'y');"
+                     "print(oct(os.fstat(fd).st_mode));os.close(fd)" % p])
+        assert r.returncode == 0, r
+        assert stat.S_IMODE(os.stat(p).st_mode) == want, (name, oct(os.stat(p).st_mode))
+
+
 def t_small_objects_headed(ctx):
     """Listed objects under 4 KiB are HEADed once on their first lookup
     (cache.fetch_headers = small, the default): a symlink another client
@@ -435,6 +495,8 @@ TESTS = [
     ("hard_link", t_hard_link),
     ("symlink_crash_safe", t_symlink_crash_safe),
     ("small_objects_headed", t_small_objects_headed),
+    ("directory_times_follow_entries", t_directory_times_follow_entries),
+    ("setid_cleared_by_write", t_setid_cleared_by_write),
 ]
 
 

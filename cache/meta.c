@@ -949,6 +949,66 @@ static int split_path(const char *path, char *dir, size_t dlen, const char **nam
 	return rc == 0 && strlen(*name) > NAME_MAX ? ENAMETOOLONG : rc;
 }
 
+/* The hash of the directory of `path` and its last name (*name points
+ * into `path`).  Returns 0 or ENAMETOOLONG. */
+static int path_entry(const char *path, uint8_t h[HLEN], const char **name)
+{
+	char dir[4096];
+	int rc = split_path(path, dir, sizeof(dir), name);
+	if (rc == 0)
+		dir_hash(dir, h);
+	return rc;
+}
+
+/* Read entry `name` of directory h inside `txn`.  Returns 0, or
+ * MDB_NOTFOUND (also for a record that does not decode). */
+static int txn_get(struct tfs_meta *m, MDB_txn *txn, const uint8_t h[HLEN], const char *name,
+		   struct tfs_attr *a, uint64_t *fetched)
+{
+	uint8_t kbuf[HLEN + NAME_MAX + 1];
+	size_t nlen = strlen(name);
+	memcpy(kbuf, h, HLEN);
+	memcpy(kbuf + HLEN, name, nlen);
+	MDB_val k = { HLEN + nlen, kbuf }, v;
+	int rc = mdb_get(txn, m->entries, &k, &v);
+	if (rc == 0 && !valid_rec(&v))
+		rc = MDB_NOTFOUND;
+	if (rc == 0)
+		decode(&v, a, fetched);
+	return rc;
+}
+
+/* Change the entry at `path` in a transaction of its own: `fn` edits its
+ * attributes (not a whiteout), which are written back with the time they
+ * were fetched.  Returns 0, ENOENT (no such entry), ENAMETOOLONG or an
+ * LMDB errno (logged with `what`). */
+static int edit_entry(struct tfs_meta *m, const char *path,
+		      void (*fn)(struct tfs_attr *a, void *ctx), void *ctx, const char *what)
+{
+	uint8_t h[HLEN];
+	const char *name;
+	struct tfs_attr a;
+	uint64_t f;
+	MDB_txn *txn;
+	int rc = path_entry(path, h, &name);
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		return mdb_errno(m, rc, what);
+	rc = txn_get(m, txn, h, name, &a, &f);
+	if (rc == 0 && a.type == TYPE_WHITEOUT)
+		rc = MDB_NOTFOUND;
+	if (rc == 0) {
+		fn(&a, ctx);
+		rc = put_entry(txn, m, h, name, &a, f, NULL);
+	}
+	if (rc == 0)
+		return mdb_errno(m, mdb_txn_commit(txn), what);
+	mdb_txn_abort(txn);
+	return mdb_errno(m, rc, what);
+}
+
 /* A directory with no key in the bucket still exists if this mount made
  * it, or made something in it, and has not written that back yet. */
 static bool exists_locally(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
@@ -1325,13 +1385,11 @@ int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs
 static int txn_put(struct tfs_meta *m, MDB_txn *txn, const char *path, const struct tfs_attr *a,
 		   uint64_t fetched)
 {
-	char dir[4096];
 	const char *name;
 	uint8_t h[HLEN];
-	int rc = split_path(path, dir, sizeof(dir), &name);
+	int rc = path_entry(path, h, &name);
 	if (rc)
 		return rc;
-	dir_hash(dir, h);
 	return mdb_errno(m, put_entry(txn, m, h, name, a, fetched, NULL), "store local entry");
 }
 
@@ -1383,133 +1441,75 @@ static void keep_later_times(const struct tfs_attr *old, struct tfs_attr *a)
 	}
 }
 
+struct touch {
+	int64_t sec;
+	uint32_t ns;
+};
+
+static void touch_fn(struct tfs_attr *a, void *ctx)
+{
+	const struct touch *t = ctx;
+	struct tfs_attr n = *a;
+	if (a->type != TFS_FT_DIR)
+		return;
+	n.mtime = n.ctime = t->sec;
+	n.mtime_ns = n.ctime_ns = t->ns;
+	keep_later_times(a, &n);
+	*a = n;
+}
+
 int tfs_meta_touch_dir(struct tfs_meta *m, const char *path, int64_t sec, uint32_t ns)
 {
-	char dir[4096];
-	const char *name;
-	uint8_t h[HLEN];
-	struct tfs_attr a;
-	uint64_t f;
-	MDB_txn *txn;
+	struct touch t = { sec, ns };
 	if (path[0] == '\0')
 		return 0;
-	int rc = split_path(path, dir, sizeof(dir), &name);
-	if (rc)
-		return rc;
-	dir_hash(dir, h);
-	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc)
-		return mdb_errno(m, rc, "touch dir");
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	size_t nlen = strlen(name);
-	memcpy(kbuf, h, HLEN);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf }, v;
-	rc = mdb_get(txn, m->entries, &k, &v);
-	if (rc == 0 && valid_rec(&v)) {
-		decode(&v, &a, &f);
-		struct tfs_attr t = a;
-		t.mtime = t.ctime = sec;
-		t.mtime_ns = t.ctime_ns = ns;
-		keep_later_times(&a, &t);
-		rc = a.type == TFS_FT_DIR ? put_entry(txn, m, h, name, &t, f, NULL) : 0;
-	} else {
-		rc = 0; /* nothing cached: nothing to change */
-	}
-	if (rc == 0)
-		return mdb_errno(m, mdb_txn_commit(txn), "touch dir");
-	mdb_txn_abort(txn);
-	return mdb_errno(m, rc, "touch dir");
+	int rc = edit_entry(m, path, touch_fn, &t, "touch dir");
+	return rc == ENOENT ? 0 : rc; /* nothing cached: nothing to change */
 }
 
 int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 			   const struct tfs_attr *a)
 {
-	struct tfs_attr c = *a;
+	struct tfs_attr c = *a, old;
+	uint8_t h[HLEN];
+	const char *name;
+	uint64_t f;
 	c.local = false;
-	if (c.type == TFS_FT_DIR) {
-		char dir[4096];
-		const char *name;
-		uint8_t kbuf[HLEN + NAME_MAX + 1];
-		MDB_val v;
-		if (split_path(path, dir, sizeof(dir), &name) == 0) {
-			size_t nlen = strlen(name);
-			dir_hash(dir, kbuf);
-			memcpy(kbuf + HLEN, name, nlen);
-			MDB_val k = { HLEN + nlen, kbuf };
-			if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
-				struct tfs_attr old;
-				uint64_t f;
-				decode(&v, &old, &f);
-				if (old.type == TFS_FT_DIR)
-					keep_later_times(&old, &c);
-			}
-		}
-	}
+	if (c.type == TFS_FT_DIR && path_entry(path, h, &name) == 0 &&
+	    txn_get(m, txn, h, name, &old, &f) == 0 && old.type == TFS_FT_DIR)
+		keep_later_times(&old, &c);
 	return txn_put(m, txn, path, &c, tfs_wall_ms());
 }
 
 int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
 {
-	char dir[4096];
 	const char *name;
 	uint8_t h[HLEN];
-	int rc = split_path(path, dir, sizeof(dir), &name);
+	int rc = path_entry(path, h, &name);
 	if (rc)
 		return rc;
-	dir_hash(dir, h);
 	return mdb_errno(m, put_tombstone(txn, m, h, name), "forget entry");
 }
 
 uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path)
 {
-	char dir[4096];
 	const char *name;
 	uint8_t h[HLEN];
 	struct tfs_attr a;
 	uint64_t f;
-	if (split_path(path, dir, sizeof(dir), &name) != 0)
+	if (path_entry(path, h, &name) != 0)
 		return 0;
-	dir_hash(dir, h);
 	return get_entry(m, h, name, &a, &f) == 0 && a.type != TYPE_WHITEOUT ? a.ino : 0;
+}
+
+static void set_ino_fn(struct tfs_attr *a, void *ctx)
+{
+	a->ino = *(const uint64_t *)ctx;
 }
 
 int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino)
 {
-	char dir[4096];
-	const char *name;
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	MDB_txn *txn;
-	if (ino == 0)
-		return 0;
-	int rc = split_path(path, dir, sizeof(dir), &name);
-	if (rc)
-		return rc;
-	size_t nlen = strlen(name);
-	dir_hash(dir, kbuf);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf }, v;
-	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc)
-		return mdb_errno(m, rc, "set ino");
-	rc = mdb_get(txn, m->entries, &k, &v);
-	if (rc == 0 && !valid_rec(&v))
-		rc = MDB_NOTFOUND;
-	if (rc == 0) {
-		struct tfs_attr a;
-		uint64_t f;
-		decode(&v, &a, &f);
-		if (a.type == TYPE_WHITEOUT) {
-			rc = MDB_NOTFOUND;
-		} else {
-			a.ino = ino;
-			rc = put_entry(txn, m, kbuf, name, &a, f, NULL);
-		}
-	}
-	if (rc == 0)
-		return mdb_errno(m, mdb_txn_commit(txn), "set ino");
-	mdb_txn_abort(txn);
-	return mdb_errno(m, rc, "set ino");
+	return ino ? edit_entry(m, path, set_ino_fn, &ino, "set ino") : 0;
 }
 
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)

@@ -308,63 +308,53 @@ static uint64_t name_ino(const struct tfs_inode *dir, const char *dirpath, const
 	return h | (1ull << 63); /* apart from the counter's numbers */
 }
 
-/* Add one entry; returns 1 when the buffer is full. */
-static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
-{
-	size_t left = r->size - r->used;
-	size_t need;
-	if (r->plus)
-		need = fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0);
-	else
-		need = fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
-	if (need > left)
-		return 1;
-	/* d_ino must not be 0 (readdir(3) skips such entries): entries that
-	 * take no lookup get a stable number derived from the name. */
-	struct stat st;
-	tfs_fs_fill_stat(r->fs, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
-	if (r->plus) {
-		struct fuse_entry_param e;
-		memset(&e, 0, sizeof(e));
-		e.attr = st;
-		if (in) {
-			tfs_fs_fill_entry(r->fs, in, a, &e);
-		}
-		fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e, r->off + 1);
-	} else {
-		fuse_add_direntry(r->req, r->buf + r->used, left, name, &st, r->off + 1);
-	}
-	r->used += need;
-	r->off++;
-	return 0;
-}
-
-/* Add an entry that is not settled (tfs_meta_settled()): readdirplus
- * without attributes (node id 0: the kernel will look it up), d_type
- * DT_DIR for a directory and DT_UNKNOWN for an object.  Returns 1 when
- * the buffer is full. */
-static int rd_add_unsettled(struct rd *r, const char *name, const struct tfs_attr *a)
+/* Add one entry with `st` (d_ino, d_type) and, for readdirplus, inode
+ * `in` with attributes `a` (`in` NULL: node id 0, no attributes, and the
+ * kernel looks the name up itself).  Returns 1 when the buffer is full. */
+static int rd_put(struct rd *r, const char *name, const struct stat *st, struct tfs_inode *in,
+		  const struct tfs_attr *a)
 {
 	size_t left = r->size - r->used;
 	size_t need = r->plus ? fuse_add_direntry_plus(r->req, NULL, 0, name, NULL, 0)
 			      : fuse_add_direntry(r->req, NULL, 0, name, NULL, 0);
 	if (need > left)
 		return 1;
-	struct stat st;
-	memset(&st, 0, sizeof(st));
-	st.st_ino = a->ino ? a->ino : name_ino(r->dir, r->dirpath, name);
-	st.st_mode = a->type == TFS_FT_DIR ? S_IFDIR : 0;
 	if (r->plus) {
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
-		e.attr = st;
+		e.attr = *st;
+		if (in)
+			tfs_fs_fill_entry(r->fs, in, a, &e);
 		fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e, r->off + 1);
 	} else {
-		fuse_add_direntry(r->req, r->buf + r->used, left, name, &st, r->off + 1);
+		fuse_add_direntry(r->req, r->buf + r->used, left, name, st, r->off + 1);
 	}
 	r->used += need;
 	r->off++;
 	return 0;
+}
+
+/* Add one entry; returns 1 when the buffer is full.  d_ino must not be 0
+ * (readdir(3) skips such entries): entries without their own number get a
+ * stable one derived from the name. */
+static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
+{
+	struct stat st;
+	tfs_fs_fill_stat(r->fs, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
+	return rd_put(r, name, &st, in, a);
+}
+
+/* Add an entry that is not settled (tfs_meta_settled()): readdirplus
+ * without attributes (the kernel will look it up), d_type DT_DIR for a
+ * directory and DT_UNKNOWN for an object.  Returns 1 when the buffer is
+ * full. */
+static int rd_add_unsettled(struct rd *r, const char *name, const struct tfs_attr *a)
+{
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = a->ino ? a->ino : name_ino(r->dir, r->dirpath, name);
+	st.st_mode = a->type == TFS_FT_DIR ? S_IFDIR : 0;
+	return rd_put(r, name, &st, NULL, a);
 }
 
 static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)

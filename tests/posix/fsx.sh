@@ -205,8 +205,10 @@ done
 
 if wanted bucket; then
 	flags="-R -W"
-	if ! run_fsx bucket -R -W; then
-		report bucket FAIL "fsx exit $?"
+	rc=0
+	run_fsx bucket -R -W || rc=$?
+	if [ $rc -ne 0 ]; then
+		report bucket FAIL "fsx exit $rc"
 	else
 		t0=$(now)
 		detail=

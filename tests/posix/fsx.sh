@@ -12,6 +12,9 @@
 #   nommap     N ops, read()/write() only (-R -W)
 #   mmap       N ops, mapped reads and writes as well
 #   closeopen  N ops, -R -W, closing and reopening the file 1 op in 10 (-c 10)
+#   mmapclose  N ops, mapped I/O as well, and -c 10: pages written through a
+#              mapping must reach the daemon, and reads after a reopen come
+#              from it
 #   bucket     N ops (-R -W), then `tierfs flush`, then the file read through
 #              the mount, the object in the bucket, and the file read through
 #              a second mount on a fresh cache directory must be the same
@@ -192,12 +195,13 @@ do_mount a
 mnt=$work/mnt-a
 echo "fsx.sh: $backend, $source on $mnt, fsx $fsx, tierfs $tierfs ($("$tierfs" --version 2>/dev/null | head -n 1))"
 
-for mode in nommap mmap closeopen; do
+for mode in nommap mmap closeopen mmapclose; do
 	wanted $mode || continue
 	case $mode in
 	nommap) flags="-R -W" ;;
 	mmap) flags="" ;;
 	closeopen) flags="-R -W -c 10" ;;
+	mmapclose) flags="-c 10" ;;
 	esac
 	# shellcheck disable=SC2086
 	if run_fsx $mode $flags; then report $mode ok; else report $mode FAIL "fsx exit $?"; fi

@@ -4,7 +4,8 @@
 #   ./check.sh --extended  also the long suites (crash rounds, every FUSE
 #                          suite under ASan + UBSan, ThreadSanitizer,
 #                          packaging: builds, installs and purges the
-#                          Debian package)
+#                          Debian package; fsx on moto and RGW when FSX
+#                          names an fsx binary, docs/testing.md)
 # Ends with one line "check: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")"

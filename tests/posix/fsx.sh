@@ -115,12 +115,12 @@ write_conf() {
 
 # do_mount NAME: mount the bucket on $work/mnt-NAME, wait for it.
 do_mount() {
-	local name=$1 mnt=$work/mnt-$1 i
+	local name=$1 mnt=$work/mnt-$1
 	mkdir -p "$mnt"
 	write_conf "$name"
 	"$tierfs" mount -c "$work/$name.conf" "$source" "$mnt"
 	mounts+=("$mnt")
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		mountpoint -q "$mnt" && return 0
 		sleep 0.1
 	done

@@ -5,7 +5,8 @@
 #                          suite under ASan + UBSan, ThreadSanitizer,
 #                          packaging: builds, installs and purges the
 #                          Debian package; pjdfstest on moto when
-#                          PJDFSTEST_DIR names a built pjdfstest)
+#                          PJDFSTEST_DIR names a built pjdfstest, fsx on
+#                          moto and RGW when FSX names an fsx binary)
 # Ends with one line "check: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -168,6 +169,13 @@ if [ $extended = 1 ]; then
 	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
 		--extended --only crash_rounds
 	run "write, random seeds" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
+	# fsx is built outside the tree (docs/testing.md, "fsx"): FSX=path/to/fsx
+	if [ -n "${FSX:-}" ]; then
+		run "fsx moto" tests/posix/fsx.sh "$FSX" --backend moto --tierfs "$top/build/tierfs" --ops 20000
+		run "fsx rgw" tests/posix/fsx.sh "$FSX" --backend rgw --tierfs "$top/build/tierfs"
+	else
+		echo "skip: fsx (set FSX to an fsx binary built outside the tree, docs/testing.md)"
+	fi
 	step "extended: every FUSE suite under ASan + UBSan"
 	sb="$top/build-san/tierfs"
 	for suite in warmup robust shared ops; do # mount and write ran above

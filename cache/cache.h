@@ -26,9 +26,10 @@ enum tfs_policy {
 };
 
 /* Which listed objects are HEADed for their x-amz-meta-* attributes
- * (cache.fetch_headers).  Directories are always: their marker's. */
+ * (cache.fetch_headers); directories (their markers) unless NONE. */
 enum tfs_fetch_headers {
-	TFS_HEADERS_NONE,  /* false: listed objects show as regular files */
+	TFS_HEADERS_NONE,  /* false: listed objects show as regular files, and
+			    * listed directories with the mount's modes */
 	TFS_HEADERS_SMALL, /* small: on lookup, those under TFS_META_PROBE_SIZE
 			    * (could be symlinks or special files) */
 	TFS_HEADERS_ALL,   /* true: every one, when it is listed */

@@ -234,7 +234,7 @@ static bool valid_rec(const MDB_val *v)
 
 bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a)
 {
-	if (a->headers || a->local)
+	if (a->headers || a->local || m->fetch_headers == TFS_HEADERS_NONE)
 		return true;
 	return a->type == TFS_FT_FILE &&
 	       (m->fetch_headers != TFS_HEADERS_SMALL || a->size >= TFS_META_PROBE_SIZE);

@@ -92,8 +92,9 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
 void tfs_meta_close(struct tfs_meta *m);
 
 /* Whether `a` is known for sure, or a lookup would still HEAD the object:
- * a directory listed without a HEAD of its marker, or (fetch_headers =
- * small) an object under TFS_META_PROBE_SIZE listed without its headers.
+ * unless fetch_headers = false, a directory listed without a HEAD of its
+ * marker, or (fetch_headers = small) an object under TFS_META_PROBE_SIZE
+ * listed without its headers.
  * Readdir shows an entry that is not settled without attributes, so the
  * kernel looks it up.  Pure. */
 bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a);

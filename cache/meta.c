@@ -39,6 +39,7 @@
 #include "clock.h"
 
 #include "lmdb_env.h"
+#include "meta_headers.h"
 #include "path.h"
 
 #include <errno.h>
@@ -423,119 +424,6 @@ static void forget(struct tfs_meta *m, const char *dir, const char *name)
 
 /* ---- attributes from the backend ---- */
 
-static uint32_t meta_u32(const struct tfs_obj_meta *om, const char *name, uint32_t mask)
-{
-	const char *v = tfs_obj_meta_get(om, name);
-	if (v == NULL || *v == '\0')
-		return TFS_META_UNSET;
-	char *end;
-	errno = 0;
-	unsigned long x = strtoul(v, &end, 10);
-	if (errno || *end != '\0' || x > UINT32_MAX)
-		return TFS_META_UNSET;
-	return (uint32_t)x & mask;
-}
-
-/* A time from x-amz-meta-<name>: s3fs writes "sec" or "sec.nsec" (nine
- * digits; s3fs reads the digits after the dot as a number of nanoseconds,
- * and so does this).  Returns the seconds, or 0 when missing or out of
- * range (then *ns is 0 too). */
-static int64_t meta_time(const struct tfs_obj_meta *om, const char *name, uint32_t *ns)
-{
-	const char *v = tfs_obj_meta_get(om, name);
-	*ns = 0;
-	if (v == NULL || *v < '0' || *v > '9')
-		return 0;
-	char *end;
-	errno = 0;
-	long long s = strtoll(v, &end, 10);
-	if (errno || s >= 1000000000000ll)
-		return 0;
-	if (*end == '.') {
-		const char *f = end + 1;
-		unsigned long long n = 0;
-		if (*f >= '0' && *f <= '9')
-			n = strtoull(f, &end, 10);
-		if (errno || n >= 1000000000ull)
-			return 0;
-		*ns = (uint32_t)n;
-	}
-	if (*end != '\0') {
-		*ns = 0;
-		return 0;
-	}
-	return (int64_t)s;
-}
-
-/* The S_IFMT bits of a file that shows as a special kind, or 0. */
-static uint32_t special_fmt(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFLNK:
-	case S_IFIFO:
-	case S_IFSOCK:
-	case S_IFCHR:
-	case S_IFBLK:
-		return mode & S_IFMT;
-	default:
-		return 0;
-	}
-}
-
-static void attr_from_head(const struct tfs_obj_meta *om, struct tfs_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->type = TFS_FT_FILE;
-	a->size = om->size;
-	a->mtime = om->mtime;
-	snprintf(a->etag, sizeof(a->etag), "%s", om->etag);
-	a->headers = true;
-	/* s3fs writes st_mode in decimal, with the file type bits. */
-	uint32_t mode = meta_u32(om, "mode", UINT32_MAX);
-	a->mode = mode == TFS_META_UNSET ? mode : mode & 07777;
-	a->fmt = mode == TFS_META_UNSET ? 0 : special_fmt(mode);
-	if (a->fmt == S_IFLNK && (a->size == 0 || a->size >= PATH_MAX))
-		a->fmt = 0; /* no target a symlink can have: a file */
-	if (a->fmt == S_IFCHR || a->fmt == S_IFBLK) {
-		const char *rd = tfs_obj_meta_get(om, "rdev");
-		char *end;
-		errno = 0;
-		unsigned long long x = rd ? strtoull(rd, &end, 10) : 0;
-		if (rd && errno == 0 && end != rd && *end == '\0')
-			a->rdev = x;
-	}
-	a->uid = meta_u32(om, "uid", UINT32_MAX);
-	a->gid = meta_u32(om, "gid", UINT32_MAX);
-	uint32_t ns;
-	int64_t t = meta_time(om, "mtime", &ns);
-	if (t) {
-		a->mtime = t;
-		a->mtime_ns = ns;
-	}
-	a->atime = meta_time(om, "atime", &a->atime_ns);
-	a->ctime = meta_time(om, "ctime", &a->ctime_ns);
-}
-
-/* Attributes of a directory from a HEAD of its marker "dir/". */
-static void dir_attr_from_marker(const struct tfs_obj_meta *om, struct tfs_attr *a)
-{
-	attr_from_head(om, a);
-	a->type = TFS_FT_DIR;
-	a->size = 0;
-	a->fmt = 0;
-	a->rdev = 0;
-	a->etag[0] = '\0';
-	if (tfs_obj_meta_get(om, "mtime") == NULL)
-		a->mtime = 0; /* a marker's Last-Modified is not the directory's time */
-}
-
-static void dir_attr(struct tfs_attr *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->type = TFS_FT_DIR;
-	a->mode = a->uid = a->gid = TFS_META_UNSET;
-}
-
 /* The attributes of directory `key` ("dir/", with its slash) from its
  * marker object: HEAD it.  No marker (ENOENT): the defaults.  Either way
  * the answer is final (headers).  Returns 0 or the backend's error. */
@@ -545,9 +433,9 @@ static int marker_attr(struct tfs_meta *m, const char *key, struct tfs_attr *a)
 	atomic_fetch_add(&m->backend_lookups, 1);
 	int rc = tfs_backend_head(m->be, key, &om);
 	if (rc == 0)
-		dir_attr_from_marker(&om, a);
+		tfs_meta_attr_from_marker(&om, a);
 	else if (rc == ENOENT)
-		dir_attr(a);
+		tfs_meta_dir_attr(a);
 	tfs_obj_meta_clear(&om);
 	if (rc && rc != ENOENT)
 		return rc;
@@ -568,7 +456,7 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	struct tfs_obj_meta om = { 0 };
 	rc = tfs_backend_head(m->be, key, &om);
 	if (rc == 0) {
-		attr_from_head(&om, a);
+		tfs_meta_attr_from_head(&om, a);
 		if (s3fs_meta)
 			*s3fs_meta = tfs_obj_meta_get(&om, "mode") ||
 				     tfs_obj_meta_get(&om, "uid") || tfs_obj_meta_get(&om, "gid") ||
@@ -591,13 +479,13 @@ static int backend_lookup(struct tfs_meta *m, const char *dir, const char *name,
 	tfs_list_page_clear(&p);
 	if (!exists)
 		return ENOENT;
-	dir_attr(a);
+	tfs_meta_dir_attr(a);
 	if (!marker) {
 		a->headers = true; /* nothing more to learn */
 		return 0;
 	}
 	if (marker_attr(m, key, a) != 0)
-		dir_attr(a); /* the directory exists; its attributes wait */
+		tfs_meta_dir_attr(a); /* the directory exists; its attributes wait */
 	return 0;
 }
 
@@ -625,7 +513,7 @@ static int settle(struct tfs_meta *m, const uint8_t h[HLEN], const char *dir, co
 		atomic_fetch_add(&m->backend_lookups, 1);
 		rc = tfs_backend_head(m->be, key, &om);
 		if (rc == 0)
-			attr_from_head(&om, &n);
+			tfs_meta_attr_from_head(&om, &n);
 		tfs_obj_meta_clear(&om);
 		if (rc == 0 && strcmp(n.etag, a->etag) != 0 && changed)
 			*changed = true;
@@ -909,7 +797,7 @@ static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
 			}
 		}
 		struct tfs_attr a;
-		dir_attr(&a);
+		tfs_meta_dir_attr(&a);
 		rc = put_entry(txn, m, h, name, &a, start, NULL);
 	}
 	if (rc) {
@@ -935,7 +823,7 @@ static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen
 		atomic_fetch_add(&m->backend_lookups, 1);
 		if (tfs_backend_head(m->be, p->entries[i].key, &om) != 0)
 			continue; /* the listing's attributes stay */
-		attr_from_head(&om, &a);
+		tfs_meta_attr_from_head(&om, &a);
 		tfs_obj_meta_clear(&om);
 		store_entry(m, h, name, &a, start);
 	}
@@ -1170,7 +1058,7 @@ static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after
 				i++;
 			} else {
 				name = pname;
-				dir_attr(&a);
+				tfs_meta_dir_attr(&a);
 				j++;
 			}
 			any = true;

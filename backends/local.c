@@ -20,11 +20,8 @@
  * link itself) and read with readlinkat(), made with symlinkat() in
  * TMP_DIR and renamed into place, removed with unlinkat().
  *
- * Listing order is S3's: byte order of the full key.  A depth-first walk
- * gives that order when each directory's entries are sorted with a '/'
- * appended to directory names ("a-c" < "a/" < "a0").  The continuation
- * token is the last key or common prefix returned; the next page skips
- * whole subtrees that sort before it.
+ * Listings are local_list.c's; what the two files share is in
+ * local_internal.h.
  */
 #include "config.h"
 
@@ -32,6 +29,7 @@
 #include "dbuf.h"
 #include "fdio.h"
 #include "local.h"
+#include "local_internal.h"
 #include "path.h"
 
 #include <dirent.h>
@@ -55,39 +53,7 @@
 #define HAVE_OPENAT2 1
 #endif
 
-#define TMP_PREFIX ".tierfs-tmp."
-/* Temporary files live in one directory at the root (its name starts
- * with TMP_PREFIX, so it is never a key and never listed): a write cut
- * short by kill -9 leaves its file there, and the next start removes
- * what is old enough not to belong to a running writer. */
-#define TMP_DIR TMP_PREFIX "d"
-#define TMP_STALE_S 3600
-/* A directory marker ("dir/") is the directory plus this empty file in
- * it (never a key, never listed): it keeps a directory made by mkdir when
- * its last file is deleted, as a marker object does on S3. */
-#define MARKER_FILE TMP_PREFIX "dir"
-#define XATTR_PREFIX "user.tierfs.meta."
-#define COPY_CHUNK (1u << 20)
-
-struct local {
-	char *root;
-	int root_fd;
-	bool openat2; /* resolve with openat2(); else walk with O_NOFOLLOW */
-	const struct tfs_log *log;
-};
-
 /* ---- keys ---- */
-
-static bool segment_ok(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX)
-		return false;
-	if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-		return false;
-	if (n >= sizeof(TMP_PREFIX) - 1 && memcmp(s, TMP_PREFIX, sizeof(TMP_PREFIX) - 1) == 0)
-		return false;
-	return true;
-}
 
 /* Validate `key`; sets *is_dir for a trailing '/'. */
 static int check_key(struct local *lb, const char *key, bool *is_dir)
@@ -101,7 +67,7 @@ static int check_key(struct local *lb, const char *key, bool *is_dir)
 		goto bad;
 	for (size_t i = 0; i <= end; i++) {
 		if (i == end || key[i] == '/') {
-			if (!segment_ok(key + start, i - start))
+			if (!local_segment_ok(key + start, i - start))
 				goto bad;
 			start = i + 1;
 		}
@@ -117,37 +83,6 @@ bad:
 }
 
 /* ---- resolving paths inside the root ---- */
-
-/* A key made printable for a log line (keys are untrusted): control bytes,
- * DEL, '\\' and '\'' as \xNN, cut after KEY_LOG_MAX bytes with "...".
- * Used as esc(key).s, valid to the end of the full expression. */
-#define KEY_LOG_MAX 256
-
-struct key_esc {
-	char s[KEY_LOG_MAX * 4 + 4];
-};
-
-static struct key_esc esc(const char *key)
-{
-	struct key_esc e;
-	size_t o = 0, i;
-
-	for (i = 0; key[i] != '\0' && i < KEY_LOG_MAX; i++) {
-		unsigned char c = (unsigned char)key[i];
-		if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') {
-			snprintf(e.s + o, sizeof(e.s) - o, "\\x%02x", c);
-			o += 4;
-		} else {
-			e.s[o++] = (char)c;
-		}
-	}
-	if (key[i] != '\0') {
-		memcpy(e.s + o, "...", 3);
-		o += 3;
-	}
-	e.s[o] = '\0';
-	return e;
-}
 
 /* Release a directory descriptor from resolve_dir()/walk_parent(): every
  * one but the root's own. */
@@ -171,34 +106,15 @@ static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 }
 #endif
 
-/* Open `name`, a single component, in directory `dfd` with `flags` and
- * O_NOFOLLOW.  0 and *fd_out, or the errno, ELOOP for a symlink (which
- * O_DIRECTORY reports as ENOTDIR).  O_PATH only with O_DIRECTORY (O_PATH |
- * O_NOFOLLOW alone would open the symlink itself). */
-static int open_last(int dfd, const char *name, int flags, mode_t mode, int *fd_out)
-{
-	int fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd >= 0) {
-		*fd_out = fd;
-		return 0;
-	}
-	int e = errno;
-	struct stat st;
-	if (e == ENOTDIR && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISLNK(st.st_mode))
-		e = ELOOP;
-	return e;
-}
-
 /* The directory `name` in `dfd` as an O_PATH descriptor, made (0755) first
  * when missing and `mkdirs`.  0, or the errno (ELOOP for a symlink). */
 static int enter_dir(int dfd, const char *name, bool mkdirs, int *fd_out)
 {
-	int rc = open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
+	int rc = local_open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
 	if (rc == ENOENT && mkdirs) {
 		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
 			return errno;
-		rc = open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
+		rc = local_open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
 	}
 	return rc;
 }
@@ -256,7 +172,7 @@ static int walk_parent(struct local *lb, const char *path, bool mkdirs, int *dfd
 
 /* Open `path` (relative to the root; "" is the root) with `flags` (and
  * `mode` with O_CREAT), following no symlink and staying in the root: one
- * openat2(), or walk_parent() + open_last().  A trailing '/' requires a
+ * openat2(), or walk_parent() + local_open_last().  A trailing '/' requires a
  * directory.  0 and *fd_out (the caller's), or the errno: ELOOP for a
  * symlink on the path, EXDEV for a path leaving the root, ENOENT/ENOTDIR
  * for a missing one.  Not logged. */
@@ -282,7 +198,7 @@ static int resolve(struct local *lb, const char *path, int flags, mode_t mode, i
 	size_t len = strlen(path);
 	if (len > 0 && path[len - 1] == '/')
 		flags |= O_DIRECTORY;
-	rc = open_last(dfd, last[0] ? last : ".", flags, mode, fd_out);
+	rc = local_open_last(dfd, last[0] ? last : ".", flags, mode, fd_out);
 	put_dir(lb, dfd);
 	return rc;
 }
@@ -355,19 +271,12 @@ static int log_refused(struct local *lb, const char *what, const char *key, int 
 {
 	if (e == ELOOP) {
 		tfs_warn(lb->log, "local: %s '%s': a symlink on its path under %s is not followed",
-			 what, esc(key).s, lb->root);
+			 what, local_esc(key).s, lb->root);
 		return loop_rc;
 	}
-	tfs_warn(lb->log, "local: %s '%s': the path leaves %s: refused", what, esc(key).s,
+	tfs_warn(lb->log, "local: %s '%s': the path leaves %s: refused", what, local_esc(key).s,
 		 lb->root);
 	return EACCES;
-}
-
-static void make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
-{
-	uint64_t ns = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec;
-	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "\"",
-		 (uint64_t)st->st_size, ns, (uint64_t)st->st_ino);
 }
 
 /* ---- symlinks ----
@@ -433,35 +342,6 @@ static bool meta_time(const struct tfs_obj_meta *m, const char *name, struct tim
 	return true;
 }
 
-static void make_link_etag(const struct stat *st, const char *target, size_t n,
-			   char etag[TFS_ETAG_MAX])
-{
-	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)target[i];
-		h *= 0x100000001b3u;
-	}
-	uint64_t ns = (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec;
-	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-l%016" PRIx64 "\"",
-		 (uint64_t)n, ns, (uint64_t)st->st_ino, h);
-}
-
-/* The target of the symlink `name` in `dfd` ("" with an O_PATH |
- * O_NOFOLLOW descriptor of the link itself): 0 with target[] NUL-ended
- * and *n its length, ENAMETOOLONG when it does not fit PATH_MAX, else
- * readlinkat()'s errno.  Not logged. */
-static int read_link(int dfd, const char *name, char target[PATH_MAX], size_t *n)
-{
-	ssize_t r = readlinkat(dfd, name, target, PATH_MAX);
-	if (r < 0)
-		return errno;
-	if (r >= PATH_MAX)
-		return ENAMETOOLONG;
-	target[r] = '\0';
-	*n = (size_t)r;
-	return 0;
-}
-
 /* A symlink's body checked and made a C string in target[]: 1 to
  * PATH_MAX - 1 bytes, no NUL.  0, EINVAL (logged), or the errno of
  * reading a descriptor source. */
@@ -470,7 +350,7 @@ static int link_body(struct local *lb, const char *key, struct tfs_io src, uint6
 {
 	if (len == 0 || len >= PATH_MAX) {
 		tfs_warn(lb->log, "local: symlink '%s': a target of %" PRIu64 " bytes (1 to %d)",
-			 esc(key).s, len, PATH_MAX - 1);
+			 local_esc(key).s, len, PATH_MAX - 1);
 		return EINVAL;
 	}
 	if (src.kind == TFS_IO_BUF) {
@@ -479,8 +359,8 @@ static int link_body(struct local *lb, const char *key, struct tfs_io src, uint6
 		ssize_t r = pread(src.fd, target, len, src.off);
 		if (r < 0 || (uint64_t)r != len) {
 			int e = r < 0 ? errno : EIO;
-			tfs_err(lb->log, "local: symlink '%s': reading its target: %s", esc(key).s,
-				strerror(e));
+			tfs_err(lb->log, "local: symlink '%s': reading its target: %s",
+				local_esc(key).s, strerror(e));
 			return EIO;
 		}
 	} else {
@@ -488,7 +368,8 @@ static int link_body(struct local *lb, const char *key, struct tfs_io src, uint6
 	}
 	target[len] = '\0';
 	if (memchr(target, '\0', len) != NULL) {
-		tfs_warn(lb->log, "local: symlink '%s': its target holds a NUL byte", esc(key).s);
+		tfs_warn(lb->log, "local: symlink '%s': its target holds a NUL byte",
+			 local_esc(key).s);
 		return EINVAL;
 	}
 	return 0;
@@ -564,13 +445,13 @@ again:
 			return log_refused(lb, "read", key, rc, ENOENT);
 		if (rc == ENOENT || rc == ENOTDIR)
 			return ENOENT;
-		tfs_err(lb->log, "local: open '%s': %s", esc(key).s, strerror(rc));
+		tfs_err(lb->log, "local: open '%s': %s", local_esc(key).s, strerror(rc));
 		return rc == EACCES || rc == EPERM ? EACCES : EIO;
 	}
 	if (fstat(fd, st) < 0) {
 		int e = errno;
 		close(fd);
-		tfs_err(lb->log, "local: stat '%s': %s", esc(key).s, strerror(e));
+		tfs_err(lb->log, "local: stat '%s': %s", local_esc(key).s, strerror(e));
 		return EIO;
 	}
 	/* A file renamed over the symlink between the two opens: again. */
@@ -616,14 +497,14 @@ static int link_head(struct local *lb, int fd, const char *key, const struct sta
 {
 	char target[PATH_MAX];
 	size_t n = 0;
-	int rc = read_link(fd, "", target, &n);
+	int rc = local_read_link(fd, "", target, &n);
 	if (rc) {
-		tfs_err(lb->log, "local: readlink '%s': %s", esc(key).s, strerror(rc));
+		tfs_err(lb->log, "local: readlink '%s': %s", local_esc(key).s, strerror(rc));
 		return EIO;
 	}
 	out->size = n;
 	out->mtime = st->st_mtim.tv_sec;
-	make_link_etag(st, target, n, out->etag);
+	local_make_link_etag(st, target, n, out->etag);
 	rc = meta_set_num(out, "mode", LINK_MODE);
 	if (rc == 0)
 		rc = meta_set_num(out, "uid", st->st_uid);
@@ -653,7 +534,7 @@ static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
 	}
 	out->size = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_size;
 	out->mtime = st.st_mtim.tv_sec;
-	make_etag(&st, out->etag);
+	local_make_etag(&st, out->etag);
 	if (S_ISDIR(st.st_mode)) {
 		/* A marker's metadata is on its marker file (none: none). */
 		int mfd = openat(fd, MARKER_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -668,374 +549,6 @@ static int local_head(void *priv, const char *key, struct tfs_obj_meta *out)
 	if (rc)
 		tfs_obj_meta_clear(out);
 	return rc;
-}
-
-/* ---- list ---- */
-
-struct dent {
-	char *name; /* with '/' appended for directories */
-	bool dir;
-};
-
-static int dent_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct dent *)a)->name, ((const struct dent *)b)->name);
-}
-
-struct walk {
-	struct local *lb;
-	const char *prefix;
-	const char *delim;
-	const char *token;
-	size_t max;
-	struct tfs_list_page *out;
-	size_t count;
-	bool full;      /* max items collected; looking for one more */
-	bool truncated; /* a further item exists */
-	char *last;     /* last key or prefix emitted (borrowed from out) */
-	struct tfs_dbuf path;
-};
-
-/* Add `key` to the page: a common prefix, or an entry with the
- * attributes in *st (`target`: a symlink's, NULL for a file or marker). */
-static int emit(struct walk *w, const char *key, bool is_prefix, const struct stat *st,
-		const char *target)
-{
-	if (w->full) {
-		w->truncated = true;
-		return 0;
-	}
-	char *k = strdup(key);
-	if (k == NULL)
-		return ENOMEM;
-	struct tfs_list_page *p = w->out;
-	if (is_prefix) {
-		char **np = realloc(p->prefixes, (p->n_prefixes + 1) * sizeof(*np));
-		if (np == NULL) {
-			free(k);
-			return ENOMEM;
-		}
-		p->prefixes = np;
-		p->prefixes[p->n_prefixes++] = k;
-	} else {
-		struct tfs_list_entry *ne = realloc(p->entries, (p->n_entries + 1) * sizeof(*ne));
-		if (ne == NULL) {
-			free(k);
-			return ENOMEM;
-		}
-		p->entries = ne;
-		struct tfs_list_entry *e = &p->entries[p->n_entries++];
-		memset(e, 0, sizeof(*e));
-		e->key = k;
-		e->mtime = st->st_mtim.tv_sec;
-		if (target != NULL) {
-			e->size = strlen(target);
-			make_link_etag(st, target, e->size, e->etag);
-		} else {
-			e->size = S_ISDIR(st->st_mode) ? 0 : (uint64_t)st->st_size;
-			make_etag(st, e->etag);
-		}
-	}
-	w->last = k;
-	if (++w->count >= w->max)
-		w->full = true;
-	return 0;
-}
-
-/* File, symlink (an object too: *isdir false) or directory?  d_type when
- * the file system gives it, else lstat.  Anything else (a FIFO, socket,
- * device) is left out: -1, with a warning naming it when `w` is given
- * (rel: the directory's key). */
-static int entry_kind(struct walk *w, const char *rel, DIR *d, const struct dirent *de, bool *isdir)
-{
-	if (de->d_type == DT_DIR || de->d_type == DT_REG || de->d_type == DT_LNK) {
-		*isdir = de->d_type == DT_DIR;
-		return 0;
-	}
-	struct stat st;
-	if (de->d_type == DT_UNKNOWN) {
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return -1;
-		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-			*isdir = S_ISDIR(st.st_mode);
-			return 0;
-		}
-	}
-	if (w != NULL)
-		tfs_warn(w->lb->log,
-			 "local: '%s%s' in %s is not a file, symlink or directory: "
-			 "not listed",
-			 esc(rel).s, esc(de->d_name).s, w->lb->root);
-	return -1;
-}
-
-/* A new DIR stream on directory `dfd` (its own open file description, so
- * that reading it moves no other reader's offset), or NULL with errno. */
-static DIR *open_stream(int dfd)
-{
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	DIR *d = fdopendir(fd);
-	if (d == NULL) {
-		int e = errno;
-		close(fd);
-		errno = e;
-	}
-	return d;
-}
-
-/* The sorted entries of directory `dfd` (key `rel`) whose sort key (the
- * name, with '/' after directories) is not below `lower` ("" for all):
- * entries below it hold only keys that sort before the continuation token,
- * so a page deep into a large directory sorts only what is left. */
-static int read_dir(struct walk *w, int dfd, const char *rel, const char *lower, struct dent **out,
-		    size_t *n_out)
-{
-	DIR *d = open_stream(dfd);
-	if (d == NULL)
-		return errno;
-	struct dent *v = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		const char *nm = de->d_name;
-		size_t len = strlen(nm);
-		bool isdir;
-		if (!segment_ok(nm, len) || entry_kind(w, rel, d, de, &isdir) != 0)
-			continue;
-		char *s = malloc(len + 2);
-		if (s == NULL) {
-			rc = ENOMEM;
-			break;
-		}
-		memcpy(s, nm, len);
-		s[len] = isdir ? '/' : '\0';
-		s[len + 1] = '\0';
-		if (lower[0] && strcmp(s, lower) < 0) {
-			free(s);
-			continue;
-		}
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct dent *nv = realloc(v, cap * sizeof(*nv));
-			if (nv == NULL) {
-				free(s);
-				rc = ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		v[n].name = s;
-		v[n].dir = isdir;
-		n++;
-	}
-	closedir(d);
-	if (rc) {
-		for (size_t i = 0; i < n; i++)
-			free(v[i].name);
-		free(v);
-		return rc;
-	}
-	if (n > 1)
-		qsort(v, n, sizeof(*v), dent_cmp);
-	*out = v;
-	*n_out = n;
-	return 0;
-}
-
-/* Does directory `dfd` hold no file or directory? */
-static bool dir_empty(int dfd)
-{
-	DIR *d = open_stream(dfd);
-	if (d == NULL)
-		return false;
-	bool empty = true;
-	struct dirent *de;
-	while (empty && (de = readdir(d)) != NULL) {
-		bool isdir;
-		if (segment_ok(de->d_name, strlen(de->d_name)) &&
-		    entry_kind(NULL, "", d, de, &isdir) == 0)
-			empty = false;
-	}
-	closedir(d);
-	return empty;
-}
-
-static bool starts_with(const char *s, const char *p)
-{
-	return strncmp(s, p, strlen(p)) == 0;
-}
-
-/* The subdirectory `dname` ("x/", as read_dir() names it) of `dfd`, opened
- * O_PATH without following a symlink.  0, or the errno (ENOENT, ENOTDIR,
- * ELOOP when it was replaced since it was read). */
-static int open_subdir(int dfd, const char *dname, int *fd_out)
-{
-	char name[NAME_MAX + 2];
-	size_t n = strlen(dname);
-	if (n == 0 || n >= sizeof(name))
-		return ENAMETOOLONG;
-	memcpy(name, dname, n - 1);
-	name[n - 1] = '\0';
-	return open_last(dfd, name, O_PATH | O_DIRECTORY, 0, fd_out);
-}
-
-/* Emit the file or symlink `name` of `dfd` as `key`, stat'ed (and a
- * symlink read) without following it; anything else, or a symlink that
- * cannot be read, is left out. */
-static int emit_entry(struct walk *w, int dfd, const char *name, const char *key)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		return 0;
-	if (S_ISREG(st.st_mode))
-		return emit(w, key, false, &st, NULL);
-	if (!S_ISLNK(st.st_mode))
-		return 0;
-	char target[PATH_MAX];
-	size_t n = 0;
-	int rc = read_link(dfd, name, target, &n);
-	if (rc) {
-		tfs_warn(w->lb->log, "local: '%s' in %s: readlink: %s: not listed", esc(key).s,
-			 w->lb->root, strerror(rc));
-		return 0;
-	}
-	return emit(w, key, false, &st, target);
-}
-
-/* Walk directory `dfd`, key `rel` ("" or "a/b/", ending in '/'), whose keys
- * all start with rel.  Entries are stat'ed and entered relative to dfd,
- * never through a symlink; one descriptor is held per level of depth (at
- * most PATH_MAX / 2 levels, as keys are shorter than PATH_MAX). */
-static int walk_dir(struct walk *w, int dfd, const char *rel)
-{
-	struct dent *v = NULL;
-	size_t n = 0;
-	char lower[NAME_MAX + 2] = "";
-	if (w->token && starts_with(w->token, rel)) {
-		const char *rest = w->token + strlen(rel);
-		const char *sl = strchr(rest, '/');
-		size_t ln = sl ? (size_t)(sl - rest) + 1 : strlen(rest);
-		if (ln < sizeof(lower)) {
-			memcpy(lower, rest, ln);
-			lower[ln] = '\0';
-		}
-	}
-	int rc = read_dir(w, dfd, rel, lower, &v, &n);
-	if (rc == ENOENT || rc == ENOTDIR)
-		return 0;
-	if (rc)
-		return rc;
-
-	size_t base = strlen(rel);
-	for (size_t i = 0; i < n && rc == 0 && !w->truncated; i++) {
-		struct tfs_dbuf *p = &w->path;
-		tfs_dbuf_reset(p);
-		rc = tfs_dbuf_add(p, rel, base);
-		if (rc == 0)
-			rc = tfs_dbuf_adds(p, v[i].name);
-		if (rc)
-			break;
-		char *key = strdup(tfs_dbuf_str(p));
-		if (key == NULL) {
-			rc = ENOMEM;
-			break;
-		}
-		size_t klen = strlen(key);
-		size_t plen = strlen(w->prefix);
-		int cfd = -1;
-		if (!starts_with(key, w->prefix)) {
-			/* Only a directory on the way to the prefix is of use. */
-			if (v[i].dir && klen < plen && starts_with(w->prefix, key) &&
-			    open_subdir(dfd, v[i].name, &cfd) == 0) {
-				rc = walk_dir(w, cfd, key);
-				close(cfd);
-			}
-			free(key);
-			continue;
-		}
-		/* Keys below the prefix: does the delimiter roll this up? */
-		const char *rest = key + plen;
-		const char *dpos = (w->delim && *w->delim) ? strstr(rest, w->delim) : NULL;
-		if (dpos != NULL) {
-			size_t cplen = (size_t)(dpos - key) + strlen(w->delim);
-			/* Entire rollup lies at or before the token: skip. */
-			char save = key[cplen];
-			key[cplen] = '\0';
-			bool skip = w->token && strcmp(key, w->token) <= 0;
-			bool dup = w->last && strcmp(key, w->last) == 0;
-			if (!skip && !dup) {
-				struct stat dummy = { 0 };
-				rc = emit(w, key, true, &dummy, NULL);
-			}
-			key[cplen] = save;
-			free(key);
-			continue;
-		}
-		if (v[i].dir) {
-			/* Skip subtrees that sort wholly before the token. */
-			if ((w->token && strcmp(key, w->token) < 0 &&
-			     !starts_with(w->token, key)) ||
-			    open_subdir(dfd, v[i].name, &cfd) != 0) {
-				free(key);
-				continue;
-			}
-			/* An empty directory stands for its marker object,
-			 * and so does a marker file: the marker key sorts
-			 * before the directory's other keys, as on S3. */
-			bool empty = dir_empty(cfd);
-			if ((empty ||
-			     faccessat(cfd, MARKER_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0) &&
-			    !(w->token && strcmp(key, w->token) <= 0)) {
-				struct stat st;
-				if (fstat(cfd, &st) == 0)
-					rc = emit(w, key, false, &st, NULL);
-			}
-			if (rc == 0 && !empty)
-				rc = walk_dir(w, cfd, key);
-			close(cfd);
-			free(key);
-			continue;
-		}
-		if (!(w->token && strcmp(key, w->token) <= 0))
-			rc = emit_entry(w, dfd, v[i].name, key);
-		free(key);
-	}
-	for (size_t i = 0; i < n; i++)
-		free(v[i].name);
-	free(v);
-	return rc;
-}
-
-static int local_list(void *priv, const char *prefix, const char *delimiter, const char *token,
-		      size_t max_keys, struct tfs_list_page *out)
-{
-	struct local *lb = priv;
-	struct walk w = {
-		.lb = lb,
-		.prefix = prefix,
-		.delim = delimiter,
-		.token = (token && *token) ? token : NULL,
-		.max = max_keys,
-		.out = out,
-	};
-	tfs_dbuf_init(&w.path, PATH_MAX);
-	int rc = walk_dir(&w, lb->root_fd, "");
-	tfs_dbuf_free(&w.path);
-	if (rc == 0 && w.truncated) {
-		out->next_token = strdup(w.last);
-		if (out->next_token == NULL)
-			rc = ENOMEM;
-	}
-	if (rc) {
-		tfs_err(lb->log, "local: list '%s' in %s: %s", esc(prefix).s, lb->root,
-			strerror(rc));
-		tfs_list_page_clear(out);
-		return rc == ENOMEM ? ENOMEM : EIO;
-	}
-	return 0;
 }
 
 /* ---- get ---- */
@@ -1093,14 +606,14 @@ static int link_get(struct local *lb, int fd, const struct stat *st, const char 
 {
 	char target[PATH_MAX];
 	size_t n = 0;
-	int rc = read_link(fd, "", target, &n);
+	int rc = local_read_link(fd, "", target, &n);
 	if (rc) {
-		tfs_err(lb->log, "local: readlink '%s': %s", esc(key).s, strerror(rc));
+		tfs_err(lb->log, "local: readlink '%s': %s", local_esc(key).s, strerror(rc));
 		return EIO;
 	}
-	make_link_etag(st, target, n, etag_out);
+	local_make_link_etag(st, target, n, etag_out);
 	if (if_match && *if_match && strcmp(if_match, etag_out) != 0) {
-		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", esc(key).s,
+		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", local_esc(key).s,
 			 etag_out, if_match);
 		return ESTALE;
 	}
@@ -1111,7 +624,7 @@ static int link_get(struct local *lb, int fd, const struct stat *st, const char 
 	} else if (dst.kind == TFS_IO_FD) {
 		rc = tfs_pwrite_all(dst.fd, from, k, dst.off);
 		if (rc) {
-			tfs_err(lb->log, "local: read '%s': %s", esc(key).s, strerror(rc));
+			tfs_err(lb->log, "local: read '%s': %s", local_esc(key).s, strerror(rc));
 			return EIO;
 		}
 	} else {
@@ -1142,10 +655,10 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 	if (S_ISDIR(st.st_mode)) {
 		close(fd);
 		*got = 0;
-		make_etag(&st, etag_out);
+		local_make_etag(&st, etag_out);
 		return 0;
 	}
-	make_etag(&st, etag_out);
+	local_make_etag(&st, etag_out);
 	if (if_match && *if_match && strcmp(if_match, etag_out) != 0) {
 		close(fd);
 		tfs_info(lb->log, "local: '%s' changed (ETag %s, expected %s)", key, etag_out,
@@ -1157,7 +670,7 @@ static int local_get_range(void *priv, const char *key, uint64_t off, uint64_t l
 	rc = read_into(fd, off, n, dst, got);
 	if (rc == 0 && fstat(fd, &st2) == 0) {
 		char etag2[TFS_ETAG_MAX];
-		make_etag(&st2, etag2);
+		local_make_etag(&st2, etag2);
 		if (strcmp(etag2, etag_out) != 0 || *got != n) {
 			/* Rewritten in place while we read: the bytes may be torn. */
 			tfs_warn(lb->log, "local: '%s' changed during the read", key);
@@ -1186,7 +699,7 @@ static int open_dirs(struct local *lb, const char *key, int *pfd, const char **n
 		return rc;
 	if (mkdirat(lb->root_fd, TMP_DIR, 0700) < 0 && errno != EEXIST)
 		return errno;
-	return open_last(lb->root_fd, TMP_DIR, O_PATH | O_DIRECTORY, 0, tfd);
+	return local_open_last(lb->root_fd, TMP_DIR, O_PATH | O_DIRECTORY, 0, tfd);
 }
 
 /* A new name in TMP_DIR ("<pid>-<random>", which sweep_tmp() knows). */
@@ -1201,7 +714,7 @@ static int write_failed(struct local *lb, const char *key, int rc)
 {
 	if (refused(rc))
 		return log_refused(lb, "write", key, rc, EACCES);
-	tfs_err(lb->log, "local: write '%s' in %s: %s", esc(key).s, lb->root, strerror(rc));
+	tfs_err(lb->log, "local: write '%s' in %s: %s", local_esc(key).s, lb->root, strerror(rc));
 	if (rc == ENOSPC || rc == EDQUOT || rc == ENOTSUP || rc == EISDIR || rc == ENOTDIR ||
 	    rc == ENAMETOOLONG || rc == ENOMEM)
 		return rc;
@@ -1245,7 +758,7 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 		rc = errno;
 	if (rc == 0) {
 		if (fstat(fd, &st) == 0)
-			make_etag(&st, etag_out);
+			local_make_etag(&st, etag_out);
 		close(fd);
 		put_dir(lb, tfd);
 		put_dir(lb, pfd);
@@ -1290,14 +803,14 @@ static void link_attrs(struct local *lb, int tfd, const char *tmp, const char *k
 		int e = errno;
 		if (e == EPERM)
 			tfs_debug(lb->log, "local: symlink '%s': owner %ld:%ld not set: %s",
-				  esc(key).s, (long)(int)uid, (long)(int)gid, strerror(e));
+				  local_esc(key).s, (long)(int)uid, (long)(int)gid, strerror(e));
 		else
-			tfs_warn(lb->log, "local: symlink '%s': owner not set: %s", esc(key).s,
-				 strerror(e));
+			tfs_warn(lb->log, "local: symlink '%s': owner not set: %s",
+				 local_esc(key).s, strerror(e));
 	}
 	if ((ts[0].tv_nsec != UTIME_OMIT || ts[1].tv_nsec != UTIME_OMIT) &&
 	    utimensat(tfd, tmp, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		tfs_warn(lb->log, "local: symlink '%s': times not set: %s", esc(key).s,
+		tfs_warn(lb->log, "local: symlink '%s': times not set: %s", local_esc(key).s,
 			 strerror(errno));
 }
 
@@ -1338,7 +851,7 @@ static int replace_link(struct local *lb, const char *key, const char *target,
 		goto out;
 	}
 	if (fstat(lfd, &st) == 0)
-		make_link_etag(&st, target, strlen(target), etag_out);
+		local_make_link_etag(&st, target, strlen(target), etag_out);
 out:
 	if (lfd >= 0)
 		close(lfd);
@@ -1417,12 +930,12 @@ static int local_put(void *priv, const char *key, struct tfs_io src, uint64_t le
 			rc = errno;
 		put_dir(lb, dfd);
 		if (rc == 0) {
-			make_etag(&st, etag_out);
+			local_make_etag(&st, etag_out);
 			return 0;
 		}
 		if (refused(rc))
 			return log_refused(lb, "mkdir", key, rc, EACCES);
-		tfs_err(lb->log, "local: mkdir '%s': %s", esc(key).s, strerror(rc));
+		tfs_err(lb->log, "local: mkdir '%s': %s", local_esc(key).s, strerror(rc));
 		return EIO;
 	}
 	if (meta_link(meta) == 1) {
@@ -1467,9 +980,10 @@ static int copy_to_link(struct local *lb, int fd, const struct stat *st, const c
 	char target[PATH_MAX];
 	size_t n = 0;
 	if (S_ISLNK(st->st_mode)) {
-		int rc = read_link(fd, "", target, &n);
+		int rc = local_read_link(fd, "", target, &n);
 		if (rc) {
-			tfs_err(lb->log, "local: readlink '%s': %s", esc(src).s, strerror(rc));
+			tfs_err(lb->log, "local: readlink '%s': %s", local_esc(src).s,
+				strerror(rc));
 			return EIO;
 		}
 		return replace_link(lb, dst, target, meta, meta ? NULL : st, etag_out);
@@ -1508,10 +1022,11 @@ static int local_copy(void *priv, const char *src, const char *dst, const struct
 		/* A symlink made a file: the target as its bytes. */
 		char target[PATH_MAX];
 		size_t n = 0;
-		rc = read_link(fd, "", target, &n);
+		rc = local_read_link(fd, "", target, &n);
 		close(fd);
 		if (rc) {
-			tfs_err(lb->log, "local: readlink '%s': %s", esc(src).s, strerror(rc));
+			tfs_err(lb->log, "local: readlink '%s': %s", local_esc(src).s,
+				strerror(rc));
 			return EIO;
 		}
 		struct put_ctx p = { .src = tfs_io_cbuf(target), .len = n };
@@ -1566,7 +1081,7 @@ static int unlink_obj(int pfd, const char *name, bool dir)
 {
 	if (dir) {
 		int dfd;
-		int rc = open_last(pfd, name, O_PATH | O_DIRECTORY, 0, &dfd);
+		int rc = local_open_last(pfd, name, O_PATH | O_DIRECTORY, 0, &dfd);
 		if (rc == ELOOP)
 			return rc;
 		if (rc == 0) {
@@ -1607,7 +1122,7 @@ static int local_delete(void *priv, const char *key)
 		if (rc == ENOENT || rc == ENOTDIR || rc == ENOTEMPTY || rc == EEXIST ||
 		    rc == EISDIR)
 			return 0; /* nothing to delete, or a marker with content */
-		tfs_err(lb->log, "local: delete '%s': %s", esc(key).s, strerror(rc));
+		tfs_err(lb->log, "local: delete '%s': %s", local_esc(key).s, strerror(rc));
 		return rc == EACCES || rc == EPERM ? EACCES : EIO;
 	}
 	prune_parents(lb, key);
@@ -1642,7 +1157,7 @@ static int local_check_key(void *priv, const char *key)
 			continue;
 		if (i - start > NAME_MAX)
 			return ENAMETOOLONG;
-		if (!segment_ok(key + start, i - start))
+		if (!local_segment_ok(key + start, i - start))
 			return EINVAL;
 		start = i + 1;
 	}

@@ -124,4 +124,3 @@ void tfs_meta_dir_attr(struct tfs_attr *a)
 	a->type = TFS_FT_DIR;
 	a->mode = a->uid = a->gid = TFS_META_UNSET;
 }
-

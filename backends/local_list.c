@@ -254,8 +254,8 @@ static int emit_entry(struct walk *w, int dfd, const char *name, const char *key
 	size_t n = 0;
 	int rc = local_read_link(dfd, name, target, &n);
 	if (rc) {
-		tfs_warn(w->lb->log, "local: '%s' in %s: readlink: %s: not listed", local_esc(key).s,
-			 w->lb->root, strerror(rc));
+		tfs_warn(w->lb->log, "local: '%s' in %s: readlink: %s: not listed",
+			 local_esc(key).s, w->lb->root, strerror(rc));
 		return 0;
 	}
 	return emit(w, key, false, &st, target);
@@ -366,7 +366,7 @@ static int walk_dir(struct walk *w, int dfd, const char *rel)
 }
 
 int local_list(void *priv, const char *prefix, const char *delimiter, const char *token,
-		      size_t max_keys, struct tfs_list_page *out)
+	       size_t max_keys, struct tfs_list_page *out)
 {
 	struct local *lb = priv;
 	struct walk w = {
@@ -393,4 +393,3 @@ int local_list(void *priv, const char *prefix, const char *delimiter, const char
 	}
 	return 0;
 }
-

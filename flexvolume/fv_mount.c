@@ -401,7 +401,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	char unit[128], desc[PATH_MAX + 64], line[MAX_MESSAGE + 8];
 	char *argv[24], *env[16];
 	size_t n = 0;
-	struct tfs_dbuf out;
+	struct tfs_dbuf out, opts;
 	int status = 0, rc;
 
 	if (use_systemd(node)) {
@@ -421,8 +421,15 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	argv[n++] = "mount";
 	argv[n++] = "-c";
 	argv[n++] = (char *)v->conf;
+	tfs_dbuf_init(&opts, 4096);
+	rc = fv_volume_mount_opts(vol, node, &opts);
+	if (rc) {
+		say(msg, "the mount options: %s", strerror(rc));
+		tfs_dbuf_free(&opts);
+		return rc;
+	}
 	argv[n++] = "-o";
-	argv[n++] = vol->read_only ? "allow_other,ro" : "allow_other";
+	argv[n++] = (char *)tfs_dbuf_str(&opts);
 	argv[n++] = vol->source;
 	argv[n++] = (char *)v->target;
 	argv[n] = NULL;
@@ -450,6 +457,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 		tfs_debug(log, "%s: tierfs mount took %llu ms", v->target,
 			  (unsigned long long)(tfs_mono_ms() - t0));
 	tfs_dbuf_free(&out);
+	tfs_dbuf_free(&opts);
 	return rc;
 }
 

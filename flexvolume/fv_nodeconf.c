@@ -37,6 +37,9 @@ enum node_type {
 	N_DURATION, /* uint64_t milliseconds in [SEC, HOUR] */
 	N_LOGLEVEL, /* enum tfs_log_level */
 	N_SYSTEMD,  /* enum fv_systemd */
+	N_BOOL,     /* bool */
+	N_MODE,     /* unsigned: octal, no bit outside FV_FSGROUP_MODE_MASK */
+	N_CONTEXT,  /* char *: an SELinux context, or empty (NULL) */
 };
 
 struct node_key {
@@ -64,6 +67,10 @@ static const struct node_key node_keys[] = {
 	NK("unmount_timeout", N_DURATION, unmount_timeout_ms, "45s"),
 	NK("systemd", N_SYSTEMD, systemd, "auto"),
 	NK("systemd_run", N_PATH, systemd_run, "/usr/bin/systemd-run"),
+	NK("fsgroup", N_BOOL, fsgroup, "yes"),
+	NK("fsgroup_dir_mode", N_MODE, fsgroup_dir_mode, "0775"),
+	NK("fsgroup_file_mode", N_MODE, fsgroup_file_mode, "0664"),
+	NK("selinux_context", N_CONTEXT, selinux_context, ""),
 };
 
 #define N_NODE_KEYS (sizeof(node_keys) / sizeof(node_keys[0]))
@@ -90,7 +97,8 @@ const char *fv_node_conf_path(bool *must_exist)
 void fv_node_clear(struct fv_node *n)
 {
 	for (size_t i = 0; i < N_NODE_KEYS; i++) {
-		if (node_keys[i].type == N_PATH || node_keys[i].type == N_PATH_OPT) {
+		if (node_keys[i].type == N_PATH || node_keys[i].type == N_PATH_OPT ||
+		    node_keys[i].type == N_CONTEXT) {
 			char **p = (char **)((char *)n + node_keys[i].off);
 
 			free(*p);
@@ -176,6 +184,44 @@ static char *read_line(char *str, int num, void *stream)
 	return str;
 }
 
+/* An SELinux context as mount(8)'s context= takes it: user:role:type[:level],
+ * at most FV_CONTEXT_MAX bytes of letters, digits and _ . - : , (the MCS
+ * categories "c1,c2" hold commas). */
+static bool valid_context(const char *s)
+{
+	size_t n = strlen(s), colons = 0;
+
+	if (n == 0 || n > FV_CONTEXT_MAX || s[0] == ':')
+		return false;
+	for (const char *p = s; *p; p++) {
+		char ch = *p;
+
+		if (ch == ':')
+			colons++;
+		else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			   (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-' ||
+			   ch == ','))
+			return false;
+	}
+	return colons >= 2 && s[n - 1] != ':' && strstr(s, "::") == NULL;
+}
+
+/* An octal mode of one to four digits with no bit outside the mask. */
+static int parse_mode(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '7' || strlen(s) > 4)
+		return EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 8);
+	if (errno || *end || (v & ~(unsigned long)FV_FSGROUP_MODE_MASK))
+		return EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
 static int set_node_key(struct load_ctx *c, const struct node_key *k, const char *value,
 			bool builtin)
 {
@@ -241,6 +287,54 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 				       : fail(c, "[node] %s: %s is not one of auto, yes, no",
 					      k->key, fv_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &s, sizeof(s));
+		return 1;
+	}
+	case N_BOOL: {
+		bool b;
+
+		if (tfs_parse_bool(value, &b))
+			return builtin ? EINVAL
+				       : fail(c,
+					      "[node] %s: %s is not a boolean (allowed: yes/no, "
+					      "true/false, on/off, 1/0)",
+					      k->key, fv_quote(q, sizeof(q), value));
+		memcpy(base + k->off, &b, sizeof(b));
+		return 1;
+	}
+	case N_MODE: {
+		unsigned m;
+
+		if (parse_mode(value, &m))
+			return builtin ? EINVAL
+				       : fail(c,
+					      "[node] %s: %s is not an octal mode within %04o "
+					      "(no set-id, sticky or world-write bit)",
+					      k->key, fv_quote(q, sizeof(q), value),
+					      FV_FSGROUP_MODE_MASK);
+		memcpy(base + k->off, &m, sizeof(m));
+		return 1;
+	}
+	case N_CONTEXT: {
+		char **p = (char **)(base + k->off);
+		char *copy = NULL;
+
+		if (*value && !valid_context(value))
+			return builtin ? EINVAL
+				       : fail(c,
+					      "[node] %s: %s is not an SELinux context "
+					      "(user:role:type[:level], at most %d characters of "
+					      "letters, digits, _ . - : ,)",
+					      k->key, fv_quote(q, sizeof(q), value),
+					      FV_CONTEXT_MAX);
+		if (*value) {
+			copy = strdup(value);
+			if (copy == NULL) {
+				c->rc = ENOMEM;
+				return 0;
+			}
+		}
+		free(*p);
+		*p = copy;
 		return 1;
 	}
 	}

@@ -17,6 +17,10 @@
  *	unmount_timeout = 45s
  *	systemd = auto                     auto, yes or no: systemd-run --scope
  *	systemd_run = /usr/bin/systemd-run
+ *	fsgroup = yes                      honour the pod's fsGroup (below)
+ *	fsgroup_dir_mode = 0775            modes of a volume with an fsGroup
+ *	fsgroup_file_mode = 0664
+ *	selinux_context =                  context= of every mount (empty: none)
  *
  *	[defaults]                         any volume option (fv_opts.h)
  *	ramSize = 512M
@@ -54,6 +58,22 @@ enum fv_systemd {
 	FV_SYSTEMD_NO,
 };
 
+/* fsgroup: when yes and the kubelet passes kubernetes.io/mounterArgs.FsGroup
+ * (the pod's securityContext.fsGroup), the mount gets gid=FSGROUP,
+ * dir_mode=fsgroup_dir_mode, file_mode=fsgroup_file_mode (for objects
+ * without x-amz-meta-gid and -mode, tierfs(1)), so a pod running as
+ * another uid in that group can write.  The modes are octal and may hold
+ * no bit outside FV_FSGROUP_MODE_MASK: nothing world-writable, and no
+ * setuid, setgid or sticky bit (a volume is never trusted, so tierfs would
+ * drop the set-id bits anyway).  When no, FsGroup is ignored. */
+#define FV_FSGROUP_MODE_MASK 0775
+
+/* selinux_context: passed as context="..." on every mount the driver
+ * makes (SELinux nodes: the kubelet's selinuxRelabel is off for this
+ * driver, FUSE cannot be relabelled).  At most FV_CONTEXT_MAX bytes of
+ * user:role:type[:level]; only the admin sets it, never a pod. */
+#define FV_CONTEXT_MAX 160
+
 /* The environment variable naming the node config file (for tests and
  * unusual installs); when set, the file must exist. */
 #define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
@@ -84,6 +104,10 @@ struct fv_node {
 	uint64_t unmount_timeout_ms;
 	enum fv_systemd systemd;
 	char *systemd_run;
+	bool fsgroup;
+	unsigned fsgroup_dir_mode;
+	unsigned fsgroup_file_mode;
+	char *selinux_context; /* NULL: no context= option */
 
 	struct fv_node_default def[FV_OPT_COUNT];
 	struct fv_node_limit limit[FV_OPT_COUNT];

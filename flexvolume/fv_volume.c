@@ -24,6 +24,7 @@ struct pod_opts {
 	const char *value[FV_OPT_COUNT]; /* borrowed from the JSON; NULL: absent */
 	struct fv_value parsed[FV_OPT_COUNT];
 	const char *readwrite; /* kubernetes.io/readwrite */
+	const char *fsgroup;   /* kubernetes.io/mounterArgs.FsGroup */
 	const char *ns, *name;
 };
 
@@ -161,6 +162,23 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 	return 0;
 }
 
+/* A gid as the kubelet writes an int64: decimal digits, at most 2^31 - 1
+ * (Kubernetes validates fsGroup to that range). */
+static int parse_gid(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9' || strlen(s) > 10)
+		return EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > 2147483647UL)
+		return EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
 static int take_kubelet_key(struct pod_opts *p, const char *key, struct json_object *val,
 			    struct tfs_dbuf *err)
 {
@@ -173,13 +191,22 @@ static int take_kubelet_key(struct pod_opts *p, const char *key, struct json_obj
 			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
 				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
 		p->readwrite = s;
+	} else if (strcmp(key, K8S "mounterArgs.FsGroup") == 0) {
+		unsigned g;
+
+		if (s == NULL || parse_gid(s, &g))
+			return fail(err,
+				    "kubernetes.io/mounterArgs.FsGroup: %s is not a group id "
+				    "(0 to 2147483647)",
+				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+		p->fsgroup = s;
 	} else if (strcmp(key, K8S "pod.namespace") == 0) {
 		p->ns = s;
 	} else if (strcmp(key, K8S "pod.name") == 0) {
 		p->name = s;
 	}
-	/* fsType, pvOrVolumeName, pod.uid, serviceAccount.name,
-	 * mounterArgs.FsGroup and keys of later kubelets: nothing to do. */
+	/* fsType, pvOrVolumeName, pod.uid, serviceAccount.name and keys of
+	 * later kubelets: nothing to do. */
 	return 0;
 }
 
@@ -346,6 +373,10 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 		out->from_pod[o] = p.value[o] != NULL;
 	}
 	out->read_only = ro_opt || (p.readwrite && strcmp(p.readwrite, "ro") == 0);
+	if (p.fsgroup) {
+		out->has_fsgroup = true;
+		(void)parse_gid(p.fsgroup, &out->fsgroup); /* checked in take_kubelet_key */
+	}
 	if (out->read_only && out->from_pod[FV_OPT_WRITEBACK] &&
 	    strcmp(out->value[FV_OPT_WRITEBACK], "off") != 0) {
 		char q[FV_QUOTE_BUFLEN];
@@ -463,5 +494,29 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 	if (rc == 0 && writable)
 		*writable = !v->read_only && cfg.writeback.mode != TFS_WB_OFF;
 	tfs_config_clear(&cfg);
+	return rc;
+}
+
+/* ---- the mount options ---- */
+
+int fv_volume_mount_opts(const struct fv_volume *v, const struct fv_node *node,
+			 struct tfs_dbuf *out)
+{
+	int rc = tfs_dbuf_adds(out, v->read_only ? "allow_other,ro" : "allow_other");
+
+	if (rc == 0 && v->has_fsgroup && node->fsgroup)
+		rc = tfs_dbuf_addf(out, ",gid=%u,dir_mode=%04o,file_mode=%04o", v->fsgroup,
+				   node->fsgroup_dir_mode, node->fsgroup_file_mode);
+	if (rc == 0 && node->selinux_context) {
+		rc = tfs_dbuf_adds(out, ",context=\"");
+		for (const char *p = node->selinux_context; rc == 0 && *p; p++) {
+			if (*p == ',' || *p == '\\')
+				rc = tfs_dbuf_add(out, "\\", 1);
+			if (rc == 0)
+				rc = tfs_dbuf_add(out, p, 1);
+		}
+		if (rc == 0)
+			rc = tfs_dbuf_adds(out, "\"");
+	}
 	return rc;
 }

@@ -11,9 +11,17 @@
  *     ([pod] allow), a malformed value, or a value beyond the node's
  *     [limits].
  *   - kubernetes.io/readwrite "ro" makes the mount read-only, like
- *     readOnly=true; other kubernetes.io/ keys only name the pod for the
- *     log (they may be overwritten by the pod's options, so nothing is
- *     decided on them).
+ *     readOnly=true.  The kubelet sets it from the inline volume's
+ *     flexVolume.readOnly, or for a PersistentVolume from the pod's
+ *     persistentVolumeClaim.readOnly (a PV's own flexVolume.readOnly never
+ *     reaches the driver: a read-only PV says readOnly: "true" in its
+ *     options).
+ *   - kubernetes.io/mounterArgs.FsGroup (the pod's fsGroup, a decimal gid
+ *     below 2^31) gives the mount that gid and the node's fsgroup modes
+ *     when the node config's fsgroup is yes (fv_nodeconf.h); the pod
+ *     chooses it in its securityContext anyway, so a pod option of that
+ *     name (the kubelet lets the options override its keys) grants nothing
+ *     more.  Other kubernetes.io/ keys only name the pod for the log.
  *   - kubernetes.io/secret/accessKey, secretKey (both required when either
  *     is there) and sessionToken (optional); any other secret key is an
  *     error.  Without a Secret, the node's credentials_file is used if it
@@ -41,6 +49,8 @@
 struct fv_volume {
 	char *source; /* s3://BUCKET[/PREFIX] */
 	bool read_only;
+	bool has_fsgroup; /* kubernetes.io/mounterArgs.FsGroup was given */
+	unsigned fsgroup;
 	char *value[FV_OPT_COUNT]; /* effective values of the tierfs-mapped options; NULL: unset */
 	bool from_pod[FV_OPT_COUNT];
 	struct fv_creds creds; /* access_key NULL: no Secret */
@@ -73,5 +83,15 @@ void fv_volume_clear(struct fv_volume *v);
 int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
 			  bool *writable, struct tfs_dbuf *err);
+
+/* The -o argument of `tierfs mount` for the volume, appended to `out`:
+ * allow_other; ro for a read-only volume; gid=FSGROUP,
+ * dir_mode=NODE_DIR_MODE,file_mode=NODE_FILE_MODE when the volume has an
+ * fsGroup and node->fsgroup is set; context="CONTEXT" when
+ * node->selinux_context is set, its commas escaped with a backslash for
+ * fuse_opt (which takes the backslashes off again, so the kernel gets the
+ * quoted context whole).  Returns 0, ENOMEM or EOVERFLOW (out's maximum). */
+int fv_volume_mount_opts(const struct fv_volume *v, const struct fv_node *node,
+			 struct tfs_dbuf *out);
 
 #endif

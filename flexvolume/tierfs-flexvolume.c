@@ -80,7 +80,10 @@ static int reply_status(int fd, const char *status, const char *message)
 }
 
 /* Every capability explicit: a missing one defaults to true, and fsGroup
- * would chown the bucket while selinuxRelabel breaks FUSE mounts. */
+ * would chown the bucket while selinuxRelabel breaks FUSE mounts.  The
+ * kubelet passes the pod's fsGroup all the same; the driver maps it to the
+ * mount's gid (fv_volume_mount_opts()), and [node] selinux_context gives
+ * SELinux nodes their context= option. */
 static int reply_init(int fd)
 {
 	static const char *const caps[] = {

@@ -181,6 +181,18 @@ def set_ini(text, changes):
     return "\n".join(out) + "\n"
 
 
+def kubelet_readwrite(pod_volume, pv=None):
+    """kubernetes.io/readwrite as the kubelet computes it (pkg/volume/
+    flexvolume: util.go getReadOnly, driver-call.go NewOptionsForDriver):
+    an inline volume's flexVolume.readOnly; for a PersistentVolume the
+    spec's ReadOnly, which is the pod's persistentVolumeClaim.readOnly --
+    the PV's own flexVolume.readOnly is never read."""
+    if "flexVolume" in pod_volume:
+        return "ro" if pod_volume["flexVolume"].get("readOnly", False) else "rw"
+    assert pv is not None and "flexVolume" in pv["spec"], pod_volume
+    return "ro" if pod_volume["persistentVolumeClaim"].get("readOnly", False) else "rw"
+
+
 class Kubelet:
     """One node: a plugin dir with the driver, a node config, and calls."""
 
@@ -245,8 +257,9 @@ class Kubelet:
             raise AssertionError("status %s with exit code %d" % (reply["status"], p.returncode))
         return p.returncode, reply, text
 
-    def options(self, opts, secret=None, readwrite="rw", pod="trainer-0"):
-        """The JSON the kubelet passes: sorted keys, strings only."""
+    def options(self, opts, secret=None, readwrite="rw", pod="trainer-0", fsgroup=None):
+        """The JSON the kubelet passes: sorted keys, strings only (mounter.go
+        adds mounterArgs.FsGroup when the pod has an fsGroup)."""
         o = {
             "kubernetes.io/fsType": "",
             "kubernetes.io/readwrite": readwrite,
@@ -256,6 +269,8 @@ class Kubelet:
             "kubernetes.io/pod.uid": "0b5e7c2a-5f07-4a39-a1f6-1a3f6a0c9e11",
             "kubernetes.io/serviceAccount.name": "default",
         }
+        if fsgroup is not None:
+            o["kubernetes.io/mounterArgs.FsGroup"] = str(fsgroup)
         for k, v in (secret or {}).items():
             o["kubernetes.io/secret/" + k] = v
         o.update(opts)
@@ -636,6 +651,59 @@ class FlexVolumeTests(unittest.TestCase):
         t = self.target("pod-b")
         self.mount_ok(t, {"readOnly": "true"})
         self.assertTrue(mountinfo(t)[0][5].startswith("ro"), mountinfo(t))
+        self.k.unmount(t)
+
+    def test_fsgroup_nonroot_writes_checkpoint(self):
+        """The pod's fsGroup becomes the mount's group with group-writable
+        modes: a uid of the pod, in that group only, writes a checkpoint."""
+        self.put("data/x", b"x")
+        uid, fsgroup = 1234, 2345
+        t = self.target("pod-a")
+        self.mount_ok(t, fsgroup=fsgroup)
+        st = os.stat(t)
+        self.assertEqual((st.st_gid, stat.S_IMODE(st.st_mode)), (fsgroup, 0o775))
+        st = os.stat(os.path.join(t, "data", "x"))
+        self.assertEqual((st.st_gid, stat.S_IMODE(st.st_mode)), (fsgroup, 0o664))
+        ckpt = os.path.join(t, "ckpt", "step-100.pt")
+        body = data_for("ckpt", 50000)
+        r = subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid,
+                            "--groups=%d" % fsgroup, "sh", "-c",
+                            'mkdir "$1" && cat > "$2"', "sh", os.path.dirname(ckpt), ckpt],
+                           input=body, capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(ckpt, "rb") as f:
+            self.assertEqual(f.read(), body)
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        self.assertEqual(self.bucket_get("ckpt/step-100.pt"), body)
+        # Without an fsGroup the same uid may not write: root's 0755.
+        t = self.target("pod-b")
+        self.mount_ok(t)
+        self.assertEqual(stat.S_IMODE(os.stat(t).st_mode), 0o755)
+        r = subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid,
+                            "--groups=%d" % fsgroup, "mkdir", os.path.join(t, "ckpt2")],
+                           capture_output=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"Permission denied", r.stderr)
+        self.k.unmount(t)
+
+    def test_fsgroup_off_and_modes_from_node(self):
+        """[node] fsgroup = no ignores the pod's fsGroup; the modes are the
+        node's."""
+        self.put("x", b"x")
+        self.k = Kubelet(os.path.join(self.work, "n2"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"fsgroup_dir_mode": "0770", "fsgroup_file_mode": "0640"}})
+        t = self.target("pod-a")
+        self.mount_ok(t, fsgroup=3456)
+        st = os.stat(t)
+        self.assertEqual((st.st_gid, stat.S_IMODE(st.st_mode)), (3456, 0o770))
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(t, "x")).st_mode), 0o640)
+        self.k.unmount(t)
+        self.k = Kubelet(os.path.join(self.work, "n3"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"fsgroup": "no"}})
+        t = self.target("pod-b")
+        self.mount_ok(t, fsgroup=3456)
+        st = os.stat(t)
+        self.assertEqual((st.st_gid, stat.S_IMODE(st.st_mode)), (0, 0o755))
         self.k.unmount(t)
 
     def test_bucket_and_prefix(self):
@@ -1136,16 +1204,27 @@ class FlexVolumeTests(unittest.TestCase):
                          "ssdSize": "256M"}})
         with open(self.k.conf, "w") as f:
             f.write(ini_text)
-        volumes = [("pv.yaml", load("pv.yaml")["spec"]["flexVolume"])]
+        pv = load("pv.yaml")
+        # A pod whose claim does not say readOnly: the PV alone must make
+        # the mount read-only, through its options.
+        claim = {"name": "imagenet", "persistentVolumeClaim": {"claimName": "imagenet"}}
+        volumes = [("pv.yaml", pv["spec"]["flexVolume"], kubelet_readwrite(claim, pv))]
+        self.assertEqual(volumes[0][2], "rw")
+        self.assertEqual(pv["spec"]["flexVolume"]["options"].get("readOnly"), "true",
+                         "pv.yaml: a PV is read-only only through its options")
+        for v in load("pod.yaml")["spec"]["volumes"]:
+            if "persistentVolumeClaim" in v:
+                volumes.append(("pod.yaml", pv["spec"]["flexVolume"],
+                                kubelet_readwrite(v, pv)))
         for v in load("inline-pod.yaml")["spec"]["volumes"]:
             if "flexVolume" in v:
-                volumes.append(("inline-pod.yaml", v["flexVolume"]))
+                volumes.append(("inline-pod.yaml", v["flexVolume"], kubelet_readwrite(v)))
         bucket = "datasets"
         try:
             M.s3.create_bucket(Bucket=bucket)
         except M.s3.exceptions.BucketAlreadyOwnedByYou:
             pass
-        for i, (name, fv) in enumerate(volumes):
+        for i, (name, fv, readwrite) in enumerate(volumes):
             o = fv["options"]
             src = o.get("source") or "s3://%s/%s" % (o["bucket"], o.get("prefix", ""))
             self.assertTrue(src.startswith("s3://%s/" % bucket), src)
@@ -1153,8 +1232,7 @@ class FlexVolumeTests(unittest.TestCase):
             data = data_for(name, 70000)
             M.s3.put_object(Bucket=bucket, Key=key, Body=data)
             t = self.target("pod-%d" % i)
-            rc, reply, raw = self.k.mount(t, o, secret,
-                                          readwrite="ro" if fv.get("readOnly") else "rw")
+            rc, reply, raw = self.k.mount(t, o, secret, readwrite=readwrite)
             self.assertEqual(reply, {"status": "Success"}, "%s: %s" % (name, raw))
             with open(os.path.join(t, "example-%d.bin" % i), "rb") as f:
                 self.assertEqual(f.read(), data, name)

@@ -269,7 +269,9 @@ Test(nodeconf, errors)
 	node_fails("[node]\nfoo = 1\n", "2: [node]: unknown key 'foo' (known: tierfs, tierfs_conf, "
 					"cache_root, state_dir, log_file, log_level, daemon_log, "
 					"credentials_file, "
-					"mount_timeout, unmount_timeout, systemd, systemd_run)");
+					"mount_timeout, unmount_timeout, systemd, systemd_run, "
+					"fsgroup, fsgroup_dir_mode, fsgroup_file_mode, "
+					"selinux_context)");
 	node_fails("[node]\ncache_root = var/cache\n", "2: [node] cache_root: 'var/cache' is not "
 						       "an absolute path");
 	node_fails("[node]\nstate_dir =\n", "2: [node] state_dir: a path is required");
@@ -321,6 +323,73 @@ Test(nodeconf, errors)
 	longline[sizeof(longline) - 2] = '\n';
 	longline[sizeof(longline) - 1] = '\0';
 	node_fails(longline, "1: line too long (more than 199 characters)");
+}
+
+Test(nodeconf, fsgroup_and_selinux_keys)
+{
+	node_ok("[node]\n");
+	cr_assert(node.fsgroup);
+	cr_assert_eq(node.fsgroup_dir_mode, 0775);
+	cr_assert_eq(node.fsgroup_file_mode, 0664);
+	cr_assert_null(node.selinux_context);
+	fv_node_clear(&node);
+	node_ok("[node]\nfsgroup = no\nfsgroup_dir_mode = 770\nfsgroup_file_mode = 0640\n"
+		"selinux_context = system_u:object_r:container_file_t:s0:c1,c2\n");
+	cr_assert_not(node.fsgroup);
+	cr_assert_eq(node.fsgroup_dir_mode, 0770);
+	cr_assert_eq(node.fsgroup_file_mode, 0640);
+	cr_assert_str_eq(node.selinux_context, "system_u:object_r:container_file_t:s0:c1,c2");
+	fv_node_clear(&node);
+	node_fails("[node]\nfsgroup = perhaps\n", "2: [node] fsgroup: 'perhaps' is not a "
+						  "boolean (allowed: yes/no, true/false, on/off, "
+						  "1/0)");
+	static const char *const bad_modes[] = { "0777", "2775", "4775",  "1775", "0o775",
+						 "775x", "",     "00775", "-775" };
+	for (size_t i = 0; i < sizeof(bad_modes) / sizeof(bad_modes[0]); i++) {
+		char text[128];
+
+		snprintf(text, sizeof(text), "[node]\nfsgroup_dir_mode = %s\n", bad_modes[i]);
+		node_fails(text,
+			   "2: [node] fsgroup_dir_mode: '%s' is not an octal mode within 0775 "
+			   "(no set-id, sticky or world-write bit)",
+			   bad_modes[i]);
+	}
+	static const char *const bad_ctx[] = {
+		"container_file_t",
+		"a:b",
+		"system_u:object_r:container_file_t:s0\"",
+		"system_u:object_r:container_file_t:s0 ,x",
+		"system_u:object_r:x:s0,defcontext=y",
+		":object_r:x:s0",
+		"a::b:c",
+		"a:b:c:",
+	};
+	for (size_t i = 0; i < sizeof(bad_ctx) / sizeof(bad_ctx[0]); i++) {
+		char text[512];
+
+		snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", bad_ctx[i]);
+		node_fails(text,
+			   "2: [node] selinux_context: '%s' is not an SELinux context "
+			   "(user:role:type[:level], at most 160 characters of letters, digits, "
+			   "_ . - : ,)",
+			   bad_ctx[i]);
+	}
+	/* FV_CONTEXT_MAX bytes pass, one more does not. */
+	char ctx[200] = "u:r:";
+	char text[400];
+	memset(ctx + 4, 't', FV_CONTEXT_MAX - 4);
+	ctx[FV_CONTEXT_MAX] = '\0';
+	snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", ctx);
+	node_ok(text);
+	cr_assert_eq(strlen(node.selinux_context), FV_CONTEXT_MAX);
+	fv_node_clear(&node);
+	ctx[FV_CONTEXT_MAX] = 't';
+	ctx[FV_CONTEXT_MAX + 1] = '\0';
+	snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", ctx);
+	write_text(path, text);
+	cr_assert_eq(fv_node_load(&node, path, true, &err), EINVAL);
+	cr_assert(strstr(tfs_dbuf_str(&err), "is not an SELinux context"), "%s",
+		  tfs_dbuf_str(&err));
 }
 
 /* ---- fv_volume ---- */
@@ -477,6 +546,90 @@ Test(volume, read_only)
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"r\"}",
 		 SECRET);
 	vol_fails(json, "kubernetes.io/readwrite: 'r' is neither ro nor rw");
+}
+
+/* The -o argument of `tierfs mount` for json_tail under the current node. */
+static void mount_opts_are(const char *json_tail, const char *want)
+{
+	struct fv_volume v;
+	struct tfs_dbuf o;
+
+	vol_ok(&v, json_tail);
+	tfs_dbuf_init(&o, 4096);
+	cr_assert_eq(fv_volume_mount_opts(&v, &node, &o), 0);
+	cr_assert_str_eq(tfs_dbuf_str(&o), want, "for %s", json_tail);
+	tfs_dbuf_free(&o);
+	fv_volume_clear(&v);
+}
+
+Test(volume, fsgroup)
+{
+	struct fv_volume v;
+	char json[2048];
+
+	node_std();
+	vol_ok(&v, "\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"2345\"");
+	cr_assert(v.has_fsgroup);
+	cr_assert_eq(v.fsgroup, 2345);
+	fv_volume_clear(&v);
+	mount_opts_are("\"source\":\"s3://b\"", "allow_other");
+	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"2345\"",
+		       "allow_other,gid=2345,dir_mode=0775,file_mode=0664");
+	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"0\","
+		       "\"kubernetes.io/readwrite\":\"ro\"",
+		       "allow_other,ro,gid=0,dir_mode=0775,file_mode=0664");
+	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":"
+		       "\"2147483647\"",
+		       "allow_other,gid=2147483647,dir_mode=0775,file_mode=0664");
+	static const char *const bad[] = { "-1", "2147483648", "99999999999", "12a",
+					   "",   " 5",         "0x10",        "+5" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[256];
+
+		snprintf(json, sizeof(json),
+			 "{%s,\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"%s\"}",
+			 SECRET, bad[i]);
+		snprintf(want, sizeof(want),
+			 "kubernetes.io/mounterArgs.FsGroup: '%s' is not a group id (0 to "
+			 "2147483647)",
+			 bad[i]);
+		vol_fails(json, want);
+	}
+	snprintf(json, sizeof(json),
+		 "{%s,\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":12}", SECRET);
+	vol_fails(json, "kubernetes.io/mounterArgs.FsGroup: a non-string is not a group id (0 "
+			"to 2147483647)");
+	/* The node's modes; fsgroup = no ignores the pod's group. */
+	fv_node_clear(&node);
+	node_ok("[node]\nfsgroup_dir_mode = 0750\nfsgroup_file_mode = 0640\n");
+	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"7\"",
+		       "allow_other,gid=7,dir_mode=0750,file_mode=0640");
+	fv_node_clear(&node);
+	node_ok("[node]\nfsgroup = no\n");
+	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"7\"", "allow_"
+											    "othe"
+											    "r");
+}
+
+Test(volume, selinux_context)
+{
+	node_ok("[node]\nselinux_context = system_u:object_r:container_file_t:s0\n");
+	mount_opts_are("\"source\":\"s3://b\"", "allow_other,context=\"system_u:object_r:container_"
+						"file_t:s0\"");
+	fv_node_clear(&node);
+	/* The categories' commas are escaped for fuse_opt. */
+	node_ok("[node]\nselinux_context = system_u:object_r:container_file_t:s0:c1,c2\n");
+	mount_opts_are("\"source\":\"s3://b\",\"readOnly\":\"true\","
+		       "\"kubernetes.io/mounterArgs.FsGroup\":\"9\"",
+		       "allow_other,ro,gid=9,dir_mode=0775,file_mode=0664,"
+		       "context=\"system_u:object_r:container_file_t:s0:c1\\,c2\"");
+	/* A pod cannot choose it: it is no volume option. */
+	char json[1024];
+	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"selinux_context\":\"u:r:t:s0\"}",
+		 SECRET);
+	struct fv_volume v;
+	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL);
+	cr_assert(strstr(tfs_dbuf_str(&err), "selinux_context"), "%s", tfs_dbuf_str(&err));
 }
 
 Test(volume, secrets_and_json)

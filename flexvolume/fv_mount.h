@@ -16,7 +16,9 @@
  * mountpoint's staged writes apart (staging/<owner>/).
  *
  * mount: idempotent (a live mount of ours with the same source is
- * Success; a dead one is detached and mounted again); runs `tierfs mount`
+ * Success; a dead one is detached and mounted again, when the driver is
+ * called on it: the kubelet does not, its own stat of the target comes
+ * first); runs `tierfs mount` with fv_volume_mount_opts()
  * (which daemonizes only once the mount is live) detached from the caller,
  * under `systemd-run --scope` when systemd runs, bounded by
  * node.mount_timeout; on failure stops the daemon, unmounts, removes the

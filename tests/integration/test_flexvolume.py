@@ -619,6 +619,14 @@ class FlexVolumeTests(unittest.TestCase):
         pid = stats(t)["pid"]
         os.kill(pid, 9)
         poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        # What the pod sees from now on, and what the kubelet's
+        # prepareForMount() gets once the root's cached attributes expire
+        # (until then it takes the target for mounted); either way the
+        # kubelet never calls the driver on a dead mount, only a direct
+        # call gets here (docs/kubernetes.md, "When a daemon dies").
+        with self.assertRaises(OSError) as cm:
+            os.listdir(t)
+        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
         self.mount_ok(t)
         with open(os.path.join(t, "x"), "rb") as f:
             self.assertEqual(f.read(), b"again")

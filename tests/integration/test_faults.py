@@ -531,16 +531,22 @@ class FaultTests(unittest.TestCase):
         bound = read_bound_s(stall=True)
         M.proxy.config(rates={"blackhole": 0.2, "stall": 0.1})
         M.proxy.reset_stats()
-        rest = keys[6:18]
-        out, hung = run_ops(file_ops(m, rest), threads=6, deadline_s=bound + 10)
-        st = M.proxy.stats()
-        print("    30%% silent or stalled (bound %.1fs): %s; faults %s" % (
-            bound, out, json.dumps({k: v for k, v in st["faults"].items() if v})))
-        self.assertFalse(hung, "reads hung: %s%s" % (hung, self.diag(m)))
-        self.assertFalse(out.bad, "wrong results: %s%s" % (out.bad[:5], self.diag(m)))
-        self.assertLessEqual(out.slowest, bound, "a read took %.1fs > %.1fs%s" % (
-            out.slowest, bound, self.diag(m)))
-        self.assertGreater(out.ok, 0, "no read succeeded at 30% faults")
+        #    The faults fall on requests by chance (the proxy's random
+        #    seed): a dozen files now and then draw none, so more files are
+        #    read, a dozen at a time, until some did.
+        for first in range(6, 150, 12):
+            rest = keys[first:first + 12]
+            out, hung = run_ops(file_ops(m, rest), threads=6, deadline_s=bound + 10)
+            st = M.proxy.stats()
+            print("    30%% silent or stalled (bound %.1fs): %s; faults %s" % (
+                bound, out, json.dumps({k: v for k, v in st["faults"].items() if v})))
+            self.assertFalse(hung, "reads hung: %s%s" % (hung, self.diag(m)))
+            self.assertFalse(out.bad, "wrong results: %s%s" % (out.bad[:5], self.diag(m)))
+            self.assertLessEqual(out.slowest, bound, "a read took %.1fs > %.1fs%s" % (
+                out.slowest, bound, self.diag(m)))
+            self.assertGreater(out.ok, 0, "no read succeeded at 30% faults")
+            if fault_count(st, "stall") + fault_count(st, "blackhole") > 0:
+                break
         self.assertGreater(fault_count(st, "stall") + fault_count(st, "blackhole"), 0)
 
         M.proxy.off()

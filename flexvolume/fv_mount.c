@@ -1,4 +1,4 @@
-/* fv_mount.c - mount and unmount of one FlexVolume: per-volume state,
+/* fv_mount.c - mount and unmount of one volume: per-volume state,
  * starting and stopping the tierfs daemon, and cleaning up after it. */
 #include "config.h"
 
@@ -52,9 +52,10 @@ struct info {
 	char source[4096];
 	char cache[PATH_MAX];
 	char target[PATH_MAX];
-	long pid;      /* the daemon, 0: unknown */
-	bool writable; /* the daemon took writes (true when unknown) */
-	time_t mtime;  /* of the file */
+	char fingerprint[FV_HASH_LEN + 1]; /* fv_volume_fingerprint(); "" when unknown */
+	long pid;                          /* the daemon, 0: unknown */
+	bool writable;                     /* the daemon took writes (true when unknown) */
+	time_t mtime;                      /* of the file */
 };
 
 __attribute__((format(printf, 2, 3))) static int say(struct tfs_dbuf *msg, const char *fmt, ...)
@@ -109,8 +110,8 @@ static int vol_paths(const struct fv_node *node, const char *target, struct vol 
 
 /* ---- volume.json ---- */
 
-static int write_info(const struct vol *v, const char *phase, const char *source, long pid,
-		      bool writable)
+static int write_info(const struct vol *v, const char *phase, const char *source,
+		      const char *fingerprint, long pid, bool writable)
 {
 	struct json_object *o = json_object_new_object();
 	int rc;
@@ -121,6 +122,8 @@ static int write_info(const struct vol *v, const char *phase, const char *source
 	json_object_object_add(o, "source", json_object_new_string(source ? source : ""));
 	json_object_object_add(o, "cache_dir", json_object_new_string(v->cache));
 	json_object_object_add(o, "phase", json_object_new_string(phase));
+	if (fingerprint && *fingerprint)
+		json_object_object_add(o, "fingerprint", json_object_new_string(fingerprint));
 	json_object_object_add(o, "pid", json_object_new_int64(pid));
 	json_object_object_add(o, "writable", json_object_new_boolean(writable));
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
@@ -161,6 +164,7 @@ static int read_info(const char *path, struct info *in)
 			copy_str(o, "source", in->source, sizeof(in->source));
 			copy_str(o, "cache_dir", in->cache, sizeof(in->cache));
 			copy_str(o, "target", in->target, sizeof(in->target));
+			copy_str(o, "fingerprint", in->fingerprint, sizeof(in->fingerprint));
 			if (json_object_object_get_ex(o, "pid", &f))
 				in->pid = (long)json_object_get_int64(f);
 			in->writable = !json_object_object_get_ex(o, "writable", &f) ||
@@ -281,7 +285,7 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cach
 	(void)unlink(v->creds);
 	if (cache_existed) {
 		tfs_warn(log, "%s: keeping the cache %s of an earlier mount", v->target, v->cache);
-		(void)write_info(v, PHASE_KEPT, source, 0, true);
+		(void)write_info(v, PHASE_KEPT, source, NULL, 0, true);
 		return;
 	}
 	/* The node's cache is shared by every volume: never removed here. */
@@ -317,7 +321,7 @@ static void remove_volume(const struct tfs_log *log, const char *state, const ch
  * by hand (docs/kubernetes.md). */
 static void keep_volume(const struct tfs_log *log, const struct vol *v, const struct info *in)
 {
-	(void)write_info(v, PHASE_KEPT, in->source, 0, true);
+	(void)write_info(v, PHASE_KEPT, in->source, in->fingerprint, 0, true);
 	tfs_warn(log,
 		 "%s: kept the cache %s: it may hold writes to %s that are not uploaded yet "
 		 "(mount %s with ssd.dir=%s to upload them)",
@@ -407,8 +411,10 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	if (use_systemd(node)) {
 		/* A scope outside the kubelet's cgroup: restarting the
 		 * kubelet does not kill the daemon. */
-		snprintf(unit, sizeof(unit), "--unit=tierfs-fv-%.16s-%ld", v->hash, (long)getpid());
-		snprintf(desc, sizeof(desc), "--description=tierfs FlexVolume %s", v->target);
+		snprintf(unit, sizeof(unit), "--unit=tierfs-%s-%.16s-%ld",
+			 node->driver == FV_DRIVER_CSI ? "csi" : "fv", v->hash, (long)getpid());
+		snprintf(desc, sizeof(desc), "--description=tierfs %s volume %s",
+			 node->driver == FV_DRIVER_CSI ? "CSI" : "FlexVolume", v->target);
 		argv[n++] = node->systemd_run;
 		argv[n++] = "--scope";
 		argv[n++] = "--quiet";
@@ -462,7 +468,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 }
 
 static int mount_new(const struct fv_node *node, const struct tfs_log *log, const struct vol *v,
-		     const struct fv_volume *vol, struct tfs_dbuf *msg)
+		     const struct fv_volume *vol, const char *fp, struct tfs_dbuf *msg)
 {
 	struct tfs_dbuf conf, err;
 	struct stat st;
@@ -488,7 +494,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 		say(msg, "cannot create the state directory %s: %s", v->state, strerror(rc));
 		return rc;
 	}
-	rc = write_info(v, PHASE_MOUNTING, vol->source, 0, true);
+	rc = write_info(v, PHASE_MOUNTING, vol->source, fp, 0, true);
 	if (rc) {
 		say(msg, "cannot write %s: %s", v->info, strerror(rc));
 		goto undo;
@@ -517,7 +523,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 	tfs_dbuf_free(&err);
 	if (rc)
 		goto undo;
-	rc = write_info(v, PHASE_MOUNTING, vol->source, 0, writable);
+	rc = write_info(v, PHASE_MOUNTING, vol->source, fp, 0, writable);
 	if (rc == 0)
 		rc = fv_mkdirs(node->cache_root, 0700);
 	if (rc == 0 && mkdir(v->cache, 0700) != 0 && errno != EEXIST)
@@ -545,7 +551,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 	}
 	if (rc)
 		goto undo;
-	rc = write_info(v, PHASE_MOUNTED, vol->source, daemon_pid(v->target), writable);
+	rc = write_info(v, PHASE_MOUNTED, vol->source, fp, daemon_pid(v->target), writable);
 	if (rc)
 		tfs_warn(log, "%s: cannot update %s: %s", v->target, v->info, strerror(rc));
 	return 0;
@@ -554,29 +560,24 @@ undo:
 	return rc;
 }
 
-int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
-	     const char *json, struct tfs_dbuf *msg)
+int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
+		    const struct fv_volume *vol, struct tfs_dbuf *msg)
 {
-	struct fv_volume vol;
+	char fp[FV_HASH_LEN + 1];
 	struct vol v;
-	struct tfs_dbuf err;
 	int rc;
 
-	tfs_dbuf_init(&err, 8192);
-	rc = fv_volume_parse(json, node, &vol, &err);
+	rc = fv_volume_fingerprint(vol, fp, sizeof(fp));
 	if (rc) {
-		say(msg, "%s", tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
-		tfs_dbuf_free(&err);
-		tfs_warn(log, "mount %s refused: %s", target, tfs_dbuf_str(msg));
-		return rc;
+		say(msg, "cannot hash the volume's settings: %s", strerror(rc));
+		goto out;
 	}
-	tfs_dbuf_free(&err);
 	rc = vol_paths(node, target, &v, msg);
 	if (rc)
 		goto out;
 	tfs_info(log, "mount %s (pod %s, volume %s): %s%s, state %s", v.target,
-		 vol.pod ? vol.pod : "?", vol.pv ? vol.pv : "?", vol.source,
-		 vol.read_only ? " read-only" : "", v.hash);
+		 vol->pod ? vol->pod : "?", vol->pv ? vol->pv : "?", vol->source,
+		 vol->read_only ? " read-only" : "", v.hash);
 	sweep(node, log, v.hash);
 
 	struct fv_mount_entry me;
@@ -594,10 +595,18 @@ int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *
 			    me.fstype, me.source);
 			goto out;
 		}
-		if (strcmp(in.source, vol.source) != 0) {
+		if (strcmp(in.source, vol->source) != 0) {
 			rc = EBUSY;
 			say(msg, "%s is already mounted from %s, not %s", v.target, in.source,
-			    vol.source);
+			    vol->source);
+			goto out;
+		}
+		if (in.fingerprint[0] && strcmp(in.fingerprint, fp) != 0) {
+			rc = EBUSY;
+			say(msg,
+			    "%s is already mounted from %s with other settings (options, "
+			    "read-only, fsGroup or access key)",
+			    v.target, vol->source);
 			goto out;
 		}
 		rc = fv_mount_probe(v.target);
@@ -622,20 +631,40 @@ int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *
 			goto out;
 		}
 	}
-	rc = mount_new(node, log, &v, &vol, msg);
+	rc = mount_new(node, log, &v, vol, fp, msg);
 	if (rc == 0) {
 		tfs_info(log, "mount %s: live", v.target);
 	} else {
 		/* "mount of SOURCE on TARGET failed: <the daemon's words>" */
 		char *m = tfs_dbuf_steal(msg);
 
-		say(msg, "mount of %s on %s failed: %s", vol.source, v.target,
+		say(msg, "mount of %s on %s failed: %s", vol->source, v.target,
 		    m ? m : strerror(rc));
 		free(m);
 	}
 out:
 	if (rc)
 		tfs_err(log, "mount %s: %s", target, tfs_dbuf_str(msg));
+	return rc;
+}
+
+int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
+	     const char *json, struct tfs_dbuf *msg)
+{
+	struct fv_volume vol;
+	struct tfs_dbuf err;
+	int rc;
+
+	tfs_dbuf_init(&err, 8192);
+	rc = fv_volume_parse(json, node, &vol, &err);
+	if (rc) {
+		say(msg, "%s", tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
+		tfs_dbuf_free(&err);
+		tfs_warn(log, "mount %s refused: %s", target, tfs_dbuf_str(msg));
+		return rc;
+	}
+	tfs_dbuf_free(&err);
+	rc = fv_mount_volume(node, log, target, &vol, msg);
 	fv_volume_clear(&vol);
 	return rc;
 }
@@ -827,7 +856,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			 "unmount %s: daemon %ld still running (files still open?); its cache "
 			 "is removed once it exits",
 			 v.target, pid);
-		(void)write_info(&v, PHASE_UNMOUNTED, in.source, pid, in.writable);
+		(void)write_info(&v, PHASE_UNMOUNTED, in.source, in.fingerprint, pid, in.writable);
 	} else {
 		remove_volume(log, v.state, in.cache, v.hash);
 	}

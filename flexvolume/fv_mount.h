@@ -1,4 +1,6 @@
-/* fv_mount.h - the driver's `mount` and `unmount` calls.
+/* fv_mount.h - mounting one volume with its own tierfs daemon, and
+ * unmounting it: the FlexVolume driver's `mount` and `unmount` calls, and
+ * the CSI plugin's NodeStageVolume and NodeUnstageVolume.
  *
  * Per-volume state lives in STATE/<hash>/ (node.state_dir, mode 0700),
  * where <hash> is fv_hash() of the target's canonical path
@@ -6,8 +8,9 @@
  * alone, even after a kubelet restart:
  *
  *	volume.json   target, source, cache directory, phase (mounting,
- *	              mounted, unmounted, kept), whether it takes writes, and
- *	              the daemon's pid
+ *	              mounted, unmounted, kept), whether it takes writes, the
+ *	              daemon's pid, and the fingerprint of the volume's
+ *	              settings (fv_volume_fingerprint())
  *	tierfs.conf   the daemon's configuration (fv_volume_tierfs_conf())
  *	credentials   the Secret's keys, mode 0600 (fv_secrets.h)
  *
@@ -15,8 +18,8 @@
  * which tierfs keeps each source apart (<cache_root>/<source id>/) and each
  * mountpoint's staged writes apart (staging/<owner>/).
  *
- * mount: idempotent (a live mount of ours with the same source is
- * Success; a dead one is detached and mounted again, when the driver is
+ * mount: idempotent (a live mount of ours with the same source and
+ * settings is Success, one with another source or settings EBUSY; a dead one is detached and mounted again, when the driver is
  * called on it: the kubelet does not, its own stat of the target comes
  * first); runs `tierfs mount` with fv_volume_mount_opts()
  * (which daemonizes only once the mount is live) detached from the caller,
@@ -45,9 +48,17 @@
 
 #include "dbuf.h"
 #include "fv_nodeconf.h"
+#include "fv_volume.h"
 #include "log.h"
 
-/* `mount TARGET JSON`.  Returns 0 (the mount is live), or an errno with
+/* Mount the checked volume `vol` on `target`.  Returns 0 (the mount is
+ * live); EBUSY when something else, or another volume of ours, is mounted
+ * there; EIO, ETIMEDOUT... when the daemon did not start, with the reason
+ * in `msg` (one line, the daemon's own words; never a secret). */
+int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
+		    const struct fv_volume *vol, struct tfs_dbuf *msg);
+
+/* `mount TARGET JSON`: fv_volume_parse(), then fv_mount_volume().  Returns 0 (the mount is live), or an errno with
  * the reason for the kubelet in `msg` (one line; never a secret). */
 int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
 	     const char *json, struct tfs_dbuf *msg);

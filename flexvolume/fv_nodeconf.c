@@ -82,16 +82,45 @@ static const enum fv_opt builtin_allow[] = {
 	FV_OPT_READ_ONLY, FV_OPT_POLICY, FV_OPT_METADATA_TTL,
 };
 
-const char *fv_node_conf_path(bool *must_exist)
+/* The CSI plugin's built-in values where they differ from the table's:
+ * its own state and cache, and its log on standard error (the container's
+ * log). */
+static const struct {
+	const char *key;
+	const char *def;
+} csi_defaults[] = {
+	{ "cache_root", "/var/cache/tierfs/csi" },
+	{ "state_dir", "/run/tierfs/csi" },
+	{ "log_file", "" },
+};
+
+static const char *builtin_value(const struct node_key *k, enum fv_driver d)
 {
-	const char *env = getenv(FV_CONF_ENV);
+	if (d == FV_DRIVER_CSI) {
+		for (size_t i = 0; i < sizeof(csi_defaults) / sizeof(csi_defaults[0]); i++) {
+			if (strcmp(csi_defaults[i].key, k->key) == 0)
+				return csi_defaults[i].def;
+		}
+	}
+	return k->def;
+}
+
+const char *fv_node_conf_path(enum fv_driver d, bool *must_exist)
+{
+	const char *env = getenv(d == FV_DRIVER_CSI ? FV_CSI_CONF_ENV : FV_CONF_ENV);
 
 	if (env && *env) {
 		*must_exist = true;
 		return env;
 	}
 	*must_exist = false;
-	return SYSCONFDIR "/tierfs/flexvolume.conf";
+	return d == FV_DRIVER_CSI ? SYSCONFDIR "/tierfs/csi.conf"
+				  : SYSCONFDIR "/tierfs/flexvolume.conf";
+}
+
+const char *fv_driver_name(enum fv_driver d)
+{
+	return d == FV_DRIVER_CSI ? "tierfs-csi" : "tierfs-flexvolume";
 }
 
 void fv_node_clear(struct fv_node *n)
@@ -517,7 +546,8 @@ static int set_builtin(struct fv_node *n)
 	struct load_ctx c = { .n = n, .file = "built-in" };
 
 	for (size_t i = 0; i < N_NODE_KEYS; i++) {
-		int r = set_node_key(&c, &node_keys[i], node_keys[i].def, true);
+		int r = set_node_key(&c, &node_keys[i], builtin_value(&node_keys[i], n->driver),
+				     true);
 
 		if (c.rc)
 			return c.rc;
@@ -576,12 +606,14 @@ static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
 	return 0;
 }
 
-int fv_node_load(struct fv_node *n, const char *path, bool must_exist, struct tfs_dbuf *err)
+int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, bool must_exist,
+		 struct tfs_dbuf *err)
 {
 	struct tfs_dbuf data;
 	int rc;
 
 	memset(n, 0, sizeof(*n));
+	n->driver = driver;
 	if (err)
 		tfs_dbuf_reset(err);
 	rc = set_builtin(n);

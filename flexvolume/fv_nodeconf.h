@@ -1,6 +1,7 @@
-/* fv_nodeconf.h - the node's FlexVolume configuration, written by the
- * cluster admin (/etc/tierfs/flexvolume.conf, from the ConfigMap in
- * flexvolume/deploy/): where things live on the node, the defaults of every
+/* fv_nodeconf.h - the node's configuration for a driver, written by the
+ * cluster admin: /etc/tierfs/flexvolume.conf for the FlexVolume driver
+ * (from the ConfigMap in flexvolume/deploy/), /etc/tierfs/csi.conf for the
+ * CSI plugin (csi/deploy/); one format for both.  Where things live on the node, the defaults of every
  * volume option, the limits a pod may not exceed, and which options a pod
  * may set at all.
  *
@@ -31,6 +32,10 @@
  *
  *	[pod]
  *	allow = source, bucket, prefix, readOnly, policy, metadataTTL
+ *
+ * The CSI plugin's built-in values differ in three keys: cache_root
+ * /var/cache/tierfs/csi, state_dir /run/tierfs/csi, and log_file empty
+ * (the plugin then logs to standard error, the container's log).
  *
  * Syntax as tierfs.conf: inih, names case-insensitive, ';' and '#'
  * comments, lines of at most 199 characters, files of at most 1 MiB.
@@ -74,9 +79,16 @@ enum fv_systemd {
  * user:role:type[:level]; only the admin sets it, never a pod. */
 #define FV_CONTEXT_MAX 160
 
-/* The environment variable naming the node config file (for tests and
+/* The environment variables naming the node config file (for tests and
  * unusual installs); when set, the file must exist. */
 #define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
+#define FV_CSI_CONF_ENV "TIERFS_CSI_CONF"
+
+/* Which driver reads the file: the built-in values and names differ. */
+enum fv_driver {
+	FV_DRIVER_FLEXVOLUME,
+	FV_DRIVER_CSI,
+};
 
 struct fv_node_default {
 	char *value;   /* NULL: not set */
@@ -91,6 +103,7 @@ struct fv_node_limit {
 };
 
 struct fv_node {
+	enum fv_driver driver;
 	char *path; /* the file read; NULL when it did not exist */
 	char *tierfs;
 	char *tierfs_conf; /* NULL: the daemons start from tierfs's built-in defaults */
@@ -115,18 +128,24 @@ struct fv_node {
 	unsigned allow_line; /* 0: the built-in list */
 };
 
-/* The file to read: $TIERFS_FLEXVOLUME_CONF (then *must_exist is true), else
- * SYSCONFDIR "/tierfs/flexvolume.conf" (*must_exist false).  Returns a
- * static string or the environment's; cannot fail. */
-const char *fv_node_conf_path(bool *must_exist);
+/* The file to read: $TIERFS_FLEXVOLUME_CONF / $TIERFS_CSI_CONF (then
+ * *must_exist is true), else SYSCONFDIR "/tierfs/flexvolume.conf" /
+ * "/tierfs/csi.conf" (*must_exist false).  Returns a static string or the
+ * environment's; cannot fail. */
+const char *fv_node_conf_path(enum fv_driver d, bool *must_exist);
 
-/* Fill *n with the built-in values, then read `path` on top of them.  A
+/* "tierfs-flexvolume" or "tierfs-csi", for logs, unit names and the
+ * daemons' configuration.  Static string. */
+const char *fv_driver_name(enum fv_driver d);
+
+/* Fill *n with the built-in values of `driver`, then read `path` on top of them.  A
  * missing file is not an error unless `must_exist`.  Returns 0; ENOENT,
  * EACCES, ... (cannot open: "FILE: cannot open: why"); EFBIG above 1 MiB;
  * EINVAL for anything wrong in the file ("FILE:LINE: ..."); ENOMEM.  The
  * message goes to `err` (may be NULL).  On failure *n is cleared; on
  * success the caller owns it and calls fv_node_clear(). */
-int fv_node_load(struct fv_node *n, const char *path, bool must_exist, struct tfs_dbuf *err);
+int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, bool must_exist,
+		 struct tfs_dbuf *err);
 
 /* Free the strings of *n and zero it.  Safe on a zeroed struct. */
 void fv_node_clear(struct fv_node *n);

@@ -60,6 +60,34 @@ __attribute__((format(printf, 3, 4))) static int fail(struct tfs_dbuf *err, cons
 	return EINVAL;
 }
 
+/* The rules every key's value follows, decoded or given plain: printable
+ * ASCII without blanks, not empty, and short enough for the credentials
+ * file and the requests the daemon signs. */
+static int check_value(const char *name, const unsigned char *buf, size_t len, bool decoded,
+		       struct tfs_dbuf *err)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] <= 0x20 || buf[i] >= 0x7f)
+			return fail(err, name,
+				    "%s a byte that is not printable ASCII (at offset %zu); a key "
+				    "has no blanks or newlines%s",
+				    decoded ? "decodes to" : "has", i,
+				    decoded ? ": encode it with 'printf %s KEY | base64 -w0'" : "");
+	}
+	if (len == 0)
+		return fail(err, name, "empty");
+	size_t max = FV_CREDS_MAX_LINE - strlen(file_key(name)) - 1;
+	if (strcmp(name, "sessionToken") == 0 && max > FV_SESSION_TOKEN_MAX)
+		max = FV_SESSION_TOKEN_MAX;
+	else if (strcmp(name, "accessKey") == 0 && max > FV_ACCESS_KEY_MAX)
+		max = FV_ACCESS_KEY_MAX;
+	if (len > max)
+		return fail(err, name, "%s%zu characters long; at most %zu are accepted",
+			    len > FV_CREDS_MAX_LINE ? "more than " : "",
+			    len > FV_CREDS_MAX_LINE ? (size_t)FV_CREDS_MAX_LINE : len, max);
+	return 0;
+}
+
 int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_dbuf *err)
 {
 	const char *s = b64, *e;
@@ -100,31 +128,28 @@ int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_d
 	}
 	len -= (int)pad; /* EVP_DecodeBlock counts the padding as zero bytes */
 	buf[len] = '\0';
-	for (int i = 0; i < len; i++) {
-		if (buf[i] <= 0x20 || buf[i] >= 0x7f) {
-			wipe_free((char *)buf, cap);
-			return fail(err, name,
-				    "decodes to a byte that is not printable ASCII (at "
-				    "offset %d); a key has no blanks or newlines: encode it with "
-				    "'printf %%s KEY | base64 -w0'",
-				    i);
-		}
-	}
-	if (len == 0) {
+	int rc = check_value(name, buf, (size_t)len, true, err);
+	if (rc) {
 		wipe_free((char *)buf, cap);
-		return fail(err, name, "empty");
-	}
-	size_t max = FV_CREDS_MAX_LINE - strlen(file_key(name)) - 1;
-	if (strcmp(name, "sessionToken") == 0 && max > FV_SESSION_TOKEN_MAX)
-		max = FV_SESSION_TOKEN_MAX;
-	else if (strcmp(name, "accessKey") == 0 && max > FV_ACCESS_KEY_MAX)
-		max = FV_ACCESS_KEY_MAX;
-	if ((size_t)len > max) {
-		wipe_free((char *)buf, cap);
-		return fail(err, name, "%d characters long; at most %zu are accepted", len, max);
+		return rc;
 	}
 	*out = (char *)buf;
 	return 0;
+}
+
+int fv_secret_plain(const char *name, const char *value, char **out, struct tfs_dbuf *err)
+{
+	size_t len = strnlen(value, FV_CREDS_MAX_LINE + 1);
+	int rc;
+
+	*out = NULL;
+	if (err)
+		tfs_dbuf_reset(err);
+	rc = check_value(name, (const unsigned char *)value, len, false, err);
+	if (rc)
+		return rc;
+	*out = strndup(value, len);
+	return *out ? 0 : ENOMEM;
 }
 
 void fv_creds_clear(struct fv_creds *c)

@@ -49,6 +49,13 @@ struct fv_creds {
  * "secret NAME: why" in err (may be NULL; never the value); ENOMEM. */
 int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_dbuf *err);
 
+/* Check the plain-text `value` of secret key `name` (the CSI plugin gets
+ * the Secret's values as they are) with the rules of fv_secret_decode()
+ * for a decoded value, and copy it into a new string *out (the caller
+ * wipes it).  Returns 0; EINVAL with "secret NAME: why" in err (may be
+ * NULL; never the value); ENOMEM. */
+int fv_secret_plain(const char *name, const char *value, char **out, struct tfs_dbuf *err);
+
 /* Write `c` (access_key and secret_key set) to `path`, mode 0600, via a
  * temporary file in the same directory, fsync'd and renamed into place.
  * The directory must exist.  Returns 0 or errno (the message, naming the

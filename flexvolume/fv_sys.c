@@ -183,43 +183,105 @@ static void unescape(char *s)
 	*o = '\0';
 }
 
-int fv_mount_lookup(const char *path, struct fv_mount_entry *out)
+/* Split one mountinfo line into `e` and its mount point *mnt (pointing
+ * into `line`, unescaped).  Returns false for a line of another shape. */
+static bool parse_mountinfo(char *line, struct fv_mount_entry *e, char **mnt)
+{
+	char *save = NULL, *field[6] = { NULL };
+	char *tok = strtok_r(line, " \n", &save);
+	int i = 0;
+
+	for (; tok && i < 6; i++, tok = strtok_r(NULL, " \n", &save))
+		field[i] = tok;
+	if (i < 6)
+		return false;
+	unescape(field[4]);
+	*mnt = field[4];
+	/* optional fields, then "-", fstype, source */
+	while (tok && strcmp(tok, "-") != 0)
+		tok = strtok_r(NULL, " \n", &save);
+	char *fstype = tok ? strtok_r(NULL, " \n", &save) : NULL;
+	char *source = fstype ? strtok_r(NULL, " \n", &save) : NULL;
+	memset(e, 0, sizeof(*e));
+	e->mounted = true;
+	snprintf(e->fstype, sizeof(e->fstype), "%s", fstype ? fstype : "");
+	if (source)
+		unescape(source);
+	snprintf(e->source, sizeof(e->source), "%s", source ? source : "");
+	snprintf(e->devno, sizeof(e->devno), "%s", field[2]);
+	e->read_only = strncmp(field[5], "ro", 2) == 0 &&
+		       (field[5][2] == '\0' || field[5][2] == ',');
+	return true;
+}
+
+/* Call fn for every mount, in the order of the table (later lines are
+ * mounted later); stop early when fn returns false. */
+static int each_mount(bool (*fn)(const struct fv_mount_entry *e, const char *mnt, void *arg),
+		      void *arg)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char *line = NULL;
 	size_t cap = 0;
 
-	memset(out, 0, sizeof(*out));
 	if (f == NULL)
 		return errno;
-	/* Later lines are mounted later: the last match is the top. */
 	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *field[5] = { NULL };
-		char *tok = strtok_r(line, " \n", &save);
-		int i = 0;
+		struct fv_mount_entry e;
+		char *mnt;
 
-		for (; tok && i < 5; i++, tok = strtok_r(NULL, " \n", &save))
-			field[i] = tok;
-		if (i < 5)
-			continue;
-		unescape(field[4]);
-		if (strcmp(field[4], path) != 0)
-			continue;
-		/* optional fields, then "-", fstype, source */
-		while (tok && strcmp(tok, "-") != 0)
-			tok = strtok_r(NULL, " \n", &save);
-		char *fstype = tok ? strtok_r(NULL, " \n", &save) : NULL;
-		char *source = fstype ? strtok_r(NULL, " \n", &save) : NULL;
-		out->mounted = true;
-		snprintf(out->fstype, sizeof(out->fstype), "%s", fstype ? fstype : "");
-		if (source)
-			unescape(source);
-		snprintf(out->source, sizeof(out->source), "%s", source ? source : "");
+		if (parse_mountinfo(line, &e, &mnt) && !fn(&e, mnt, arg))
+			break;
 	}
-	int e = ferror(f) ? EIO : 0;
+	int rc = ferror(f) ? EIO : 0;
 	free(line);
 	fclose(f);
-	return e;
+	return rc;
+}
+
+struct lookup_arg {
+	const char *path;
+	struct fv_mount_entry *out;
+};
+
+static bool lookup_one(const struct fv_mount_entry *e, const char *mnt, void *arg)
+{
+	struct lookup_arg *a = arg;
+
+	if (strcmp(mnt, a->path) == 0)
+		*a->out = *e; /* the last match is the top */
+	return true;
+}
+
+int fv_mount_lookup(const char *path, struct fv_mount_entry *out)
+{
+	struct lookup_arg a = { path, out };
+
+	memset(out, 0, sizeof(*out));
+	return each_mount(lookup_one, &a);
+}
+
+struct users_arg {
+	const char *devno;
+	const char *skip;
+	unsigned n;
+};
+
+static bool count_user(const struct fv_mount_entry *e, const char *mnt, void *arg)
+{
+	struct users_arg *a = arg;
+
+	if (strcmp(e->devno, a->devno) == 0 && strcmp(mnt, a->skip) != 0)
+		a->n++;
+	return true;
+}
+
+int fv_mount_users(const char *devno, const char *skip, unsigned *n)
+{
+	struct users_arg a = { devno, skip, 0 };
+	int rc = each_mount(count_user, &a);
+
+	*n = a.n;
+	return rc;
 }
 
 int fv_mount_probe(const char *path)

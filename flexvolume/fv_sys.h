@@ -38,11 +38,19 @@ struct fv_mount_entry {
 	bool mounted;
 	char fstype[64];   /* of the top-most mount there, e.g. "fuse.tierfs" */
 	char source[1024]; /* its source field, e.g. "s3://bucket/prefix" */
+	char devno[32];    /* "major:minor" of its filesystem: a bind mount shares it */
+	bool read_only;    /* its per-mount options say ro */
 };
 
 /* Returns 0 and fills *out (mounted false when nothing is mounted there);
  * the errno of opening or reading /proc/self/mountinfo; ENOMEM. */
 int fv_mount_lookup(const char *path, struct fv_mount_entry *out);
+
+/* The number of mounts of the filesystem `devno` ("major:minor", from
+ * fv_mount_lookup()) whose mount point is not `skip`: the bind mounts of a
+ * mount, when skip is the mount itself.  Returns 0, or the errno of
+ * reading /proc/self/mountinfo. */
+int fv_mount_users(const char *devno, const char *skip, unsigned *n);
 
 /* statfs() the mount point (which always reaches a FUSE daemon, unlike a
  * stat() the kernel may answer from its cache): 0 when it answers; ENOTCONN or ESTALE for a FUSE

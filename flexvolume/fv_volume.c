@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "conf.h"
+#include "fv_sys.h"
 #include "source.h"
 #include "units.h"
 
@@ -21,11 +22,8 @@
 
 /* What the pod gave, before the defaults are merged in. */
 struct pod_opts {
-	const char *value[FV_OPT_COUNT]; /* borrowed from the JSON; NULL: absent */
+	const char *value[FV_OPT_COUNT]; /* borrowed from the request; NULL: absent */
 	struct fv_value parsed[FV_OPT_COUNT];
-	const char *readwrite; /* kubernetes.io/readwrite */
-	const char *fsgroup;   /* kubernetes.io/mounterArgs.FsGroup */
-	const char *ns, *name;
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct tfs_dbuf *err, const char *fmt, ...)
@@ -90,10 +88,10 @@ static const char *allowed_list(const struct fv_node *node, char *buf, size_t ca
 	return buf;
 }
 
-static int take_secret(struct fv_volume *v, const char *key, struct json_object *val,
+/* One key of the volume's Secret, its value in plain text. */
+static int take_secret(struct fv_volume *v, const char *name, const char *value,
 		       struct tfs_dbuf *err)
 {
-	const char *name = key + strlen(K8S_SECRET);
 	char **slot;
 	char q[FV_QUOTE_BUFLEN];
 
@@ -108,23 +106,21 @@ static int take_secret(struct fv_volume *v, const char *key, struct json_object 
 			    "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
 			    "sessionToken)",
 			    fv_quote(q, sizeof(q), name));
-	if (!json_object_is_type(val, json_type_string))
-		return fail(err, "secret %s: expected a base64 string", name);
-	char *dec;
-	int rc = fv_secret_decode(name, json_object_get_string(val), &dec, err);
+	char *copy;
+	int rc = fv_secret_plain(name, value, &copy, err);
 	if (rc)
 		return rc;
 	if (*slot) {
 		explicit_bzero(*slot, strlen(*slot));
 		free(*slot);
 	}
-	*slot = dec;
+	*slot = copy;
 	return 0;
 }
 
-/* One pod option: known, a string, allowed, well-formed, within limits. */
+/* One pod option: known, allowed, well-formed, within limits. */
 static int take_option(const struct fv_node *node, struct pod_opts *p, const char *key,
-		       struct json_object *val, struct tfs_dbuf *err)
+		       const char *raw, struct tfs_dbuf *err)
 {
 	char q[FV_QUOTE_BUFLEN], list[512], where[4200], lim[TFS_UNITS_BUFLEN], origin[128];
 	enum fv_opt o;
@@ -132,15 +128,13 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 	if (fv_opt_find(key, false, &o) != 0)
 		return fail(err, "unknown option %s (known: %s)", fv_quote(q, sizeof(q), key),
 			    fv_opt_list(list, sizeof(list)));
-	if (!json_object_is_type(val, json_type_string))
-		return fail(err, "option %s: expected a string value", fv_opt_name(o));
 	if (!node->allow[o])
 		return fail(err,
 			    "option %s: not allowed on this node (a volume may set: %s; "
 			    "[pod] allow, %s)",
 			    fv_opt_name(o), allowed_list(node, list, sizeof(list)),
 			    fv_node_where(node, node->allow_line, where, sizeof(where)));
-	char *value = trimmed_dup(json_object_get_string(val));
+	char *value = trimmed_dup(raw);
 	if (value == NULL)
 		return ENOMEM;
 	snprintf(origin, sizeof(origin), "option %s", fv_opt_name(o));
@@ -157,14 +151,12 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 	free(value);
 	if (rc)
 		return rc;
-	/* The JSON outlives pod_opts; the trimmed form is taken again later. */
-	p->value[o] = json_object_get_string(val);
+	/* The request outlives pod_opts; the trimmed form is taken again later. */
+	p->value[o] = raw;
 	return 0;
 }
 
-/* A gid as the kubelet writes an int64: decimal digits, at most 2^31 - 1
- * (Kubernetes validates fsGroup to that range). */
-static int parse_gid(const char *s, unsigned *out)
+int fv_parse_gid(const char *s, unsigned *out)
 {
 	char *end;
 	unsigned long v;
@@ -176,37 +168,6 @@ static int parse_gid(const char *s, unsigned *out)
 	if (errno || *end || v > 2147483647UL)
 		return EINVAL;
 	*out = (unsigned)v;
-	return 0;
-}
-
-static int take_kubelet_key(struct pod_opts *p, const char *key, struct json_object *val,
-			    struct tfs_dbuf *err)
-{
-	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
-								   : NULL;
-	char q[FV_QUOTE_BUFLEN];
-
-	if (strcmp(key, K8S "readwrite") == 0) {
-		if (s == NULL || (strcmp(s, "ro") != 0 && strcmp(s, "rw") != 0))
-			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
-				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
-		p->readwrite = s;
-	} else if (strcmp(key, K8S "mounterArgs.FsGroup") == 0) {
-		unsigned g;
-
-		if (s == NULL || parse_gid(s, &g))
-			return fail(err,
-				    "kubernetes.io/mounterArgs.FsGroup: %s is not a group id "
-				    "(0 to 2147483647)",
-				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
-		p->fsgroup = s;
-	} else if (strcmp(key, K8S "pod.namespace") == 0) {
-		p->ns = s;
-	} else if (strcmp(key, K8S "pod.name") == 0) {
-		p->name = s;
-	}
-	/* fsType, pvOrVolumeName, pod.uid, serviceAccount.name and keys of
-	 * later kubelets: nothing to do. */
 	return 0;
 }
 
@@ -300,58 +261,59 @@ static int resolve_source(const struct fv_node *node, const struct pod_opts *p, 
 	return rc;
 }
 
-int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
-		    struct tfs_dbuf *err)
+static int check_creds(const struct fv_node *node, const struct fv_volume *v, struct tfs_dbuf *err)
+{
+	if ((v->creds.access_key == NULL) != (v->creds.secret_key == NULL))
+		return fail(err,
+			    "secret: the volume's Secret has %s but not %s (both are required)",
+			    v->creds.access_key ? "accessKey" : "secretKey",
+			    v->creds.access_key ? "secretKey" : "accessKey");
+	if (v->creds.access_key == NULL && v->creds.session_token)
+		return fail(err, "secret: the volume's Secret has sessionToken but not accessKey "
+				 "and secretKey");
+	if (v->creds.access_key == NULL && node->credentials_file == NULL)
+		return fail(err,
+			    "no credentials: give the volume a secretRef to a Secret of type "
+			    "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
+			    "in [node] of %s)",
+			    node->path ? node->path : "the node config");
+	return 0;
+}
+
+static int dup_or_null(char **dst, const char *s)
+{
+	*dst = NULL;
+	if (s && (*dst = strdup(s)) == NULL)
+		return ENOMEM;
+	return 0;
+}
+
+int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, struct fv_volume *out,
+		   struct tfs_dbuf *err)
 {
 	struct pod_opts p = { 0 };
-	enum json_tokener_error jerr = json_tokener_success;
-	struct json_object *root;
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (err)
 		tfs_dbuf_reset(err);
-	root = json_tokener_parse_verbose(json, &jerr);
-	if (root == NULL)
-		return fail(err, "the options are not valid JSON: %s",
-			    json_tokener_error_desc(jerr));
-	if (!json_object_is_type(root, json_type_object)) {
-		json_object_put(root);
-		return fail(err, "the options are not a JSON object");
+	for (size_t i = 0; rc == 0 && i < rq->n_opt; i++)
+		rc = take_option(node, &p, rq->opt[i].key, rq->opt[i].value, err);
+	for (size_t i = 0; rc == 0 && i < rq->n_secret; i++)
+		rc = take_secret(out, rq->secret[i].key, rq->secret[i].value, err);
+	if (rc == 0 && rq->fsgroup && fv_parse_gid(rq->fsgroup, &out->fsgroup)) {
+		char q[FV_QUOTE_BUFLEN];
+
+		rc = fail(err, "%s: %s is not a group id (0 to 2147483647)",
+			  rq->fsgroup_origin ? rq->fsgroup_origin : "fsGroup",
+			  fv_quote(q, sizeof(q), rq->fsgroup));
 	}
-	json_object_object_foreach(root, key, val)
-	{
-		if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0)
-			rc = take_secret(out, key, val, err);
-		else if (strncmp(key, K8S, strlen(K8S)) == 0)
-			rc = take_kubelet_key(&p, key, val, err);
-		else
-			rc = take_option(node, &p, key, val, err);
-		if (rc)
-			goto out;
-	}
-	rc = resolve_source(node, &p, out, err);
+	if (rc == 0)
+		rc = resolve_source(node, &p, out, err);
+	if (rc == 0)
+		rc = check_creds(node, out, err);
 	if (rc)
 		goto out;
-	if ((out->creds.access_key == NULL) != (out->creds.secret_key == NULL)) {
-		rc = fail(err, "secret: the volume's Secret has %s but not %s (both are required)",
-			  out->creds.access_key ? "accessKey" : "secretKey",
-			  out->creds.access_key ? "secretKey" : "accessKey");
-		goto out;
-	}
-	if (out->creds.access_key == NULL && out->creds.session_token) {
-		rc = fail(err, "secret: the volume's Secret has sessionToken but not accessKey and "
-			       "secretKey");
-		goto out;
-	}
-	if (out->creds.access_key == NULL && node->credentials_file == NULL) {
-		rc = fail(err,
-			  "no credentials: give the volume a secretRef to a Secret of type "
-			  "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
-			  "in [node] of %s)",
-			  node->path ? node->path : "the node config");
-		goto out;
-	}
 
 	/* The other options: the pod's value, else the node's default. */
 	bool ro_opt = false;
@@ -372,45 +334,174 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 			goto out;
 		out->from_pod[o] = p.value[o] != NULL;
 	}
-	out->read_only = ro_opt || (p.readwrite && strcmp(p.readwrite, "ro") == 0);
-	if (p.fsgroup) {
-		out->has_fsgroup = true;
-		(void)parse_gid(p.fsgroup, &out->fsgroup); /* checked in take_kubelet_key */
-	}
+	out->read_only = ro_opt || rq->read_only;
+	out->has_fsgroup = rq->fsgroup != NULL;
 	if (out->read_only && out->from_pod[FV_OPT_WRITEBACK] &&
 	    strcmp(out->value[FV_OPT_WRITEBACK], "off") != 0) {
 		char q[FV_QUOTE_BUFLEN];
 
 		rc = fail(err,
-			  "option writeback: %s on a read-only volume (readOnly or "
-			  "kubernetes.io/readwrite=ro); use writeback=off or a read-write volume",
-			  fv_quote(q, sizeof(q), out->value[FV_OPT_WRITEBACK]));
+			  "option writeback: %s on a read-only volume (readOnly or %s); use "
+			  "writeback=off or a read-write volume",
+			  fv_quote(q, sizeof(q), out->value[FV_OPT_WRITEBACK]),
+			  rq->read_only_origin ? rq->read_only_origin : "a read-only request");
 		goto out;
 	}
-	if (p.ns || p.name) {
+	rc = dup_or_null(&out->pod, rq->pod);
+	if (rc == 0)
+		rc = dup_or_null(&out->pv, rq->pv);
+out:
+	if (rc)
+		fv_volume_clear(out);
+	return rc;
+}
+
+/* ---- the FlexVolume's options JSON ---- */
+
+/* The request a JSON object makes; its strings are borrowed from the JSON
+ * but the decoded secrets, which are wiped and freed by json_req_clear(). */
+struct json_req {
+	struct fv_request rq;
+	struct fv_kv opt[FV_MAX_KV];
+	struct fv_kv secret[FV_MAX_KV];
+	char *decoded[FV_MAX_KV];
+	char *pod;
+};
+
+static void json_req_clear(struct json_req *j)
+{
+	for (size_t i = 0; i < j->rq.n_secret; i++) {
+		if (j->decoded[i]) {
+			explicit_bzero(j->decoded[i], strlen(j->decoded[i]));
+			free(j->decoded[i]);
+		}
+	}
+	free(j->pod);
+	memset(j, 0, sizeof(*j));
+}
+
+static int json_kubelet_key(struct json_req *j, const char *key, const char *s, const char **ns,
+			    const char **name, struct tfs_dbuf *err)
+{
+	char q[FV_QUOTE_BUFLEN];
+
+	if (strcmp(key, K8S "readwrite") == 0) {
+		if (s == NULL || (strcmp(s, "ro") != 0 && strcmp(s, "rw") != 0))
+			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
+				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+		j->rq.read_only = strcmp(s, "ro") == 0;
+	} else if (strcmp(key, K8S "mounterArgs.FsGroup") == 0) {
+		unsigned g;
+
+		if (s == NULL || fv_parse_gid(s, &g))
+			return fail(err,
+				    "kubernetes.io/mounterArgs.FsGroup: %s is not a group id "
+				    "(0 to 2147483647)",
+				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+		j->rq.fsgroup = s;
+	} else if (strcmp(key, K8S "pod.namespace") == 0) {
+		*ns = s;
+	} else if (strcmp(key, K8S "pod.name") == 0) {
+		*name = s;
+	} else if (strcmp(key, K8S "pvOrVolumeName") == 0) {
+		j->rq.pv = s;
+	}
+	/* fsType, pod.uid, serviceAccount.name and keys of later kubelets:
+	 * nothing to do. */
+	return 0;
+}
+
+static int json_entry(struct json_req *j, const char *key, struct json_object *val, const char **ns,
+		      const char **name, struct tfs_dbuf *err)
+{
+	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
+								   : NULL;
+	enum fv_opt o;
+
+	if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0) {
+		const char *sname = key + strlen(K8S_SECRET);
+
+		if (j->rq.n_secret == FV_MAX_KV)
+			return fail(err, "the volume's Secret has more than %d keys", FV_MAX_KV);
+		if (s == NULL)
+			return fail(err, "secret %s: expected a base64 string", sname);
+		size_t i = j->rq.n_secret;
+		/* An unknown key is refused by name in take_secret(). */
+		if (strcmp(sname, "accessKey") == 0 || strcmp(sname, "secretKey") == 0 ||
+		    strcmp(sname, "sessionToken") == 0) {
+			int rc = fv_secret_decode(sname, s, &j->decoded[i], err);
+
+			if (rc)
+				return rc;
+		}
+		j->secret[i] = (struct fv_kv){ sname, j->decoded[i] ? j->decoded[i] : s };
+		j->rq.n_secret++;
+		return 0;
+	}
+	if (strncmp(key, K8S, strlen(K8S)) == 0)
+		return json_kubelet_key(j, key, s, ns, name, err);
+	if (s == NULL && fv_opt_find(key, false, &o) == 0)
+		return fail(err, "option %s: expected a string value", fv_opt_name(o));
+	if (j->rq.n_opt == FV_MAX_KV)
+		return fail(err, "more than %d options", FV_MAX_KV);
+	j->opt[j->rq.n_opt++] = (struct fv_kv){ key, s ? s : "" };
+	return 0;
+}
+
+int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
+		    struct tfs_dbuf *err)
+{
+	enum json_tokener_error jerr = json_tokener_success;
+	struct json_object *root;
+	struct json_req *j;
+	const char *ns = NULL, *name = NULL;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (err)
+		tfs_dbuf_reset(err);
+	root = json_tokener_parse_verbose(json, &jerr);
+	if (root == NULL)
+		return fail(err, "the options are not valid JSON: %s",
+			    json_tokener_error_desc(jerr));
+	if (!json_object_is_type(root, json_type_object)) {
+		json_object_put(root);
+		return fail(err, "the options are not a JSON object");
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		json_object_put(root);
+		return ENOMEM;
+	}
+	j->rq.opt = j->opt;
+	j->rq.secret = j->secret;
+	j->rq.read_only_origin = "kubernetes.io/readwrite=ro";
+	j->rq.fsgroup_origin = "kubernetes.io/mounterArgs.FsGroup";
+	json_object_object_foreach(root, key, val)
+	{
+		rc = json_entry(j, key, val, &ns, &name, err);
+		if (rc)
+			goto out;
+	}
+	if (ns || name) {
 		struct tfs_dbuf s;
 
 		tfs_dbuf_init(&s, 1024);
-		rc = tfs_dbuf_addf(&s, "%s/%s", p.ns ? p.ns : "?", p.name ? p.name : "?");
+		rc = tfs_dbuf_addf(&s, "%s/%s", ns ? ns : "?", name ? name : "?");
 		if (rc == 0) {
-			out->pod = tfs_dbuf_steal(&s);
-			rc = out->pod ? 0 : ENOMEM;
+			j->pod = tfs_dbuf_steal(&s);
+			rc = j->pod ? 0 : ENOMEM;
 		}
 		tfs_dbuf_free(&s);
 		if (rc)
 			goto out;
+		j->rq.pod = j->pod;
 	}
-	struct json_object *pv;
-	if (json_object_object_get_ex(root, K8S "pvOrVolumeName", &pv) &&
-	    json_object_is_type(pv, json_type_string)) {
-		out->pv = strdup(json_object_get_string(pv));
-		if (out->pv == NULL)
-			rc = ENOMEM;
-	}
+	rc = fv_volume_make(&j->rq, node, out, err);
 out:
+	json_req_clear(j);
+	free(j);
 	json_object_put(root);
-	if (rc)
-		fv_volume_clear(out);
 	return rc;
 }
 
@@ -462,7 +553,10 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 	/* The pod chooses the bucket and prefix, so whoever can write there
 	 * chooses the modes: never trusted, whatever the node's base says. */
 	if (rc == 0)
-		rc = set_key(&cfg, "mount.trusted", "false", "a FlexVolume volume:", err);
+		rc = set_key(&cfg, "mount.trusted", "false",
+			     node->driver == FV_DRIVER_CSI ? "a CSI volume:"
+							   : "a FlexVolume volume:",
+			     err);
 	if (rc == 0)
 		rc = set_key(&cfg, "ssd.dir", ssd_dir, "the volume's cache directory:", err);
 	if (rc == 0 && creds_file)
@@ -486,14 +580,34 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 		/* The source is on the daemon's command line; a comment line
 		 * naming it could exceed the config reader's line limit. */
 		rc = tfs_dbuf_addf(out,
-				   "# Written by tierfs-flexvolume for one volume; rewritten at "
-				   "each mount.%s\n",
-				   v->read_only ? " Read-only." : "");
+				   "# Written by %s for one volume; rewritten at each mount.%s\n",
+				   fv_driver_name(node->driver), v->read_only ? " Read-only." : "");
 	if (rc == 0)
 		rc = tfs_config_dump(&cfg, false, out);
 	if (rc == 0 && writable)
 		*writable = !v->read_only && cfg.writeback.mode != TFS_WB_OFF;
 	tfs_config_clear(&cfg);
+	return rc;
+}
+
+/* ---- the fingerprint ---- */
+
+int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len)
+{
+	struct tfs_dbuf s;
+	int rc;
+
+	tfs_dbuf_init(&s, 1 << 20);
+	rc = tfs_dbuf_addf(&s, "source=%s\nro=%d\nfsgroup=%d:%u\naccess_key=%s\n", v->source,
+			   v->read_only, v->has_fsgroup, v->has_fsgroup ? v->fsgroup : 0,
+			   v->creds.access_key ? v->creds.access_key : "");
+	for (int i = 0; rc == 0 && i < FV_OPT_COUNT; i++) {
+		if (v->value[i])
+			rc = tfs_dbuf_addf(&s, "%s=%s\n", fv_opt_name((enum fv_opt)i), v->value[i]);
+	}
+	if (rc == 0)
+		rc = fv_hash(tfs_dbuf_str(&s), out, len);
+	tfs_dbuf_free(&s);
 	return rc;
 }
 

@@ -1,8 +1,10 @@
-/* fv_volume.h - one volume as the kubelet describes it: the options JSON
- * of a `mount` call, checked against the node's policy, and the tierfs
- * configuration it becomes.
+/* fv_volume.h - one volume as the kubelet describes it, checked against
+ * the node's policy, and the tierfs configuration it becomes.  Both drivers
+ * share it: the CSI plugin fills a struct fv_request from the call's
+ * volume_context, secrets and capability (fv_volume_make()); the FlexVolume
+ * driver from the options JSON of a `mount` call (fv_volume_parse()).
  *
- * The JSON is a flat object of strings (anchors §5): the pod's
+ * The FlexVolume JSON is a flat object of strings (anchors §5): the pod's
  * flexVolume.options verbatim, the kubelet's "kubernetes.io/..." keys and
  * each key of the Secret as "kubernetes.io/secret/<key>".
  *
@@ -58,7 +60,48 @@ struct fv_volume {
 	char *pv;              /* kubernetes.io/pvOrVolumeName, or NULL */
 };
 
-/* Parse the kubelet's options `json` under the policy of `node` into *out.
+/* One volume as a driver received it, before the node's policy.  Strings
+ * are borrowed for the call. */
+struct fv_kv {
+	const char *key;
+	const char *value;
+};
+
+#define FV_MAX_KV 64 /* options, and keys of the Secret, of one request */
+
+struct fv_request {
+	const struct fv_kv *opt; /* the volume's options by pod-spec name ("ramSize") */
+	size_t n_opt;
+	const struct fv_kv *secret; /* the Secret's keys, values in plain text */
+	size_t n_secret;
+	bool read_only;               /* the caller's read-only flag */
+	const char *read_only_origin; /* what set it, for messages */
+	const char *fsgroup;          /* the pod's fsGroup, decimal, or NULL */
+	const char *fsgroup_origin;   /* where it came from, for messages */
+	const char *pod;              /* "namespace/name" for logs, or NULL */
+	const char *pv;               /* the volume's name for logs, or NULL */
+};
+
+/* Check the request `rq` under the policy of `node` and fill *out: every
+ * option known, allowed by [pod] allow, well-formed and within [limits];
+ * the Secret's keys accessKey and secretKey (both or neither; a missing
+ * Secret needs node->credentials_file), optional sessionToken, each
+ * checked by fv_secret_plain(); fsgroup a gid below 2^31; the source and
+ * the defaults resolved as the header's comment says.  Returns 0; EINVAL
+ * with one line in `err` saying which option, secret or rule and why (never
+ * a secret's value); ENOMEM.  On failure *out is cleared; on success the
+ * caller calls fv_volume_clear(). */
+int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, struct fv_volume *out,
+		   struct tfs_dbuf *err);
+
+/* A gid as the kubelet writes an int64: decimal digits, at most
+ * 2^31 - 1 (Kubernetes validates fsGroup to that range).  Returns 0 and
+ * sets *out, or EINVAL. */
+int fv_parse_gid(const char *s, unsigned *out);
+
+/* Parse the kubelet's FlexVolume options `json` into a request (the
+ * Secret's keys base64-decoded with fv_secret_decode(), more than
+ * FV_MAX_KV options or keys refused) and check it with fv_volume_make() under the policy of `node` into *out.
  * Returns 0; EINVAL with one line in `err` saying which option, secret or
  * rule and why (never a secret's value); ENOMEM.  On failure *out is
  * cleared; on success the caller calls fv_volume_clear(). */
@@ -83,6 +126,13 @@ void fv_volume_clear(struct fv_volume *v);
 int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
 			  bool *writable, struct tfs_dbuf *err);
+
+/* The fingerprint of what the volume's daemon serves: fv_hash() of its
+ * source, effective options, read-only flag, fsGroup and access key (not
+ * the secret key), FV_HASH_LEN hex digits into out[0..len).  Two volumes
+ * with one fingerprint can share a daemon.  Returns 0, ERANGE, ENOMEM, or
+ * EIO if OpenSSL fails. */
+int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len);
 
 /* The -o argument of `tierfs mount` for the volume, appended to `out`:
  * allow_other; ro for a read-only volume; gid=FSGROUP,

@@ -235,11 +235,11 @@ int main(int argc, char **argv)
 	struct fv_logfile lf = { NULL };
 	struct tfs_dbuf msg;
 	bool must_exist;
-	const char *path = fv_node_conf_path(&must_exist);
+	const char *path = fv_node_conf_path(FV_DRIVER_FLEXVOLUME, &must_exist);
 	int rc;
 
 	tfs_dbuf_init(&msg, 16 * 1024);
-	rc = fv_node_load(&node, path, must_exist, &msg);
+	rc = fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, must_exist, &msg);
 	if (rc) {
 		open_log(NULL, &log, &lf);
 		if (tfs_dbuf_len(&msg) == 0)

@@ -71,7 +71,7 @@ static void write_text(const char *p, const char *text)
 static void node_ok(const char *text)
 {
 	write_text(path, text);
-	int rc = fv_node_load(&node, path, true, &err);
+	int rc = fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err);
 	cr_assert_eq(rc, 0, "load: %d: %s", rc, tfs_dbuf_str(&err));
 }
 
@@ -86,7 +86,8 @@ __attribute__((format(printf, 2, 3))) static void node_fails(const char *text, c
 	va_end(ap);
 	snprintf(want, sizeof(want), "%s:%s", path, tail);
 	write_text(path, text);
-	cr_assert_eq(fv_node_load(&node, path, true, &err), EINVAL, "for:\n%s", text);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), EINVAL,
+		     "for:\n%s", text);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
@@ -209,10 +210,22 @@ Test(opts, limits)
 
 /* ---- fv_nodeconf ---- */
 
+Test(nodeconf, csi_builtin_without_file)
+{
+	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, path, false, &err), 0);
+	cr_assert_eq(node.driver, FV_DRIVER_CSI);
+	cr_assert_str_eq(node.state_dir, "/run/tierfs/csi");
+	cr_assert_str_eq(node.cache_root, "/var/cache/tierfs/csi");
+	cr_assert_null(node.log_file);
+	cr_assert_str_eq(fv_driver_name(node.driver), "tierfs-csi");
+	fv_node_clear(&node);
+}
+
 Test(nodeconf, builtin_without_file)
 {
 	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
-	cr_assert_eq(fv_node_load(&node, path, false, &err), 0);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, false, &err), 0);
 	cr_assert_null(node.path);
 	cr_assert_str_eq(node.state_dir, "/run/tierfs/flexvolume");
 	cr_assert_str_eq(node.cache_root, "/var/cache/tierfs/flexvolume");
@@ -222,7 +235,7 @@ Test(nodeconf, builtin_without_file)
 	cr_assert(node.allow[FV_OPT_SOURCE] && node.allow[FV_OPT_READ_ONLY]);
 	cr_assert_not(node.allow[FV_OPT_ENDPOINT] || node.allow[FV_OPT_RAM_SIZE]);
 	fv_node_clear(&node);
-	cr_assert_eq(fv_node_load(&node, path, true, &err), ENOENT);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), ENOENT);
 	char want[512];
 	snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
@@ -387,7 +400,7 @@ Test(nodeconf, fsgroup_and_selinux_keys)
 	ctx[FV_CONTEXT_MAX + 1] = '\0';
 	snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", ctx);
 	write_text(path, text);
-	cr_assert_eq(fv_node_load(&node, path, true, &err), EINVAL);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "is not an SELinux context"), "%s",
 		  tfs_dbuf_str(&err));
 }

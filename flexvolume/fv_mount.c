@@ -263,9 +263,9 @@ static void one_line(const struct tfs_dbuf *out, char *buf, size_t cap)
 
 /* Stop whatever a failed mount left: the daemon (found by the volume's
  * config path on its command line), the mount, and the state.  The node's
- * shared cache stays; when it existed before this call the state is kept
+ * shared cache stays; when an earlier mount of the target left its state, it is kept
  * as "kept" too (a dead mount's journal may hold writes not uploaded). */
-static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cache_existed,
+static void undo_mount(const struct vol *v, const struct tfs_log *log, bool had_state,
 		       const char *source)
 {
 	struct fv_mount_entry me;
@@ -283,8 +283,9 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool cach
 		}
 	}
 	(void)unlink(v->creds);
-	if (cache_existed) {
-		tfs_warn(log, "%s: keeping the cache %s of an earlier mount", v->target, v->cache);
+	if (had_state) {
+		tfs_warn(log, "%s: keeping the state of an earlier mount (its writes may be in %s)",
+			 v->target, v->cache);
 		(void)write_info(v, PHASE_KEPT, source, NULL, 0, true);
 		return;
 	}
@@ -472,7 +473,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 {
 	struct tfs_dbuf conf, err;
 	struct stat st;
-	bool writable = true, cache_existed;
+	bool writable = true, had_state;
 	int rc;
 
 	if (stat(v->target, &st) != 0) {
@@ -484,7 +485,11 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 		say(msg, "target %s is not a directory", v->target);
 		return ENOTDIR;
 	}
-	cache_existed = lstat(v->cache, &st) == 0;
+	/* An earlier mount of this target may have left writes in the
+	 * node's cache (its journal, under the mountpoint's name): then a
+	 * failure keeps the state as "kept". */
+	struct info old;
+	had_state = read_info(v->info, &old) == 0;
 	rc = fv_mkdirs(node->state_dir, 0700);
 	if (rc == 0)
 		rc = fv_rmtree(v->state); /* an earlier call's: nothing is mounted */
@@ -556,7 +561,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 		tfs_warn(log, "%s: cannot update %s: %s", v->target, v->info, strerror(rc));
 	return 0;
 undo:
-	undo_mount(v, log, cache_existed, vol->source);
+	undo_mount(v, log, had_state, vol->source);
 	return rc;
 }
 
@@ -836,6 +841,11 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			say(msg, "%s is still mounted after a lazy unmount", v.target);
 			goto out;
 		}
+	} else if (!have_info) {
+		/* Nothing of ours was ever there: nothing to keep. */
+		tfs_info(log, "unmount %s: not mounted, no state", v.target);
+		rc = 0;
+		goto out;
 	} else {
 		tfs_info(log, "unmount %s: not mounted", v.target);
 		clean = !in.writable || strcmp(in.phase, PHASE_UNMOUNTED) == 0;

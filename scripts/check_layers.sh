@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_layers.sh - fail when the source tree breaks the layering rules.
 #
-#   1. Layers go one way: lib -> backends -> cache -> src -> flexvolume.
+#   1. Layers go one way: lib -> backends -> cache -> src -> flexvolume -> csi.
 #      A file may include headers of its own layer and of layers below it,
 #      never of a layer above.  The include path holds every directory, so
 #      the compiler does not catch an upward include; this script does.
@@ -19,7 +19,7 @@ set -euo pipefail
 top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top"
 
-layers=(lib backends cache src flexvolume)
+layers=(lib backends cache src flexvolume csi)
 declare -A rank where
 for i in "${!layers[@]}"; do
 	rank[${layers[$i]}]=$i

@@ -10,7 +10,8 @@ set -eu
 BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
   libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev libxxhash-dev
-  libmicrohttpd-dev"
+  libmicrohttpd-dev
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev"
 TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
   radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
 # setpriv (tests/integration/test_flexvolume.py reads a mount as another uid);

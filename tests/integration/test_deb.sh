@@ -77,7 +77,7 @@ deb=$(ls "$work"/tierfs_"$version"_*.deb 2>/dev/null | head -n 1)
 # ---- what the package holds ----
 contents=$(dpkg-deb -c "$deb" | awk '{ print $6 $7 $8 }')
 for f in ./usr/bin/tierfs ./sbin/mount.tierfs ./sbin/mount.fuse.tierfs '->mount.tierfs' \
-	./usr/sbin/tierfs-flexvolume ./usr/share/man/man1/tierfs.1.gz \
+	./usr/sbin/tierfs-flexvolume ./usr/sbin/tierfs-csi ./usr/share/man/man1/tierfs.1.gz \
 	./usr/share/man/man5/tierfs.conf.5.gz ./usr/share/man/man8/tierfs-flexvolume.8.gz \
 	./usr/share/man/man8/mount.tierfs.8.gz ./usr/share/man/man8/mount.fuse.tierfs.8.gz \
 	./lib/systemd/system/tierfs@.service ./usr/share/doc/tierfs/examples/tierfs.conf.example \
@@ -113,6 +113,8 @@ for page in tierfs tierfs.conf tierfs-flexvolume mount.tierfs mount.fuse.tierfs;
 	p=$(man -w "$page" 2>/dev/null)
 	case $p in /usr/share/man/*) ok "man $page is installed" ;; *) bad "man $page is installed ($p)" ;; esac
 done
+csi=$(/usr/sbin/tierfs-csi --version 2>&1)
+grep -q '^tierfs-csi ' <<<"$csi" && ok "tierfs-csi --version" || bad "tierfs-csi --version" "$csi"
 fv=$(/usr/sbin/tierfs-flexvolume init 2>&1)
 grep -q '"status":"Success"' <<<"$fv" && ok "tierfs-flexvolume init" || bad "tierfs-flexvolume init" "$fv"
 if command -v systemd-analyze >/dev/null 2>&1; then

@@ -1,0 +1,60 @@
+/* csi_node.h - the CSI Identity and Node services of tierfs-csi: each call
+ * unpacked from its protobuf bytes, checked, carried out with the node-side
+ * core it shares with the FlexVolume driver (fv_volume.h, fv_mount.h),
+ * and answered with the spec's gRPC code.
+ *
+ *   NodeStageVolume     one tierfs daemon per volume, mounted on the
+ *                       staging path (fv_mount_volume()), under the node's
+ *                       policy (fv_nodeconf.h)
+ *   NodePublishVolume   a bind mount of the staged mount on the pod's
+ *                       target, nosuid,nodev, and read-only when asked; an
+ *                       inline ephemeral volume (no stage call) binds a
+ *                       daemon shared by every ephemeral volume with the
+ *                       same fingerprint (fv_volume_fingerprint()), mounted
+ *                       on STATE/ephemeral/<fingerprint>
+ *   NodeUnpublishVolume unmounts the bind and removes the target
+ *                       directory; stops a shared ephemeral daemon whose
+ *                       last bind went
+ *   NodeUnstageVolume   fv_unmount() of the staging path: write-back is
+ *                       drained first
+ *
+ * Every call is idempotent.  What is mounted where is read from
+ * /proc/self/mountinfo and the state directory, never kept in memory, so a
+ * restarted plugin carries on where the last one stopped.
+ *
+ * Codes: a missing or malformed field, an option or secret the policy
+ * refuses: INVALID_ARGUMENT; a bucket that does not exist: NOT_FOUND; a
+ * target or staging path already holding something else: ALREADY_EXISTS;
+ * publish before stage, unstage with writes not uploaded:
+ * FAILED_PRECONDITION; anything else: INTERNAL with the daemon's own
+ * message.  Messages never hold a secret's value.
+ */
+#ifndef TFS_CSI_NODE_H
+#define TFS_CSI_NODE_H
+
+#include <stddef.h>
+
+#include "csi_grpc.h"
+#include "fv_nodeconf.h"
+#include "log.h"
+
+#define CSI_DRIVER_NAME "csi.tierfs.io"
+#define CSI_EPHEMERAL_DIR "ephemeral" /* under node.state_dir */
+
+struct csi_node {
+	const struct fv_node *node;
+	const struct tfs_log *log;
+	const char *node_id;
+};
+
+/* The methods of both services, for csi_server_start(): identity calls
+ * and NodeGetCapabilities/NodeGetInfo are inline, volume calls are not.
+ * Sets *n; returns a static table whose handlers take a struct csi_node. */
+const struct csi_method *csi_node_methods(size_t *n);
+
+/* At start-up: stop the shared ephemeral daemons that no target uses any
+ * more (the last unpublish may have died with a plugin), and log the
+ * volumes found live.  Cannot fail (problems are logged). */
+void csi_node_reconcile(const struct csi_node *cn);
+
+#endif

@@ -52,9 +52,10 @@ struct csi_node {
  * Sets *n; returns a static table whose handlers take a struct csi_node. */
 const struct csi_method *csi_node_methods(size_t *n);
 
-/* At start-up: stop the shared ephemeral daemons that no target uses any
- * more (the last unpublish may have died with a plugin), and log the
- * volumes found live.  Cannot fail (problems are logged). */
+/* At start-up: clean up the state of volumes that are gone (fv_sweep()),
+ * stop the shared ephemeral daemons that no target uses any more (the last
+ * unpublish may have died with a plugin), and log the volumes found live
+ * and those whose daemon is dead.  Cannot fail (problems are logged). */
 void csi_node_reconcile(const struct csi_node *cn);
 
 #endif

@@ -346,6 +346,8 @@ static bool is_hash(const char *s)
  * volume of this call. */
 static void sweep(const struct fv_node *node, const struct tfs_log *log, const char *skip)
 {
+	if (skip == NULL)
+		skip = "";
 	DIR *d = opendir(node->state_dir);
 	struct dirent *e;
 	time_t now = time(NULL);
@@ -394,6 +396,11 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 		remove_volume(log, v.state, in.cache, e->d_name);
 	}
 	closedir(d);
+}
+
+void fv_sweep(const struct fv_node *node, const struct tfs_log *log)
+{
+	sweep(node, log, NULL);
 }
 
 /* ---- mount ---- */

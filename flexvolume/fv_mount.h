@@ -68,4 +68,10 @@ int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *
 int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char *target,
 	       struct tfs_dbuf *msg);
 
+/* Clean up after the volumes of node.state_dir that are gone (not mounted,
+ * no daemon), as every mount and unmount call does first: a read-only or
+ * cleanly unmounted one goes entirely, a writable one is kept.  Problems
+ * are logged; cannot fail. */
+void fv_sweep(const struct fv_node *node, const struct tfs_log *log);
+
 #endif

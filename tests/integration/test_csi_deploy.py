@@ -62,8 +62,11 @@ def known_names():
     options = re.findall(r'\[FV_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
     limits = re.findall(r'FV_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
     node = re.findall(r'NK\("(\w+)"', node_c)
+    conf_c = read(os.path.join(TOP, "src", "conf.c"))
+    tierfs = re.findall(r'KEY\("(\w+)",\s*"(\w+)"', conf_c)
     assert len(options) >= 14 and len(limits) >= 4 and len(node) >= 16, (options, limits, node)
-    return {"options": options, "limits": limits, "node": node}
+    assert ("backend", "ca_file") in tierfs, tierfs
+    return {"options": options, "limits": limits, "node": node, "tierfs": tierfs}
 
 
 def docs_option_table(text):
@@ -329,9 +332,52 @@ def c_config(m):
     files = [i["path"] for i in items] if items else list(cm.get("data", {}))
     if os.path.basename(conf) not in files:
         p.append("--config=%s, but the ConfigMap holds %s" % (conf, files))
-    if list(cm.get("data", {})) != [os.path.basename(conf)]:
-        p.append("the ConfigMap's keys %s are not just %s" % (list(cm.get("data", {})),
-                                                              os.path.basename(conf)))
+    # Its other keys: files the node config names in the same directory.
+    named = {os.path.basename(conf)}
+    if os.path.basename(conf) in cm.get("data", {}):
+        ini = parse_ini(cm["data"][os.path.basename(conf)])
+        for key in ("tierfs_conf", "credentials_file"):
+            path = ini.get("node", key, fallback="")
+            if os.path.dirname(path) == os.path.dirname(conf):
+                named.add(os.path.basename(path))
+    if set(cm.get("data", {})) != named:
+        p.append("the ConfigMap's keys %s are not the files the plugin reads, %s"
+                 % (sorted(cm.get("data", {})), sorted(named)))
+    return p
+
+
+def c_daemon_conf(m):
+    """The daemons' base config (tierfs_conf, a key of the ConfigMap)
+    parses as INI with tierfs.conf keys only, and its ca_file is the CA
+    bundle the image installs on the node, on a same-path host mount."""
+    p = []
+    c = container(m, "tierfs-csi")
+    conf = arg(c, "config") or ""
+    node = parse_ini(node_conf_text(m))
+    base = node.get("node", "tierfs_conf", fallback="")
+    if os.path.dirname(base) != os.path.dirname(conf):
+        return ["[node] tierfs_conf = %r is not a file of the ConfigMap" % base]
+    cm = one(m, "ConfigMap")
+    text = cm["data"].get(os.path.basename(base))
+    if text is None:
+        return ["the ConfigMap has no key %s" % os.path.basename(base)]
+    try:
+        ini = parse_ini(text)
+    except configparser.Error as e:
+        return ["%s does not parse: %s" % (base, e)]
+    known = set(known_names()["tierfs"])
+    for sec in ini.sections():
+        for k in ini[sec]:
+            if (sec, k) not in known:
+                p.append("%s: [%s] %s is not a tierfs.conf key" % (base, sec, k))
+    ca = ini.get("backend", "ca_file", fallback="")
+    src = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}$", m["install"], re.M)).get("SRC", "")
+    if not src or not ca.startswith(src + "/"):
+        p.append("[backend] ca_file = %r is not installed with tierfs (%s)" % (ca, src))
+    elif "/stage%s" % ca not in m["dockerfile"]:
+        p.append("the Dockerfile does not put a CA bundle at %s" % ca)
+    if ca and host_mount_covering(m, c, ca) is None:
+        p.append("[backend] ca_file = %s is not on a host directory mounted at its own path" % ca)
     return p
 
 
@@ -576,7 +622,7 @@ def c_node_config(m):
     extra = set(ini.sections()) - NODE_SECTIONS
     if extra:
         p.append("unknown sections %s" % sorted(extra))
-    lower = {s: {k.lower() for k in known[s]} for s in known}
+    lower = {s: {k.lower() for k in known[s]} for s in ("node", "options", "limits")}
     for s, valid in (("node", lower["node"]), ("defaults", lower["options"]),
                      ("limits", lower["limits"]), ("pod", {"allow"})):
         if ini.has_section(s):
@@ -695,7 +741,7 @@ def set_mount(cname, vol, key, value):
 def set_conf(section, key, value):
     def mut(m):
         cm = one(m, "ConfigMap")
-        k = list(cm["data"])[0]
+        k = os.path.basename(arg(container(m, "tierfs-csi"), "config"))
         text = cm["data"][k]
         if value is None:  # add a section
             cm["data"][k] = text + "\n[%s]\n%s = 1\n" % (section, key)
@@ -706,6 +752,15 @@ def set_conf(section, key, value):
         else:
             cm["data"][k] = text.replace("[%s]\n" % section, "[%s]\n%s = %s\n"
                                          % (section, key, value), 1)
+    return mut
+
+
+def set_base(key, value):
+    """Set [backend] KEY = VALUE in the ConfigMap's tierfs.conf."""
+    def mut(m):
+        cm = one(m, "ConfigMap")
+        cm["data"]["tierfs.conf"] = re.sub(r"^ca_file\s*=.*$", "%s = %s" % (key, value),
+                                           cm["data"]["tierfs.conf"], flags=re.M)
     return mut
 
 
@@ -728,7 +783,7 @@ def mutate_secret_key(m):
 
 def rename_cm_key(m):
     cm = one(m, "ConfigMap")
-    cm["data"] = {"node.conf": list(cm["data"].values())[0]}
+    cm["data"]["node.conf"] = cm["data"].pop("csi.conf")
 
 
 def undeclared_mount(m):
@@ -789,7 +844,14 @@ CHECKS = [
         set_arg("tierfs-csi", "node-id", "node-1")]),
     ("config_key_is_config_file", c_config, [
         rename_cm_key, set_arg("tierfs-csi", "config", "/etc/tierfs/flexvolume.conf"),
+        lambda m: one(m, "ConfigMap")["data"].update({"extra.conf": "[node]\n"}),
         set_volume("config", ["configMap", "name"], "tierfs-flexvolume")]),
+    ("daemon_base_config", c_daemon_conf, [
+        set_conf("node", "tierfs_conf", "/var/lib/tierfs/tierfs.conf"),
+        set_base("ca_file", "/etc/ssl/certs/ca-certificates.crt"),
+        set_base("ca_bundle", "/opt/tierfs/current/etc/ca-certificates.crt"),
+        lambda m: m.update(dockerfile=m["dockerfile"].replace(
+            "/stage/opt/tierfs/current/etc/ca-", "/stage/ca-"))]),
     ("volume_mounts_declared", c_volume_mounts, [undeclared_mount, drop_volume("logs")]),
     ("privileged_bidirectional", c_privileges, [
         lambda m: container(m, "tierfs-csi")["securityContext"].update(privileged=False),
@@ -840,6 +902,7 @@ CHECKS = [
 
 
 def run_check(fn, m):
+    """fn's problems, or one naming the exception a file's shape raised."""
     try:
         return fn(m)
     except (KeyError, ValueError, TypeError, IndexError, AttributeError,
@@ -848,6 +911,9 @@ def run_check(fn, m):
 
 
 def check_test(fn, mutations):
+    """The test of one check: nothing found in the shipped files, and each
+    mutation found as a problem the check reports (an exception of the
+    check does not count: it would also hide a broken check)."""
     def test():
         m = load()
         problems = run_check(fn, m)
@@ -856,7 +922,11 @@ def check_test(fn, mutations):
             mm = copy.deepcopy(m)
             mut(mm)
             assert mm != m, "mutation %d changes nothing" % i
-            assert run_check(fn, mm), "mutation %d was not caught" % i
+            try:
+                found = fn(mm)
+            except Exception as e:  # noqa: BLE001
+                raise AssertionError("mutation %d: the check raised %r" % (i, e)) from e
+            assert found, "mutation %d was not caught" % i
     return test
 
 

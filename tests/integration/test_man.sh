@@ -20,7 +20,7 @@ if ! command -v man >/dev/null 2>&1 || ! command -v groff >/dev/null 2>&1; then
 fi
 
 export LC_ALL=C.UTF-8 MANWIDTH=80 MANPAGER=cat PAGER=cat
-pages=(man/tierfs.1 man/tierfs.conf.5 man/tierfs-flexvolume.8 man/mount.tierfs.8)
+pages=(man/tierfs.1 man/tierfs.conf.5 man/tierfs-flexvolume.8 man/tierfs-csi.8 man/mount.tierfs.8)
 
 # ---- lint ----
 for page in "${pages[@]}"; do

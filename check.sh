@@ -115,6 +115,8 @@ run "mount moto" python3 tests/integration/test_mount.py "$top/build/tierfs" --b
 run "robust local" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local
 run "robust moto" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend moto
 run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/tierfs-flexvolume" "$top/build/tierfs"
+# CSI: gRPC stubs from Debian's python3-grpcio/-grpc-tools, under /usr/bin/python3
+run "csi moto" /usr/bin/python3 tests/integration/test_csi.py "$top/build/tierfs-csi" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
 step "write path: local backend and moto"

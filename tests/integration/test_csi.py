@@ -26,6 +26,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -205,7 +206,9 @@ class Plugin:
                 [CSI, "--endpoint", "unix://" + self.sock, "--node-id", self.node_id,
                  "--config", self.conf], stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                 env=self.env, cwd="/")
-        # A fresh channel: one that saw the old plugin die backs off.
+        # A channel that failed to connect backs off for seconds: make it
+        # once the socket accepts connections (a stale one refuses them).
+        poll(self.accepts, 30, "tierfs-csi to listen on " + self.sock)
         self.channel = grpc.insecure_channel(
             "unix://" + self.sock, options=[("grpc.initial_reconnect_backoff_ms", 50),
                                             ("grpc.min_reconnect_backoff_ms", 50),
@@ -213,6 +216,17 @@ class Plugin:
         self.identity = pb_grpc.IdentityStub(self.channel)
         self.node = pb_grpc.NodeStub(self.channel)
         poll(self.ready, 30, "tierfs-csi to answer Probe")
+
+    def accepts(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("tierfs-csi exited with %d: %s" % (self.proc.returncode,
+                                                                  self.text()[-2000:]))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(self.sock)
+                return True
+            except OSError:
+                return False
 
     def ready(self):
         if self.proc.poll() is not None:
@@ -293,7 +307,10 @@ class CSITests(unittest.TestCase):
         failed = getattr(self, "_outcome", None) and not self._ok()
         if failed:
             print("---- plugin and daemon logs:\n" + self.p.text()[-6000:])
-        self.p.stop()
+        # SIGKILL: the exit on SIGTERM has tests of its own (identity,
+        # survival); here it would only add its latency to every test.
+        if self.p.proc.poll() is None:
+            self.p.kill()
         # Whatever a failed test left: detach the mounts, stop their daemons.
         for m in sorted(mounts(), key=lambda m: -len(m["mp"])):
             if under(m["mp"], self.work):
@@ -492,6 +509,22 @@ class CSITests(unittest.TestCase):
                            target_path=ta, volume_capability=cap, readonly=False)
         self.assert_code(code, grpc.StatusCode.ALREADY_EXISTS)
         self.assertIn("ro", mountinfo(ta)[0]["opts"])
+        # Another staging path for the same target: AlreadyExists.
+        g2 = self.staging("pv-other")
+        self.stage("pv-other", g2, cap=cap)
+        code = self.p.code("NodePublishVolume", volume_id="pv-other", staging_target_path=g2,
+                           target_path=tb, volume_capability=cap)
+        self.assert_code(code, grpc.StatusCode.ALREADY_EXISTS)
+        self.assertEqual(mountinfo(tb)[0]["dev"], mountinfo(g)[0]["dev"])
+        self.unstage("pv-other", g2)
+        # The mount flag "ro" makes a read-only publish too.
+        tc = self.target(vol, "pod-ro-flag")
+        self.publish(vol, g, tc, cap=capability("MULTI_NODE_MULTI_WRITER", flags=["ro"]))
+        self.assertIn("ro", mountinfo(tc)[0]["opts"], mountinfo(tc))
+        with self.assertRaises(OSError) as cm:
+            open(os.path.join(tc, "nope.bin"), "wb").close()
+        self.assertEqual(cm.exception.errno, errno.EROFS)
+        self.unpublish(vol, tc)
         self.unpublish(vol, ta)
         self.unpublish(vol, tb)
         self.unstage(vol, g)
@@ -510,6 +543,10 @@ class CSITests(unittest.TestCase):
         with self.assertRaises(OSError) as cm:
             open(os.path.join(g, "nope.bin"), "wb").close()
         self.assertEqual(cm.exception.errno, errno.EROFS, "the staged mount is writable")
+        self.assertIn("ro", mountinfo(g)[0]["super"], mountinfo(g))
+        with self.assertRaises(OSError) as cm:
+            open(os.path.join(t, "nope.bin"), "wb").close()
+        self.assertEqual(cm.exception.errno, errno.EROFS, "the target is writable")
         self.unpublish(vol, t)
         self.unstage(vol, g)
         self.assert_nothing_left()
@@ -536,9 +573,12 @@ class CSITests(unittest.TestCase):
             for t in (ta, tb):
                 for k, v in files.items():
                     self.assertEqual(self.read(os.path.join(t, k)), v, "while the plugin is down")
-        self.put("late.txt", b"written while the plugin was down")
         self.p.start()  # the same socket, stale now: replaced
         self.assertEqual(daemons(self.source, g), [pid])
+        # SIGTERM: exit 0, every mount left serving.
+        self.assertEqual(self.p.stop(), 0, "exit status after SIGTERM")
+        self.assertEqual(self.read(os.path.join(ta, "a.bin")), files["a.bin"])
+        self.p.start()
         for t in (ta, tb):
             for k, v in files.items():
                 self.assertEqual(self.read(os.path.join(t, k)), v, "after the restart")
@@ -657,6 +697,9 @@ class CSITests(unittest.TestCase):
         bad = []
         for what, method, fields, words in cases:
             code, msg = self.p.code(method, **fields)
+            if code == grpc.StatusCode.OK and method == "NodeStageVolume":
+                # Staged when it should not be: unstage, for the next cases.
+                self.p.code("NodeUnstageVolume", volume_id=vol, staging_target_path=g)
             missing = [w for w in words if w not in msg]
             leaked = [v for v in (self.secret["secretKey"], "two words") if v in msg]
             if code != IA or missing or leaked or not msg:
@@ -810,7 +853,15 @@ class CSITests(unittest.TestCase):
         self.publish(vb, "", tb, context=cb, secret=self.secret)
         self.assertEqual(len(self.fuse_mounts(self.source)), 2)
         self.assertEqual(len(daemons(self.source)), 2)
-        self.assertIn("ro", mountinfo(tb)[0]["opts"])
+        # readOnly makes the daemon read-only: its superblock, whatever
+        # the bind's own flag says.
+        self.assertIn("ro", mountinfo(tb)[0]["super"], mountinfo(tb))
+        self.assertIn("rw", mountinfo(ta)[0]["super"], mountinfo(ta))
+        with self.assertRaises(OSError) as cm:
+            open(os.path.join(tb, "nope.bin"), "wb").close()
+        self.assertEqual(cm.exception.errno, errno.EROFS)
+        with open(os.path.join(ta, "yes.bin"), "wb") as f:
+            f.write(b"written")
         self.unpublish(va, ta)
         self.assertEqual(self.read(os.path.join(tb, "x")), b"x")
         self.unpublish(vb, tb)

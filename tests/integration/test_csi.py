@@ -481,6 +481,10 @@ class CSITests(unittest.TestCase):
         self.assertEqual(self.read(os.path.join(g, "b.txt")), b"hello\n")
         self.unstage(vol, g)
         self.assert_nothing_left()
+        # What was never published or staged: OK (the kubelet retries
+        # after its own restarts).
+        self.unpublish("pv-never", self.target("pv-never", "pod-c"))
+        self.unstage("pv-never", self.staging("pv-never"))
 
     # ---- 3. a read-only publish beside a writable one
 
@@ -549,6 +553,35 @@ class CSITests(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.EROFS, "the target is writable")
         self.unpublish(vol, t)
         self.unstage(vol, g)
+        self.assert_nothing_left()
+
+    def test_unstage_waits_for_uploads(self):
+        """With the store unreachable, NodeUnstageVolume answers
+        FAILED_PRECONDITION after unmount_timeout and the volume stays
+        mounted; once the store is back, the kubelet's retry succeeds and
+        the write is in the bucket."""
+        self.p.kill()
+        self.p = Plugin(os.path.join(self.work, "short"), M.env["TFS_S3_ENDPOINT"],
+                        {"node": {"unmount_timeout": "3s"}})
+        vol = "pv-drain"
+        g = self.staging(vol)
+        self.stage(vol, g, {"readOnly": "false"})
+        os.listdir(g)  # a complete listing: new names need no lookup while the store is away
+        with open(M.server_dir + "/moto.pid") as f:
+            moto = int(f.read())
+        os.kill(moto, signal.SIGSTOP)
+        try:
+            with open(os.path.join(g, "late.bin"), "wb") as f:
+                f.write(b"must not be lost")
+            code = self.p.code("NodeUnstageVolume", volume_id=vol, staging_target_path=g)
+            self.assert_code(code, grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertEqual(len(mountinfo(g)), 1, "unmounted with writes pending")
+        finally:
+            os.kill(moto, signal.SIGCONT)
+        poll(lambda: self.p.code("NodeUnstageVolume", volume_id=vol,
+                                 staging_target_path=g)[0] == grpc.StatusCode.OK,
+             60, "the unstage to succeed")
+        self.assertEqual(self.bucket_get("late.bin"), b"must not be lost")
         self.assert_nothing_left()
 
     # ---- 4. the plugin dies, the mounts serve
@@ -732,6 +765,7 @@ class CSITests(unittest.TestCase):
         self.put("x", b"first")
         vol = "pv-conflict"
         g = self.staging(vol)
+        os.rmdir(g)  # the plugin creates a missing staging directory
         self.stage(vol, g)
         for what, context in (("another source", {"source": M.source + "/other"}),
                               ("other options", {"ramSize": "128M"})):
@@ -836,7 +870,8 @@ class CSITests(unittest.TestCase):
         self.assertFalse(pid_gone(pid), "the daemon stopped with pods left")
         for k, v in files.items():
             self.assertEqual(self.read(os.path.join(tb, k)), v, "the second pod lost its volume")
-        self.assertEqual(list(self.fuse_mounts(self.source)), [dev])
+        self.assertEqual(self.fuse_mounts(self.source), {dev: [base[0], tb]},
+                         "the shared mount must stay while a pod uses it")
         self.unpublish(vb, tb)
         poll(lambda: pid_gone(pid), 20, "the shared daemon to stop after the last unpublish")
         self.assert_nothing_left()

@@ -117,6 +117,8 @@ run "robust moto" python3 tests/integration/test_robust.py "$top/build/tierfs" -
 run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/tierfs-flexvolume" "$top/build/tierfs"
 # The CSI deployment files (PyYAML only: no root, no server).
 run "csi deploy" python3 tests/integration/test_csi_deploy.py
+# CSI: gRPC stubs from Debian's python3-grpcio/-grpc-tools, under /usr/bin/python3
+run "csi moto" /usr/bin/python3 tests/integration/test_csi.py "$top/build/tierfs-csi" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 
 step "write path: local backend and moto"

@@ -23,6 +23,12 @@ TEST_PKGS="$TEST_PKGS util-linux python3-yaml"
 TEST_PKGS="$TEST_PKGS clang libclang-rt-14-dev clang-format binutils"
 # s3fs (tests/integration/test_s3fs_compat.py: each reads what the other wrote)
 TEST_PKGS="$TEST_PKGS s3fs"
+# gRPC for the CSI suite: tests/integration/test_csi.py runs under
+# /usr/bin/python3, generates the stubs of csi/csi.proto with grpc_tools and
+# calls tierfs-csi with grpcio (Debian packages them for /usr/bin/python3
+# only); it writes objects with boto3, so python3-boto3 (above) must be
+# importable by /usr/bin/python3 too, not only by moto's pip environment.
+TEST_PKGS="$TEST_PKGS python3-grpcio python3-grpc-tools"
 BENCH_PKGS="rclone fio hyperfine"
 # dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
 # debian/control's Build-Depends are BUILD_PKGS and these.
@@ -42,7 +48,8 @@ for p in $pkgs; do
 	# python3-boto3/botocore/yaml may come from pip (moto's environment) instead.
 	case $p in
 	python3-botocore) python3 -c 'import botocore' 2>/dev/null && continue ;;
-	python3-boto3) python3 -c 'import boto3' 2>/dev/null && continue ;;
+	python3-boto3) python3 -c 'import boto3' 2>/dev/null && /usr/bin/python3 -c 'import boto3' 2>/dev/null && continue ;;
+	python3-grpcio | python3-grpc-tools) /usr/bin/python3 -c 'import grpc, grpc_tools' 2>/dev/null && continue ;;
 	python3-yaml) python3 -c 'import yaml' 2>/dev/null && continue ;;
 	esac
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -267,8 +267,10 @@ static void *worker_main(void *arg)
 		}
 		bool exit_now = c == NULL;
 		pthread_mutex_unlock(&s->lock);
-		if (exit_now)
+		if (exit_now) {
+			grpc_server_cancel_all_calls(s->srv);
 			return NULL;
+		}
 		if (atomic_load(&s->stopping))
 			reply_code(s, c, CSI_UNAVAILABLE, "the plugin is stopping");
 		else
@@ -387,8 +389,20 @@ void csi_server_stop(struct csi_server *s)
 {
 	bool was = atomic_exchange(&s->stopping, true);
 
-	if (!was)
-		grpc_server_shutdown_and_notify(s->srv, s->cq, &s->shutdown_tag);
+	if (was)
+		return;
+	grpc_server_shutdown_and_notify(s->srv, s->cq, &s->shutdown_tag);
+	if (!s->worker_started) {
+		grpc_server_cancel_all_calls(s->srv);
+		return;
+	}
+	/* The worker finishes the operation in progress, answers the queued
+	 * ones, then cancels what is left (gRPC would otherwise wait for
+	 * idle client connections before it reports the shutdown). */
+	pthread_mutex_lock(&s->lock);
+	s->worker_exit = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 }
 
 int csi_server_run(struct csi_server *s)
@@ -413,14 +427,8 @@ void csi_server_free(struct csi_server *s)
 		return;
 	if (s->srv && !atomic_load(&s->stopping))
 		csi_server_stop(s);
-	if (s->worker_started) {
-		pthread_mutex_lock(&s->lock);
-		s->worker_exit = true;
-		pthread_cond_signal(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-		/* Finishes the operation in progress, answers the queued ones. */
+	if (s->worker_started)
 		pthread_join(s->worker, NULL);
-	}
 	if (s->srv) {
 		grpc_server_cancel_all_calls(s->srv);
 		grpc_completion_queue_shutdown(s->cq);

@@ -540,6 +540,8 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			  src);
 		goto out;
 	}
+	/* A read-only daemon's binds say so too. */
+	ro = ro || sme.read_only;
 	rc = rc ? rc : fv_mkdirs(in->target_path, 0750);
 	if (rc) {
 		set_error(r, CSI_INTERNAL, "target_path %.1024s: %s", in->target_path, strerror(rc));

@@ -206,6 +206,7 @@ int main(int argc, char **argv)
 		 PACKAGE_VERSION, CSI_DRIVER_NAME, a.node_id, sock,
 		 node.path ? node.path : "built-in");
 	csi_server_run(srv);
+	tfs_debug(&log, "tierfs-csi: the server has shut down");
 	pthread_join(sig_thread, NULL);
 	csi_server_free(srv);
 	tfs_info(&log, "tierfs-csi: stopped");

@@ -598,15 +598,24 @@ int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len)
 	int rc;
 
 	tfs_dbuf_init(&s, 1 << 20);
-	rc = tfs_dbuf_addf(&s, "source=%s\nro=%d\nfsgroup=%d:%u\naccess_key=%s\n", v->source,
-			   v->read_only, v->has_fsgroup, v->has_fsgroup ? v->fsgroup : 0,
-			   v->creds.access_key ? v->creds.access_key : "");
+	/* The whole credential, not just the access key ID, which is no
+	 * secret: a volume that names another's key ID with a guessed
+	 * secret key must not share its daemon. */
+	rc = tfs_dbuf_addf(&s,
+			   "source=%s\nro=%d\nfsgroup=%d:%u\naccess_key=%s\nsecret_key=%s\n"
+			   "session_token=%s\n",
+			   v->source, v->read_only, v->has_fsgroup, v->has_fsgroup ? v->fsgroup : 0,
+			   v->creds.access_key ? v->creds.access_key : "",
+			   v->creds.secret_key ? v->creds.secret_key : "",
+			   v->creds.session_token ? v->creds.session_token : "");
 	for (int i = 0; rc == 0 && i < FV_OPT_COUNT; i++) {
 		if (v->value[i])
 			rc = tfs_dbuf_addf(&s, "%s=%s\n", fv_opt_name((enum fv_opt)i), v->value[i]);
 	}
 	if (rc == 0)
 		rc = fv_hash(tfs_dbuf_str(&s), out, len);
+	if (s.buf)
+		explicit_bzero(s.buf, s.len);
 	tfs_dbuf_free(&s);
 	return rc;
 }

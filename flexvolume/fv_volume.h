@@ -128,9 +128,12 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 			  bool *writable, struct tfs_dbuf *err);
 
 /* The fingerprint of what the volume's daemon serves: fv_hash() of its
- * source, effective options, read-only flag, fsGroup and access key (not
- * the secret key), FV_HASH_LEN hex digits into out[0..len).  Two volumes
- * with one fingerprint can share a daemon.  Returns 0, ERANGE, ENOMEM, or
+ * source, effective options, read-only flag, fsGroup and credentials
+ * (access key, secret key and session token), FV_HASH_LEN hex digits into
+ * out[0..len).  Two volumes with one fingerprint can share a daemon; one
+ * that names another's access key with another secret key cannot.  The
+ * fingerprint names a directory that mountinfo shows: guessing a secret
+ * key from it is as hard as guessing it against the store.  Returns 0, ERANGE, ENOMEM, or
  * EIO if OpenSSL fails. */
 int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len);
 

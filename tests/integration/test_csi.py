@@ -904,6 +904,25 @@ class CSITests(unittest.TestCase):
         self.unpublish(vb, tb)
         self.assert_nothing_left()
 
+    def test_ephemeral_other_secret_separate_daemon(self):
+        """An access key ID is no secret: a pod that names another pod's
+        access key with a secret key of its own must not be bound to the
+        daemon that holds the right one."""
+        self.put("x", b"x")
+        ta = self.target("data", "pod-a")
+        tb = self.target("data", "pod-b")
+        va, vb = "csi-" + secrets.token_hex(16), "csi-" + secrets.token_hex(16)
+        ctx = dict({"source": self.source}, **self.pod_context("a", "pod-a", True))
+        other = dict(self.secret, secretKey="guessed-" + secrets.token_hex(8))
+        self.publish(va, "", ta, context=ctx, secret=self.secret)
+        self.publish(vb, "", tb, context=ctx, secret=other)
+        self.assertEqual(len(self.fuse_mounts(self.source)), 2,
+                         "a pod with another secret key shares the daemon")
+        self.assertNotEqual(mountinfo(ta)[0]["dev"], mountinfo(tb)[0]["dev"])
+        self.unpublish(va, ta)
+        self.unpublish(vb, tb)
+        self.assert_nothing_left()
+
 
 def main():
     global CSI, TIERFS

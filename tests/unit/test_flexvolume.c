@@ -575,6 +575,45 @@ static void mount_opts_are(const char *json_tail, const char *want)
 	fv_volume_clear(&v);
 }
 
+/* The fingerprint of a request (fv_volume_make(), as the CSI plugin
+ * calls it) with one field changed. */
+static void fingerprint_of(const char *key, const char *value, const char *secret_key,
+			   const char *fsgroup, char *out)
+{
+	struct fv_kv opt[2] = { { "source", "s3://b/p" }, { key, value } };
+	struct fv_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", secret_key } };
+	struct fv_request rq = {
+		.opt = opt, .n_opt = key ? 2 : 1, .secret = sec, .n_secret = 2, .fsgroup = fsgroup
+	};
+	struct fv_volume v;
+
+	cr_assert_eq(fv_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(fv_volume_fingerprint(&v, out, FV_HASH_LEN + 1), 0);
+	cr_assert_eq(strlen(out), FV_HASH_LEN);
+	fv_volume_clear(&v);
+}
+
+Test(volume, fingerprint)
+{
+	char base[FV_HASH_LEN + 1], again[FV_HASH_LEN + 1], other[FV_HASH_LEN + 1];
+
+	node_std();
+	fingerprint_of(NULL, NULL, "sk1", NULL, base);
+	fingerprint_of(NULL, NULL, "sk1", NULL, again);
+	cr_assert_str_eq(base, again, "one volume, two fingerprints");
+	fingerprint_of(NULL, NULL, "sk2", NULL, other);
+	cr_assert_str_neq(base, other, "another secret key, same fingerprint");
+	fingerprint_of("ramSize", "512M", "sk1", NULL, other);
+	cr_assert_str_neq(base, other, "another option, same fingerprint");
+	fingerprint_of("readOnly", "true", "sk1", NULL, other);
+	cr_assert_str_neq(base, other, "read-only, same fingerprint");
+	fingerprint_of(NULL, NULL, "sk1", "2000", other);
+	cr_assert_str_neq(base, other, "an fsGroup, same fingerprint");
+	/* An option set to the node's default is the default. */
+	fingerprint_of("ramSize", "256M", "sk1", NULL, other);
+	cr_assert_str_eq(base, other, "the node's default, given again");
+}
+
 Test(volume, fsgroup)
 {
 	struct fv_volume v;

@@ -473,6 +473,8 @@ class CSITests(unittest.TestCase):
         self.publish(vol, g, tb, context=self.pod_context("trainer-1", "7d1c9a40"))
         for t in (ta, tb):
             self.assertEqual(len(mountinfo(t)), 1, "%s mounted %d times" % (t, len(mountinfo(t))))
+            for flag in ("nosuid", "nodev"):
+                self.assertIn(flag, mountinfo(t)[0]["opts"], "%s: %s" % (t, mountinfo(t)))
             for k, v in files.items():
                 self.assertEqual(self.read(os.path.join(t, k)), v, "%s through %s" % (k, t))
         # Bind mounts of the staged mount: its device.

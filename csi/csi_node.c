@@ -165,12 +165,9 @@ static int check_id(const char *id, struct csi_reply *r)
 	return 0;
 }
 
-/* An absolute path the kubelet gave, canonical, into out. */
-static int check_path(const char *what, const char *path, char *out, size_t cap,
-		      struct csi_reply *r)
+/* A path the kubelet must give: present and absolute. */
+static int check_given(const char *what, const char *path, struct csi_reply *r)
 {
-	int rc;
-
 	if (path == NULL || path[0] == '\0') {
 		set_error(r, CSI_INVALID_ARGUMENT, "%s is missing", what);
 		return EINVAL;
@@ -179,6 +176,17 @@ static int check_path(const char *what, const char *path, char *out, size_t cap,
 		set_error(r, CSI_INVALID_ARGUMENT, "%s must be an absolute path", what);
 		return EINVAL;
 	}
+	return 0;
+}
+
+/* An absolute path the kubelet gave, canonical, into out. */
+static int check_path(const char *what, const char *path, char *out, size_t cap,
+		      struct csi_reply *r)
+{
+	int rc = check_given(what, path, r);
+
+	if (rc)
+		return rc;
 	rc = tfs_ctl_canonical_path(path, out, cap);
 	if (rc) {
 		set_error(r, rc == ENOENT ? CSI_NOT_FOUND : CSI_INVALID_ARGUMENT, "%s %.1024s: %s",
@@ -352,10 +360,8 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 	}
 	if (check_id(in->volume_id, r) || check_cap(in->volume_capability, &ro_flag, r))
 		goto out;
-	if (in->staging_target_path == NULL || in->staging_target_path[0] == '\0') {
-		set_error(r, CSI_INVALID_ARGUMENT, "staging_target_path is missing");
+	if (check_given("staging_target_path", in->staging_target_path, r))
 		goto out;
-	}
 	int rc = fv_mkdirs(in->staging_target_path, 0750);
 	if (rc) {
 		set_error(r, CSI_INTERNAL, "staging_target_path %.1024s: %s",
@@ -502,10 +508,8 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 	}
 	if (check_id(in->volume_id, r) || check_cap(in->volume_capability, &ro_flag, r))
 		goto out;
-	if (in->target_path == NULL || in->target_path[0] == '\0') {
-		set_error(r, CSI_INVALID_ARGUMENT, "target_path is missing");
+	if (check_given("target_path", in->target_path, r))
 		goto out;
-	}
 	struct vol_args a = {
 		.volume_id = in->volume_id,
 		.cap = in->volume_capability,

@@ -205,6 +205,13 @@ Test(csi, stage_missing_fields)
 	r.volume_capability = NULL;
 	call(STAGE, &r.base);
 	expect(CSI_INVALID_ARGUMENT, "volume_capability is missing");
+
+	/* A relative path is refused before anything is made of it. */
+	stage_req(&r);
+	r.staging_target_path = "relative/globalmount";
+	call(STAGE, &r.base);
+	expect(CSI_INVALID_ARGUMENT, "staging_target_path must be an absolute path");
+	cr_assert_neq(access("relative", F_OK), 0, "a relative staging path was created");
 }
 
 Test(csi, stage_capability)

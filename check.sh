@@ -160,6 +160,9 @@ run "asan write local" $san asan python3 tests/integration/test_write.py "$top/b
 	--backend local --seed 7
 run "asan hostile S3 replies" $san asan python3 tests/integration/test_faults.py \
 	"$top/build-san/tierfs" --no-selftest -k hostile
+# The CSI plugin's gRPC server and calls (its daemons too), about 12 s.
+run "asan csi" $san asan /usr/bin/python3 tests/integration/test_csi.py \
+	"$top/build-san/tierfs-csi" "$top/build-san/tierfs"
 
 step "make distcheck (tarball builds, installs and passes its unit tests)"
 run "distcheck" make -C build -s distcheck

@@ -113,6 +113,10 @@ static void call_free(struct call *c)
 	if (c->resp)
 		grpc_byte_buffer_destroy(c->resp);
 	grpc_slice_unref(c->status);
+	/* A request may hold a Secret's values (gRPC's own buffers of it are
+	 * beyond reach; this copy is not). */
+	if (c->bytes)
+		explicit_bzero(c->bytes, c->len);
 	free(c->bytes);
 	free(c);
 }

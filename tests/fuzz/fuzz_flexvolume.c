@@ -126,7 +126,7 @@ static void load_node(struct fv_node *n, const char *path, bool must_exist)
 	int rc;
 
 	tfs_dbuf_init(&err, 65536);
-	rc = fv_node_load(n, path, must_exist, &err);
+	rc = fv_node_load(n, FV_DRIVER_FLEXVOLUME, path, must_exist, &err);
 	if (rc) {
 		fprintf(stderr, "fuzz_flexvolume: the node config %s does not load: %s\n", path,
 			tfs_dbuf_str(&err));

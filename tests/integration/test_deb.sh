@@ -79,6 +79,7 @@ contents=$(dpkg-deb -c "$deb" | awk '{ print $6 $7 $8 }')
 for f in ./usr/bin/tierfs ./sbin/mount.tierfs ./sbin/mount.fuse.tierfs '->mount.tierfs' \
 	./usr/sbin/tierfs-flexvolume ./usr/sbin/tierfs-csi ./usr/share/man/man1/tierfs.1.gz \
 	./usr/share/man/man5/tierfs.conf.5.gz ./usr/share/man/man8/tierfs-flexvolume.8.gz \
+	./usr/share/man/man8/tierfs-csi.8.gz \
 	./usr/share/man/man8/mount.tierfs.8.gz ./usr/share/man/man8/mount.fuse.tierfs.8.gz \
 	./lib/systemd/system/tierfs@.service ./usr/share/doc/tierfs/examples/tierfs.conf.example \
 	./usr/share/doc/tierfs/examples/fstab.example ./usr/share/doc/tierfs/copyright \
@@ -109,7 +110,7 @@ for lib in libfuse3 libcurl OpenSSL LMDB expat json-c libmicrohttpd inih xxhash;
 done
 [ -z "$missing" ] && ok "tierfs --version names each library's version" ||
 	bad "tierfs --version names each library's version (missing:$missing)" "$out"
-for page in tierfs tierfs.conf tierfs-flexvolume mount.tierfs mount.fuse.tierfs; do
+for page in tierfs tierfs.conf tierfs-flexvolume tierfs-csi mount.tierfs mount.fuse.tierfs; do
 	p=$(man -w "$page" 2>/dev/null)
 	case $p in /usr/share/man/*) ok "man $page is installed" ;; *) bad "man $page is installed ($p)" ;; esac
 done

@@ -117,6 +117,27 @@ static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file 
 	return rc;
 }
 
+/* The first change of a file that no record describes yet (a clean object
+ * opened for writing): journal it now, so that its staged copy outlives
+ * the daemon.  A daemon killed before the close would otherwise leave a
+ * staged file no record names, which the next start moves to lost+found,
+ * and the writes that returned before the crash would not reach the
+ * bucket.  Later writes need no record of their own: a record's upload
+ * sends the staged file as it is then (wb_upload.c), and a new daemon
+ * takes the file's size from it (load_one()).  One transaction per file
+ * opened for writing.  Lock held.  Returns 0, ENOMEM, EIO or ENOSPC. */
+static int journal_first_change(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	if (f->journaled || f->path == NULL || f->writers == 0)
+		return 0;
+	struct wb_ent *e = wb_ent_get(wb, f->path);
+	if (e == NULL)
+		return ENOMEM;
+	if (e->file != f)
+		return 0; /* replaced meanwhile: that file's own record counts */
+	return journal_file(wb, e, f);
+}
+
 /* ---- files ---- */
 
 int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a,
@@ -447,8 +468,9 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	f->seq++;
 	if (f->appending && off + len == f->size)
 		wb_file_stream_grow(wb, f);
+	rc = journal_first_change(wb, f);
 	pthread_mutex_unlock(&wb->lock);
-	return 0;
+	return rc;
 }
 
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
@@ -481,8 +503,9 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	f->size = size;
 	touch_times(&f->attr);
 	f->seq++;
+	rc = journal_first_change(wb, f);
 	pthread_mutex_unlock(&wb->lock);
-	return 0;
+	return rc;
 }
 
 /* Sync mode: make the job of `e` due now and wait for generation `gen`. */
@@ -657,6 +680,14 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->staging_id = r->staging_id;
 		f->fd = -1;
 		f->size = r->size;
+		/* A writer may have written past the last commit before the
+		 * daemon died: what its staged file holds counts. */
+		int sfd = wb_open_staged(wb, r->staging_id, O_RDONLY);
+		struct stat st;
+		if (sfd >= 0 && fstat(sfd, &st) == 0)
+			f->size = (uint64_t)st.st_size;
+		if (sfd >= 0)
+			close(sfd);
 		f->attr = wb_jrec_attr(r);
 		f->journaled = true;
 		e->file = f;

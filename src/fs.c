@@ -1110,6 +1110,8 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->top = top;
 	fs->pf = pf;
 	fs->wb = wb;
+	if (wb) /* an earlier daemon's unclosed files: for their writers, or lost+found */
+		tfs_wb_settle_open(wb, cfg->resumed);
 	fs->be = be;
 	fs->log = log;
 	pthread_mutex_init(&fs->ns_lock, NULL);

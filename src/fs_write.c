@@ -296,8 +296,9 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 	h->ent.rebuilt = true;
 	struct fh_ent *other = tfs_fs_fh_rekey(fs, &h->ent, id);
 	if (other) {
-		/* Another request rebuilt it meanwhile: use that one. */
-		h->writer = false;
+		/* Another request rebuilt it meanwhile: use that one (the
+		 * release of this one's writer count commits nothing, as the
+		 * other still holds one). */
 		tfs_fs_fh_free(fs, h);
 		if (other->dir)
 			return EBADF;

@@ -244,7 +244,8 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
  * kept, and never truncates; a reader pins the current version), entered
  * under the old fh value until its RELEASE.  Without `flags_known`
  * (flush, fsync, getattr, setattr) nothing is rebuilt: NULL with *err 0,
- * and the caller goes on without a handle.  Returns the handle, or NULL
+ * and the caller goes on without a handle; so it does for a directory's
+ * handle (setattr through an open directory).  Returns the handle, or NULL
  * with *err: 0 (see above), EBADF, ESTALE (no such node, or its name is
  * gone: an unlinked file's staged copy did not survive the daemon), EIO
  * (the control file: what was written to it is lost), or the open's

@@ -320,6 +320,8 @@ struct fh *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_inf
 	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
 	if (e && !e->dir)
 		return (struct fh *)e;
+	if (e && !flags_known)
+		return NULL; /* futimens() on a directory: no file handle */
 	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
 		*err = EBADF; /* never ours, or ours and released */
 		return NULL;

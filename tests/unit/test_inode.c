@@ -147,6 +147,7 @@ Test(persisted, resumed_table_resolves_every_node_id)
 	cr_assert_eq(look(b, "d/f", TFS_FT_FILE), f);
 	cr_assert_gt(look(b, "d/g", TFS_FT_FILE), l->ino);
 	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
 	tfs_nodes_close(s1);
 }
@@ -162,6 +163,7 @@ Test(persisted, counter_never_reuses_a_forgotten_id)
 	cr_assert_null(tfs_itable_find(b, f), "a forgotten node was resurrected");
 	cr_assert_gt(look(b, "f", TFS_FT_FILE), f);
 	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
 	tfs_nodes_close(s1);
 }
@@ -183,6 +185,7 @@ Test(persisted, rename_of_a_directory_moves_its_descendants)
 	cr_assert_eq(tfs_itable_path(b, tfs_itable_find(b, victim), buf, sizeof(buf)), 0);
 	cr_assert(tfs_itable_path_is_detached(buf), "replaced directory at '%s'", buf);
 	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
 	tfs_nodes_close(s1);
 }
@@ -199,6 +202,7 @@ Test(persisted, detached_node_stays_detached)
 	cr_assert(tfs_itable_path_is_detached(buf));
 	cr_assert_neq(look(b, "f", TFS_FT_FILE), f, "a new file of the name reused the node");
 	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
 	tfs_nodes_close(s1);
 }
@@ -223,6 +227,7 @@ Test(persisted, forget_of_unknown_id_and_resurrected_counts)
 	cr_assert_eq(tfs_itable_count(b), n - 1);
 	tfs_itable_forget(b, f, 1); /* more than it knew: still a no-op */
 	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
 	tfs_nodes_close(s1);
 }

@@ -170,6 +170,7 @@ static void daemon_start(struct daemon *d, bool resumed, uint32_t generation)
 	char *argv[] = { "test_resume", "-o", "max_read=1048576", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	d->se = fuse_session_new(&args, tfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), d->fs);
+	fuse_opt_free_args(&args);
 	CHECK((d->se) != NULL);
 	static const struct fuse_custom_io io = { .writev = cap_writev, .read = cap_read };
 	CHECK((fuse_session_custom_io(d->se, &io, open("/dev/null", O_RDWR))) == (0));
@@ -186,6 +187,7 @@ static void daemon_stop(struct daemon *d)
 	fuse_session_destroy(d->se);
 	tfs_fs_destroy(d->fs);
 	tfs_stack_close(d->stack);
+	tfs_source_clear(&d->src);
 	tfs_config_clear(&d->cfg);
 }
 

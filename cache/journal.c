@@ -122,7 +122,7 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 	memcpy(&h, p, sizeof(h));
 	p += sizeof(h);
 	if ((h.version != JREC_VERSION && h.version != 1) || h.op < TFS_J_PUT ||
-	    h.op > TFS_J_META || (size_t)(end - p) < (size_t)h.path_len + h.upload_id_len ||
+	    h.op > TFS_J_OPEN || (size_t)(end - p) < (size_t)h.path_len + h.upload_id_len ||
 	    h.upload_id_len >= TFS_UPLOAD_ID_MAX || h.path_len == 0)
 		return EINVAL;
 	out->op = (enum tfs_jop)h.op;

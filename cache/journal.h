@@ -9,6 +9,11 @@
  *   DELETE  no object (DELETE key, and of "key/" for directories)
  *   META    new x-amz-meta-* headers on the object as it is in the bucket
  *           (a server-side copy onto itself)
+ *   OPEN    the staged file <staging>/<staging_id> holds changes of a file
+ *           still open for writing, never committed (no close or fsync
+ *           yet): nothing is uploaded.  It keeps the staged copy for a
+ *           daemon that resumes the mount (its writer goes on and the
+ *           close commits a PUT); a fresh mount moves it to lost+found.
  * `gen` grows with every change to the record; an upload of generation g
  * may retire the record only if it still has generation g, so an older
  * version never overwrites a newer one and a file rewritten during its
@@ -35,7 +40,8 @@ enum tfs_jop {
 	TFS_J_PUT = 1,
 	TFS_J_MKDIR = 2,
 	TFS_J_DELETE = 3,
-	TFS_J_META = 4
+	TFS_J_META = 4,
+	TFS_J_OPEN = 5
 };
 
 struct tfs_jrec {

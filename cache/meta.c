@@ -112,6 +112,7 @@ struct dirrec {
 
 struct tfs_meta {
 	MDB_env *env;
+	char *mount; /* tfs_meta_set_mount(), or NULL */
 	MDB_dbi entries, dirs;
 	struct tfs_backend *be;
 	_Atomic uint64_t ttl_ms; /* changed by tfs_meta_set_ttl() */
@@ -1498,5 +1499,26 @@ void tfs_meta_close(struct tfs_meta *m)
 	pthread_mutex_destroy(&m->list_lock);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&m->stripes[i]);
+	free(m->mount);
 	free(m);
+}
+
+int tfs_meta_set_mount(struct tfs_meta *m, const char *mountpoint)
+{
+	char *p = strdup(mountpoint);
+	if (p == NULL)
+		return ENOMEM;
+	free(m->mount);
+	m->mount = p;
+	return 0;
+}
+
+const char *tfs_meta_mount(const struct tfs_meta *m)
+{
+	return m->mount;
+}
+
+MDB_env *tfs_meta_env(const struct tfs_meta *m)
+{
+	return m->env;
 }

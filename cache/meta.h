@@ -91,6 +91,15 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
  * page, unfinished) and free everything.  NULL is fine. */
 void tfs_meta_close(struct tfs_meta *m);
 
+/* The mount this cache serves (the mountpoint, copied; stack.c sets it
+ * after opening): what the FUSE layer keys its persisted node table by
+ * (cache/nodes.h), in the same environment.  Set once, before the mount
+ * serves.  Returns 0 or ENOMEM. */
+int tfs_meta_set_mount(struct tfs_meta *m, const char *mountpoint);
+/* The mountpoint set, or NULL; and the environment.  Pure. */
+const char *tfs_meta_mount(const struct tfs_meta *m);
+MDB_env *tfs_meta_env(const struct tfs_meta *m);
+
 /* Whether `a` is known for sure, or a lookup would still HEAD the object:
  * unless fetch_headers = false, a directory listed without a HEAD of its
  * marker, or (fetch_headers = small) an object under TFS_META_PROBE_SIZE

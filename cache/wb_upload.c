@@ -338,6 +338,8 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 			pthread_mutex_unlock(&wb->lock);
 		}
 		break;
+	case TFS_J_OPEN:
+		break; /* no job is made for it: an unclosed file uploads nothing */
 	case TFS_J_META: {
 		struct tfs_obj_meta om = { 0 };
 		char etag[TFS_ETAG_MAX] = "";
@@ -443,9 +445,11 @@ void *wb_uploader_main(void *arg)
 				}
 			} else {
 				/* Changed during the upload, or superseded: the
-				 * record stays and runs again. */
+				 * record stays and runs again (at once when a
+				 * drain forced it: a drain that began during
+				 * the upload waits for it). */
 				wb->reuploads++;
-				e->due_ms = tfs_wall_ms() + wb->cfg.delay_ms;
+				e->due_ms = e->force ? 0 : tfs_wall_ms() + wb->cfg.delay_ms;
 			}
 			e->attempts = 0;
 		} else {

@@ -117,6 +117,47 @@ static int journal_file(struct tfs_wb *wb, struct wb_ent *e, struct tfs_wb_file 
 	return rc;
 }
 
+/* The first change of a file open for writing that no record describes
+ * (a clean object opened for writing): an OPEN record (journal.h) names
+ * its staged copy now, so that the copy outlives the daemon.  A daemon
+ * killed before the close would otherwise leave a staged file no record
+ * names, and a daemon resuming the mount could not give the writer its
+ * data back.  An OPEN record uploads nothing: an unclosed file is no
+ * complete version.  Later writes need no record of their own: a new
+ * daemon takes the file's size from the staged file (load_one()).  One
+ * transaction per file opened for writing and changed.  Lock held.
+ * Returns 0, EIO or ENOSPC. */
+static int journal_first_change(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	if (f->journaled || f->open_rec || f->path == NULL || f->writers == 0)
+		return 0;
+	struct wb_ent *e = wb_ent_find(wb, f->path);
+	if (e == NULL || e->file != f || e->has_job || e->running)
+		return 0; /* a record of its own describes the path */
+	struct tfs_jrec r = {
+		.op = TFS_J_OPEN,
+		.gen = e->gen + 1,
+		.staging_id = f->staging_id,
+		.closed_ms = tfs_wall_ms(),
+		.path = f->path,
+	};
+	wb_jrec_set_attr(&r, &f->attr);
+	MDB_txn *txn;
+	int rc = wb_txn_begin(wb, &txn);
+	if (rc == 0) {
+		rc = wb_put_record(wb, txn, &r);
+		uint64_t gen = r.gen;
+		rc = wb_txn_end(wb, txn, rc, "open for writing", f->path);
+		if (rc == 0) {
+			e->gen = gen;
+			f->open_rec = true;
+		}
+	}
+	r.path = NULL;
+	tfs_jrec_clear(&r);
+	return rc;
+}
+
 /* ---- files ---- */
 
 int tfs_wb_create_file(struct tfs_wb *wb, const char *path, const struct tfs_wb_attr *a,
@@ -384,7 +425,7 @@ int tfs_wb_release(struct tfs_wb *wb, struct tfs_wb_file *f, bool writer)
 	if (--f->refs == 0) {
 		if (f->path == NULL) {
 			wb_free_file(wb, f, true); /* detached: never uploaded */
-		} else if (!f->journaled) {
+		} else if (!f->journaled && !f->open_rec) {
 			/* Clean (uploaded) or never changed: staging goes.  Unless
 			 * a writer never closed it (the daemon stopping with the
 			 * file open): its bytes stay for lost+found, as after a
@@ -447,8 +488,9 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	f->seq++;
 	if (f->appending && off + len == f->size)
 		wb_file_stream_grow(wb, f);
+	rc = journal_first_change(wb, f);
 	pthread_mutex_unlock(&wb->lock);
-	return 0;
+	return rc;
 }
 
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
@@ -481,8 +523,9 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	f->size = size;
 	touch_times(&f->attr);
 	f->seq++;
+	rc = journal_first_change(wb, f);
 	pthread_mutex_unlock(&wb->lock);
-	return 0;
+	return rc;
 }
 
 /* Sync mode: make the job of `e` due now and wait for generation `gen`. */
@@ -636,6 +679,48 @@ struct load_ctx {
 	int err;
 };
 
+static int keep_id(struct load_ctx *lc, uint64_t id)
+{
+	if (lc->nids == lc->cap) {
+		size_t nc = lc->cap ? 2 * lc->cap : 64;
+		uint64_t *n = realloc(lc->ids, nc * sizeof(*n));
+		if (n == NULL)
+			return ENOMEM;
+		lc->ids = n;
+		lc->cap = nc;
+	}
+	lc->ids[lc->nids++] = id;
+	if (id >= lc->wb->next_staging)
+		lc->wb->next_staging = id + 1;
+	return 0;
+}
+
+/* An OPEN record: its file waits in wb->unsettled for
+ * tfs_wb_settle_open(); its staged copy is kept from the sweep. */
+static int load_open(struct load_ctx *lc, const struct tfs_jrec *r)
+{
+	struct tfs_wb *wb = lc->wb;
+	struct tfs_wb_file *f = calloc(1, sizeof(*f));
+	if (f == NULL || (f->path = strdup(r->path)) == NULL) {
+		free(f);
+		return ENOMEM;
+	}
+	f->staging_id = r->staging_id;
+	f->fd = -1;
+	f->attr = wb_jrec_attr(r);
+	f->open_rec = true;
+	f->seq = 1; /* changed, not committed: the writer's close commits it */
+	int sfd = wb_open_staged(wb, r->staging_id, O_RDONLY);
+	struct stat st;
+	if (sfd >= 0 && fstat(sfd, &st) == 0)
+		f->size = (uint64_t)st.st_size;
+	if (sfd >= 0)
+		close(sfd);
+	f->next_unsettled = wb->unsettled;
+	wb->unsettled = f;
+	return keep_id(lc, r->staging_id);
+}
+
 static int load_one(void *ctx, const struct tfs_jrec *r)
 {
 	struct load_ctx *lc = ctx;
@@ -644,6 +729,8 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		tfs_err(wb->log, "writeback: an undecodable journal record was skipped");
 		return 0;
 	}
+	if (r->op == TFS_J_OPEN)
+		return load_open(lc, r);
 	struct wb_ent *e = wb_ent_get(wb, r->path);
 	if (e == NULL)
 		return ENOMEM;
@@ -657,6 +744,14 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->staging_id = r->staging_id;
 		f->fd = -1;
 		f->size = r->size;
+		/* A writer may have written past the last commit before the
+		 * daemon died: what its staged file holds counts. */
+		int sfd = wb_open_staged(wb, r->staging_id, O_RDONLY);
+		struct stat st;
+		if (sfd >= 0 && fstat(sfd, &st) == 0)
+			f->size = (uint64_t)st.st_size;
+		if (sfd >= 0)
+			close(sfd);
 		f->attr = wb_jrec_attr(r);
 		f->journaled = true;
 		e->file = f;
@@ -859,10 +954,64 @@ fail:
 	return rc;
 }
 
+void tfs_wb_settle_open(struct tfs_wb *wb, bool resumed)
+{
+	char lost[PATH_MAX];
+	unsigned moved = 0, kept = 0;
+	snprintf(lost, sizeof(lost), "%s", wb->stagedir);
+	char *cut = strstr(lost, "/staging/");
+	if (cut)
+		snprintf(cut, sizeof(lost) - (size_t)(cut - lost), "/lost+found");
+	pthread_mutex_lock(&wb->lock);
+	while (wb->unsettled) {
+		struct tfs_wb_file *f = wb->unsettled;
+		wb->unsettled = f->next_unsettled;
+		f->next_unsettled = NULL;
+		struct wb_ent *e = wb_ent_get(wb, f->path);
+		if (resumed && e && e->file == NULL && !e->has_job) {
+			e->file = f;
+			wb->staged += f->size;
+			kept++;
+			continue;
+		}
+		/* A fresh mount: no writer goes on.  The record goes, the
+		 * bytes to lost+found. */
+		MDB_txn *txn;
+		if (e && !e->has_job && wb_txn_begin(wb, &txn) == 0)
+			(void)wb_txn_end(wb, txn, tfs_journal_del(txn, &wb->j, f->path),
+					 "unclosed file", f->path);
+		char name[17];
+		snprintf(name, sizeof(name), "%016" PRIx64, f->staging_id);
+		if (mkdir(lost, 0700) < 0 && errno != EEXIST)
+			tfs_err(wb->log, "writeback: cannot create %s: %s", lost, strerror(errno));
+		else if (move_lost(wb, lost, name) == 0)
+			moved++;
+		if (e)
+			wb_ent_maybe_free(wb, e);
+		free(f->path);
+		free(f);
+	}
+	pthread_mutex_unlock(&wb->lock);
+	if (kept)
+		tfs_info(wb->log, "writeback: %u file(s) open for writing before the restart "
+			 "kept for their writers", kept);
+	if (moved)
+		tfs_warn(wb->log, "writeback: %u file(s) never closed by their writer moved to %s",
+			 moved, lost);
+}
+
 void tfs_wb_destroy(struct tfs_wb *wb)
 {
 	if (wb == NULL)
 		return;
+	while (wb->unsettled) {
+		/* Never settled (a read-only mount): they stay on disk, named
+		 * by their records, for the next mount. */
+		struct tfs_wb_file *f = wb->unsettled;
+		wb->unsettled = f->next_unsettled;
+		free(f->path);
+		free(f);
+	}
 	pthread_mutex_lock(&wb->lock);
 	wb->stop = true;
 	pthread_cond_broadcast(&wb->work);
@@ -875,8 +1024,9 @@ void tfs_wb_destroy(struct tfs_wb *wb)
 		while (e) {
 			struct wb_ent *n = e->next;
 			if (e->file) {
-				/* Still journalled: the staged copy stays for the next mount. */
-				bool keep = e->file->journaled;
+				/* Still journalled (or named by an OPEN record):
+				 * the staged copy stays for the next mount. */
+				bool keep = e->file->journaled || e->file->open_rec;
 				wb_free_file(wb, e->file, !keep);
 			}
 			free(e->path);

@@ -88,6 +88,17 @@ struct json_object;
 int tfs_wb_create(const struct tfs_writeback_config *cfg, const char *cache_dir, const char *owner,
 		  MDB_env *env, struct tfs_meta *meta, struct tfs_backend *be,
 		  struct tfs_layer *top, const struct tfs_log *log, struct tfs_wb **out);
+/* The staged copies of files an earlier daemon had open for writing and
+ * never committed (OPEN records, journal.h).  `resumed` (this daemon
+ * serves the same kernel connection, whose writers may go on): they
+ * become dirty files again, found by path, that a writer's next open
+ * (tfs_wb_open_write()) takes up and its close commits; nothing is
+ * uploaded before.  Else (a fresh mount): they move to
+ * <cache_dir>/lost+found, as an unclosed file always did, and their
+ * records go.  Call once, before the mount serves; later calls do
+ * nothing.  Cannot fail (failures are logged). */
+void tfs_wb_settle_open(struct tfs_wb *wb, bool resumed);
+
 /* Stop the uploaders (an upload in flight finishes first) and free.
  * Pending work stays in the journal.  NULL is a no-op. */
 void tfs_wb_destroy(struct tfs_wb *wb);

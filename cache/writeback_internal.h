@@ -81,6 +81,7 @@ struct tfs_wb_file {
 	uint64_t committed_seq;
 	int refs, writers;
 	bool journaled; /* a PUT record describes it */
+	bool open_rec;  /* an OPEN record names its staged copy (journal.h) */
 	/* Streaming (upload_stream.h): `appending` while the file has only been
 	 * appended to since it was empty, by one writer; `stream` once it is
 	 * being uploaded as it is written, with the attributes its upload
@@ -88,6 +89,7 @@ struct tfs_wb_file {
 	bool appending;
 	struct tfs_upload_stream *stream;
 	uint32_t stream_mode, stream_uid, stream_gid;
+	struct tfs_wb_file *next_unsettled;
 };
 
 struct wb_ent {
@@ -132,6 +134,9 @@ struct tfs_wb {
 	pthread_t sweeper;                  /* aborts uploads of streams a crash left */
 	bool sweeper_started;
 	struct orphan *orphans; /* for the sweeper: read before any stream starts */
+	struct tfs_wb_file *unsettled; /* files of OPEN records, until
+					* tfs_wb_settle_open() (chained by
+					* `next_unsettled`) */
 	/* counters */
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };

@@ -46,6 +46,7 @@ static const char *const op_names[OP__COUNT] = {
 };
 
 struct dirh {
+	struct fh_ent ent;    /* first: fs->fhs holds &ent */
 	pthread_mutex_t lock; /* protects last and last_off */
 	char last[NAME_MAX + 1];
 	off_t last_off;
@@ -210,8 +211,11 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct tfs_attr a;
 	struct stat st;
 	char path[PATH_MAX];
-	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	int rc;
+	/* fstat(): an fh of an earlier daemon is served without its handle. */
+	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (rc == 0)
+		rc = tfs_fs_ino_path(fs, ino, path, &in);
 	void *staged = NULL;
 	bool gone = rc == 0 && tfs_itable_path_is_detached(path); /* no name: nlink 0 */
 	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
@@ -250,6 +254,55 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
 
+static struct dirh *dirh_new(struct tfs_fs *fs)
+{
+	struct dirh *h = calloc(1, sizeof(*h));
+	if (h == NULL)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	h->ent.dir = true;
+	tfs_fs_fh_enter(fs, &h->ent);
+	return h;
+}
+
+static void dirh_free(struct tfs_fs *fs, struct dirh *h)
+{
+	tfs_fs_fh_remove(fs, &h->ent);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+/* The directory handle of fi->fh: this daemon's, or on a resumed daemon
+ * a new one for an earlier daemon's fh (a readdir at any offset works on
+ * a fresh handle: it skips to the offset), entered under the old value
+ * until its RELEASEDIR.  NULL with *err EBADF or ENOMEM. */
+static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int *err)
+{
+	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	*err = 0;
+	if (e && e->dir)
+		return (struct dirh *)e;
+	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
+		*err = EBADF;
+		return NULL;
+	}
+	struct dirh *h = dirh_new(fs);
+	if (h == NULL) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	h->ent.rebuilt = true;
+	e = tfs_fs_fh_rekey(fs, &h->ent, fi->fh);
+	if (e == NULL)
+		return h;
+	/* Another request rebuilt it meanwhile: use that one. */
+	struct dirh *other = e->dir ? (struct dirh *)e : NULL;
+	dirh_free(fs, h);
+	if (other == NULL)
+		*err = EBADF;
+	return other;
+}
+
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -258,25 +311,28 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, in ? ENOTDIR : ESTALE);
 		return;
 	}
-	struct dirh *h = calloc(1, sizeof(*h));
+	struct dirh *h = dirh_new(fs);
 	if (h == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	pthread_mutex_init(&h->lock, NULL);
-	fi->fh = (uintptr_t)h;
+	fi->fh = h->ent.id;
 	fi->cache_readdir = 0;
 	fi->keep_cache = atomic_load(&fs->ttl_ms) == UINT64_MAX;
-	fuse_reply_open(req, fi);
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		dirh_free(fs, h); /* interrupted: no releasedir comes */
 }
 
 static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct dirh *h = (struct dirh *)(uintptr_t)fi->fh;
-	pthread_mutex_destroy(&h->lock);
-	free(h);
-	fuse_reply_err(req, 0);
+	struct tfs_fs *fs = fs_of(req);
+	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	/* An unknown fh (an earlier daemon's never used here) holds nothing. */
+	int rc = e == NULL || e->dir ? 0 : EBADF;
+	if (e && e->dir)
+		dirh_free(fs, (struct dirh *)e);
+	fuse_reply_err(req, rc);
 }
 
 struct rd {
@@ -392,7 +448,8 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup(r->fs->itable, path, a->type, a->fmt, &in);
+			rc = tfs_itable_lookup_nosync(r->fs->itable, path, a->type, a->fmt,
+						      &in);
 		if (rc) {
 			r->err = rc;
 			return 1;
@@ -408,10 +465,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct dirh *h = (struct dirh *)(uintptr_t)fi->fh;
 	struct tfs_inode *in;
 	char dirpath[PATH_MAX];
-	int prc = tfs_fs_ino_path(fs, ino, dirpath, &in);
+	int prc;
+	struct dirh *h = dir_handle(fs, fi, &prc);
+	if (h)
+		prc = tfs_fs_ino_path(fs, ino, dirpath, &in);
 	if (prc) {
 		tfs_fs_reply_err(req, OP_READDIR, prc);
 		return;
@@ -472,6 +531,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	snprintf(h->last, sizeof(h->last), "%s", r.last);
 	h->last_off = r.off;
 	pthread_mutex_unlock(&h->lock);
+	if (plus) /* the reply's new node IDs, in one transaction */
+		(void)tfs_itable_persist(fs->itable);
 	tfs_fs_count(fs, OP_READDIR, 0);
 	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
 		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off,
@@ -544,7 +605,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->keep_cache = 0;
 		(void)tfs_itable_swap_kernel_etag(fs->itable, in, ""); /* staged: not a version */
 	}
-	fi->fh = (uintptr_t)h;
+	fi->fh = h->ent.id;
 	fi->noflush = 1;
 	tfs_fs_count(fs, OP_OPEN, 0);
 	if (fuse_reply_open(req, fi) == -ENOENT)
@@ -553,8 +614,26 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	tfs_fs_fh_free(fs_of(req), (struct fh *)(uintptr_t)fi->fh);
+	struct tfs_fs *fs = fs_of(req);
+	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	if (e && !e->dir) {
+		tfs_fs_fh_free(fs, (struct fh *)e);
+	} else if (e == NULL && fs->cfg.resumed && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		/* The last close of a writer whose handle an earlier daemon
+		 * gave out and nothing here rebuilt: commit its staged copy
+		 * (the flush before it did, unless it never came). */
+		char path[PATH_MAX];
+		struct tfs_wb_file *wf = NULL;
+		if (fs->wb && tfs_fs_ino_path(fs, ino, path, NULL) == 0 &&
+		    !tfs_itable_path_is_detached(path))
+			wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+		if (wf) {
+			int rc = tfs_wb_commit(fs->wb, wf, false);
+			if (rc)
+				tfs_err(fs->log, "close '%s': %s", path, strerror(rc));
+			(void)tfs_wb_release(fs->wb, wf, false);
+		}
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -635,7 +714,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	int hrc;
+	struct fh *h = tfs_fs_handle(fs, ino, fi, true, &hrc);
+	if (h == NULL) {
+		tfs_fs_reply_err(req, OP_READ, hrc);
+		return;
+	}
 	uint64_t bs = fs->block_size;
 	uint64_t start = (uint64_t)off;
 	bool retried = false;
@@ -997,8 +1081,19 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	struct tfs_fs *fs = calloc(1, sizeof(*fs));
 	if (fs == NULL)
 		return ENOMEM;
-	int rc = tfs_itable_create(&fs->itable);
+	/* Node IDs persist in the metadata cache's environment, keyed by the
+	 * mountpoint (fs.h: resumed). */
+	const char *mount = tfs_meta_mount(meta);
+	int rc = 0;
+	if (mount && tfs_nodes_open(tfs_meta_env(meta), mount, !cfg->resumed, log, &fs->nodes))
+		tfs_warn(log, "fuse: node IDs are not persisted: a restarted daemon cannot "
+			      "resolve them");
+	if (fs->nodes)
+		rc = tfs_itable_open(fs->nodes, cfg->resumed, log, &fs->itable);
+	else if (rc == 0)
+		rc = tfs_itable_create(&fs->itable);
 	if (rc) {
+		tfs_nodes_close(fs->nodes);
 		free(fs);
 		return rc;
 	}
@@ -1007,6 +1102,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->cfg.statfs_dir = cfg->statfs_dir ? strdup(cfg->statfs_dir) : NULL;
 	if (cfg->statfs_dir && fs->cfg.statfs_dir == NULL) {
 		tfs_itable_destroy(fs->itable);
+		tfs_nodes_close(fs->nodes);
 		free(fs);
 		return ENOMEM;
 	}
@@ -1014,6 +1110,8 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->top = top;
 	fs->pf = pf;
 	fs->wb = wb;
+	if (wb) /* an earlier daemon's unclosed files: for their writers, or lost+found */
+		tfs_wb_settle_open(wb, cfg->resumed);
 	fs->be = be;
 	fs->log = log;
 	pthread_mutex_init(&fs->ns_lock, NULL);
@@ -1036,18 +1134,25 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	/* The session has ended: no RELEASE is coming for these (found by
 	 * LeakSanitizer after a lazy unmount).  Release them as it would. */
 	unsigned n = 0;
-	while (fs->open_fhs) {
+	struct fh_ent *e;
+	while ((e = tfs_fs_fh_any(fs)) != NULL) {
+		if (e->dir) {
+			dirh_free(fs, (struct dirh *)e);
+			continue;
+		}
 		/* Never committed: a file its writer did not close is no
 		 * complete version (as after a crash, only what was closed or
 		 * fsynced before is uploaded). */
-		fs->open_fhs->writer = false;
-		tfs_fs_fh_free(fs, fs->open_fhs);
+		struct fh *h = (struct fh *)e;
+		h->writer = false;
+		tfs_fs_fh_free(fs, h);
 		n++;
 	}
 	if (n)
 		tfs_info(fs->log,
 			 "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_itable_destroy(fs->itable);
+	tfs_nodes_close(fs->nodes);
 	pthread_mutex_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->fh_lock);
 	free((char *)fs->cfg.statfs_dir);

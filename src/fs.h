@@ -36,6 +36,18 @@ struct tfs_fs_config {
 	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
 			     * control file TFS_FOLLOW_FILE hold together */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
+	/* This daemon serves a kernel connection that an earlier daemon of the
+	 * same mount served (a restart under the keeper, or an upgrade): node
+	 * IDs and file handles from before may arrive.  Node IDs resolve from
+	 * the table the earlier daemons kept in LMDB (inode.h); an fh of
+	 * theirs gets a handle rebuilt from its node and open flags.  false:
+	 * a fresh mount, which wipes the persisted node table of its
+	 * mountpoint. */
+	bool resumed;
+	/* 0 for the first daemon of a mount, +1 for each restart or upgrade:
+	 * the high 32 bits of every fh value this daemon gives out, so values
+	 * of different daemons never meet. */
+	uint32_t generation;
 };
 
 struct tfs_fs;

@@ -147,6 +147,91 @@ void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 	tfs_itable_set_attr_etag(fs->itable, in, a->type == TFS_FT_FILE ? a->etag : "");
 }
 
+static size_t fh_bucket(uint64_t id)
+{
+	return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 40) & (TFS_FS_FH_BUCKETS - 1);
+}
+
+/* The entry of `id` (fh_lock held). */
+static struct fh_ent *fh_lookup(struct tfs_fs *fs, uint64_t id)
+{
+	struct fh_ent *e = fs->fhs[fh_bucket(id)];
+	while (e && e->id != id)
+		e = e->next;
+	return e;
+}
+
+static void fh_link(struct tfs_fs *fs, struct fh_ent *e)
+{
+	size_t b = fh_bucket(e->id);
+	e->next = fs->fhs[b];
+	fs->fhs[b] = e;
+	fs->fh_count++;
+}
+
+static void fh_unlink(struct tfs_fs *fs, struct fh_ent *e)
+{
+	struct fh_ent **pp = &fs->fhs[fh_bucket(e->id)];
+	while (*pp && *pp != e)
+		pp = &(*pp)->next;
+	if (*pp) {
+		*pp = e->next;
+		fs->fh_count--;
+	}
+}
+
+void tfs_fs_fh_enter(struct tfs_fs *fs, struct fh_ent *e)
+{
+	pthread_mutex_lock(&fs->fh_lock);
+	uint64_t id;
+	do {
+		/* The counter wraps after 2^32 opens: skip values still held
+		 * (and 0, which no handle has). */
+		id = (uint64_t)fs->cfg.generation << 32 | ++fs->fh_next;
+	} while ((uint32_t)id == 0 || fh_lookup(fs, id));
+	e->id = id;
+	fh_link(fs, e);
+	pthread_mutex_unlock(&fs->fh_lock);
+}
+
+struct fh_ent *tfs_fs_fh_rekey(struct tfs_fs *fs, struct fh_ent *e, uint64_t id)
+{
+	pthread_mutex_lock(&fs->fh_lock);
+	struct fh_ent *other = fh_lookup(fs, id);
+	if (other == NULL) {
+		fh_unlink(fs, e);
+		e->id = id;
+		fh_link(fs, e);
+	}
+	pthread_mutex_unlock(&fs->fh_lock);
+	return other;
+}
+
+struct fh_ent *tfs_fs_fh_find(struct tfs_fs *fs, uint64_t id)
+{
+	pthread_mutex_lock(&fs->fh_lock);
+	struct fh_ent *e = fh_lookup(fs, id);
+	pthread_mutex_unlock(&fs->fh_lock);
+	return e;
+}
+
+void tfs_fs_fh_remove(struct tfs_fs *fs, struct fh_ent *e)
+{
+	pthread_mutex_lock(&fs->fh_lock);
+	fh_unlink(fs, e);
+	pthread_mutex_unlock(&fs->fh_lock);
+}
+
+struct fh_ent *tfs_fs_fh_any(struct tfs_fs *fs)
+{
+	struct fh_ent *e = NULL;
+	pthread_mutex_lock(&fs->fh_lock);
+	for (size_t i = 0; e == NULL && fs->fh_count && i < TFS_FS_FH_BUCKETS; i++)
+		e = fs->fhs[i];
+	pthread_mutex_unlock(&fs->fh_lock);
+	return e;
+}
+
 struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key)
 {
 	struct fh *h = calloc(1, sizeof(*h));
@@ -155,25 +240,13 @@ struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key)
 		return NULL;
 	}
 	pthread_mutex_init(&h->lock, NULL);
-	pthread_mutex_lock(&fs->fh_lock);
-	h->next = fs->open_fhs;
-	if (h->next)
-		h->next->prev = h;
-	fs->open_fhs = h;
-	pthread_mutex_unlock(&fs->fh_lock);
+	tfs_fs_fh_enter(fs, &h->ent);
 	return h;
 }
 
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h)
 {
-	pthread_mutex_lock(&fs->fh_lock);
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		fs->open_fhs = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	pthread_mutex_unlock(&fs->fh_lock);
+	tfs_fs_fh_remove(fs, &h->ent);
 	if (h->wf)
 		(void)tfs_wb_release(fs->wb, h->wf, h->writer);
 	if (h->order)

@@ -48,9 +48,27 @@ enum fs_op {
 	OP__COUNT
 };
 
+/* File handles.  fi->fh is never a pointer: it is a value this daemon
+ * looks up in fs->fhs, (cfg.generation << 32) | a counter (never 0), so a
+ * value given out by an earlier daemon of the mount (another generation)
+ * is never taken for one of ours, and a value that is not in the table is
+ * never dereferenced.  On a resumed daemon (cfg.resumed) a request with
+ * an unknown fh gets a handle rebuilt from its node and open flags
+ * (tfs_fs_handle()), entered under the old value until its RELEASE.
+ * Both kinds of handle (struct fh, struct dirh in fs.c) begin with this
+ * entry. */
+#define TFS_FS_FH_BUCKETS 4096
+struct fh_ent {
+	uint64_t id;  /* the fh value the kernel holds */
+	bool dir;     /* a struct dirh (opendir), else a struct fh */
+	bool rebuilt; /* made for an fh of an earlier daemon */
+	struct fh_ent *next;
+};
+
 struct tfs_fs {
 	struct tfs_fs_config cfg;
 	struct tfs_itable *itable;
+	struct tfs_nodes *nodes; /* the persisted node table, or NULL (no mountpoint) */
 	struct tfs_meta *meta;
 	struct tfs_layer *top;
 	struct tfs_prefetch *pf;
@@ -65,8 +83,11 @@ struct tfs_fs {
 	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
-	pthread_mutex_t fh_lock;   /* open_fhs */
-	struct fh *open_fhs;       /* every handle given to the kernel and not released */
+	pthread_mutex_t fh_lock;   /* fhs, fh_count, fh_next */
+	struct fh_ent *fhs[TFS_FS_FH_BUCKETS]; /* every handle given to the kernel
+						* and not released, by fh value */
+	uint64_t fh_count;
+	uint32_t fh_next; /* low half of the next fh value (cfg.generation is the high) */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
 	_Atomic uint64_t order_bytes; /* written to open control-file handles (<= cfg.order_max) */
 	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
@@ -75,6 +96,7 @@ struct tfs_fs {
 /* An open file.  Clean files read through the cache stack (obj); dirty
  * ones (wf non-NULL) read and write their staged copy. */
 struct fh {
+	struct fh_ent ent; /* first: fs->fhs holds &ent */
 	struct tfs_obj obj;
 	char *key;           /* the path at open, or after the last version move */
 	char **retired_keys; /* earlier keys (reads in flight may still use them) */
@@ -85,7 +107,6 @@ struct fh {
 	pthread_mutex_t lock;   /* protects next_off and ra_next */
 	uint64_t next_off;      /* where a sequential reader continues */
 	uint64_t ra_next;       /* first block not yet handed to prefetch */
-	struct fh *prev, *next; /* in fs->open_fhs */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)
@@ -133,14 +154,32 @@ int tfs_fs_attr(struct tfs_fs *fs, const char *path, struct tfs_attr *a);
  * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode.  A detached
  * inode's path starts with TFS_ITABLE_DETACHED (inode.h). */
 int tfs_fs_ino_path(struct tfs_fs *fs, fuse_ino_t ino, char *buf, struct tfs_inode **in);
-/* Allocate and free file handles.  The fs keeps a list of them (under
- * fs->fh_lock): the kernel sends no RELEASE for files still open when the
- * connection ends (the last close after a lazy unmount, or the daemon
- * stopped), and tfs_fs_destroy() releases those.  tfs_fs_fh_new() returns
- * NULL when out of memory.  tfs_fs_fh_free() releases the handle's staged
- * copy (committing nothing) and its control-file buffer. */
+/* Allocate and free file handles.  The fs keeps them in a table by fh
+ * value (fs->fhs, under fs->fh_lock): the kernel sends no RELEASE for
+ * files still open when the connection ends (the last close after a lazy
+ * unmount, or the daemon stopped), and tfs_fs_destroy() releases those.
+ * tfs_fs_fh_new() enters the handle under a new fh value (h->ent.id, what
+ * fi->fh gets); it returns NULL when out of memory.  tfs_fs_fh_free()
+ * takes it out of the table and releases the handle's staged copy
+ * (committing a writer's file only if h->writer: a writer's last close)
+ * and its control-file buffer. */
 struct fh *tfs_fs_fh_new(struct tfs_fs *fs, const char *key);
 void tfs_fs_fh_free(struct tfs_fs *fs, struct fh *h);
+/* Enter `e` (not in the table) under a new fh value, set in e->id.
+ * Cannot fail. */
+void tfs_fs_fh_enter(struct tfs_fs *fs, struct fh_ent *e);
+/* Move `e` (in the table) to fh value `id` (an earlier daemon's), unless
+ * another handle holds `id` already: then `e` stays where it was and that
+ * handle is returned (the caller frees its own); else NULL. */
+struct fh_ent *tfs_fs_fh_rekey(struct tfs_fs *fs, struct fh_ent *e, uint64_t id);
+/* The handle entered under `id`, or NULL.  The kernel sends no RELEASE
+ * while a request on the handle is in flight, so it stays valid for the
+ * request. */
+struct fh_ent *tfs_fs_fh_find(struct tfs_fs *fs, uint64_t id);
+/* Take `e` out of the table (a missing one is fine). */
+void tfs_fs_fh_remove(struct tfs_fs *fs, struct fh_ent *e);
+/* Any one handle in the table, or NULL (tfs_fs_destroy() empties it). */
+struct fh_ent *tfs_fs_fh_any(struct tfs_fs *fs);
 
 /* ---- fs_order.c: the control file TFS_FOLLOW_FILE (src/follow.h) ---- */
 
@@ -195,6 +234,24 @@ void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
  * Replies (open or error). */
 void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 		       struct fuse_file_info *fi);
+/* The file handle of a request on node `ino` carrying `fi` (NULL: none):
+ * the handle this daemon entered under fi->fh.  An fh this daemon does
+ * not hold is never dereferenced: on a daemon that is not resumed it is
+ * EBADF; on a resumed one it is an earlier daemon's, and with
+ * `flags_known` (read, write and release carry the open flags in
+ * fi->flags) a handle is rebuilt as open would make it for those flags (a
+ * writer reopens the file's staged copy, which the write-back journal
+ * kept, and never truncates; a reader pins the current version), entered
+ * under the old fh value until its RELEASE.  Without `flags_known`
+ * (flush, fsync, getattr, setattr) nothing is rebuilt: NULL with *err 0,
+ * and the caller goes on without a handle; so it does for a directory's
+ * handle (setattr through an open directory).  Returns the handle, or NULL
+ * with *err: 0 (see above), EBADF, ESTALE (no such node, or its name is
+ * gone: an unlinked file's staged copy did not survive the daemon), EIO
+ * (the control file: what was written to it is lost), or the open's
+ * error. */
+struct fh *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+			 bool flags_known, int *err);
 /* Open the control file (open(), or create() when `e` is its entry): a
  * handle collecting what is written (ENOTSUP without sampler-order
  * prefetch).  Opening it for writing (or with O_TRUNC) is allowed to the

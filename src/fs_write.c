@@ -149,7 +149,7 @@ static void reply_open(fuse_req_t req, enum fs_op op, struct fh *h, struct fuse_
 		       const struct fuse_entry_param *e)
 {
 	struct tfs_fs *fs = fs_of(req);
-	fi->fh = (uintptr_t)h;
+	fi->fh = h->ent.id;
 	fi->keep_cache = 0;
 	fi->noflush = 0;
 	/* A write-only handle bypasses the kernel's page cache: its writes
@@ -209,7 +209,7 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		return;
 	}
 	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
-	fi->fh = (uintptr_t)h;
+	fi->fh = h->ent.id;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	fi->noflush = 0;
@@ -219,10 +219,11 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		tfs_fs_fh_free(fs, h);
 }
 
-void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
-		       struct fuse_file_info *fi)
+/* A handle of `path` (inode `in`) open for writing: its staged copy,
+ * truncated with `trunc`.  Returns 0 and *out, or an errno. */
+static int writer_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path, bool trunc,
+			 struct fh **out)
 {
-	struct tfs_fs *fs = fs_of(req);
 	struct tfs_attr a;
 	struct fh *h = NULL;
 	int rc = tfs_fs_attr(fs, path, &a);
@@ -231,15 +232,117 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 	if (rc == 0 && (h = tfs_fs_fh_new(fs, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0)
-		rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
+		rc = stage(fs, path, &a, trunc, &h->wf);
 	if (rc) {
 		if (h)
 			tfs_fs_fh_free(fs, h);
-		tfs_fs_reply_err(req, OP_OPEN, rc);
-		return;
+		return rc;
 	}
 	h->writer = true;
 	(void)tfs_itable_swap_kernel_etag(fs->itable, in, "");
+	*out = h;
+	return 0;
+}
+
+/* A handle of `path` (inode `in`) open for reading: its staged copy if
+ * it is dirty, else its current version.  Returns 0 and *out, or an
+ * errno. */
+static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path,
+			 struct fh **out)
+{
+	struct tfs_attr a;
+	struct fh *h = tfs_fs_fh_new(fs, path);
+	if (h == NULL)
+		return ENOMEM;
+	h->wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+	if (h->wf == NULL) {
+		int rc = tfs_fs_attr(fs, path, &a);
+		if (rc == 0 && (a.type != in->type || a.fmt != in->fmt))
+			rc = ESTALE;
+		if (rc) {
+			tfs_fs_fh_free(fs, h);
+			return rc;
+		}
+		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
+	}
+	*out = h;
+	return 0;
+}
+
+/* Rebuild the handle an earlier daemon gave out as `id`, for node `ino`
+ * opened with `flags`.  Returns 0 and *out (entered under `id`), or an
+ * errno. */
+static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t id,
+			  struct fh **out)
+{
+	struct tfs_inode *in;
+	char path[PATH_MAX];
+	struct fh *h = NULL;
+	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	if (rc == 0 && (in->type == TFS_FT_DIR || tfs_itable_path_is_detached(path)))
+		rc = ESTALE;
+	else if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
+		rc = EIO;
+	bool write = (flags & O_ACCMODE) != O_RDONLY;
+	if (rc == 0 && write && fs->wb == NULL)
+		rc = EROFS;
+	if (rc == 0)
+		rc = write ? writer_handle(fs, in, path, false, &h) : reader_handle(fs, in, path, &h);
+	if (rc) {
+		tfs_warn(fs->log, "node %" PRIu64 ": cannot rebuild file handle %#" PRIx64
+			 " of an earlier daemon: %s", (uint64_t)ino, id, strerror(rc));
+		return rc;
+	}
+	h->ent.rebuilt = true;
+	struct fh_ent *other = tfs_fs_fh_rekey(fs, &h->ent, id);
+	if (other) {
+		/* Another request rebuilt it meanwhile: use that one (the
+		 * release of this one's writer count commits nothing, as the
+		 * other still holds one). */
+		tfs_fs_fh_free(fs, h);
+		if (other->dir)
+			return EBADF;
+		h = (struct fh *)other;
+	} else {
+		tfs_info(fs->log, "'%s': file handle %#" PRIx64 " of an earlier daemon rebuilt (%s)",
+			 path, id, write ? "writer" : "reader");
+	}
+	*out = h;
+	return 0;
+}
+
+struct fh *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+			 bool flags_known, int *err)
+{
+	*err = 0;
+	if (fi == NULL)
+		return NULL;
+	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	if (e && !e->dir)
+		return (struct fh *)e;
+	if (e && !flags_known)
+		return NULL; /* futimens() on a directory: no file handle */
+	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
+		*err = EBADF; /* never ours, or ours and released */
+		return NULL;
+	}
+	if (!flags_known)
+		return NULL;
+	struct fh *h;
+	*err = rebuild_handle(fs, ino, fi->flags, fi->fh, &h);
+	return *err ? NULL : h;
+}
+
+void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
+		       struct fuse_file_info *fi)
+{
+	struct tfs_fs *fs = fs_of(req);
+	struct fh *h;
+	int rc = writer_handle(fs, in, path, (fi->flags & O_TRUNC) != 0, &h);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_OPEN, rc);
+		return;
+	}
 	reply_open(req, OP_OPEN, h, fi, NULL);
 }
 
@@ -403,9 +506,13 @@ static void kill_setid(struct tfs_fs *fs, struct tfs_wb_file *wf, uid_t uid)
 void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	int rc;
+	struct fh *h = tfs_fs_handle(fs, ino, fi, true, &rc);
+	if (h == NULL) {
+		tfs_fs_reply_err(req, OP_WRITE, rc);
+		return;
+	}
 	if (h->order) {
 		/* The control file: appended, whatever the offset. */
 		int orc = tfs_fs_order_add(fs, h, buf, size);
@@ -421,7 +528,7 @@ void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		tfs_fs_reply_err(req, OP_WRITE, EBADF);
 		return;
 	}
-	int rc = (uint64_t)off + size > TFS_FS_MAX_FILE ? EFBIG : 0;
+	rc = (uint64_t)off + size > TFS_FS_MAX_FILE ? EFBIG : 0;
 	if (rc == 0)
 		rc = tfs_wb_write(fs->wb, h->wf, buf, size, (uint64_t)off);
 	if (rc) {
@@ -434,12 +541,34 @@ void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 }
 
+/* A flush or fsync whose fh an earlier daemon gave out (no flags: no
+ * handle is rebuilt): commit the file's staged copy, if it has one, as
+ * its writer's handle would.  Returns 0 or the commit's error. */
+static int commit_by_node(struct tfs_fs *fs, fuse_ino_t ino, bool durable)
+{
+	char path[PATH_MAX];
+	struct tfs_wb_file *wf = NULL;
+	if (fs->wb && tfs_fs_ino_path(fs, ino, path, NULL) == 0 &&
+	    !tfs_itable_path_is_detached(path))
+		wf = tfs_wb_find(fs->wb, path);
+	if (wf == NULL)
+		return 0;
+	int rc = tfs_wb_commit(fs->wb, wf, durable);
+	(void)tfs_wb_release(fs->wb, wf, false);
+	return rc;
+}
+
 void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	int rc = 0;
+	int rc;
+	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (h == NULL) {
+		if (rc == 0)
+			rc = commit_by_node(fs, ino, false);
+		tfs_fs_reply_err(req, OP_FLUSH, rc);
+		return;
+	}
 	/* close(): journal what was written (sync mode: upload it). */
 	if (h->wf && h->writer)
 		rc = tfs_wb_commit(fs->wb, h->wf, false);
@@ -452,11 +581,16 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
 	(void)datasync;
 	struct tfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	int rc = 0;
+	int rc;
+	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (h == NULL) {
+		if (rc == 0)
+			rc = commit_by_node(fs, ino, true);
+		tfs_fs_reply_err(req, OP_FSYNC, rc);
+		return;
+	}
 	if (h->wf)
 		rc = tfs_wb_commit(fs->wb, h->wf, true);
 	if (rc)
@@ -533,8 +667,10 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct tfs_inode *in;
 	struct tfs_attr a;
 	char path[PATH_MAX];
-	struct fh *h = fi ? (struct fh *)(uintptr_t)fi->fh : NULL;
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	int rc;
+	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (rc == 0)
+		rc = tfs_fs_ino_path(fs, ino, path, &in);
 	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
 		struct stat st;
 		tfs_fs_order_attr(fs, &a); /* O_TRUNC, utimes...: nothing to keep */

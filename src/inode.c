@@ -5,6 +5,7 @@
 #include "inode.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,23 @@ struct tfs_itable {
 	struct tfs_inode *root;
 	void (*release)(void *ctx, void *staged);
 	void *release_ctx;
+	/* Persistence (NULL store: none).  `queue` lists the node IDs whose
+	 * record changed (inodes made, moved or freed) since the last
+	 * persist(), under `lock`; `plock` serializes persist() so that a
+	 * change committed by one thread is in LMDB before any later
+	 * persist() returns. */
+	struct tfs_nodes *store;
+	const struct tfs_log *log;
+	pthread_mutex_t plock;
+	uint64_t *queue;
+	size_t nqueue, capqueue;
+	bool queue_lost;     /* out of memory queueing: persist everything */
+	uint64_t persist_errors;
 };
+
+/* Freed node IDs queued before a persist of their own: the forgets of an
+ * epoch are written in batches of this many. */
+#define FORGET_BATCH 1024
 
 /* Free an inode (lock held). */
 static void free_inode(struct tfs_itable *t, struct tfs_inode *in)
@@ -49,6 +66,32 @@ static size_t ino_bucket(const struct tfs_itable *t, uint64_t ino)
 static size_t path_bucket(const struct tfs_itable *t, const char *path)
 {
 	return (size_t)hash_str(path) & (t->nbuckets - 1);
+}
+
+/* Queue the record of node `ino` for the next persist() (lock held). */
+static void queue_ino(struct tfs_itable *t, uint64_t ino)
+{
+	if (t->store == NULL)
+		return;
+	if (t->nqueue == t->capqueue) {
+		size_t nc = t->capqueue ? 2 * t->capqueue : 64;
+		uint64_t *nq = realloc(t->queue, nc * sizeof(*nq));
+		if (nq == NULL) {
+			t->queue_lost = true;
+			return;
+		}
+		t->queue = nq;
+		t->capqueue = nc;
+	}
+	t->queue[t->nqueue++] = ino;
+}
+
+static void queue_inode(struct tfs_itable *t, struct tfs_inode *in)
+{
+	if (!in->queued) {
+		in->queued = true;
+		queue_ino(t, in->ino);
+	}
 }
 
 static void link_in(struct tfs_itable *t, struct tfs_inode *in)
@@ -100,6 +143,14 @@ static void unlink_out(struct tfs_itable *t, struct tfs_inode *in)
 		*pp = in->next_path;
 }
 
+static struct tfs_inode *find_locked(struct tfs_itable *t, uint64_t ino)
+{
+	struct tfs_inode *in = t->by_ino[ino_bucket(t, ino)];
+	while (in && in->ino != ino)
+		in = in->next_ino;
+	return in;
+}
+
 int tfs_itable_create(struct tfs_itable **out)
 {
 	struct tfs_itable *t = calloc(1, sizeof(*t));
@@ -120,6 +171,7 @@ int tfs_itable_create(struct tfs_itable **out)
 		return ENOMEM;
 	}
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->plock, NULL);
 	t->root->ino = FUSE_ROOT;
 	t->root->type = TFS_FT_DIR;
 	t->root->nlookup = 1;
@@ -134,6 +186,9 @@ void tfs_itable_destroy(struct tfs_itable *t)
 {
 	if (t == NULL)
 		return;
+	if (t->store && t->by_ino)
+		(void)tfs_itable_persist(t); /* forgets not written yet */
+	free(t->queue);
 	for (size_t i = 0; t->by_ino && i < t->nbuckets; i++) {
 		struct tfs_inode *in = t->by_ino[i];
 		while (in) {
@@ -147,11 +202,118 @@ void tfs_itable_destroy(struct tfs_itable *t)
 	free(t->by_ino);
 	free(t->by_path);
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->plock);
 	free(t);
 }
 
-int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
-		      struct tfs_inode **out)
+/* Resurrect one persisted node (tfs_nodes_load() callback). */
+static int resurrect(void *ctx, const struct tfs_node_rec *r)
+{
+	struct tfs_itable *t = ctx;
+	if (r->ino == FUSE_ROOT || find_locked(t, r->ino))
+		return 0;
+	struct tfs_inode *in = calloc(1, sizeof(*in));
+	char *p = strdup(r->path);
+	if (in == NULL || p == NULL) {
+		free(in);
+		free(p);
+		return ENOMEM;
+	}
+	in->ino = r->ino;
+	in->type = r->type;
+	in->fmt = r->fmt;
+	in->path = p;
+	in->resurrected = true;
+	link_in(t, in);
+	if (++t->count > 2 * t->nbuckets)
+		grow(t);
+	if (r->ino >= t->next_ino)
+		t->next_ino = r->ino + 1;
+	return 0;
+}
+
+int tfs_itable_open(struct tfs_nodes *store, bool resumed, const struct tfs_log *log,
+		    struct tfs_itable **out)
+{
+	struct tfs_itable *t;
+	int rc = tfs_itable_create(&t);
+	if (rc)
+		return rc;
+	t->log = log;
+	if (resumed) {
+		uint64_t next = 0;
+		pthread_mutex_lock(&t->lock);
+		rc = tfs_nodes_load(store, resurrect, t, &next);
+		if (next > t->next_ino)
+			t->next_ino = next;
+		pthread_mutex_unlock(&t->lock);
+		if (rc) {
+			tfs_itable_destroy(t);
+			return rc;
+		}
+		tfs_info(log, "fuse: %" PRIu64 " node ID(s) of the earlier daemon resolved; "
+			 "new ones from %" PRIu64, t->count - 1, t->next_ino);
+	}
+	t->store = store;
+	*out = t;
+	return 0;
+}
+
+int tfs_itable_persist(struct tfs_itable *t)
+{
+	if (t->store == NULL)
+		return 0;
+	pthread_mutex_lock(&t->plock);
+	pthread_mutex_lock(&t->lock);
+	if (t->queue_lost) {
+		/* A change was not queued: write every inode. */
+		t->queue_lost = false;
+		for (size_t i = 0; i < t->nbuckets; i++)
+			for (struct tfs_inode *in = t->by_ino[i]; in; in = in->next_ino)
+				if (in != t->root) {
+					in->queued = false;
+					queue_inode(t, in);
+				}
+	}
+	size_t n = t->nqueue;
+	uint64_t *q = t->queue, next = t->next_ino;
+	t->queue = NULL;
+	t->nqueue = t->capqueue = 0;
+	struct tfs_node_rec *recs = n ? calloc(n, sizeof(*recs)) : NULL;
+	int rc = n && recs == NULL ? ENOMEM : 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct tfs_inode *in = find_locked(t, q[i]);
+		recs[i].ino = q[i];
+		if (in == NULL)
+			continue; /* freed: delete its record */
+		in->queued = false;
+		recs[i].type = in->type;
+		recs[i].fmt = in->fmt;
+		recs[i].path = strdup(in->path);
+		if (recs[i].path == NULL)
+			rc = ENOMEM;
+	}
+	if (rc)
+		t->queue_lost = true; /* out of memory: all again next time */
+	pthread_mutex_unlock(&t->lock);
+	if (rc == 0 && n)
+		rc = tfs_nodes_write(t->store, recs, n, next);
+	for (size_t i = 0; recs && i < n; i++)
+		free((char *)recs[i].path);
+	free(recs);
+	free(q);
+	if (rc) {
+		pthread_mutex_lock(&t->lock);
+		t->queue_lost = true; /* written again by the next persist */
+		t->persist_errors++;
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->plock);
+	return rc;
+}
+
+static int lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
+		  bool sync, struct tfs_inode **out)
 {
 	pthread_mutex_lock(&t->lock);
 	struct tfs_inode *in = t->by_path[path_bucket(t, path)];
@@ -171,13 +333,29 @@ int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype typ
 		in->type = type;
 		in->fmt = fmt;
 		link_in(t, in);
+		queue_inode(t, in);
 		if (++t->count > 2 * t->nbuckets)
 			grow(t);
 	}
 	in->nlookup++;
+	bool made = in->queued;
 	pthread_mutex_unlock(&t->lock);
 	*out = in;
+	if (made && sync)
+		(void)tfs_itable_persist(t);
 	return 0;
+}
+
+int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
+		      struct tfs_inode **out)
+{
+	return lookup(t, path, type, fmt, true, out);
+}
+
+int tfs_itable_lookup_nosync(struct tfs_itable *t, const char *path, enum tfs_ftype type,
+			     uint32_t fmt, struct tfs_inode **out)
+{
+	return lookup(t, path, type, fmt, false, out);
 }
 
 struct tfs_inode *tfs_itable_find(struct tfs_itable *t, uint64_t ino)
@@ -198,15 +376,30 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
 	struct tfs_inode *in = t->by_ino[ino_bucket(t, ino)];
 	while (in && in->ino != ino)
 		in = in->next_ino;
-	if (in) {
+	bool gone = false;
+	if (in && in->resurrected) {
+		/* The kernel held it before this daemon, with a count this
+		 * daemon does not know.  Its FORGET at eviction carries its
+		 * whole count, earlier lookups included, so more than this
+		 * daemon gave; a smaller one returns lookups of this daemon
+		 * (a reply the kernel could not use), and the inode stays. */
+		gone = n > in->nlookup;
+		in->nlookup = gone ? 0 : in->nlookup - n;
+	} else if (in) {
 		in->nlookup = n >= in->nlookup ? 0 : in->nlookup - n;
-		if (in->nlookup == 0) {
-			unlink_out(t, in);
-			t->count--;
-			free_inode(t, in);
-		}
+		gone = in->nlookup == 0;
 	}
+	if (gone) {
+		unlink_out(t, in);
+		t->count--;
+		if (!in->queued)
+			queue_ino(t, ino);
+		free_inode(t, in);
+	}
+	bool batch = t->nqueue >= FORGET_BATCH;
 	pthread_mutex_unlock(&t->lock);
+	if (batch)
+		(void)tfs_itable_persist(t);
 }
 
 bool tfs_itable_swap_kernel_etag(struct tfs_itable *t, struct tfs_inode *in, const char *etag)
@@ -249,6 +442,14 @@ uint64_t tfs_itable_count(struct tfs_itable *t)
 {
 	pthread_mutex_lock(&t->lock);
 	uint64_t n = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+uint64_t tfs_itable_persist_errors(struct tfs_itable *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t n = t->persist_errors;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -327,6 +528,7 @@ static int detach_locked(struct tfs_itable *t, const char *path)
 		/* No lookup can produce a path with an empty segment. */
 		snprintf(p, 48, TFS_ITABLE_DETACHED "%llu", (unsigned long long)v[i]->ino);
 		repath(t, v[i], p);
+		queue_inode(t, v[i]);
 	}
 	free(v);
 	return 0;
@@ -353,6 +555,7 @@ int tfs_itable_detach_keep(struct tfs_itable *t, const char *path, const struct 
 		t->release(t->release_ctx, staged);
 	int rc = detach_locked(t, path);
 	pthread_mutex_unlock(&t->lock);
+	(void)tfs_itable_persist(t);
 	return rc;
 }
 
@@ -389,6 +592,7 @@ int tfs_itable_detach(struct tfs_itable *t, const char *path)
 	pthread_mutex_lock(&t->lock);
 	int rc = detach_locked(t, path);
 	pthread_mutex_unlock(&t->lock);
+	(void)tfs_itable_persist(t);
 	return rc;
 }
 
@@ -410,8 +614,10 @@ int tfs_itable_rename(struct tfs_itable *t, const char *from, const char *to)
 		}
 		snprintf(p, len, "%s%s", to, rest);
 		repath(t, v[i], p);
+		queue_inode(t, v[i]);
 	}
 	free(v);
 	pthread_mutex_unlock(&t->lock);
+	(void)tfs_itable_persist(t);
 	return rc;
 }

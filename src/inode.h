@@ -8,6 +8,30 @@
  * cache (LMDB), so an inode costs about 80 bytes plus its path, and a walk
  * of a million objects stays small.
  *
+ * Persistence (tfs_itable_open() with a node store, cache/nodes.h): the
+ * table survives the daemon process, so that a daemon that replaces a dead
+ * one on the same kernel connection serves every node ID the kernel still
+ * holds.  Every inode given to the kernel (lookup, create, mkdir, mknod,
+ * symlink, readdirplus) is in LMDB, with its path, type and kind, before
+ * the reply that gives its ID; so is every path change (rename of it or
+ * of a directory above it, detach).  The counter is stored with them, and
+ * a resumed table gives out IDs above every ID stored, so no ID is given
+ * out twice in a mount.  Freed inodes (final forgets) are deleted from
+ * LMDB in batches (FORGET_BATCH, or with the next write): a record lost
+ * in a crash only keeps an ID resolvable that the kernel no longer sends.
+ * A fresh mount wipes its records.  Commits are not fsynced: a crash of
+ * the process keeps them (the page cache), and after a reboot there is no
+ * kernel connection to resume.
+ *
+ * Resurrected inodes (loaded by a resumed table) have lookup counts from
+ * before that the new daemon does not know.  The kernel sends FORGET when
+ * it evicts an inode, with its whole count, which for a resurrected
+ * inode includes the earlier daemons' lookups, so it exceeds the lookups
+ * this daemon gave: such a FORGET frees it.  A smaller one (the kernel
+ * returning lookups of this daemon it could not use) only subtracts.  So
+ * a resurrected inode lives until its final FORGET or the end of the
+ * mount, and a FORGET of an unknown ID is a no-op.
+ *
  * Locking: one mutex protects the tables and every inode's mutable fields
  * (nlookup, kernel_etag, attr_etag, attr_mixed, path); use the accessors.
  * An inode pointer obtained from tfs_itable_find() stays valid for the
@@ -20,7 +44,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log.h"
 #include "meta.h"
+#include "nodes.h"
 
 struct tfs_inode {
 	uint64_t ino;
@@ -33,6 +59,8 @@ struct tfs_inode {
 			       * clean version (staged, or being changed) */
 	bool attr_mixed;       /* attributes of more than one version were sent
 			       * since the last tfs_itable_swap_attr_etag() */
+	bool queued;           /* its record is queued for the next persist */
+	bool resurrected;      /* loaded from the persisted table (see above) */
 	enum tfs_ftype type;   /* immutable */
 	uint32_t fmt;          /* immutable: struct tfs_attr's fmt */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
@@ -60,21 +88,44 @@ struct tfs_inode {
 
 struct tfs_itable;
 
-/* Create a table holding the root.  Returns 0 or ENOMEM. */
+/* Create a table holding the root, in memory only.  Returns 0 or
+ * ENOMEM. */
 int tfs_itable_create(struct tfs_itable **out);
+/* Create a table kept in `store` (borrowed; its records must have been
+ * wiped when !resumed: tfs_nodes_open()).  `resumed`: load every
+ * persisted inode (resurrected, see above) and give out IDs above all of
+ * them.  Returns 0, ENOMEM, or the store's error (EIO). */
+int tfs_itable_open(struct tfs_nodes *store, bool resumed, const struct tfs_log *log,
+		    struct tfs_itable **out);
+/* Writes the changes not persisted yet (forgets), then frees. */
 void tfs_itable_destroy(struct tfs_itable *t);
+
+/* Write every queued change (inodes made, moved, freed) to the store in
+ * one transaction; when it returns, every change made before the call is
+ * in LMDB (the caller may reply).  No-op without a store.  Returns 0 or
+ * the store's error (logged; the changes stay queued for the next
+ * call). */
+int tfs_itable_persist(struct tfs_itable *t);
 
 /* Find or create the inode of `path` with type `type` and kind `fmt`
  * (struct tfs_attr's), and add one lookup.  A path whose type or kind
- * changed (a file became a directory or a symlink) gets a new inode.
+ * changed (a file became a directory or a symlink) gets a new inode,
+ * persisted before the return (a failure to persist is logged, not
+ * returned: the mount goes on, only a restart could not resolve it).
  * Returns 0 or ENOMEM. */
 int tfs_itable_lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
 		      struct tfs_inode **out);
+/* The same without persisting: the caller calls tfs_itable_persist()
+ * before it replies (readdirplus: one transaction for a reply's
+ * entries). */
+int tfs_itable_lookup_nosync(struct tfs_itable *t, const char *path, enum tfs_ftype type,
+			     uint32_t fmt, struct tfs_inode **out);
 
 /* The inode numbered `ino`, or NULL. */
 struct tfs_inode *tfs_itable_find(struct tfs_itable *t, uint64_t ino);
 
-/* Drop `n` lookups; the inode is freed at zero (never the root). */
+/* Drop `n` lookups; the inode is freed at zero (never the root; a
+ * resurrected inode as said above).  An unknown `ino` is a no-op. */
 void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n);
 
 /* Record that the kernel will cache pages of version `etag`; returns true
@@ -107,12 +158,14 @@ bool tfs_itable_path_is_detached(const char *path);
 
 /* After a rename: the inodes at `from` and below it now have the paths at
  * `to` and below; inodes that were at `to` or below are detached (they keep
- * their numbers for open files, but no path reaches them).  Returns 0 or
- * ENOMEM (then some inodes may have moved). */
+ * their numbers for open files, but no path reaches them).  Persisted
+ * before the return.  Returns 0 or ENOMEM (then some inodes may have
+ * moved). */
 int tfs_itable_rename(struct tfs_itable *t, const char *from, const char *to);
 
 /* After an unlink or rmdir: detach the inodes at `path` and below, so a
- * new file of the same name gets a new inode.  Returns 0 or ENOMEM. */
+ * new file of the same name gets a new inode.  Persisted before the
+ * return (so is tfs_itable_detach_keep()'s).  Returns 0 or ENOMEM. */
 int tfs_itable_detach(struct tfs_itable *t, const char *path);
 
 /* Like tfs_itable_detach(), and the inode that was exactly at `path`
@@ -134,5 +187,7 @@ bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struc
 
 /* Number of live inodes. */
 uint64_t tfs_itable_count(struct tfs_itable *t);
+/* Failed persists so far. */
+uint64_t tfs_itable_persist_errors(struct tfs_itable *t);
 
 #endif

@@ -113,6 +113,8 @@ int tfs_stack_open(const struct tfs_config *cfg, const struct tfs_source *src, b
 	s->ssd = ssd;
 	ssd = NULL; /* owned by the RAM tier */
 	rc = tfs_meta_open(s->env, s->be, &cfg->cache, log, &s->meta);
+	if (rc == 0 && mountpoint)
+		rc = tfs_meta_set_mount(s->meta, mountpoint);
 	if (rc)
 		goto fail;
 	rc = tfs_prefetch_create(&cfg->prefetch, s->top, log, &s->pf);

@@ -63,3 +63,197 @@ Test(attr_etag, staged_or_changed_size_is_never_a_version)
 	tfs_itable_set_attr_etag(t, in, "\"v1\"");
 	cr_assert_not(tfs_itable_swap_attr_etag(t, in, "\"v1\""));
 }
+
+/* ---- the persisted node table (cache/nodes.h): what a resumed daemon
+ * resolves ---- */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lmdb_env.h"
+#include "nodes.h"
+
+static char root[64];
+static struct tfs_log plog;
+static MDB_env *env;
+
+static void quiet(void *ctx, enum tfs_log_level level, const char *line)
+{
+	(void)ctx;
+	(void)level;
+	(void)line;
+}
+
+static void psetup(void)
+{
+	snprintf(root, sizeof(root), "/tmp/tfs_inode_XXXXXX");
+	cr_assert_not_null(mkdtemp(root));
+	tfs_log_init(&plog, quiet, NULL, TFS_LOG_DEBUG);
+	cr_assert_eq(tfs_lmdb_open(root, 64u << 20, &plog, &env), 0);
+}
+
+static void pteardown(void)
+{
+	tfs_lmdb_close(env);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/* A table of mount `owner`: fresh (wiping what was kept) or resumed. */
+static struct tfs_itable *table(const char *owner, bool resumed, struct tfs_nodes **store)
+{
+	struct tfs_itable *it;
+	cr_assert_eq(tfs_nodes_open(env, owner, !resumed, &plog, store), 0);
+	cr_assert_eq(tfs_itable_open(*store, resumed, &plog, &it), 0);
+	return it;
+}
+
+static uint64_t look(struct tfs_itable *it, const char *path, enum tfs_ftype type)
+{
+	struct tfs_inode *x;
+	cr_assert_eq(tfs_itable_lookup(it, path, type, 0, &x), 0);
+	return x->ino;
+}
+
+static void path_is(struct tfs_itable *it, uint64_t ino, const char *want)
+{
+	char buf[256];
+	struct tfs_inode *x = tfs_itable_find(it, ino);
+	cr_assert_not_null(x, "node %llu does not resolve", (unsigned long long)ino);
+	cr_assert_eq(tfs_itable_path(it, x, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, want);
+}
+
+TestSuite(persisted, .init = psetup, .fini = pteardown);
+
+/* The first table is never destroyed: a killed daemon writes nothing at
+ * its end. */
+Test(persisted, resumed_table_resolves_every_node_id)
+{
+	struct tfs_nodes *s1, *s2;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t d = look(a, "d", TFS_FT_DIR), f = look(a, "d/f", TFS_FT_FILE);
+	struct tfs_inode *l;
+	cr_assert_eq(tfs_itable_lookup(a, "d/l", TFS_FT_FILE, 0120000, &l), 0);
+	struct tfs_itable *b = table("/mnt/a", true, &s2);
+	path_is(b, d, "d");
+	path_is(b, f, "d/f");
+	path_is(b, l->ino, "d/l");
+	cr_assert_eq(tfs_itable_find(b, d)->type, TFS_FT_DIR);
+	cr_assert_eq(tfs_itable_find(b, l->ino)->fmt, 0120000u);
+	/* The same path keeps its ID; a new one is above every ID given. */
+	cr_assert_eq(look(b, "d/f", TFS_FT_FILE), f);
+	cr_assert_gt(look(b, "d/g", TFS_FT_FILE), l->ino);
+	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, counter_never_reuses_a_forgotten_id)
+{
+	struct tfs_nodes *s1, *s2;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t f = look(a, "f", TFS_FT_FILE);
+	tfs_itable_forget(a, f, 1);
+	cr_assert_eq(tfs_itable_persist(a), 0);
+	struct tfs_itable *b = table("/mnt/a", true, &s2);
+	cr_assert_null(tfs_itable_find(b, f), "a forgotten node was resurrected");
+	cr_assert_gt(look(b, "f", TFS_FT_FILE), f);
+	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, rename_of_a_directory_moves_its_descendants)
+{
+	struct tfs_nodes *s1, *s2;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t d = look(a, "d", TFS_FT_DIR), sub = look(a, "d/sub", TFS_FT_DIR);
+	uint64_t g = look(a, "d/sub/g", TFS_FT_FILE), other = look(a, "dd/x", TFS_FT_FILE);
+	uint64_t victim = look(a, "e", TFS_FT_DIR);
+	cr_assert_eq(tfs_itable_rename(a, "d", "e"), 0);
+	struct tfs_itable *b = table("/mnt/a", true, &s2);
+	path_is(b, d, "e");
+	path_is(b, sub, "e/sub");
+	path_is(b, g, "e/sub/g");
+	path_is(b, other, "dd/x");
+	char buf[64];
+	cr_assert_eq(tfs_itable_path(b, tfs_itable_find(b, victim), buf, sizeof(buf)), 0);
+	cr_assert(tfs_itable_path_is_detached(buf), "replaced directory at '%s'", buf);
+	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, detached_node_stays_detached)
+{
+	struct tfs_nodes *s1, *s2;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t f = look(a, "f", TFS_FT_FILE);
+	cr_assert_eq(tfs_itable_detach(a, "f"), 0);
+	struct tfs_itable *b = table("/mnt/a", true, &s2);
+	char buf[64];
+	cr_assert_eq(tfs_itable_path(b, tfs_itable_find(b, f), buf, sizeof(buf)), 0);
+	cr_assert(tfs_itable_path_is_detached(buf));
+	cr_assert_neq(look(b, "f", TFS_FT_FILE), f, "a new file of the name reused the node");
+	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, forget_of_unknown_id_and_resurrected_counts)
+{
+	struct tfs_nodes *s1, *s2;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t f = look(a, "f", TFS_FT_FILE);
+	look(a, "f", TFS_FT_FILE); /* the kernel holds 2 */
+	struct tfs_itable *b = table("/mnt/a", true, &s2);
+	tfs_itable_forget(b, 999999, 5); /* never given out: nothing happens */
+	uint64_t n = tfs_itable_count(b);
+	/* This daemon gives one lookup; the kernel gives back that one (a
+	 * reply it could not use): the inode stays, the kernel holds 2. */
+	cr_assert_eq(look(b, "f", TFS_FT_FILE), f);
+	tfs_itable_forget(b, f, 1);
+	cr_assert_not_null(tfs_itable_find(b, f));
+	/* Its final FORGET carries the earlier daemon's 2: gone. */
+	tfs_itable_forget(b, f, 2);
+	cr_assert_null(tfs_itable_find(b, f));
+	cr_assert_eq(tfs_itable_count(b), n - 1);
+	tfs_itable_forget(b, f, 1); /* more than it knew: still a no-op */
+	tfs_itable_destroy(b);
+	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, fresh_mount_wipes_and_mounts_keep_apart)
+{
+	struct tfs_nodes *s1, *s2, *s3, *s4;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	struct tfs_itable *o = table("/mnt/other", false, &s3);
+	uint64_t f = look(a, "f", TFS_FT_FILE);
+	uint64_t g = look(o, "g", TFS_FT_FILE);
+	tfs_itable_destroy(a);
+	tfs_nodes_close(s1);
+	/* A new mount of /mnt/a starts clean; /mnt/other's table stays. */
+	struct tfs_itable *b = table("/mnt/a", false, &s2);
+	cr_assert_null(tfs_itable_find(b, f));
+	tfs_itable_destroy(b);
+	tfs_nodes_close(s2);
+	b = table("/mnt/a", true, &s2);
+	cr_assert_null(tfs_itable_find(b, f), "the fresh mount did not wipe the table");
+	struct tfs_itable *o2 = table("/mnt/other", true, &s4);
+	path_is(o2, g, "g");
+	tfs_itable_destroy(o2);
+	tfs_itable_destroy(o);
+	tfs_itable_destroy(b);
+	tfs_nodes_close(s2);
+	tfs_nodes_close(s3);
+	tfs_nodes_close(s4);
+}

@@ -22,8 +22,10 @@ int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrid
  * configuration) or TFS_EXIT_FAIL (out of memory). */
 int tfs_cmd_config(int argc, char **argv);
 
-/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name. */
-int tfs_cmd_mount(int argc, char **argv);
+/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name; argv0 is
+ * the program's argv[0], from which the keeper finds the binary it starts
+ * (tfs_keeper_binary_path()). */
+int tfs_cmd_mount(int argc, char **argv, const char *argv0);
 
 /* The commands that act on a running daemon through its control socket
  * (cmd_ctl.c); argv[0] is the command name. */

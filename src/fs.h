@@ -36,6 +36,13 @@ struct tfs_fs_config {
 	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
 			     * control file TFS_FOLLOW_FILE hold together */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
+	/* Set by the daemon (src/daemon.c) under a keeper (src/keeper.h).
+	 * `resumed`: this daemon serves a kernel connection that an earlier
+	 * daemon of the same mount served, so node IDs and file handles from
+	 * before may arrive.  `generation`: 0 for the first daemon of a
+	 * mount, +1 for each restart or upgrade. */
+	bool resumed;
+	uint32_t generation;
 };
 
 struct tfs_fs;

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	}
 	int rc;
 	if (strcmp(cmd, "mount") == 0) {
-		rc = tfs_cmd_mount(argc - 1, argv + 1);
+		rc = tfs_cmd_mount(argc - 1, argv + 1, argv[0]);
 	} else if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0) {
 		rc = tfs_cmd_umount(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "backend") == 0) {

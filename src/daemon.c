@@ -488,7 +488,11 @@ static int session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 		.log = d->log,
 	};
 	pthread_t bt_thread;
+	/* A resumed daemon serves a bdi that was raised already.  (Its
+	 * stat() would also wait on this very connection: a daemon that died
+	 * while the stat waited could not finish dumping core.) */
 	bool bt_started = bt.readahead >= TFS_MAX_READ &&
+			  !(d->io && tfs_session_io_resumed(d->io)) &&
 			  pthread_create(&bt_thread, NULL, tune_bdi, &bt) == 0;
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -567,12 +571,12 @@ static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int
 		tfs_info(d->log, "unmounted %s", o->mountpoint);
 		drain_at_end(d);
 		*o->exit_status = 0;
-	} else if (rc != 0) {
-		tfs_err(d->log, "the FUSE session of %s failed: %s", o->mountpoint,
-			strerror(rc < 0 ? -rc : rc));
+	} else if (rc < 0) {
+		tfs_err(d->log, "the FUSE session of %s failed: %s", o->mountpoint, strerror(-rc));
 		*o->exit_status = TFS_EXIT_FAIL;
 	} else {
-		/* SIGINT or SIGTERM: the keeper unmounts. */
+		/* SIGINT or SIGTERM (libfuse returns the signal's number): the
+		 * keeper unmounts. */
 		tfs_info(d->log, "signalled: asking the keeper to unmount %s", o->mountpoint);
 		kill(d->keeper->keeper_pid, SIGTERM);
 		drain_at_end(d);

@@ -289,16 +289,23 @@ static void free_opts(struct mount_opts *o)
 }
 
 /* The keeper's logger: log.file, else stderr in the foreground, else
- * syslog.  Returns 0 or the errno of log.file (message on stderr). */
+ * syslog.  Returns 0 or the errno of log.file (the message on stderr and
+ * on status_fd, as the daemon reports it). */
 static int keeper_log_open(const struct tfs_config *cfg, bool foreground, bool debug,
-			   struct tfs_log *log)
+			   int status_fd, struct tfs_log *log)
 {
 	enum tfs_log_level level = debug ? TFS_LOG_DEBUG : cfg->log.level;
 	if (cfg->log.file && *cfg->log.file) {
 		int rc = tfs_log_init_file(log, cfg->log.file, level);
-		if (rc)
-			fprintf(stderr, "tierfs: log.file '%s': %s\n", cfg->log.file,
-				strerror(rc));
+		if (rc) {
+			char msg[600];
+			int n = snprintf(msg, sizeof(msg), "log.file '%s': %s", cfg->log.file,
+					 strerror(rc));
+			fprintf(stderr, "tierfs: %s\n", msg);
+			if (status_fd >= 0 && n > 0 &&
+			    write(status_fd, msg, strnlen(msg, sizeof(msg))) < 0)
+				rc = errno ? errno : rc;
+		}
 		return rc;
 	}
 	if (foreground)
@@ -332,7 +339,7 @@ static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
 	dargv[0] = binary;
 	for (int i = 0; i < argc; i++)
 		dargv[i + 1] = argv[i];
-	if (keeper_log_open(cfg, o->foreground, o->debug, &log) != 0) {
+	if (keeper_log_open(cfg, o->foreground, o->debug, status_fd, &log) != 0) {
 		free(dargv);
 		return TFS_EXIT_FAIL;
 	}

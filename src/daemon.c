@@ -77,13 +77,9 @@ static void keeper_stats(struct daemon_ctx *d, struct json_object *o)
 	json_object_object_add(ko, "resend",
 			       json_object_new_boolean(tfs_session_io_resent(d->io)));
 	json_object_object_add(ko, "serving_since_ns", json_object_new_uint64(serving));
-	if (k->stopped_ns && serving >= k->stopped_ns) {
-		uint64_t ns = serving - k->stopped_ns;
-		json_object_object_add(ko, "last_pause_ms",
-				       json_object_new_uint64((ns + 500000) / 1000000));
-		json_object_object_add(ko, "last_pause_s",
-				       json_object_new_double((double)ns / 1e9));
-	}
+	uint64_t ns = k->stopped_ns && serving >= k->stopped_ns ? serving - k->stopped_ns : 0;
+	json_object_object_add(ko, "last_pause_ms", json_object_new_uint64((ns + 500000) / 1000000));
+	json_object_object_add(ko, "last_pause_s", json_object_new_double((double)ns / 1e9));
 	json_object_object_add(o, "keeper", ko);
 }
 
@@ -553,9 +549,11 @@ static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int
 		fuse_remove_signal_handlers(d->se);
 		return rc;
 	}
-	tfs_info(d->log, "serving %s on %s (generation %" PRIu32 "%s%s)", o->source,
-		 o->mountpoint, d->keeper->generation, d->keeper->cause[0] ? ", after: " : "",
-		 d->keeper->cause);
+	if (d->keeper->generation == 0)
+		tfs_info(d->log, "mounted %s on %s", o->source, o->mountpoint);
+	else
+		tfs_info(d->log, "serving %s on %s again (generation %" PRIu32 ", after: %s)",
+			 o->source, o->mountpoint, d->keeper->generation, d->keeper->cause);
 	report(*status_fd, "ok");
 	*status_fd = -1;
 

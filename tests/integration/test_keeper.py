@@ -142,7 +142,7 @@ def t_kill9_mount_keeps_answering(ctx):
         assert k["pid"] == first["keeper"]["pid"], "the keeper changed"
         assert k["generation"] == 1 and k["restarts"] == 1 and k["crashes"] == 1, k
         assert k["last_restart_cause"] == "killed by SIGKILL: the OOM killer or kill -9", k
-        assert k["resumed"] is True and "last_pause_ms" in k, k
+        assert k["resumed"] is True and k["last_pause_s"] > 0, k
         assert sorted(os.listdir(m.mnt)) == names
         for n in names:
             assert read(os.path.join(m.mnt, n)) == files[n], n

@@ -205,10 +205,10 @@ int tfs_cmd_umount(int argc, char **argv)
 	 * goes first, then the process, once uploads in flight have ended and
 	 * the index is closed (a new mount must not start before that); then
 	 * for its keeper. */
-	for (int i = 0; have_sock && i < 600 &&
-			(socket_alive(sock, NULL, NULL) ||
-			 (daemon_pid > 0 && process_alive(daemon_pid)) ||
-			 (keeper_pid > 0 && process_alive(keeper_pid)));
+	for (int i = 0;
+	     have_sock && i < 600 &&
+	     (socket_alive(sock, NULL, NULL) || (daemon_pid > 0 && process_alive(daemon_pid)) ||
+	      (keeper_pid > 0 && process_alive(keeper_pid)));
 	     i++) {
 		struct timespec ts = { 0, 100 * 1000000L };
 		nanosleep(&ts, NULL);
@@ -281,7 +281,8 @@ int tfs_cmd_upgrade(int argc, char **argv)
 		sleep_ms(10);
 	}
 	if (rc == 0 && k == NULL) {
-		(void)tfs_dbuf_adds(&err, st ? "the daemon runs without a keeper (an older tierfs): "
+		(void)tfs_dbuf_adds(&err, st ? "the daemon runs without a keeper (an older "
+					       "tierfs): "
 					       "remount it to upgrade"
 					     : "no tierfs daemon serves it");
 		rc = st ? ENOTSUP : ENOENT;

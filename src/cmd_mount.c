@@ -291,8 +291,8 @@ static void free_opts(struct mount_opts *o)
 /* The keeper's logger: log.file, else stderr in the foreground, else
  * syslog.  Returns 0 or the errno of log.file (the message on stderr and
  * on status_fd, as the daemon reports it). */
-static int keeper_log_open(const struct tfs_config *cfg, bool foreground, bool debug,
-			   int status_fd, struct tfs_log *log)
+static int keeper_log_open(const struct tfs_config *cfg, bool foreground, bool debug, int status_fd,
+			   struct tfs_log *log)
 {
 	enum tfs_log_level level = debug ? TFS_LOG_DEBUG : cfg->log.level;
 	if (cfg->log.file && *cfg->log.file) {

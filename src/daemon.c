@@ -74,11 +74,11 @@ static void keeper_stats(struct daemon_ctx *d, struct json_object *o)
 	json_object_object_add(ko, "backoff_ms", json_object_new_uint64(k->backoff_ms));
 	json_object_object_add(ko, "resumed",
 			       json_object_new_boolean(tfs_session_io_resumed(d->io)));
-	json_object_object_add(ko, "resend",
-			       json_object_new_boolean(tfs_session_io_resent(d->io)));
+	json_object_object_add(ko, "resend", json_object_new_boolean(tfs_session_io_resent(d->io)));
 	json_object_object_add(ko, "serving_since_ns", json_object_new_uint64(serving));
 	uint64_t ns = k->stopped_ns && serving >= k->stopped_ns ? serving - k->stopped_ns : 0;
-	json_object_object_add(ko, "last_pause_ms", json_object_new_uint64((ns + 500000) / 1000000));
+	json_object_object_add(ko, "last_pause_ms",
+			       json_object_new_uint64((ns + 500000) / 1000000));
 	json_object_object_add(ko, "last_pause_s", json_object_new_double((double)ns / 1e9));
 	json_object_object_add(o, "keeper", ko);
 }
@@ -562,7 +562,8 @@ static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int
 	if (tfs_session_io_mismatch(d->io)) {
 		*o->exit_status = TFS_DAEMON_EXIT_RESUME;
 	} else if (atomic_load(&d->upgrading)) {
-		tfs_info(d->log, "upgrade: stopped serving %s; the keeper starts the binary on disk",
+		tfs_info(d->log,
+			 "upgrade: stopped serving %s; the keeper starts the binary on disk",
 			 o->mountpoint);
 		*o->exit_status = TFS_DAEMON_EXIT_UPGRADE;
 	} else if (tfs_session_io_unmounted(d->io)) {

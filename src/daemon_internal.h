@@ -51,9 +51,9 @@ struct daemon_ctx {
 	/* Under a keeper (NULL otherwise). */
 	const struct tfs_keeper_link *keeper;
 	struct tfs_session_io *io;
-	pthread_t loop_thread;         /* runs the session loop */
-	atomic_bool upgrading;         /* `tierfs upgrade` asked to hand over */
-	atomic_bool loop_ended;        /* the session loop returned */
+	pthread_t loop_thread;  /* runs the session loop */
+	atomic_bool upgrading;  /* `tierfs upgrade` asked to hand over */
+	atomic_bool loop_ended; /* the session loop returned */
 };
 
 /* The thread that turns SIGHUP into reloads, and flushes the log rate

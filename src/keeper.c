@@ -89,7 +89,8 @@ int tfs_keeper_link_from_env(struct tfs_keeper_link *l)
 	l->fuse_fd = l->record_fd = l->status_fd = -1;
 	if (getenv(TFS_KEEPER_ENV_FUSE_FD) == NULL)
 		return 0;
-	if (env_fd(TFS_KEEPER_ENV_FUSE_FD, &l->fuse_fd) || env_fd(TFS_KEEPER_ENV_RECORD_FD, &l->record_fd) ||
+	if (env_fd(TFS_KEEPER_ENV_FUSE_FD, &l->fuse_fd) ||
+	    env_fd(TFS_KEEPER_ENV_RECORD_FD, &l->record_fd) ||
 	    env_fd(TFS_KEEPER_ENV_STATUS_FD, &l->status_fd))
 		rc = EINVAL;
 	if (rc == 0 && (env_u64(TFS_KEEPER_ENV_PID, INT_MAX, &v) != 0 || v == 0))
@@ -379,16 +380,16 @@ static bool classify(struct keeper *k, const struct run *r, uint64_t *delay_ms)
 			 "kernel agreed to (exit status %d)",
 			 TFS_DAEMON_EXIT_RESUME);
 	else
-		snprintf(k->cause, sizeof(k->cause), "exit status %d%s%.80s", WEXITSTATUS(ws),
-			 r->ok_ns || r->len == 0 ? "" : " before serving: ",
-			 r->ok_ns ? "" : r->msg);
+		snprintf(
+			k->cause, sizeof(k->cause), "exit status %d%s%.80s", WEXITSTATUS(ws),
+			r->ok_ns || r->len == 0 ? "" : " before serving: ", r->ok_ns ? "" : r->msg);
 	k->crashes++;
 	if (r->ok_ns && k->stopped_ns - r->ok_ns >= HEALTHY_NS)
 		k->next_backoff_ms = 0;
 	*delay_ms = k->next_backoff_ms;
-	k->next_backoff_ms = k->next_backoff_ms == 0 ? BACKOFF_FIRST_MS
+	k->next_backoff_ms = k->next_backoff_ms == 0                   ? BACKOFF_FIRST_MS
 			     : k->next_backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-								      : k->next_backoff_ms * 2;
+								       : k->next_backoff_ms * 2;
 	return true;
 }
 
@@ -438,8 +439,8 @@ static int keeper_open(struct keeper *k)
 		return EINVAL;
 	}
 	if (fuse_session_mount(k->se, o->mountpoint) != 0) {
-		report(&k->status_fd,
-		       "the kernel refused the mount (see above; is the mountpoint busy?)");
+		report(&k->status_fd, "the kernel refused the mount (see above; is the mountpoint "
+				      "busy?)");
 		return EIO;
 	}
 	k->fuse_fd = fuse_session_fd(k->se);

@@ -44,9 +44,11 @@ struct tfs_log;
 
 /* Exit statuses of a daemon under a keeper (besides 0 and the usual
  * TFS_EXIT_* of a failed start). */
-#define TFS_DAEMON_EXIT_UPGRADE 90 /* handed over (`tierfs upgrade`): start the
+#define TFS_DAEMON_EXIT_UPGRADE \
+	90 /* handed over (`tierfs upgrade`): start the
 				    * binary on disk now */
-#define TFS_DAEMON_EXIT_RESUME 91  /* the replayed FUSE_INIT got another reply:
+#define TFS_DAEMON_EXIT_RESUME \
+	91 /* the replayed FUSE_INIT got another reply:
 				    * this binary cannot resume the session */
 
 /* The environment of a daemon under a keeper.  None of it is secret. */
@@ -70,19 +72,19 @@ struct tfs_log;
 
 /* What a daemon learns from its keeper (tfs_keeper_link_from_env()). */
 struct tfs_keeper_link {
-	int fuse_fd;   /* -1: not under a keeper */
+	int fuse_fd; /* -1: not under a keeper */
 	int record_fd;
 	int status_fd; /* -1 when the keeper gave none */
 	int keeper_pid;
-	uint32_t generation;       /* 0 for the first daemon of the mount */
+	uint32_t generation; /* 0 for the first daemon of the mount */
 	uint64_t restarts, crashes, upgrades;
-	uint64_t stopped_ns;       /* CLOCK_MONOTONIC when the last daemon
+	uint64_t stopped_ns;              /* CLOCK_MONOTONIC when the last daemon
 				    * ended (0: none did) */
-	uint64_t backoff_ms;       /* the delay before this daemon started */
-	bool no_resend;            /* TFS_KEEPER_ENV_NO_RESEND=1 */
+	uint64_t backoff_ms;              /* the delay before this daemon started */
+	bool no_resend;                   /* TFS_KEEPER_ENV_NO_RESEND=1 */
 	char cause[TFS_KEEPER_CAUSE_MAX]; /* why the last daemon ended, or "" */
-	char cwd[4096];            /* `tierfs mount`'s working directory, or "" */
-	char mountpoint[4096];     /* absolute, resolved by `tierfs mount` */
+	char cwd[4096];                   /* `tierfs mount`'s working directory, or "" */
+	char mountpoint[4096];            /* absolute, resolved by `tierfs mount` */
 };
 
 /* Fill `l` from the environment and remove the variables from it (so no
@@ -99,13 +101,13 @@ int tfs_keeper_link_from_env(struct tfs_keeper_link *l);
 int tfs_keeper_binary_path(const char *argv0, char *out, size_t outlen);
 
 struct tfs_keeper_opts {
-	const char *binary;     /* absolute (tfs_keeper_binary_path()) */
-	char *const *argv;      /* the daemon's argv (argv[0] is replaced by
+	const char *binary;      /* absolute (tfs_keeper_binary_path()) */
+	char *const *argv;       /* the daemon's argv (argv[0] is replaced by
 				 * `binary`), NULL-terminated */
-	const char *cwd;        /* for the daemons' TFS_KEEPER_ENV_CWD */
-	const char *mountpoint; /* absolute, resolved */
+	const char *cwd;         /* for the daemons' TFS_KEEPER_ENV_CWD */
+	const char *mountpoint;  /* absolute, resolved */
 	struct fuse_args *fargs; /* the kernel mount options (fuse_session_new()) */
-	int status_fd;          /* `tierfs mount`'s pipe, or -1 (foreground) */
+	int status_fd;           /* `tierfs mount`'s pipe, or -1 (foreground) */
 	const struct tfs_log *log;
 };
 

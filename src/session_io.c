@@ -54,8 +54,8 @@ int tfs_session_io_open(struct tfs_session_io *io, int fuse_fd, int rec_fd, bool
 	if (h.req_len == 0)
 		return 0;
 	if (tfs_pread_full(rec_fd, io->req, h.req_len, REC_REQ_OFF) != (ssize_t)h.req_len ||
-	    (h.reply_len &&
-	     tfs_pread_full(rec_fd, io->reply, h.reply_len, REC_REPLY_OFF) != (ssize_t)h.reply_len)) {
+	    (h.reply_len && tfs_pread_full(rec_fd, io->reply, h.reply_len, REC_REPLY_OFF) !=
+				    (ssize_t)h.reply_len)) {
 		tfs_err(log, "cannot read the FUSE session record: %s", strerror(errno));
 		return EIO;
 	}
@@ -95,8 +95,10 @@ static int write_header(int fd, size_t req_len, size_t reply_len)
 static void record_request(struct tfs_session_io *io, const void *buf, size_t len)
 {
 	if (len > TFS_SESSION_MAX_MSG) {
-		tfs_err(io->log, "FUSE_INIT of %zu bytes not recorded: a restarted daemon "
-				 "cannot resume this mount", len);
+		tfs_err(io->log,
+			"FUSE_INIT of %zu bytes not recorded: a restarted daemon "
+			"cannot resume this mount",
+			len);
 		return;
 	}
 	memcpy(io->req, buf, len);
@@ -134,9 +136,9 @@ static void log_mismatch(const struct tfs_session_io *io, const unsigned char *n
 		"max_write %u/%u max_readahead %u/%u time_gran %u/%u max_pages %u/%u "
 		"max_background %u/%u congestion_threshold %u/%u, length %zu/%zu)",
 		a.major, b.major, a.minor, b.minor, a.flags, b.flags, a.flags2, b.flags2,
-		a.max_write, b.max_write, a.max_readahead, b.max_readahead, a.time_gran, b.time_gran,
-		a.max_pages, b.max_pages, a.max_background, b.max_background, a.congestion_threshold,
-		b.congestion_threshold, io->reply_len, len);
+		a.max_write, b.max_write, a.max_readahead, b.max_readahead, a.time_gran,
+		b.time_gran, a.max_pages, b.max_pages, a.max_background, b.max_background,
+		a.congestion_threshold, b.congestion_threshold, io->reply_len, len);
 }
 
 /* The INIT is answered: let the other readers read, and ask the kernel to
@@ -152,8 +154,10 @@ static void init_answered(struct tfs_session_io *io, bool resumed)
 		if (write(io->fuse_fd, &oh, sizeof(oh)) == (ssize_t)sizeof(oh))
 			atomic_store(&io->resent, true);
 		else
-			tfs_warn(io->log, "FUSE_NOTIFY_RESEND failed (%s): requests the last "
-					  "daemon had read stay unanswered", strerror(errno));
+			tfs_warn(io->log,
+				 "FUSE_NOTIFY_RESEND failed (%s): requests the last "
+				 "daemon had read stay unanswered",
+				 strerror(errno));
 	}
 	atomic_store(&io->serving_ns, tfs_mono_ns());
 	atomic_store(&io->init_done, true);
@@ -186,9 +190,9 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		init_answered(io, false);
 		return n;
 	}
-	if (len != io->reply_len || memcmp(msg + sizeof(struct fuse_out_header),
-					   io->reply + sizeof(struct fuse_out_header),
-					   len - sizeof(struct fuse_out_header)) != 0) {
+	if (len != io->reply_len ||
+	    memcmp(msg + sizeof(struct fuse_out_header), io->reply + sizeof(struct fuse_out_header),
+		   len - sizeof(struct fuse_out_header)) != 0) {
 		log_mismatch(io, msg, len);
 		atomic_store(&io->mismatch, true);
 		fuse_session_exit(io->se);

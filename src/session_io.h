@@ -62,9 +62,9 @@
 struct fuse_session;
 
 struct tfs_session_io {
-	int fuse_fd;     /* the keeper's /dev/fuse descriptor (inherited) */
-	int rec_fd;      /* the record memfd (inherited) */
-	bool no_resend;  /* test only (TIERFS_TEST_NO_RESEND): never send
+	int fuse_fd;    /* the keeper's /dev/fuse descriptor (inherited) */
+	int rec_fd;     /* the record memfd (inherited) */
+	bool no_resend; /* test only (TIERFS_TEST_NO_RESEND): never send
 			  * FUSE_NOTIFY_RESEND */
 	const struct tfs_log *log;
 	struct fuse_session *se; /* set by tfs_session_io_attach() */
@@ -72,16 +72,16 @@ struct tfs_session_io {
 	unsigned char req[TFS_SESSION_MAX_MSG];
 	size_t req_len; /* 0: no INIT recorded yet (the first daemon) */
 	unsigned char reply[TFS_SESSION_MAX_MSG];
-	size_t reply_len; /* 0: the INIT was never answered */
+	size_t reply_len;     /* 0: the INIT was never answered */
 	uint64_t init_unique; /* the unique of the recorded INIT */
 	bool replay;          /* the record held a request: replay it */
 	/* State the hooks share. */
-	atomic_bool replayed;   /* the saved INIT was handed to libfuse */
-	atomic_bool init_done;  /* INIT answered: other readers may read */
-	atomic_bool recorded;   /* this daemon recorded (or has) the request */
-	atomic_bool unmounted;  /* a read returned ENODEV */
-	atomic_bool mismatch;   /* the replayed INIT got another reply */
-	atomic_bool resent;     /* FUSE_NOTIFY_RESEND was written */
+	atomic_bool replayed;            /* the saved INIT was handed to libfuse */
+	atomic_bool init_done;           /* INIT answered: other readers may read */
+	atomic_bool recorded;            /* this daemon recorded (or has) the request */
+	atomic_bool unmounted;           /* a read returned ENODEV */
+	atomic_bool mismatch;            /* the replayed INIT got another reply */
+	atomic_bool resent;              /* FUSE_NOTIFY_RESEND was written */
 	atomic_uint_fast64_t serving_ns; /* CLOCK_MONOTONIC when this daemon
 					  * began serving (INIT done), or 0 */
 };

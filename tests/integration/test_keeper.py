@@ -269,6 +269,7 @@ def in_flight_then_kill(ctx, m, name):
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         poll(lambda: waiting_in_fuse(child.pid), 10, "the stat to wait on FUSE")
         poll(lambda: request_sent_to_moto(ctx), 10, "the daemon to ask moto")
+        assert child.poll() is None, "the stat did not wait for moto"
         os.kill(m.daemon_pid, signal.SIGKILL)
     finally:
         os.kill(mp, signal.SIGCONT)
@@ -282,17 +283,18 @@ def t_resend_in_flight(ctx):
     if ctx.bucket.kind != "moto":
         return "skip"
     data = data_for("late", 123457)
-    ctx.bucket.put("late.bin", data)
+    ctx.bucket.put("aa.bin", b"first in the listing the mount probes")
+    ctx.bucket.put("zz-late.bin", data)
     m = ctx.mount("resend").mount()
     try:
         m.daemon_pid = m.stats()["pid"]
-        child = in_flight_then_kill(ctx, m, "late.bin")
+        child = in_flight_then_kill(ctx, m, "zz-late.bin")
         k = next_generation(m, 0)
         out, err = child.communicate(timeout=20)
         assert child.returncode == 0, err
         assert int(out) == len(data), out
         assert k["resend"] is True, k
-        assert read(os.path.join(m.mnt, "late.bin")) == data
+        assert read(os.path.join(m.mnt, "zz-late.bin")) == data
     finally:
         m.umount()
 
@@ -314,7 +316,8 @@ def t_no_resend_waits(ctx):
     of the connection ends it (docs/architecture.md)."""
     if ctx.bucket.kind != "moto":
         return "skip"
-    ctx.bucket.put("late.bin", b"x" * 1000)
+    ctx.bucket.put("aa.bin", b"first in the listing the mount probes")
+    ctx.bucket.put("zz-late.bin", b"x" * 1000)
     m = ctx.mount("noresend")
     m.extra_env = {"TIERFS_TEST_NO_RESEND": "1"}
     m.mount()
@@ -323,7 +326,7 @@ def t_no_resend_waits(ctx):
         st = m.stats()
         m.daemon_pid = st["pid"]
         pids = [st["keeper"]["pid"]]
-        child = in_flight_then_kill(ctx, m, "late.bin")
+        child = in_flight_then_kill(ctx, m, "zz-late.bin")
         k = next_generation(m, 0)
         pids.append(m.stats()["pid"])
         assert k["resend"] is False, k
@@ -332,7 +335,8 @@ def t_no_resend_waits(ctx):
         # Bounded by design: the request must stay unanswered.
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
-            assert child.poll() is None and waiting_in_fuse(child.pid), "the request ended"
+            assert child.poll() is None and waiting_in_fuse(child.pid), \
+                "the request ended: %r %r" % (child.poll(), child.poll() is not None and child.communicate())
             time.sleep(0.05)
         abort_connection(m.mnt)
         child.communicate(timeout=10)

@@ -698,6 +698,7 @@ int tfs_daemon_run(const struct tfs_daemon_opts *o, int status_fd)
 		*o->exit_status = TFS_EXIT_FAIL;
 		rc = tfs_session_io_open(&io, o->keeper->fuse_fd, o->keeper->record_fd,
 					 o->keeper->no_resend, &log);
+		io.test_mismatch = o->keeper->test_mismatch;
 		if (rc)
 			fail = "cannot read the FUSE session record";
 	}

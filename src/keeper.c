@@ -114,6 +114,8 @@ int tfs_keeper_link_from_env(struct tfs_keeper_link *l)
 		rc = EINVAL;
 	const char *nr = getenv(TFS_KEEPER_ENV_NO_RESEND);
 	l->no_resend = nr && strcmp(nr, "1") == 0;
+	const char *tm = getenv(TFS_KEEPER_ENV_TEST_MISMATCH);
+	l->test_mismatch = tm && strcmp(tm, "1") == 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		unsetenv(names[i]);
 	if (rc)
@@ -355,6 +357,15 @@ static void pause_ms(struct keeper *k, uint64_t ms)
 	}
 }
 
+/* Whether the kernel connection has ended (unmounted, or aborted through
+ * /sys/fs/fuse/connections): the descriptor then polls POLLERR, as
+ * libfuse's unmount checks it.  A daemon started on it could only fail. */
+static bool connection_ended(const struct keeper *k)
+{
+	struct pollfd p = { .fd = k->fuse_fd, .events = 0 };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
 /* Why the daemon ended, for the log and the next daemon.  Returns true
  * when a new daemon must start, with *delay_ms set. */
 static bool classify(struct keeper *k, const struct run *r, uint64_t *delay_ms)
@@ -486,6 +497,11 @@ int tfs_keeper_run(const struct tfs_keeper_opts *o)
 		uint64_t delay;
 		if (k.stopping || !classify(&k, &r, &delay))
 			break;
+		if (connection_ended(&k)) {
+			tfs_info(o->log, "keeper: the connection of %s has ended (%s)",
+				 o->mountpoint, k.cause);
+			break;
+		}
 		k.generation++;
 		k.restarts++;
 		k.backoff_ms = delay;
@@ -494,7 +510,7 @@ int tfs_keeper_run(const struct tfs_keeper_opts *o)
 			 " in %" PRIu64 " ms",
 			 (int)r.pid, o->mountpoint, k.cause, k.generation, delay);
 		pause_ms(&k, delay);
-		if (k.stopping)
+		if (k.stopping || connection_ended(&k))
 			break;
 	}
 	if (r.pid > 0 && !r.exited)

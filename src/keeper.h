@@ -23,7 +23,9 @@
  *     starts the new daemon at once; anything else (a signal, another
  *     status, TFS_DAEMON_EXIT_RESUME) is a crash: logged with its cause,
  *     and the next daemon starts after the backoff (0, then 100 ms
- *     doubling to 10 s; back to 0 after a daemon served for 60 s);
+ *     doubling to 10 s; back to 0 after a daemon served for 60 s),
+ *     unless the connection has ended meanwhile (unmounted or aborted:
+ *     the descriptor polls POLLERR), which ends the keeper;
  *   - SIGTERM and SIGINT: unmount (libfuse's fuse_session_unmount(), a
  *     lazy unmount), pass SIGTERM to the daemon, wait for it, exit 0;
  *     SIGHUP is passed to the daemon (a reload); SIGUSR1 from the daemon
@@ -67,6 +69,9 @@ struct tfs_log;
 #define TFS_KEEPER_ENV_BACKOFF_MS "TIERFS_KEEPER_BACKOFF_MS"
 /* Test only: a daemon never sends FUSE_NOTIFY_RESEND. */
 #define TFS_KEEPER_ENV_NO_RESEND "TIERFS_TEST_NO_RESEND"
+/* Test only: a restarted daemon takes its INIT reply for another one (as
+ * a binary that negotiates differently would) and refuses to resume. */
+#define TFS_KEEPER_ENV_TEST_MISMATCH "TIERFS_TEST_RESUME_MISMATCH"
 
 #define TFS_KEEPER_CAUSE_MAX 160
 
@@ -82,6 +87,7 @@ struct tfs_keeper_link {
 				    * ended (0: none did) */
 	uint64_t backoff_ms;              /* the delay before this daemon started */
 	bool no_resend;                   /* TFS_KEEPER_ENV_NO_RESEND=1 */
+	bool test_mismatch;               /* TFS_KEEPER_ENV_TEST_MISMATCH=1 */
 	char cause[TFS_KEEPER_CAUSE_MAX]; /* why the last daemon ended, or "" */
 	char cwd[4096];                   /* `tierfs mount`'s working directory, or "" */
 	char mountpoint[4096];            /* absolute, resolved by `tierfs mount` */

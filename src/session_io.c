@@ -9,6 +9,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -190,6 +191,10 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 		init_answered(io, false);
 		return n;
 	}
+	if (io->test_mismatch &&
+	    len >= sizeof(struct fuse_out_header) + offsetof(struct fuse_init_out, time_gran))
+		((struct fuse_init_out *)(void *)(msg + sizeof(struct fuse_out_header)))
+			->max_write ^= 1;
 	if (len != io->reply_len ||
 	    memcmp(msg + sizeof(struct fuse_out_header), io->reply + sizeof(struct fuse_out_header),
 		   len - sizeof(struct fuse_out_header)) != 0) {

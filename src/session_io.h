@@ -62,10 +62,14 @@
 struct fuse_session;
 
 struct tfs_session_io {
-	int fuse_fd;    /* the keeper's /dev/fuse descriptor (inherited) */
-	int rec_fd;     /* the record memfd (inherited) */
-	bool no_resend; /* test only (TIERFS_TEST_NO_RESEND): never send
+	int fuse_fd;        /* the keeper's /dev/fuse descriptor (inherited) */
+	int rec_fd;         /* the record memfd (inherited) */
+	bool no_resend;     /* test only (TIERFS_TEST_NO_RESEND): never send
 			  * FUSE_NOTIFY_RESEND */
+	bool test_mismatch; /* test only (TIERFS_TEST_RESUME_MISMATCH): a
+			     * replayed INIT's reply is changed (max_write)
+			     * before the comparison, as a binary that
+			     * negotiates differently would answer */
 	const struct tfs_log *log;
 	struct fuse_session *se; /* set by tfs_session_io_attach() */
 	/* The record as read at start. */

@@ -18,6 +18,7 @@ a file handle opened before a restart is a pointer into the dead daemon:
 both need the persistent node IDs and rebuildable file handles of the
 other half of issue 20, so no test here uses them across a restart.
 """
+import ctypes
 import errno
 import os
 import re
@@ -322,6 +323,7 @@ def t_no_resend_waits(ctx):
     m.extra_env = {"TIERFS_TEST_NO_RESEND": "1"}
     m.mount()
     pids = []
+    child = None
     try:
         st = m.stats()
         m.daemon_pid = st["pid"]
@@ -343,7 +345,41 @@ def t_no_resend_waits(ctx):
         assert child.returncode == -signal.SIGKILL
         poll(lambda: not any(alive(p) for p in pids), 10, "the keeper to end with the connection")
     finally:
+        if child is not None and child.poll() is None and os.path.ismount(m.mnt):
+            abort_connection(m.mnt)  # nothing else ends the stuck request
         subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+
+
+def t_resume_refused(ctx):
+    """A daemon whose reply to the replayed FUSE_INIT differs from the one
+    the kernel got (the test-only TIERFS_TEST_RESUME_MISMATCH=1 changes its
+    max_write, as a binary that negotiates otherwise would) refuses to
+    resume: the keeper logs "resume refused" and retries with backoff; an
+    unmount meanwhile ends the keeper."""
+    populate(ctx.bucket, 2)
+    m = ctx.mount("refused")
+    m.extra_env = {"TIERFS_TEST_RESUME_MISMATCH": "1"}
+    m.mount()  # the first daemon records INIT: nothing to compare
+    st = m.stats()
+    keeper = st["keeper"]["pid"]
+    os.kill(st["pid"], signal.SIGKILL)
+
+    def log():
+        with open(m.logfile) as f:
+            return f.read()
+    poll(lambda: log().count("ended: resume refused") >= 2, 20, "two refusals")
+    text = log()
+    mm = re.search(r"resume refused: this daemon negotiates other FUSE parameters .* "
+                   r"max_write (\d+)/(\d+)", text)
+    assert mm and int(mm.group(1)) != int(mm.group(2)), text[-2000:]
+    assert "starting generation 2 in 100 ms" in text and "starting generation 3 in 200 ms" in text
+    # umount(8) and `tierfs umount` stat the mountpoint first, which would
+    # wait for a daemon: the system call alone.
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.umount2(m.mnt.encode(), 0) == 0, os.strerror(ctypes.get_errno())
+    poll(lambda: not alive(keeper), 20, "the keeper to end with the mount")
+    assert processes_of(m.mnt) == []
+    assert "has ended" in log() or "ended after" in log()
 
 
 def memory_cgroup():
@@ -413,6 +449,7 @@ TESTS = [
     ("upgrade", t_upgrade_while_reading),
     ("resend", t_resend_in_flight),
     ("no_resend", t_no_resend_waits),
+    ("resume_refused", t_resume_refused),
     ("oom", t_oom_kill_restarts),
 ]
 

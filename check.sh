@@ -120,6 +120,9 @@ run "csi deploy" python3 tests/integration/test_csi_deploy.py
 # CSI: gRPC stubs from Debian's python3-grpcio/-grpc-tools, under /usr/bin/python3
 run "csi moto" /usr/bin/python3 tests/integration/test_csi.py "$top/build/tierfs-csi" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
+# The keeper: kill -9, backoff, unmount, upgrade, resend, OOM (about 10 s).
+run "keeper local" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend local
+run "keeper moto" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend moto
 
 step "write path: local backend and moto"
 # A fixed seed keeps the randomized tests (random_small_writes,

@@ -1,19 +1,24 @@
 /* cmd_mount.c - `tierfs mount`: option parsing with fuse_opt, the checks
- * of the configuration, SOURCE and mountpoint, and daemonizing, which
- * hands over to the daemon (daemon.h) and reports only once the mount is
- * live.
+ * of the configuration, SOURCE and mountpoint, and daemonizing into the
+ * keeper (keeper.h), which mounts and runs the daemon (daemon.h); the
+ * command reports only once the mount is live and the daemon serves.
  *
  * Start-up order (nothing before the fork creates threads, curl handles
  * or LMDB environments):
  *   parent: parse options, load and validate the config, check the
- *           mountpoint, fork; then wait on a pipe for the child's verdict
- *           and exit 0 ("mounted") or 1 (the child's error message).
- *   child:  setsid, chdir("/"), stdio to /dev/null, then tfs_daemon_run():
- *           logger to syslog or log.file, build the stack, probe the
- *           bucket, start the control socket, mount, report "ok", run the
- *           multithreaded loop.
- * With -f everything runs in the foreground process, logging to stderr.
- * Signals are the daemon's (daemon.c).
+ *           mountpoint, fork; then wait on a pipe for the keeper's verdict
+ *           and exit 0 ("mounted") or 1 (the error message).
+ *   keeper: setsid, chdir("/"), stdio to /dev/null, then tfs_keeper_run():
+ *           mount, start the daemon (this binary, `tierfs mount` with the
+ *           same arguments and the keeper's TFS_KEEPER_ENV_* environment),
+ *           pass its "ok" on, and restart it when it dies.
+ *   daemon: the same command line again, recognised by the environment:
+ *           the checks of the parent (but the mountpoint comes from the
+ *           keeper: a stat() of it would wait for this very daemon), then
+ *           tfs_daemon_run() in this process: logger, stack, bucket probe,
+ *           control socket, the keeper's FUSE connection, "ok", the loop.
+ * With -f the keeper runs in the foreground process and the daemons log to
+ * stderr.  Signals are the keeper's and the daemon's (keeper.h, daemon.c).
  */
 #include "config.h"
 
@@ -32,6 +37,8 @@
 #include "commands.h"
 #include "daemon.h"
 #include "fs.h"
+#include "keeper.h"
+#include "log.h"
 #include "source.h"
 
 struct mount_opts {
@@ -281,14 +288,94 @@ static void free_opts(struct mount_opts *o)
 	free(o->mountpoint);
 }
 
-int tfs_cmd_mount(int argc, char **argv)
+/* The keeper's logger: log.file, else stderr in the foreground, else
+ * syslog.  Returns 0 or the errno of log.file (the message on stderr and
+ * on status_fd, as the daemon reports it). */
+static int keeper_log_open(const struct tfs_config *cfg, bool foreground, bool debug, int status_fd,
+			   struct tfs_log *log)
+{
+	enum tfs_log_level level = debug ? TFS_LOG_DEBUG : cfg->log.level;
+	if (cfg->log.file && *cfg->log.file) {
+		int rc = tfs_log_init_file(log, cfg->log.file, level);
+		if (rc) {
+			char msg[600];
+			int n = snprintf(msg, sizeof(msg), "log.file '%s': %s", cfg->log.file,
+					 strerror(rc));
+			fprintf(stderr, "tierfs: %s\n", msg);
+			if (status_fd >= 0 && n > 0 &&
+			    write(status_fd, msg, strnlen(msg, sizeof(msg))) < 0)
+				rc = errno ? errno : rc;
+		}
+		return rc;
+	}
+	if (foreground)
+		tfs_log_init_stderr(log, level);
+	else
+		tfs_log_init_syslog(log, level);
+	return 0;
+}
+
+/* Run the keeper in this process (see keeper.h); `status_fd` as there. */
+static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
+		      struct fuse_args *args, int argc, char **argv, const char *argv0,
+		      const char *cwd, int status_fd)
+{
+	char binary[PATH_MAX];
+	struct tfs_log log;
+	int rc = tfs_keeper_binary_path(argv0, binary, sizeof(binary));
+	if (rc) {
+		char msg[PATH_MAX + 64];
+		snprintf(msg, sizeof(msg), "cannot find the tierfs binary '%s': %s", argv0,
+			 strerror(rc));
+		fprintf(stderr, "tierfs: %s\n", msg);
+		if (status_fd >= 0 && write(status_fd, msg, strlen(msg)) < 0)
+			rc = errno;
+		return TFS_EXIT_FAIL;
+	}
+	/* The daemon's argv: this binary, "mount", then the same arguments. */
+	char **dargv = calloc((size_t)argc + 2, sizeof(*dargv));
+	if (dargv == NULL)
+		return TFS_EXIT_FAIL;
+	dargv[0] = binary;
+	for (int i = 0; i < argc; i++)
+		dargv[i + 1] = argv[i];
+	if (keeper_log_open(cfg, o->foreground, o->debug, status_fd, &log) != 0) {
+		free(dargv);
+		return TFS_EXIT_FAIL;
+	}
+	struct tfs_keeper_opts ko = {
+		.binary = binary,
+		.argv = dargv,
+		.cwd = cwd,
+		.mountpoint = o->mountpoint,
+		.fargs = args,
+		.status_fd = status_fd,
+		.log = &log,
+	};
+	rc = tfs_keeper_run(&ko);
+	tfs_log_close(&log);
+	free(dargv);
+	return rc;
+}
+
+int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct mount_opts o = { 0 };
 	struct tfs_config cfg;
 	struct tfs_source src;
+	struct tfs_keeper_link link;
 	int rc = TFS_EXIT_CONFIG;
 	char err[512];
+	char cwd[PATH_MAX];
+
+	if (tfs_keeper_link_from_env(&link) != 0)
+		return TFS_EXIT_FAIL;
+	if (link.fuse_fd >= 0 && link.cwd[0] && chdir(link.cwd) != 0)
+		fprintf(stderr, "tierfs: cannot enter %s (%s): relative paths are taken from /\n",
+			link.cwd, strerror(errno));
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		snprintf(cwd, sizeof(cwd), "/");
 
 	if (fuse_opt_parse(&args, &o, mount_opt_spec, opt_proc) != 0 || o.bad) {
 		mount_usage(stderr);
@@ -345,8 +432,10 @@ int tfs_cmd_mount(int argc, char **argv)
 		goto out_cfg;
 	}
 	struct stat st;
-	char *mp = realpath(o.mountpoint, NULL);
-	if (mp == NULL || stat(mp, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	/* A daemon under a keeper takes the mountpoint the keeper mounted:
+	 * a stat() of it would wait for this very daemon. */
+	char *mp = link.fuse_fd >= 0 ? strdup(link.mountpoint) : realpath(o.mountpoint, NULL);
+	if (mp == NULL || (link.fuse_fd < 0 && (stat(mp, &st) != 0 || !S_ISDIR(st.st_mode)))) {
 		fprintf(stderr, "tierfs: mountpoint '%s': %s\n", o.mountpoint,
 			mp == NULL ? strerror(errno) : "not a directory");
 		free(mp);
@@ -371,6 +460,7 @@ int tfs_cmd_mount(int argc, char **argv)
 		goto out_src;
 	}
 
+	int exit_status = TFS_EXIT_FAIL;
 	struct tfs_daemon_opts dopts = {
 		.cfg = &cfg,
 		.src = &src,
@@ -384,9 +474,18 @@ int tfs_cmd_mount(int argc, char **argv)
 		.foreground = o.foreground != 0,
 		.debug = o.debug != 0,
 		.ro = o.ro != 0,
+		.keeper = link.fuse_fd >= 0 ? &link : NULL,
+		.exit_status = &exit_status,
 	};
+	if (link.fuse_fd >= 0) {
+		/* The daemon, started by the keeper. */
+		if (chdir("/") != 0)
+			goto out_src;
+		rc = tfs_daemon_run(&dopts, link.status_fd) ? TFS_EXIT_FAIL : exit_status;
+		goto out_src;
+	}
 	if (o.foreground) {
-		rc = tfs_daemon_run(&dopts, -1) ? TFS_EXIT_FAIL : TFS_EXIT_OK;
+		rc = run_keeper(&cfg, &o, &args, argc, argv, argv0, cwd, -1);
 		goto out_src;
 	}
 	int pfd[2];
@@ -407,7 +506,7 @@ int tfs_cmd_mount(int argc, char **argv)
 		rc = wait_for_child(pfd[0], pid);
 		goto out_src;
 	}
-	/* The daemon. */
+	/* The keeper. */
 	close(pfd[0]);
 	setsid();
 	if (chdir("/") != 0)
@@ -420,7 +519,7 @@ int tfs_cmd_mount(int argc, char **argv)
 		if (nul > STDERR_FILENO)
 			close(nul);
 	}
-	rc = tfs_daemon_run(&dopts, pfd[1]) ? TFS_EXIT_FAIL : TFS_EXIT_OK;
+	rc = run_keeper(&cfg, &o, &args, argc, argv, argv0, cwd, pfd[1]);
 out_src:
 	tfs_source_clear(&src);
 out_cfg:

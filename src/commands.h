@@ -22,8 +22,10 @@ int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrid
  * configuration) or TFS_EXIT_FAIL (out of memory). */
 int tfs_cmd_config(int argc, char **argv);
 
-/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name. */
-int tfs_cmd_mount(int argc, char **argv);
+/* `tierfs mount ...` (cmd_mount.c): argv[0] is the command name; argv0 is
+ * the program's argv[0], from which the keeper finds the binary it starts
+ * (tfs_keeper_binary_path()). */
+int tfs_cmd_mount(int argc, char **argv, const char *argv0);
 
 /* The commands that act on a running daemon through its control socket
  * (cmd_ctl.c); argv[0] is the command name. */
@@ -43,6 +45,12 @@ int tfs_cmd_flush(int argc, char **argv);
  * the daemon's message with file:line is printed and nothing changed) or
  * TFS_EXIT_FAIL (no daemon, or a new value could not be applied). */
 int tfs_cmd_reload(int argc, char **argv);
+/* `tierfs upgrade MOUNTPOINT`: ask the daemon to hand over to the binary
+ * now on disk (its keeper starts it at once), wait up to 60 s for the new
+ * daemon to serve, and print the pause: from the request to the new
+ * daemon serving.  Returns TFS_EXIT_OK, TFS_EXIT_FAIL (no daemon, no
+ * keeper, or no new daemon in time) or TFS_EXIT_CONFIG (usage). */
+int tfs_cmd_upgrade(int argc, char **argv);
 
 /* `tierfs warmup ...` (argv[0] "warmup") and `tierfs pin|unpin PATH...`,
  * `tierfs evict MOUNTPOINT PATH...` (argv[0] the command): drive the

@@ -35,12 +35,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "commands.h"
 #include "ctl.h"
 #include "daemon_internal.h"
 #include "dbuf.h"
 #include "fs.h"
 #include "follow.h"
+#include "keeper.h"
 #include "metrics.h"
+#include "session_io.h"
 #include "stack.h"
 #include "warmup.h"
 
@@ -49,7 +53,35 @@
  * (LOG_INTERVAL_MS, daemon_internal.h). */
 #define LOG_BURST 5
 
-/* ---- the commands: stats, drain ---- */
+/* ---- the commands: stats, drain, upgrade ---- */
+
+/* The keeper's part of the statistics: restarts, their last cause, the
+ * last pause (from the last daemon's end, or its hand-over, to this
+ * daemon serving). */
+static void keeper_stats(struct daemon_ctx *d, struct json_object *o)
+{
+	const struct tfs_keeper_link *k = d->keeper;
+	struct json_object *ko = json_object_new_object();
+	if (ko == NULL)
+		return;
+	uint64_t serving = tfs_session_io_serving_ns(d->io);
+	json_object_object_add(ko, "pid", json_object_new_int(k->keeper_pid));
+	json_object_object_add(ko, "generation", json_object_new_uint64(k->generation));
+	json_object_object_add(ko, "restarts", json_object_new_uint64(k->restarts));
+	json_object_object_add(ko, "crashes", json_object_new_uint64(k->crashes));
+	json_object_object_add(ko, "upgrades", json_object_new_uint64(k->upgrades));
+	json_object_object_add(ko, "last_restart_cause", json_object_new_string(k->cause));
+	json_object_object_add(ko, "backoff_ms", json_object_new_uint64(k->backoff_ms));
+	json_object_object_add(ko, "resumed",
+			       json_object_new_boolean(tfs_session_io_resumed(d->io)));
+	json_object_object_add(ko, "resend", json_object_new_boolean(tfs_session_io_resent(d->io)));
+	json_object_object_add(ko, "serving_since_ns", json_object_new_uint64(serving));
+	uint64_t ns = k->stopped_ns && serving >= k->stopped_ns ? serving - k->stopped_ns : 0;
+	json_object_object_add(ko, "last_pause_ms",
+			       json_object_new_uint64((ns + 500000) / 1000000));
+	json_object_object_add(ko, "last_pause_s", json_object_new_double((double)ns / 1e9));
+	json_object_object_add(o, "keeper", ko);
+}
 
 /* The statistics: `tierfs stats` and the metrics endpoint.  NULL on
  * ENOMEM. */
@@ -84,6 +116,8 @@ static struct json_object *collect(void *vctx)
 		json_object_object_add(ro, "failed", json_object_new_uint64(failed));
 		json_object_object_add(o, "reload", ro);
 	}
+	if (d->keeper)
+		keeper_stats(d, o);
 	if (d->metrics) {
 		struct json_object *mo = json_object_new_object();
 		if (mo) {
@@ -162,6 +196,47 @@ static int drain_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obje
 		return ENOMEM;
 	json_object_object_add(o, "files", json_object_new_uint64(files));
 	json_object_object_add(o, "bytes", json_object_new_uint64(bytes));
+	*resp = o;
+	return 0;
+}
+
+/* Wakes the session loop's thread out of its wait (libfuse 3.14 waits on
+ * a semaphore that only a signal or a worker's end interrupts). */
+static void wake_handler(int sig)
+{
+	(void)sig;
+}
+
+/* {"cmd":"upgrade"} (under a keeper only): stop reading requests, let the
+ * ones in flight finish, and exit with TFS_DAEMON_EXIT_UPGRADE so that the
+ * keeper starts the binary now on disk.  Replies {"pid":N,"generation":N}
+ * at once; `tierfs upgrade` then waits for the next generation. */
+static int upgrade_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_object *req,
+			   struct json_object **resp)
+{
+	struct daemon_ctx *d = vctx;
+	(void)conn;
+	(void)req;
+	if (d->se == NULL || tfs_session_io_serving_ns(d->io) == 0) {
+		*resp = json_object_new_string("the daemon is not serving yet");
+		return EAGAIN;
+	}
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return ENOMEM;
+	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	json_object_object_add(o, "generation", json_object_new_uint64(d->keeper->generation));
+	if (!atomic_exchange(&d->upgrading, true)) {
+		tfs_info(d->log, "upgrade: handing %s over to the binary on disk", d->mountpoint);
+		fuse_session_exit(d->se);
+		/* The pause starts now: the keeper notes the time. */
+		kill(d->keeper->keeper_pid, SIGUSR1);
+		for (int i = 0; i < 500 && !atomic_load(&d->loop_ended); i++) {
+			pthread_kill(d->loop_thread, SIGUSR2);
+			struct timespec ts = { 0, 10 * 1000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
 	*resp = o;
 	return 0;
 }
@@ -300,7 +375,12 @@ static int open_stack(struct daemon_ctx *d, const struct tfs_daemon_opts *o, con
 		*fail = rc == ENOENT ? "the bucket does not exist" : "the bucket cannot be listed";
 		return rc;
 	}
-	rc = tfs_fs_create(o->fsc, d->stack->meta, d->stack->top, d->stack->pf,
+	struct tfs_fs_config fsc = *o->fsc;
+	if (d->keeper) {
+		fsc.resumed = tfs_session_io_resumed(d->io);
+		fsc.generation = d->keeper->generation;
+	}
+	rc = tfs_fs_create(&fsc, d->stack->meta, d->stack->top, d->stack->pf,
 			   tfs_wb_writable(d->stack->wb) ? d->stack->wb : NULL, d->stack->be,
 			   d->log, &d->fs);
 	if (rc) {
@@ -329,6 +409,8 @@ static int start_ctl(struct daemon_ctx *d, const struct tfs_daemon_opts *o, cons
 		rc = tfs_ctl_register(d->ctl, "drain", drain_handler, d);
 	if (rc == 0)
 		rc = tfs_ctl_register(d->ctl, "reload", daemon_reload_handler, d);
+	if (rc == 0 && d->keeper)
+		rc = tfs_ctl_register(d->ctl, "upgrade", upgrade_handler, d);
 	if (rc == 0) {
 		d->prefix = strdup(src->kind == TFS_SOURCE_S3 && src->prefix ? src->prefix : "");
 		if (d->prefix == NULL)
@@ -394,7 +476,7 @@ static int setup(struct daemon_ctx *d, const struct tfs_daemon_opts *o, struct h
 
 /* The multithreaded session loop, until the filesystem is unmounted or
  * SIGINT/SIGTERM; the kernel readahead is raised beside it. */
-static void session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
+static int session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 {
 	struct bdi_tune bt = {
 		.mountpoint = o->mountpoint,
@@ -402,12 +484,19 @@ static void session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 		.log = d->log,
 	};
 	pthread_t bt_thread;
+	/* A resumed daemon serves a bdi that was raised already.  (Its
+	 * stat() would also wait on this very connection: a daemon that died
+	 * while the stat waited could not finish dumping core.) */
 	bool bt_started = bt.readahead >= TFS_MAX_READ &&
+			  !(d->io && tfs_session_io_resumed(d->io)) &&
 			  pthread_create(&bt_thread, NULL, tune_bdi, &bt) == 0;
 
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (lc) {
-		fuse_loop_cfg_set_clone_fd(lc, 1);
+		/* Under a keeper a cloned /dev/fuse descriptor would die with
+		 * this process, and the kernel would end the requests it holds
+		 * with ECONNABORTED: every thread reads the keeper's. */
+		fuse_loop_cfg_set_clone_fd(lc, d->keeper ? 0 : 1);
 		/* Each FUSE thread holds a max_read-sized receive buffer: 16
 		 * threads are 16 MiB, inside the 64 MiB beyond ram.size.
 		 * Idle threads are kept: with fewer kept than started, every
@@ -418,10 +507,82 @@ static void session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 		fuse_loop_cfg_set_max_threads(lc, FUSE_THREADS);
 		fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS);
 	}
-	(void)fuse_session_loop_mt(d->se, lc);
+	d->loop_thread = pthread_self();
+	int rc = fuse_session_loop_mt(d->se, lc);
+	atomic_store(&d->loop_ended, true);
 	fuse_loop_cfg_destroy(lc);
 	if (bt_started)
 		pthread_join(bt_thread, NULL);
+	return rc;
+}
+
+/* Drain the write-back for up to writeback.drain_timeout after the end
+ * of the session. */
+static void drain_at_end(struct daemon_ctx *d)
+{
+	if (tfs_wb_writable(d->stack->wb)) {
+		uint64_t files = 0, bytes = 0;
+		if (tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes) != 0)
+			tfs_warn(d->log,
+				 "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not "
+				 "uploaded "
+				 "yet stay in the journal for the next mount",
+				 files, bytes);
+	}
+}
+
+/* Under a keeper: serve the keeper's connection (daemon.h), and set
+ * *o->exit_status from how the session ended.  Returns 0, or an errno
+ * with *fail set when the session could not start. */
+static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int *status_fd,
+		      const char **fail)
+{
+	struct sigaction sa = { .sa_handler = wake_handler };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR2, &sa, NULL) != 0 || fuse_set_signal_handlers(d->se) != 0) {
+		*fail = "cannot install signal handlers";
+		return EIO;
+	}
+	int rc = tfs_session_io_attach(d->io, d->se);
+	if (rc) {
+		*fail = "cannot serve the keeper's FUSE connection";
+		fuse_remove_signal_handlers(d->se);
+		return rc;
+	}
+	if (d->keeper->generation == 0)
+		tfs_info(d->log, "mounted %s on %s", o->source, o->mountpoint);
+	else
+		tfs_info(d->log, "serving %s on %s again (generation %" PRIu32 ", after: %s)",
+			 o->source, o->mountpoint, d->keeper->generation, d->keeper->cause);
+	report(*status_fd, "ok");
+	*status_fd = -1;
+
+	rc = session_loop(d, o);
+	tfs_session_io_detach(d->io);
+	if (tfs_session_io_mismatch(d->io)) {
+		*o->exit_status = TFS_DAEMON_EXIT_RESUME;
+	} else if (atomic_load(&d->upgrading)) {
+		tfs_info(d->log,
+			 "upgrade: stopped serving %s; the keeper starts the binary on disk",
+			 o->mountpoint);
+		*o->exit_status = TFS_DAEMON_EXIT_UPGRADE;
+	} else if (tfs_session_io_unmounted(d->io)) {
+		tfs_info(d->log, "unmounted %s", o->mountpoint);
+		drain_at_end(d);
+		*o->exit_status = 0;
+	} else if (rc < 0) {
+		tfs_err(d->log, "the FUSE session of %s failed: %s", o->mountpoint, strerror(-rc));
+		*o->exit_status = TFS_EXIT_FAIL;
+	} else {
+		/* SIGINT or SIGTERM (libfuse returns the signal's number): the
+		 * keeper unmounts. */
+		tfs_info(d->log, "signalled: asking the keeper to unmount %s", o->mountpoint);
+		kill(d->keeper->keeper_pid, SIGTERM);
+		drain_at_end(d);
+		*o->exit_status = 0;
+	}
+	fuse_remove_signal_handlers(d->se);
+	return 0;
 }
 
 /* The session: create it, mount, report "ok" to the parent (*status_fd
@@ -437,6 +598,8 @@ static int serve(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int *sta
 		return EINVAL;
 	}
 	tfs_fs_set_session(d->fs, d->se);
+	if (d->keeper)
+		return serve_kept(d, o, status_fd, fail);
 	if (fuse_set_signal_handlers(d->se) != 0) {
 		*fail = "cannot install signal handlers";
 		return EIO;
@@ -450,18 +613,10 @@ static int serve(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int *sta
 	report(*status_fd, "ok");
 	*status_fd = -1;
 
-	session_loop(d, o);
+	(void)session_loop(d, o);
 	fuse_session_unmount(d->se);
 	tfs_info(d->log, "unmounted %s", o->mountpoint);
-	if (tfs_wb_writable(d->stack->wb)) {
-		uint64_t files = 0, bytes = 0;
-		if (tfs_wb_drain(d->stack->wb, d->drain_timeout_ms, &files, &bytes) != 0)
-			tfs_warn(d->log,
-				 "write-back: %" PRIu64 " file(s), %" PRIu64 " byte(s) not "
-				 "uploaded "
-				 "yet stay in the journal for the next mount",
-				 files, bytes);
-	}
+	drain_at_end(d);
 	fuse_remove_signal_handlers(d->se);
 	return 0;
 }
@@ -536,7 +691,19 @@ int tfs_daemon_run(const struct tfs_daemon_opts *o, int status_fd)
 	};
 	pthread_mutex_init(&d.reload_lock, NULL);
 
-	rc = setup(&d, o, &hup, &fail);
+	struct tfs_session_io io;
+	if (o->keeper) {
+		d.keeper = o->keeper;
+		d.io = &io;
+		*o->exit_status = TFS_EXIT_FAIL;
+		rc = tfs_session_io_open(&io, o->keeper->fuse_fd, o->keeper->record_fd,
+					 o->keeper->no_resend, &log);
+		io.test_mismatch = o->keeper->test_mismatch;
+		if (rc)
+			fail = "cannot read the FUSE session record";
+	}
+	if (rc == 0)
+		rc = setup(&d, o, &hup, &fail);
 	if (rc == 0)
 		rc = serve(&d, o, &status_fd, &fail);
 	if (fail)

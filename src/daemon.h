@@ -14,6 +14,18 @@
  *             then drain the write-back for up to writeback.drain_timeout
  *             (what is left stays in the journal);
  *   teardown  stop everything in the reverse order.
+ * Under a keeper (o->keeper) the session step differs: no mount; the
+ * session runs on the keeper's /dev/fuse descriptor through the hooks of
+ * session_io.h (FUSE_INIT recorded by the first daemon, replayed by the
+ * later ones, then FUSE_NOTIFY_RESEND), with clone_fd off; "ok" goes to
+ * the keeper; the end decides the exit status (*o->exit_status):
+ *   unmounted (ENODEV)    drain as above, 0;
+ *   SIGINT/SIGTERM        SIGTERM to the keeper (it unmounts), drain, 0;
+ *   `tierfs upgrade`      stop reading, finish the requests in flight,
+ *                         close the stack (LMDB, journal), no drain,
+ *                         TFS_DAEMON_EXIT_UPGRADE;
+ *   INIT reply mismatch   TFS_DAEMON_EXIT_RESUME;
+ *   a session error       TFS_EXIT_FAIL (the keeper restarts it).
  * While mounted, SIGHUP and the control command `reload` re-read the
  * configuration and apply what can change without a remount
  * (tierfs.conf(5) RELOAD).
@@ -26,6 +38,7 @@
 
 struct fuse_args;
 struct tfs_config;
+struct tfs_keeper_link;
 struct tfs_fs_config;
 struct tfs_source;
 
@@ -51,6 +64,14 @@ struct tfs_daemon_opts {
 	bool foreground; /* -f or -d: log to stderr (unless log.file) */
 	bool debug;      /* -d: log at debug level, kept across reloads */
 	bool ro;         /* -o ro */
+	/* Under a keeper (keeper.h): the inherited /dev/fuse descriptor and
+	 * session record, and the keeper's health counters.  NULL: the daemon
+	 * mounts and unmounts itself. */
+	const struct tfs_keeper_link *keeper;
+	/* Under a keeper: the exit status the process must end with
+	 * (0, TFS_EXIT_FAIL, TFS_DAEMON_EXIT_UPGRADE, TFS_DAEMON_EXIT_RESUME),
+	 * written by tfs_daemon_run(). */
+	int *exit_status;
 };
 
 /* Run the daemon for one mount, from set-up to teardown (see above);

@@ -20,6 +20,8 @@
 
 struct fuse_session;
 struct tfs_config;
+struct tfs_keeper_link;
+struct tfs_session_io;
 
 /* The state of a running daemon, built by tfs_daemon_run() (daemon.c). */
 struct daemon_ctx {
@@ -46,6 +48,12 @@ struct daemon_ctx {
 	atomic_uint_fast64_t reloads_ok, reloads_failed;
 	struct tfs_ctl *ctl;     /* the control socket; NULL until started */
 	struct fuse_session *se; /* NULL until created */
+	/* Under a keeper (NULL otherwise). */
+	const struct tfs_keeper_link *keeper;
+	struct tfs_session_io *io;
+	pthread_t loop_thread;  /* runs the session loop */
+	atomic_bool upgrading;  /* `tierfs upgrade` asked to hand over */
+	atomic_bool loop_ended; /* the session loop returned */
 };
 
 /* The thread that turns SIGHUP into reloads, and flushes the log rate

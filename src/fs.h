@@ -42,7 +42,8 @@ struct tfs_fs_config {
 	 * the table the earlier daemons kept in LMDB (inode.h); an fh of
 	 * theirs gets a handle rebuilt from its node and open flags.  false:
 	 * a fresh mount, which wipes the persisted node table of its
-	 * mountpoint. */
+	 * mountpoint.  Set by the daemon (src/daemon.c) under a keeper
+	 * (src/keeper.h). */
 	bool resumed;
 	/* 0 for the first daemon of a mount, +1 for each restart or upgrade:
 	 * the high 32 bits of every fh value this daemon gives out, so values

@@ -42,6 +42,9 @@ static void usage(FILE *f)
 		   "          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
 		   "  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
 		   "          print the effective configuration\n"
+		   "  upgrade MOUNTPOINT\n"
+		   "          hand the mount over to the tierfs binary now on disk, without "
+		   "unmounting\n"
 		   "  stats   [--json] MOUNTPOINT\n"
 		   "          statistics of the daemon serving MOUNTPOINT\n"
 		   "\n"
@@ -95,7 +98,7 @@ int main(int argc, char **argv)
 	}
 	int rc;
 	if (strcmp(cmd, "mount") == 0) {
-		rc = tfs_cmd_mount(argc - 1, argv + 1);
+		rc = tfs_cmd_mount(argc - 1, argv + 1, argv[0]);
 	} else if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0) {
 		rc = tfs_cmd_umount(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "backend") == 0) {
@@ -111,6 +114,8 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_flush(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "reload") == 0) {
 		rc = tfs_cmd_reload(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "upgrade") == 0) {
+		rc = tfs_cmd_upgrade(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "stats") == 0) {
 		rc = tfs_cmd_stats(argc - 1, argv + 1);
 	} else {

@@ -180,6 +180,18 @@ static const struct family families[] = {
 	  .src = { { "reload.ok", "ok" }, { "reload.failed", "failed" } } },
 	F("tierfs_log_suppressed_total", COUNTER,
 	  "Error and warning lines dropped by the log rate limiter.", "log.suppressed"),
+	{ .name = "tierfs_daemon_restarts_total",
+	  .kind = COUNTER,
+	  .label = "cause",
+	  .help = "Daemons the keeper started after the first, by cause (crash: a signal or a "
+		  "failure; upgrade: tierfs upgrade).",
+	  .src = { { "keeper.crashes", "crash" }, { "keeper.upgrades", "upgrade" } } },
+	F("tierfs_daemon_generation", GAUGE,
+	  "The daemon's generation: 0 for the first of the mount, +1 at each restart or upgrade.",
+	  "keeper.generation"),
+	F("tierfs_daemon_last_pause_seconds", GAUGE,
+	  "Seconds the mount went unserved before this daemon served (0 for the first daemon).",
+	  "keeper.last_pause_s"),
 
 	TIER("tierfs_cache_hits_total", COUNTER, "Block reads served by the tier.", "ram.hits",
 	     "ssd.hits"),

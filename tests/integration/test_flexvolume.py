@@ -321,6 +321,15 @@ def stats(target):
     return json.loads(r.stdout)
 
 
+def kill_mount(target):
+    """kill -9 of the volume's keeper, then of its daemon: a dead mount
+    (a daemon alone is restarted by its keeper on the same mount)."""
+    st = stats(target)
+    for pid in (st["keeper"]["pid"], st["pid"]):
+        os.kill(pid, 9)
+        poll(lambda: pid_gone(pid), 10, "the process to die")
+
+
 class FlexVolumeTests(unittest.TestCase):
     def setUp(self):
         self.work = tempfile.mkdtemp(prefix="tierfs-fv-")
@@ -490,6 +499,31 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(self.k.unmount(other)[1], {"status": "Success"})
         self.assertEqual(self.k.state_dirs(), [])
 
+    def test_killed_daemon_volume_keeps_working(self):
+        """kill -9 of a published volume's daemon: its keeper starts a new
+        one on the same mount, the pod's mount keeps answering with no
+        driver call, and the unmount leaves nothing."""
+        self.put("a.bin", b"A" * 5000)
+        self.put("b.bin", b"B" * 7000)
+        t = self.target()
+        self.mount_ok(t)
+        st = stats(t)
+        os.kill(st["pid"], 9)
+        def generation():
+            try:
+                return stats(t)["keeper"]["generation"]
+            except AssertionError:  # no daemon answers for a moment
+                return None
+        poll(lambda: generation() == 1, 20, "the next daemon")
+        self.assertEqual(sorted(os.listdir(t)), ["a.bin", "b.bin"])
+        with open(os.path.join(t, "b.bin"), "rb") as f:
+            self.assertEqual(f.read(), b"B" * 7000)
+        k = stats(t)["keeper"]
+        self.assertEqual((k["pid"], k["restarts"]), (st["keeper"]["pid"], 1))
+        self.assertEqual(self.k.unmount(t)[1], {"status": "Success"})
+        poll(lambda: pid_gone(st["keeper"]["pid"]), 10, "the keeper to end")
+        self.assert_nothing_left(t)
+
     def test_unmount_dead_mount(self):
         """ENOTCONN is still mounted: unmount must unmount it.  A writable
         volume's cache may hold writes the dead daemon did not upload: it
@@ -497,9 +531,7 @@ class FlexVolumeTests(unittest.TestCase):
         self.put("x", b"x")
         t = self.target()
         self.mount_ok(t, {"readOnly": "false"})
-        pid = stats(t)["pid"]
-        os.kill(pid, 9)
-        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        kill_mount(t)
         with self.assertRaises(OSError):
             os.statvfs(t)
         self.assertEqual(len(mountinfo(t)), 1)
@@ -523,9 +555,7 @@ class FlexVolumeTests(unittest.TestCase):
     def stale_mount(self, t):
         """Kill the volume's daemon, detach its corpse and put an ESTALE
         answering FUSE mount of the same type and source in its place."""
-        pid = stats(t)["pid"]
-        os.kill(pid, 9)
-        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        kill_mount(t)
         self.assertEqual(subprocess.run(["umount", "-l", t]).returncode, 0)
         fake = subprocess.Popen([sys.executable, "-c", ESTALE_FUSE, t, self.source],
                                 stdout=subprocess.PIPE, text=True)
@@ -616,9 +646,7 @@ class FlexVolumeTests(unittest.TestCase):
         self.put("x", b"again")
         t = self.target()
         self.mount_ok(t)
-        pid = stats(t)["pid"]
-        os.kill(pid, 9)
-        poll(lambda: pid_gone(pid), 10, "the daemon to die")
+        kill_mount(t)
         # What the pod sees from now on, and what the kubelet's
         # prepareForMount() gets once the root's cached attributes expire
         # (until then it takes the target for mounted); either way the

@@ -519,7 +519,11 @@ def t_foreground_logs_to_stderr(ctx):
     try:
         poll(lambda: os.path.ismount(m.mnt) or p.poll() is not None, 30, "the mount")
         assert p.poll() is None, "tierfs mount -f exited (%s): %s" % (p.returncode, "".join(err))
-        assert m.stats()["pid"] == p.pid, "-f must not fork"
+        # the foreground process is the keeper; the daemon is its child
+        st = m.stats()
+        assert st["keeper"]["pid"] == p.pid, "-f must not fork the keeper away"
+        with open("/proc/%d/stat" % st["pid"]) as f:
+            assert int(f.read().rsplit(")", 1)[1].split()[1]) == p.pid, "the daemon's parent"
         poll(lambda: any("mounted %s on %s" % (ctx.bucket.source, m.mnt) in ln for ln in err),
              10, "the 'mounted' line on stderr")
         assert read(os.path.join(m.mnt, "fg/a.bin")) == data_for("fga", 70000)

@@ -93,7 +93,15 @@ def dead(pid):
 
 
 def kill9(m):
-    pid = m.pid()
+    """kill -9 of the daemon and of its keeper, which would otherwise
+    start a new daemon on the same mount (test_keeper.py tests that): the
+    mount ends as after a crash of the node's tierfs, and the next mount
+    recovers."""
+    st = m.stats()
+    pid, keeper = st["pid"], st.get("keeper", {}).get("pid")
+    if keeper:
+        os.kill(keeper, signal.SIGKILL)
+        poll(lambda: dead(keeper), 10, "the keeper to die")
     os.kill(pid, signal.SIGKILL)
     poll(lambda: dead(pid), 10, "the daemon to die")
     subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)

@@ -103,7 +103,9 @@ static struct json_object *sample_stats(struct tfs_hist *h)
 			   "300},"
 			   "\"head\":{\"requests\":4,\"errors\":0,\"payload_bytes\":0},\"source\":"
 			   "\"s3://b/p\"},"
-			   "\"reload\":{\"ok\":2,\"failed\":1}}";
+			   "\"reload\":{\"ok\":2,\"failed\":1},"
+			   "\"keeper\":{\"generation\":3,\"crashes\":2,\"upgrades\":1,"
+			   "\"last_pause_s\":0.25,\"last_restart_cause\":\"upgrade\"}}";
 	struct json_object *o = json_tokener_parse(json);
 	cr_assert_not_null(o);
 	struct json_object *get;
@@ -133,6 +135,10 @@ Test(metrics, exposition_from_stats)
 		"tierfs_ssd_disabled{@} 1",
 		"tierfs_metadata_ttl_seconds{@} +Inf",
 		"tierfs_config_reloads_total{@,result=\"failed\"} 1",
+		"tierfs_daemon_restarts_total{@,cause=\"crash\"} 2",
+		"tierfs_daemon_restarts_total{@,cause=\"upgrade\"} 1",
+		"tierfs_daemon_generation{@} 3",
+		"tierfs_daemon_last_pause_seconds{@} 0.25",
 		"tierfs_backend_requests_total{@,op=\"head\"} 4",
 		"tierfs_backend_bytes_total{@,op=\"get\"} 300",
 		/* the histogram: cumulative buckets, sum in seconds, count */

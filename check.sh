@@ -120,9 +120,13 @@ run "csi deploy" python3 tests/integration/test_csi_deploy.py
 # CSI: gRPC stubs from Debian's python3-grpcio/-grpc-tools, under /usr/bin/python3
 run "csi moto" /usr/bin/python3 tests/integration/test_csi.py "$top/build/tierfs-csi" "$top/build/tierfs"
 run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
-# The keeper: kill -9, backoff, unmount, upgrade, resend, OOM (about 10 s).
+# The keeper: kill -9, backoff, unmount, upgrade, resend, OOM, and an
+# 8-reader epoch and a checkpoint across kill -9 and upgrades (3 kill
+# rounds; 20 with --extended): about 30 s each.
 run "keeper local" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend local
 run "keeper moto" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend moto
+run "keeper rgw" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend rgw \
+	--only epoch_kill9,checkpoint_kill9
 
 step "write path: local backend and moto"
 # A fixed seed keeps the randomized tests (random_small_writes,
@@ -172,6 +176,10 @@ run "distcheck" make -C build -s distcheck
 
 if [ $extended = 1 ]; then
 	step "extended suites"
+	run "keeper 20 rounds moto" python3 tests/integration/test_keeper.py "$top/build/tierfs" \
+		--backend moto --extended --only epoch_kill9
+	run "keeper 20 rounds rgw" python3 tests/integration/test_keeper.py "$top/build/tierfs" \
+		--backend rgw --extended --only epoch_kill9
 	run "mount scale" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local \
 		--extended --only million_objects
 	run "robust scale" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local \

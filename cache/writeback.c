@@ -993,8 +993,10 @@ void tfs_wb_settle_open(struct tfs_wb *wb, bool resumed)
 	}
 	pthread_mutex_unlock(&wb->lock);
 	if (kept)
-		tfs_info(wb->log, "writeback: %u file(s) open for writing before the restart "
-			 "kept for their writers", kept);
+		tfs_info(wb->log,
+			 "writeback: %u file(s) open for writing before the restart "
+			 "kept for their writers",
+			 kept);
 	if (moved)
 		tfs_warn(wb->log, "writeback: %u file(s) never closed by their writer moved to %s",
 			 moved, lost);

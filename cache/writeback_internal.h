@@ -133,7 +133,7 @@ struct tfs_wb {
 	struct tfs_upload_streams *streams; /* NULL: no streaming */
 	pthread_t sweeper;                  /* aborts uploads of streams a crash left */
 	bool sweeper_started;
-	struct orphan *orphans; /* for the sweeper: read before any stream starts */
+	struct orphan *orphans;        /* for the sweeper: read before any stream starts */
 	struct tfs_wb_file *unsettled; /* files of OPEN records, until
 					* tfs_wb_settle_open() (chained by
 					* `next_unsettled`) */

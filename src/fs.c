@@ -448,8 +448,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup_nosync(r->fs->itable, path, a->type, a->fmt,
-						      &in);
+			rc = tfs_itable_lookup_nosync(r->fs->itable, path, a->type, a->fmt, &in);
 		if (rc) {
 			r->err = rc;
 			return 1;

@@ -247,8 +247,7 @@ static int writer_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *pa
 /* A handle of `path` (inode `in`) open for reading: its staged copy if
  * it is dirty, else its current version.  Returns 0 and *out, or an
  * errno. */
-static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path,
-			 struct fh **out)
+static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct fh **out)
 {
 	struct tfs_attr a;
 	struct fh *h = tfs_fs_fh_new(fs, path);
@@ -287,10 +286,13 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 	if (rc == 0 && write && fs->wb == NULL)
 		rc = EROFS;
 	if (rc == 0)
-		rc = write ? writer_handle(fs, in, path, false, &h) : reader_handle(fs, in, path, &h);
+		rc = write ? writer_handle(fs, in, path, false, &h)
+			   : reader_handle(fs, in, path, &h);
 	if (rc) {
-		tfs_warn(fs->log, "node %" PRIu64 ": cannot rebuild file handle %#" PRIx64
-			 " of an earlier daemon: %s", (uint64_t)ino, id, strerror(rc));
+		tfs_warn(fs->log,
+			 "node %" PRIu64 ": cannot rebuild file handle %#" PRIx64 " of an earlier "
+			 "daemon: %s",
+			 (uint64_t)ino, id, strerror(rc));
 		return rc;
 	}
 	h->ent.rebuilt = true;
@@ -304,8 +306,9 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 			return EBADF;
 		h = (struct fh *)other;
 	} else {
-		tfs_info(fs->log, "'%s': file handle %#" PRIx64 " of an earlier daemon rebuilt (%s)",
-			 path, id, write ? "writer" : "reader");
+		tfs_info(fs->log,
+			 "'%s': file handle %#" PRIx64 " of an earlier daemon rebuilt (%s)", path,
+			 id, write ? "writer" : "reader");
 	}
 	*out = h;
 	return 0;

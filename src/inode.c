@@ -32,7 +32,7 @@ struct tfs_itable {
 	pthread_mutex_t plock;
 	uint64_t *queue;
 	size_t nqueue, capqueue;
-	bool queue_lost;     /* out of memory queueing: persist everything */
+	bool queue_lost; /* out of memory queueing: persist everything */
 	uint64_t persist_errors;
 };
 
@@ -251,8 +251,10 @@ int tfs_itable_open(struct tfs_nodes *store, bool resumed, const struct tfs_log 
 			tfs_itable_destroy(t);
 			return rc;
 		}
-		tfs_info(log, "fuse: %" PRIu64 " node ID(s) of the earlier daemon resolved; "
-			 "new ones from %" PRIu64, t->count - 1, t->next_ino);
+		tfs_info(log,
+			 "fuse: %" PRIu64 " node ID(s) of the earlier daemon resolved; "
+			 "new ones from %" PRIu64,
+			 t->count - 1, t->next_ino);
 	}
 	t->store = store;
 	*out = t;

@@ -142,7 +142,23 @@ def pid_gone(pid):
         return True
 
 
+def ppid_of(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
 def daemons(*words):
+    """pids of the tierfs daemons whose arguments hold one of words: the
+    `TIERFS mount ...` processes whose parent is one too (its keeper,
+    which holds /dev/fuse and restarts the daemon: src/keeper.h)."""
+    procs = tierfs_mounts(*words)
+    return [p for p in procs if ppid_of(p) in procs]
+
+
+def tierfs_mounts(*words):
     """pids of `TIERFS mount ...` processes whose arguments hold one of words."""
     real = os.path.realpath(TIERFS)
     out = []
@@ -412,7 +428,8 @@ class CSITests(unittest.TestCase):
         left = [m["mp"] for m in mounts()
                 if under(m["mp"], self.work) or m["source"] == self.source]
         self.assertEqual(left, [], "mounts left")
-        poll(lambda: not daemons(self.source), 20, "the daemons of %s to exit" % self.source)
+        poll(lambda: not tierfs_mounts(self.source), 20,
+             "the daemons and keepers of %s to exit" % self.source)
 
     def fuse_mounts(self, source):
         """fuse.tierfs mounts of source: {device: [mount points]} (bind
@@ -633,6 +650,37 @@ class CSITests(unittest.TestCase):
         self.unpublish(vol, tb)
         self.unstage(vol, g)
         self.assertTrue(pid_gone(pid) or poll(lambda: pid_gone(pid), 20, "the daemon to exit"))
+        self.assert_nothing_left()
+
+    def test_daemon_kill_heals_without_kubelet(self):
+        """kill -9 of the daemon under two published pods: its keeper
+        starts a new one on the same connection; both pods read on, through
+        files opened before the kill too, with no call to the plugin."""
+        files = {"a.bin": data_for("ka", 300000), "b.bin": data_for("kb", 200000)}
+        for k, v in files.items():
+            self.put(k, v)
+        vol = "pv-heal"
+        g = self.staging(vol)
+        self.stage(vol, g)
+        ta, tb = self.target(vol, "pod-a"), self.target(vol, "pod-b")
+        self.publish(vol, g, ta)
+        self.publish(vol, g, tb)
+        [pid] = daemons(self.source, g)
+        fa = open(os.path.join(ta, "a.bin"), "rb")
+        try:
+            head = fa.read(100000)
+            os.kill(pid, signal.SIGKILL)
+            poll(lambda: daemons(self.source, g) not in ([], [pid]), 20, "a new daemon")
+            self.assertEqual(head + fa.read(), files["a.bin"], "a file opened before the kill")
+        finally:
+            fa.close()
+        for t in (ta, tb):
+            self.assertFalse(mountinfo(t) == [], t)
+            for k, v in files.items():
+                self.assertEqual(self.read(os.path.join(t, k)), v, "%s through %s" % (k, t))
+        self.unpublish(vol, ta)
+        self.unpublish(vol, tb)
+        self.unstage(vol, g)
         self.assert_nothing_left()
 
     # ---- 5. the pod's fsGroup

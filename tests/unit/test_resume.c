@@ -43,15 +43,15 @@ static bool in_child; /* the first daemon's process: no Criterion there */
 
 /* An assertion that works in the forked first daemon too (Criterion's
  * own report to the runner only from the test's process). */
-#define CHECK(e)                                                                   \
-	do {                                                                       \
-		if (!(e)) {                                                        \
-			if (in_child) {                                            \
+#define CHECK(e)                                                                        \
+	do {                                                                            \
+		if (!(e)) {                                                             \
+			if (in_child) {                                                 \
 				fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #e); \
-				_exit(3);                                          \
-			}                                                          \
-			cr_assert(0, "%s", #e);                                    \
-		}                                                                  \
+				_exit(3);                                               \
+			}                                                               \
+			cr_assert(0, "%s", #e);                                         \
+		}                                                                       \
 	} while (0)
 static struct tfs_log tlog;
 
@@ -166,7 +166,7 @@ static void daemon_start(struct daemon *d, bool resumed, uint32_t generation)
 		.generation = generation,
 	};
 	CHECK((tfs_fs_create(&fsc, d->stack->meta, d->stack->top, d->stack->pf, d->stack->wb,
-				   d->stack->be, &tlog, &d->fs)) == (0));
+			     d->stack->be, &tlog, &d->fs)) == (0));
 	char *argv[] = { "test_resume", "-o", "max_read=1048576", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	d->se = fuse_session_new(&args, tfs_fs_ops(), sizeof(struct fuse_lowlevel_ops), d->fs);
@@ -174,7 +174,8 @@ static void daemon_start(struct daemon *d, bool resumed, uint32_t generation)
 	CHECK((d->se) != NULL);
 	static const struct fuse_custom_io io = { .writev = cap_writev, .read = cap_read };
 	CHECK((fuse_session_custom_io(d->se, &io, open("/dev/null", O_RDWR))) == (0));
-	struct fuse_init_in in = { .major = FUSE_KERNEL_VERSION, .minor = 31,
+	struct fuse_init_in in = { .major = FUSE_KERNEL_VERSION,
+				   .minor = 31,
 				   .max_readahead = 1 << 20 };
 	const char *o;
 	size_t ol;
@@ -224,7 +225,9 @@ static int do_read(struct daemon *d, uint64_t node, uint64_t fh, int flags, uint
 static int do_write(struct daemon *d, uint64_t node, uint64_t fh, int flags, uint64_t off,
 		    const void *buf, uint32_t size)
 {
-	struct fuse_write_in in = { .fh = fh, .offset = off, .size = size, .flags = (uint32_t)flags };
+	struct fuse_write_in in = {
+		.fh = fh, .offset = off, .size = size, .flags = (uint32_t)flags
+	};
 	const char *o;
 	size_t ol;
 	int rc = call(d, FUSE_WRITE, node, &in, sizeof(in), buf, size, &o, &ol);
@@ -360,8 +363,8 @@ static void first_daemon(int wfd)
 	snprintf(c.name, sizeof(c.name), "out.bin");
 	const char *o;
 	size_t ol;
-	CHECK((call(&d, FUSE_CREATE, 1, &c, sizeof(c.in) + strlen(c.name) + 1, NULL, 0, &o,
-			  &ol)) == (0));
+	CHECK((call(&d, FUSE_CREATE, 1, &c, sizeof(c.in) + strlen(c.name) + 1, NULL, 0, &o, &ol)) ==
+	      (0));
 	h.out = ((const struct fuse_entry_out *)o)->nodeid;
 	h.out_fh = ((const struct fuse_open_out *)(o + sizeof(struct fuse_entry_out)))->fh;
 	char buf[65536];
@@ -524,8 +527,7 @@ Test(resume, own_released_handle_is_ebadf)
 	daemon_start(&d, true, 3);
 	cr_assert_eq(lookup(&d, 1, "data.bin", &node), 0);
 	cr_assert_eq(do_open(&d, node, FUSE_OPEN, O_RDONLY, &fh), 0);
-	cr_assert_eq(fh >> 32, 3, "fh %#llx does not carry the generation",
-		     (unsigned long long)fh);
+	cr_assert_eq(fh >> 32, 3, "fh %#llx does not carry the generation", (unsigned long long)fh);
 	cr_assert_eq(do_release(&d, FUSE_RELEASE, node, fh, O_RDONLY), 0);
 	cr_assert_eq(do_read(&d, node, fh, O_RDONLY, 0, 4096, &data, &len), EBADF);
 	daemon_stop(&d);

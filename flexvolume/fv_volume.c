@@ -423,18 +423,19 @@ static int json_entry(struct json_req *j, const char *key, struct json_object *v
 
 		if (j->rq.n_secret == FV_MAX_KV)
 			return fail(err, "the volume's Secret has more than %d keys", FV_MAX_KV);
-		if (s == NULL)
-			return fail(err, "secret %s: expected a base64 string", sname);
 		size_t i = j->rq.n_secret;
-		/* An unknown key is refused by name in take_secret(). */
-		if (strcmp(sname, "accessKey") == 0 || strcmp(sname, "secretKey") == 0 ||
-		    strcmp(sname, "sessionToken") == 0) {
+		/* An unknown key is refused by name, quoted, in take_secret(). */
+		bool known = strcmp(sname, "accessKey") == 0 || strcmp(sname, "secretKey") == 0 ||
+			     strcmp(sname, "sessionToken") == 0;
+		if (known && s == NULL)
+			return fail(err, "secret %s: expected a base64 string", sname);
+		if (known) {
 			int rc = fv_secret_decode(sname, s, &j->decoded[i], err);
 
 			if (rc)
 				return rc;
 		}
-		j->secret[i] = (struct fv_kv){ sname, j->decoded[i] ? j->decoded[i] : s };
+		j->secret[i] = (struct fv_kv){ sname, j->decoded[i] ? j->decoded[i] : s ? s : "" };
 		j->rq.n_secret++;
 		return 0;
 	}

@@ -698,6 +698,13 @@ Test(volume, secrets_and_json)
 		  "sessionToken)");
 	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":\"%%%\"}",
 		  "secret secretKey: not base64 (the length is not a multiple of 4)");
+	/* An unknown key with a value that is no string: its name is quoted
+	 * (it may hold a newline), never printed raw (found by fuzz_flexvolume). */
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/to\\nken\":null}",
+		  "unknown key 'to\\x0aken' in the volume's Secret (allowed: accessKey, secretKey, "
+		  "sessionToken)");
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":5}",
+		  "secret secretKey: expected a base64 string");
 	char want[1024];
 	snprintf(want, sizeof(want),
 		 "no credentials: give the volume a secretRef to a Secret of "

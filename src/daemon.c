@@ -543,7 +543,7 @@ static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int
 		*fail = "cannot install signal handlers";
 		return EIO;
 	}
-	int rc = tfs_session_io_attach(d->io, d->se);
+	int rc = tfs_session_io_attach(d->io, d->se, d->fs);
 	if (rc) {
 		*fail = "cannot serve the keeper's FUSE connection";
 		fuse_remove_signal_handlers(d->se);
@@ -558,7 +558,6 @@ static int serve_kept(struct daemon_ctx *d, const struct tfs_daemon_opts *o, int
 	*status_fd = -1;
 
 	rc = session_loop(d, o);
-	tfs_session_io_detach(d->io);
 	if (tfs_session_io_mismatch(d->io)) {
 		*o->exit_status = TFS_DAEMON_EXIT_RESUME;
 	} else if (atomic_load(&d->upgrading)) {

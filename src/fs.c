@@ -72,6 +72,16 @@ void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se)
 	fs->se = se;
 }
 
+void tfs_fs_set_io(struct tfs_fs *fs, void *io)
+{
+	fs->io = io;
+}
+
+void *tfs_fs_io(const struct tfs_fs *fs)
+{
+	return fs->io;
+}
+
 /* A handle of inode `in` now reads version `etag`.  The kernel may still
  * hold the attributes of another version: a lookup or getattr answered
  * from the metadata cache gives them the full attribute timeout, so they

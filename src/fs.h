@@ -75,6 +75,13 @@ void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
  * send (before the session starts; without one none is sent). */
 void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se);
 
+/* The state of the session's I/O hooks (session_io.h), which libfuse
+ * passes only the session's userdata, this fs: set before the session
+ * loop starts, read by the hooks (NULL: none).  Not locked: set once,
+ * before any request. */
+void tfs_fs_set_io(struct tfs_fs *fs, void *io);
+void *tfs_fs_io(const struct tfs_fs *fs);
+
 /* The operations table; pass the fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *tfs_fs_ops(void);
 

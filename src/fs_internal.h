@@ -78,6 +78,7 @@ struct tfs_fs {
 	const struct tfs_manifest_scope *scope; /* for the control file */
 	const struct tfs_log *log;
 	struct fuse_session *se; /* for notifications, or NULL (tfs_fs_set_session) */
+	void *io;                /* the session's I/O hooks' state (tfs_fs_set_io) */
 	uint64_t block_size;
 	uint64_t ra_blocks;
 	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */

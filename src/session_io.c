@@ -4,6 +4,8 @@
 
 #include "session_io.h"
 
+#include "fs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -27,9 +29,6 @@ struct rec_header {
 	uint32_t req_len;
 	uint32_t reply_len;
 };
-
-/* The attached io (session_io.h: libfuse gives the hooks only the fs). */
-static _Atomic(struct tfs_session_io *) current;
 
 int tfs_session_io_open(struct tfs_session_io *io, int fuse_fd, int rec_fd, bool no_resend,
 			const struct tfs_log *log)
@@ -166,8 +165,7 @@ static void init_answered(struct tfs_session_io *io, bool resumed)
 
 static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	(void)userdata;
-	struct tfs_session_io *io = atomic_load(&current);
+	struct tfs_session_io *io = userdata ? tfs_fs_io(userdata) : NULL;
 	size_t total = 0;
 	for (int i = 0; i < count; i++)
 		total += iov[i].iov_len;
@@ -223,8 +221,7 @@ static int wait_init(struct tfs_session_io *io)
 
 static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 {
-	(void)userdata;
-	struct tfs_session_io *io = atomic_load(&current);
+	struct tfs_session_io *io = userdata ? tfs_fs_io(userdata) : NULL;
 	int old;
 
 	if (io != NULL && io->replay && !atomic_load(&io->init_done)) {
@@ -256,30 +253,24 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	return n;
 }
 
-int tfs_session_io_attach(struct tfs_session_io *io, struct fuse_session *se)
+int tfs_session_io_attach(struct tfs_session_io *io, struct fuse_session *se, struct tfs_fs *fs)
 {
 	static const struct fuse_custom_io hooks = {
 		.read = hook_read,
 		.writev = hook_writev,
 	};
-	struct tfs_session_io *none = NULL;
 
-	io->se = se;
-	if (!atomic_compare_exchange_strong(&current, &none, io))
+	if (tfs_fs_io(fs) != NULL)
 		return EBUSY;
+	io->se = se;
+	tfs_fs_set_io(fs, io);
 	int rc = fuse_session_custom_io(se, &hooks, io->fuse_fd);
 	if (rc != 0) {
-		atomic_store(&current, NULL);
+		tfs_fs_set_io(fs, NULL);
 		tfs_err(io->log, "libfuse refused the custom I/O: %s", strerror(-rc));
 		return -rc;
 	}
 	return 0;
-}
-
-void tfs_session_io_detach(struct tfs_session_io *io)
-{
-	struct tfs_session_io *me = io;
-	(void)atomic_compare_exchange_strong(&current, &me, NULL);
 }
 
 bool tfs_session_io_unmounted(const struct tfs_session_io *io)

@@ -103,14 +103,12 @@ bool tfs_session_io_resumed(const struct tfs_session_io *io);
 
 /* Put the hooks on session `se` with fuse_session_custom_io().  libfuse
  * 3.14 passes its hooks only the session's userdata, which the operations
- * need (the struct tfs_fs), so the hooks find `io` through the one
- * process-wide pointer this sets: one attached session per process (a
- * second attach fails with EBUSY); tfs_session_io_detach() clears it.
- * Returns 0, EBUSY, or EINVAL/ENOMEM (libfuse's refusal, logged). */
-int tfs_session_io_attach(struct tfs_session_io *io, struct fuse_session *se);
-
-/* Clear the process-wide pointer (after the session loop ended). */
-void tfs_session_io_detach(struct tfs_session_io *io);
+ * need (`fs`, the struct tfs_fs), so the hooks find `io` through the fs
+ * (tfs_fs_set_io()); `se` must have been created with `fs` as its
+ * userdata.  Returns 0, EBUSY (the fs has hooks already), or
+ * EINVAL/ENOMEM (libfuse's refusal, logged). */
+struct tfs_fs;
+int tfs_session_io_attach(struct tfs_session_io *io, struct fuse_session *se, struct tfs_fs *fs);
 
 /* Whether the session ended because the filesystem was unmounted (a read
  * returned ENODEV), and whether a replayed INIT was refused. */

@@ -703,8 +703,10 @@ Test(volume, secrets_and_json)
 	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/to\\nken\":null}",
 		  "unknown key 'to\\x0aken' in the volume's Secret (allowed: accessKey, secretKey, "
 		  "sessionToken)");
-	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":5}",
-		  "secret secretKey: expected a base64 string");
+	vol_fails("{\"source\":\"s3://b\",\"kubernetes.io/secret/secretKey\":5}", "secret "
+										  "secretKey: "
+										  "expected a "
+										  "base64 string");
 	char want[1024];
 	snprintf(want, sizeof(want),
 		 "no credentials: give the volume a secretRef to a Secret of "

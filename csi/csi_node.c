@@ -14,8 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
 #include "csi.pb-c.h"
 #include "ctl_path.h"
 #include "fv_mount.h"
@@ -709,56 +707,9 @@ const struct csi_method *csi_node_methods(size_t *n)
 	return methods;
 }
 
-/* Log each volume of the state directory whose mount is live or dead. */
-static void report_volumes(const struct csi_node *cn)
-{
-	DIR *d = opendir(cn->node->state_dir);
-	struct dirent *e;
-	unsigned live = 0, dead = 0;
-
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		char info[PATH_MAX];
-		struct tfs_dbuf buf;
-		struct fv_mount_entry me;
-
-		if (e->d_name[0] == '.' || strcmp(e->d_name, CSI_EPHEMERAL_DIR) == 0 ||
-		    snprintf(info, sizeof(info), "%s/%s/volume.json", cn->node->state_dir,
-			     e->d_name) >= (int)sizeof(info))
-			continue;
-		tfs_dbuf_init(&buf, 64 * 1024);
-		if (fv_read_file(info, &buf) == 0) {
-			struct json_object *o = json_tokener_parse(tfs_dbuf_str(&buf));
-			struct json_object *t;
-
-			if (o && json_object_object_get_ex(o, "target", &t) &&
-			    json_object_is_type(t, json_type_string) &&
-			    fv_mount_lookup(json_object_get_string(t), &me) == 0 && me.mounted) {
-				const char *target = json_object_get_string(t);
-				int rc = fv_mount_probe(target);
-
-				if (rc == 0) {
-					live++;
-				} else {
-					dead++;
-					tfs_warn(cn->log,
-						 "%s (%s) is mounted but its daemon does not answer: "
-						 "%s",
-						 target, me.source, strerror(rc));
-				}
-			}
-			json_object_put(o);
-		}
-		tfs_dbuf_free(&buf);
-	}
-	closedir(d);
-	tfs_info(cn->log, "found %u live mount(s) of ours%s", live, dead ? ", and dead ones" : "");
-}
-
 void csi_node_reconcile(const struct csi_node *cn)
 {
 	fv_sweep(cn->node, cn->log);
 	ephemeral_gc(cn, NULL);
-	report_volumes(cn);
+	fv_report(cn->node, cn->log);
 }

@@ -403,6 +403,39 @@ void fv_sweep(const struct fv_node *node, const struct tfs_log *log)
 	sweep(node, log, NULL);
 }
 
+void fv_report(const struct fv_node *node, const struct tfs_log *log)
+{
+	DIR *d = opendir(node->state_dir);
+	struct dirent *e;
+	unsigned live = 0, dead = 0;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char info[PATH_MAX];
+		struct info in;
+		struct fv_mount_entry me;
+
+		if (!is_hash(e->d_name) ||
+		    !fits(snprintf(info, sizeof(info), "%s/%s/volume.json", node->state_dir,
+				   e->d_name),
+			  sizeof(info)) ||
+		    read_info(info, &in) != 0 || fv_mount_lookup(in.target, &me) != 0 ||
+		    !me.mounted)
+			continue;
+		int rc = fv_mount_probe(in.target);
+		if (rc == 0) {
+			live++;
+			continue;
+		}
+		dead++;
+		tfs_warn(log, "%s (%s) is mounted but its daemon does not answer: %s", in.target,
+			 me.source, strerror(rc));
+	}
+	closedir(d);
+	tfs_info(log, "found %u live mount(s) of ours%s", live, dead ? ", and dead ones" : "");
+}
+
 /* ---- mount ---- */
 
 /* Run `tierfs mount`.  Returns 0 when it reported a live mount; else an

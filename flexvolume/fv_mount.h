@@ -74,4 +74,8 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
  * are logged; cannot fail. */
 void fv_sweep(const struct fv_node *node, const struct tfs_log *log);
 
+/* Log how many volumes of node.state_dir are mounted and answer, and each
+ * one mounted whose daemon does not answer.  Cannot fail. */
+void fv_report(const struct fv_node *node, const struct tfs_log *log);
+
 #endif

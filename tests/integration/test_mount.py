@@ -196,6 +196,16 @@ class Mount:
             return "(no log)"
 
 
+def process_gone(pid):
+    """Whether `pid` has exited (a zombie counts): it may go between any
+    two looks at /proc."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -434,8 +444,7 @@ def t_kill9_recovery(ctx):
         assert read(os.path.join(m.mnt, k)) == v
     pid = m.pid()
     os.kill(pid, signal.SIGKILL)
-    poll(lambda: not os.path.exists("/proc/%d" % pid) or
-         open("/proc/%d/stat" % pid).read().split()[2] == "Z", 10, "the daemon to die")
+    poll(lambda: process_gone(pid), 10, "the daemon to die")
     subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
     poll(lambda: not os.path.ismount(m.mnt), 10, "the dead mount to go")
     m.mount()

@@ -83,7 +83,11 @@ DEFAULTS = {
     "forward_errors": False,      # 500/503: forward the request first, then discard its reply
     "max_faults": 0,              # at most this many faults under this config (0 = no limit)
     "client_keepalive": True,     # drop "Connection: close" from replies of known length
+    # realistic mode (not faults: every reply, counted in paced_*):
+    "ttfb_ms": 0.0,               # a reply's headers leave no sooner than this after its request
+    "bandwidth_mbps": 0.0,        # a reply body flows at most this fast per connection (MB/s); 0: no cap
 }
+REALISTIC = {"ttfb_ms": 30.0, "bandwidth_mbps": 90.0}  # one AWS S3 GET stream, roughly
 RULE_KEYS = ("methods", "path_regex", "rates", "latency_ms", "latency_where", "cut_where", "stall_s",
              "forward_errors", "max_faults")
 
@@ -193,6 +197,11 @@ def validate(cfg):
     if not isinstance(merged["client_keepalive"], bool):
         raise ConfigError("client_keepalive must be true or false")
     out["client_keepalive"] = merged["client_keepalive"]
+    for k in ("ttfb_ms", "bandwidth_mbps"):
+        v = merged[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e9:
+            raise ConfigError("%s must be a number >= 0" % k)
+        out[k] = float(v)
     return out
 
 
@@ -508,7 +517,7 @@ class Proxy:
                 "requests": 0, "requests_by_method": {}, "forwarded": 0,
                 "faults": {k: 0 for k in KINDS}, "faults_total": 0, "faults_by_method": {},
                 "connections": 0, "active_connections": 0, "holding": 0,
-                "upstream_errors": 0, "client_errors": 0, "recent": [],
+                "upstream_errors": 0, "client_errors": 0, "paced_ttfb": 0, "recent": [],
             }
         self.dirty.set()
 
@@ -681,6 +690,8 @@ class Session:
         self.rd = Reader(sock)
         self.up = None
         self.closed = False
+        self.t_request = None  # when the current request reached the upstream
+        self.t_body, self.body_sent = time.monotonic(), 0
 
     def run(self):
         try:
@@ -713,6 +724,27 @@ class Session:
 
     def send(self, data):
         self.sock.sendall(data)
+
+    def wait_ttfb(self):
+        """Realistic mode: hold the reply's headers until ttfb_ms after the
+        request was forwarded (the upstream's own time counts)."""
+        ttfb = self.p.cfg["ttfb_ms"] / 1000.0
+        if ttfb > 0 and self.t_request is not None:
+            d = self.t_request + ttfb - time.monotonic()
+            if d > 0:
+                self.p.count("paced_ttfb")
+                time.sleep(d)
+        self.t_body, self.body_sent = time.monotonic(), 0
+
+    def send_body(self, piece):
+        """Send a piece of a reply body, no faster than bandwidth_mbps."""
+        self.send(piece)
+        bw = self.p.cfg["bandwidth_mbps"] * 1e6
+        if bw > 0 and piece:
+            self.body_sent += len(piece)
+            d = self.t_body + self.body_sent / bw - time.monotonic()
+            if d > 0:
+                time.sleep(d)
 
     def send_plain(self, code, reason, text):
         body = (text + "\n").encode()
@@ -872,6 +904,7 @@ class Session:
                 for piece in iter_body(self.rd, framing):
                     up.sock.sendall(piece)
                 resp = None
+            self.t_request = time.monotonic()
             if resp is None:
                 resp = self.read_response_head(method, relay_interim=True)
             elif has_body:
@@ -937,10 +970,11 @@ class Session:
         p = self.p
         up = self.up
         kind = fault.kind if fault else None
+        self.wait_ttfb()
         if kind is None:
             self.send(rhead)
             for piece in iter_body(up.rd, rframing):
-                self.send(piece)
+                self.send_body(piece)
             return
         where = None
         if kind == "latency":
@@ -953,7 +987,7 @@ class Session:
             time.sleep(d)
             self.send(rhead)
             for piece in iter_body(up.rd, rframing):
-                self.send(piece)
+                self.send_body(piece)
             return
 
         # a fault at a byte position in the body
@@ -1004,7 +1038,7 @@ class Session:
                 time.sleep(d)
                 kind = None  # done: relay the rest as is
                 piece = piece[k:]
-            self.send(piece)
+            self.send_body(piece)
             sent += n
 
 
@@ -1225,6 +1259,13 @@ def parse_args(argv):
     ap.add_argument("--max-faults", type=int, help="stop after this many faults")
     ap.add_argument("--no-client-keepalive", action="store_true",
                     help="relay the upstream's Connection: close as is")
+    ap.add_argument("--ttfb-ms", type=float,
+                    help="realistic mode: a reply's headers leave no sooner than this after its request")
+    ap.add_argument("--bandwidth-mbps", type=float,
+                    help="realistic mode: each connection's reply bodies flow at most this fast (MB/s)")
+    ap.add_argument("--realistic", action="store_true",
+                    help="behave like one S3 stream: --ttfb-ms %g --bandwidth-mbps %g unless given"
+                    % (REALISTIC["ttfb_ms"], REALISTIC["bandwidth_mbps"]))
     return ap.parse_args(argv)
 
 
@@ -1259,6 +1300,12 @@ def config_from_args(a):
         cfg["max_faults"] = a.max_faults
     if a.no_client_keepalive:
         cfg["client_keepalive"] = False
+    if a.realistic:
+        cfg.update(REALISTIC)
+    if a.ttfb_ms is not None:
+        cfg["ttfb_ms"] = a.ttfb_ms
+    if a.bandwidth_mbps is not None:
+        cfg["bandwidth_mbps"] = a.bandwidth_mbps
     validate(cfg)
     return cfg
 

@@ -468,6 +468,29 @@ class ControlTests(unittest.TestCase):
         poll(lambda: self.statuses(p, 1) == [500], 5, "the next config file to apply")
 
 
+class RealisticTests(unittest.TestCase):
+    def test_realistic_mode_delays_first_bytes_and_caps_bandwidth(self):
+        """--realistic: every reply's headers wait ttfb_ms after its request,
+        and each connection's bodies flow at most bandwidth_mbps; both can be
+        changed at run time and are off by default."""
+        p = W.proxy(W.rec.endpoint, "--realistic", name="realistic")
+        c = Client(p.port)
+        size = 2_000_000
+        t0 = time.monotonic()
+        c.send(b"GET /b/r HTTP/1.1\r\nHost: h\r\nX-Want: 10\r\n\r\n")
+        self.assertEqual(c.response()[::2], (200, body_for(10)))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.029, "time to first byte")
+        p.set_config({"ttfb_ms": 0, "bandwidth_mbps": 10})
+        t0 = time.monotonic()
+        c.send(b"GET /b/r HTTP/1.1\r\nHost: h\r\nX-Want: %d\r\n\r\n" % size)
+        self.assertEqual(c.response()[::2], (200, body_for(size)))
+        self.assertGreaterEqual(time.monotonic() - t0, 0.19, "2 MB at 10 MB/s")
+        self.assertGreaterEqual(p.stats()["paced_ttfb"], 1)
+        with self.assertRaises(AssertionError):
+            p.config(bandwidth_mbps=-1)
+        c.close()
+
+
 class WriteFaultTests(unittest.TestCase):
     def test_multipart_under_put_post_faults_completes(self):
         """The machinery for the write path: boto3 (retrying) against faults."""

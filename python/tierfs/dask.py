@@ -50,7 +50,7 @@ def warmup(client, paths, mount=None, **kw):
     Returns {host: the warm-up's summary}.  Raises the first worker's
     exception (tierfs.Error, NotTierfsError, DaemonUnavailable) after
     every host has finished."""
-    from dask.distributed import wait  # noqa: F401 (lazy: dask only here)
+    from dask.distributed import wait  # lazy: importing tierfs.dask needs no dask
 
     paths = [paths] if isinstance(paths, str) else list(paths)
     if mount is None and not paths:

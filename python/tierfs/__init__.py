@@ -19,7 +19,7 @@ import os
 import time
 
 from ._control import (DEFAULT_TIMEOUT, SOCKET_ENV, DaemonUnavailable, Error, NotTierfsError,
-                       call, key_of, socket_path)
+                       call, check_rundir, key_of, socket_path)
 from ._control import mount_root as _mount_root
 
 __all__ = ["Mount", "Error", "NotTierfsError", "DaemonUnavailable", "mount_root", "relpath"]
@@ -68,13 +68,19 @@ class Mount:
     to the current directory.
 
     Each call opens its own connection: a Mount may be shared by threads.
-    Raises NotTierfsError if `path` is not inside a tierfs mount."""
+    Before each call the computed socket's directory is checked (it must
+    be the user's own and not writable by others: Error(EPERM) or
+    ENOTDIR otherwise).  Raises NotTierfsError if `path` is not inside a
+    tierfs mount."""
 
     def __init__(self, path, socket=None, timeout=DEFAULT_TIMEOUT):
         self.path = os.fspath(path)
         self.root = mount_root(self.path)
         if socket is None:
             socket = os.environ.get(SOCKET_ENV) or None
+        # A socket named by the caller is the caller's choice; the computed
+        # one is trusted only in a directory no one else controls.
+        self._check_dir = socket is None
         self.socket = os.fspath(socket) if socket is not None else socket_path(self.root)
         if timeout is None or timeout <= 0:
             raise ValueError("timeout must be a positive number of seconds")
@@ -88,6 +94,8 @@ class Mount:
         return key_of(self.root, path)
 
     def _call(self, request, progress=None, deadline=None):
+        if self._check_dir:
+            check_rundir(os.path.dirname(self.socket))
         return call(self.socket, request, self.timeout, progress, deadline)
 
     # ---- commands ----

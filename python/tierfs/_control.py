@@ -10,6 +10,7 @@ import json
 import os
 import re
 import socket
+import stat
 import time
 
 # Longest reply or progress line accepted, as the C client
@@ -150,6 +151,32 @@ def socket_path(mountpoint):
     canon = canonical_path(mountpoint)
     digest = hashlib.sha256(canon.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return os.path.join(runtime_dir(), digest + ".sock")
+
+
+def check_rundir(path):
+    """Refuse a control socket directory another user could have made:
+    it must be a real directory (not a symbolic link) owned by the
+    effective uid that neither group nor others may write, as
+    tfs_ctl_socket_path() requires of RUNDIR (there, with the directories
+    above it too).  Otherwise a user who planted /tmp/tierfs-UID could
+    answer for the daemon (a flush that says everything is uploaded).  A
+    missing directory is left to connect() (ENOENT).  Raises Error
+    (ENOTDIR, EPERM)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise Error(e.errno or errno.EIO, "control socket directory %s: %s" % (
+            path, e.strerror)) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise Error(errno.ENOTDIR, "control socket directory %s is not a directory (a "
+                    "symbolic link?): refusing to talk to a socket in it" % path)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise Error(errno.EPERM, "control socket directory %s is owned by uid %d with mode "
+                    "%04o: another user could have planted a socket there; it must be "
+                    "yours and not writable by group or others" % (
+                        path, st.st_uid, stat.S_IMODE(st.st_mode)))
 
 
 def _unavailable(err, sock, what):

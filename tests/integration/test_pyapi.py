@@ -269,6 +269,52 @@ def t_dead_daemon(ctx):
         subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
 
 
+def t_unsafe_socket_dir(ctx):
+    """The computed socket is trusted only in a directory that is the
+    user's own and that no one else may write (as the C client's
+    tfs_ctl_socket_path()): a planted /tmp/tierfs-UID could answer for the
+    daemon."""
+    from tierfs import _control
+    m = ctx.mount("unsafe").mount()
+    try:
+        good = os.path.join(ctx.work, "rundir")
+        os.mkdir(good, 0o700)
+        _control.check_rundir(good)
+        _control.check_rundir(os.path.join(ctx.work, "missing"))  # connect says ENOENT
+        os.chmod(good, 0o777)
+        e = raises(tierfs.Error, _control.check_rundir, good)
+        assert e.errno == errno.EPERM and "mode 0777" in str(e), str(e)
+        os.chmod(good, 0o700)
+        os.chown(good, 65534, 65534)
+        e = raises(tierfs.Error, _control.check_rundir, good)
+        assert e.errno == errno.EPERM and "owned by uid 65534" in str(e), str(e)
+        link = os.path.join(ctx.work, "link")
+        os.symlink(good, link)
+        e = raises(tierfs.Error, _control.check_rundir, link)
+        assert e.errno == errno.ENOTDIR, e
+        # A Mount whose runtime directory is unsafe refuses to call (a
+        # directory of this test stands for RUNDIR: /run/tierfs is shared).
+        planted = os.path.join(ctx.work, "planted")
+        os.mkdir(planted)
+        os.chmod(planted, 0o733)
+        real_rundir = _control.runtime_dir
+        _control.runtime_dir = lambda: planted
+        try:
+            t = tierfs.Mount(m.mnt)
+            assert os.path.dirname(t.socket) == planted, t.socket
+            e = raises(tierfs.Error, t.stats)
+            assert e.errno == errno.EPERM and planted in str(e), str(e)
+            os.chmod(planted, 0o700)
+            e = raises(tierfs.DaemonUnavailable, t.stats)  # safe, but no daemon there
+            assert e.errno == errno.ENOENT, e
+        finally:
+            _control.runtime_dir = real_rundir
+        t = tierfs.Mount(m.mnt)
+        assert t.stats()["pid"] == m.stats()["pid"]
+    finally:
+        m.umount()
+
+
 class FakeDaemon:
     """A control socket that answers each request with `reply(req)` (bytes
     to send; None: send nothing and keep the connection open)."""
@@ -447,6 +493,7 @@ TESTS = [
     ("bad_paths_raise_daemon_message", t_bad_paths_raise_daemon_message),
     ("dead_daemon", t_dead_daemon),
     ("protocol_errors_never_hang", t_protocol_errors_never_hang),
+    ("unsafe_socket_dir", t_unsafe_socket_dir),
     ("dask_warmup", t_dask_warmup),
 ]
 

@@ -128,7 +128,8 @@ class Mount:
                tier="ssd"):
         """Fill the cache with the named files and directories (recursively)
         and the files `manifest` (a file of keys or JSON lines, read by the
-        daemon) lists; with no paths and no manifest, the whole mount.
+        daemon) lists; with paths None and no manifest, the whole mount
+        (an empty list warms nothing).
         `jobs`: parallel fetches (1 to 256; default the mount's
         prefetch.workers); `pin`: pin them in the SSD tier; `tier`: "ssd"
         or "ram".  `progress(dict)` gets each progress report (about two a
@@ -144,10 +145,9 @@ class Mount:
             args["jobs"] = int(jobs)
         if pin:
             args["pin"] = True
-        paths = _paths(paths)
         if manifest is not None:
             args["manifest"] = os.path.realpath(os.fspath(manifest))
-        elif not paths:
+        elif paths is None:
             paths = [""]
         return self._files("warmup", paths, progress, **args)
 

@@ -81,6 +81,15 @@ def t_stats_and_warmup_with_progress(ctx):
         res = t.warmup(os.path.join(m.mnt, "ds", "c1"))  # one absolute path, no list
         assert res["fetched_files"] == 0 and res["cached_files"] == len(files) // 4, res
         assert t.warmup()["cached_files"] == len(files)  # no paths: the whole mount
+        assert t.warmup([])["files_total"] == 0  # an empty list: nothing
+        # An exception in the progress callback ends the call and propagates.
+        class Stop(Exception):
+            pass
+
+        def stop(p):
+            raise Stop()
+        raises(Stop, t.warmup, ["ds"], progress=stop)
+        assert t.stats()["pid"] == st["pid"]  # the connection is closed; the daemon serves on
     finally:
         m.umount()
 

@@ -140,8 +140,7 @@ def runtime_dir():
         return "/run/tierfs"
     x = os.environ.get("XDG_RUNTIME_DIR", "")
     if x.startswith("/"):
-        x = x.rstrip("/") or "/"
-        return x.rstrip("/") + "/tierfs" if x != "/" else "/tierfs"
+        return x.rstrip("/") + "/tierfs"
     return "/tmp/tierfs-%d" % uid
 
 

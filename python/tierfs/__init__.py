@@ -27,6 +27,10 @@ __version__ = "0.1.0"
 
 # Failures named in a warm-up error's message (all are in Error.result).
 _MAX_NAMED = 5
+# Times flush() asks again when the daemon ends during its wait, and how
+# long it waits each time for the next daemon to listen.
+_FLUSH_RECONNECTS = 3
+_RESTART_WAIT = 10.0
 
 
 def mount_root(path):
@@ -172,12 +176,34 @@ class Mount:
         `progress(dict)` gets {"files": N, "bytes": N} left, once a
         second.  Returns {"files": 0, "bytes": 0}.
 
+        If the daemon ends during the wait (its keeper starts the next one
+        on the same mount), flush() asks the next daemon (up to 3 times,
+        waiting up to 10 s each time for it to listen).
         Raises Error(EIO) when uploads gave up (writeback.max_retries:
-        the files stay staged, `tierfs stats` lists them), and
+        the files stay staged, `tierfs stats` lists them),
         Error(ETIMEDOUT) when `timeout` seconds pass first (the uploads go
-        on)."""
+        on), and DaemonUnavailable when no daemon answers."""
         deadline = time.monotonic() + timeout if timeout is not None else None
-        res = self._call({"cmd": "drain", "wait": True}, progress, deadline)
+        resets, wait_until = 0, None
+        while True:
+            try:
+                res = self._call({"cmd": "drain", "wait": True}, progress, deadline)
+                break
+            except DaemonUnavailable as e:
+                # The daemon ended during the wait (kill -9, an OOM kill,
+                # `tierfs upgrade`): under a keeper the next one serves in
+                # a moment, with the same pending uploads; ask it.
+                now = time.monotonic()
+                if e.errno == errno.ECONNRESET and resets < _FLUSH_RECONNECTS:
+                    resets += 1
+                    wait_until = now + _RESTART_WAIT
+                    continue
+                if wait_until is not None and now < wait_until and \
+                        e.errno in (errno.ECONNREFUSED, errno.ENOENT) and \
+                        (deadline is None or now < deadline):
+                    time.sleep(0.1)
+                    continue
+                raise
         files = res.get("files", 0) if isinstance(res, dict) else 0
         if files:
             raise Error(errno.EIO, "flush of %s: %d file(s) (%d bytes) could not be uploaded "

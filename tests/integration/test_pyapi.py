@@ -143,6 +143,50 @@ def t_flush_after_writes(ctx):
         m.umount()
 
 
+def t_flush_across_daemon_restart(ctx):
+    """kill -9 of the daemon while flush() waits: the keeper starts the
+    next daemon on the same mount, flush() asks it, and returns once the
+    file is in the bucket."""
+    if ctx.bucket.kind != "local":
+        return "skip"
+    m = ctx.mount("flushkill", {"writeback": {"delay": "60s", "retry_base": "50ms",
+                                              "retry_max": "200ms", "max_retries": "1000"}}).mount()
+    try:
+        t = tierfs.Mount(m.mnt)
+        data = data_for("ckpt", 200_000)
+        with open(os.path.join(m.mnt, "ckpt.pt"), "wb") as f:
+            f.write(data)
+        # A directory where the file goes in the bucket, behind the mount's
+        # back: the upload flush() starts fails (and is retried) until it goes.
+        block = os.path.join(ctx.bucket.root, "ckpt.pt")
+        os.makedirs(os.path.join(block, "in-the-way"))
+        result = {}
+
+        def flusher():
+            try:
+                result["res"] = t.flush(timeout=60)
+            except Exception as e:  # noqa: BLE001
+                result["err"] = e
+        th = threading.Thread(target=flusher)
+        th.start()
+        poll(lambda: t.stats()["writeback"]["attempt_failures"] > 0, 20, "an upload to fail")
+        assert th.is_alive(), result  # flush() waits on the daemon
+        st = t.stats()
+        os.kill(st["pid"], signal.SIGKILL)
+        poll(lambda: dead(st["pid"]), 10, "the daemon to die")
+        # the next daemon serves; then the way is cleared
+        poll(lambda: t.stats()["keeper"]["generation"] == st["keeper"]["generation"] + 1, 20,
+             "the next daemon")
+        os.rmdir(os.path.join(block, "in-the-way"))
+        os.rmdir(block)
+        th.join(60)
+        assert not th.is_alive(), "flush() did not return"
+        assert result.get("res") == {"files": 0, "bytes": 0}, result
+        assert in_bucket(ctx.bucket, "ckpt.pt") == data
+    finally:
+        m.umount()
+
+
 def t_reload(ctx):
     m = ctx.mount("reload").mount()
     try:
@@ -496,6 +540,7 @@ TESTS = [
     ("stats_and_warmup_with_progress", t_stats_and_warmup_with_progress),
     ("pin_unpin_evict", t_pin_unpin_evict),
     ("flush_after_writes", t_flush_after_writes),
+    ("flush_across_daemon_restart", t_flush_across_daemon_restart),
     ("reload", t_reload),
     ("mount_found_from_any_path", t_mount_found_from_any_path),
     ("not_tierfs", t_not_tierfs),

@@ -11,7 +11,8 @@ BUILD_PKGS="gcc make autoconf automake autoconf-archive pkg-config
   libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liblmdb-dev
   libexpat1-dev libinih-dev libjson-c-dev libcriterion-dev libxxhash-dev
   libmicrohttpd-dev
-  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev"
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev
+  python3"
 TEST_PKGS="curl openssl python3 python3-botocore python3-boto3 man-db groff-base
   radosgw ceph-mon ceph-osd ceph-common ceph-base lmdb-utils procps psmisc"
 # setpriv (tests/integration/test_flexvolume.py reads a mount as another uid);
@@ -29,6 +30,10 @@ TEST_PKGS="$TEST_PKGS s3fs"
 # only); it writes objects with boto3, so python3-boto3 (above) must be
 # importable by /usr/bin/python3 too, not only by moto's pip environment.
 TEST_PKGS="$TEST_PKGS python3-grpcio python3-grpc-tools"
+# The tierfs Python package's suites (tests/integration/test_pyapi.py,
+# test_python.py) run under /usr/bin/python3 with Debian's PyTorch,
+# torchvision (and PIL for its images), Dask and distributed.
+TEST_PKGS="$TEST_PKGS python3-torch python3-torchvision python3-dask python3-distributed python3-pil"
 BENCH_PKGS="rclone fio hyperfine"
 # dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
 # debian/control's Build-Depends are BUILD_PKGS and these.

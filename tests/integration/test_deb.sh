@@ -5,7 +5,8 @@
 # and use the installed commands: `tierfs --version`, a mount of a
 # local-directory bucket with /usr/bin/tierfs and one with
 # `mount -t fuse.tierfs` (the mount.fuse.tierfs helper), byte-exact reads,
-# unmounts; then purge the package.  Needs root; run by
+# unmounts; the second package, python3-tierfs: `import tierfs` under
+# /usr/bin/python3 and tierfs.Mount on a mount; then purge both.  Needs root; run by
 # `./check.sh --extended`.  Ends with "deb: N passed, N failed".
 #   tests/integration/test_deb.sh [--keep]   --keep: leave it installed
 set -u
@@ -31,10 +32,12 @@ if [ "$(id -u)" != 0 ]; then
 	bad "runs as root (it installs a package and mounts)"
 	summary
 fi
-if dpkg-query -W -f='${Status}' tierfs 2>/dev/null | grep -q 'install ok installed'; then
-	bad "the tierfs package is not installed before the test (dpkg --purge tierfs first)"
-	summary
-fi
+for p in tierfs python3-tierfs; do
+	if dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q 'install ok installed'; then
+		bad "the $p package is not installed before the test (dpkg --purge $p first)"
+		summary
+	fi
+done
 expect "build tools are installed (scripts/deps.sh deb)" scripts/deps.sh deb || summary
 
 work=$(mktemp -d /tmp/tierfs-deb-XXXXXX)
@@ -45,7 +48,7 @@ cleanup() {
 		fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
 	fi
 	if [ $installed = 1 ] && [ $keep = 0 ]; then
-		dpkg --purge tierfs >/dev/null 2>&1
+		dpkg --purge python3-tierfs tierfs >/dev/null 2>&1
 	fi
 	rm -rf "$work"
 }
@@ -86,14 +89,36 @@ for f in ./usr/bin/tierfs ./sbin/mount.tierfs ./sbin/mount.fuse.tierfs '->mount.
 	./usr/share/doc/tierfs/changelog.gz; do
 	grep -qF -- "$f" <<<"$contents" && ok "the package has $f" || bad "the package has $f"
 done
+# python3-tierfs: the Python package, for Debian's python3, without byte code
+pydeb=$(ls "$work"/python3-tierfs_"$version"_all.deb 2>/dev/null | head -n 1)
+[ -n "$pydeb" ] && ok "the build made $(basename "$pydeb")" || { bad "the build made python3-tierfs_${version}_all.deb" "$(ls "$work")"; summary; }
+pycontents=$(dpkg-deb -c "$pydeb" | awk '{ print $6 }')
+for f in __init__.py _control.py dask.py; do
+	grep -qx "./usr/lib/python3/dist-packages/tierfs/$f" <<<"$pycontents" &&
+		ok "python3-tierfs has /usr/lib/python3/dist-packages/tierfs/$f" ||
+		bad "python3-tierfs has /usr/lib/python3/dist-packages/tierfs/$f" "$pycontents"
+done
+grep -q -e __pycache__ -e '\.pyc$' <<<"$pycontents" && bad "python3-tierfs ships no byte code" "$pycontents" ||
+	ok "python3-tierfs ships no byte code"
+grep -q '^./usr/share/doc/python3-tierfs/examples/dask_read.py' <<<"$pycontents" &&
+	ok "python3-tierfs has the examples" || bad "python3-tierfs has the examples" "$pycontents"
+grep -q -e dist-packages -e '\.py$' <<<"$contents" && bad "the tierfs package holds no Python files" ||
+	ok "the tierfs package holds no Python files"
+pydepends=$(dpkg-deb -f "$pydeb" Depends)
+for d in python3:any tierfs; do
+	grep -qE "(^|, )$d( |,|$)" <<<"$pydepends" && ok "python3-tierfs Depends: $d" ||
+		bad "python3-tierfs Depends: $d" "$pydepends"
+done
+[ "$(dpkg-deb -f "$pydeb" Architecture)" = all ] && ok "python3-tierfs is Architecture: all" ||
+	bad "python3-tierfs is Architecture: all"
 depends=$(dpkg-deb -f "$deb" Depends)
 for d in fuse3 libfuse3-3 libcurl4 liblmdb0 libjson-c5 libinih1 libxxhash0 libexpat1 libssl3 libmicrohttpd12; do
 	grep -qE "(^|, )$d( |,|$)" <<<"$depends" && ok "Depends: $d" || bad "Depends: $d" "$depends"
 done
 
 # ---- install ----
-if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" >"$work/apt.log" 2>&1 ||
-	dpkg -i "$deb" >>"$work/apt.log" 2>&1; then
+if DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$deb" "$pydeb" >"$work/apt.log" 2>&1 ||
+	dpkg -i "$deb" "$pydeb" >>"$work/apt.log" 2>&1; then
 	installed=1
 	ok "the package installs"
 else
@@ -118,6 +143,10 @@ csi=$(/usr/sbin/tierfs-csi --version 2>&1)
 grep -q '^tierfs-csi ' <<<"$csi" && ok "tierfs-csi --version" || bad "tierfs-csi --version" "$csi"
 fv=$(/usr/sbin/tierfs-flexvolume init 2>&1)
 grep -q '"status":"Success"' <<<"$fv" && ok "tierfs-flexvolume init" || bad "tierfs-flexvolume init" "$fv"
+pyout=$(cd / && env -u PYTHONPATH /usr/bin/python3 -c 'import tierfs, tierfs.dask; print(tierfs.__file__)' 2>&1)
+[ "$pyout" = /usr/lib/python3/dist-packages/tierfs/__init__.py ] &&
+	ok "/usr/bin/python3 -c 'import tierfs' finds the installed package" ||
+	bad "/usr/bin/python3 -c 'import tierfs' finds the installed package" "$pyout"
 if command -v systemd-analyze >/dev/null 2>&1; then
 	expect "systemd-analyze verify tierfs@srv-data.service" \
 		systemd-analyze verify /lib/systemd/system/tierfs@srv-data.service
@@ -154,6 +183,8 @@ if expect "/usr/bin/tierfs mount returns once the mount is live" \
 	mounted && ok "tierfs mount: fuse.tierfs in /proc/mounts" || bad "tierfs mount: fuse.tierfs in /proc/mounts"
 	reads "tierfs mount"
 	expect "tierfs stats answers" /usr/bin/tierfs stats "$mnt"
+	expect "tierfs.Mount(MOUNTPOINT).stats() from the installed package" \
+		env -u PYTHONPATH /usr/bin/python3 -c 'import sys, tierfs; assert tierfs.Mount(sys.argv[1]).stats()["pid"] > 0' "$mnt"
 	expect "/usr/bin/tierfs umount" /usr/bin/tierfs umount "$mnt"
 	mounted && bad "tierfs umount: the mount is gone" || ok "tierfs umount: the mount is gone"
 fi
@@ -175,9 +206,9 @@ fi
 
 # ---- purge ----
 if [ $keep = 0 ]; then
-	expect "dpkg --purge tierfs" dpkg --purge tierfs && installed=0
+	expect "dpkg --purge python3-tierfs tierfs" dpkg --purge python3-tierfs tierfs && installed=0
 	[ ! -e /usr/bin/tierfs ] && [ ! -e /sbin/mount.tierfs ] && [ ! -e /sbin/mount.fuse.tierfs ] &&
-		[ ! -e /lib/systemd/system/tierfs@.service ] && ok "purge removes the files" ||
+		[ ! -e /lib/systemd/system/tierfs@.service ] && [ ! -e /usr/lib/python3/dist-packages/tierfs ] && ok "purge removes the files" ||
 		bad "purge removes the files"
 fi
 summary

@@ -125,6 +125,10 @@ struct tfs_io_progress {
 	void *ctx;
 	int ndone;
 	uint64_t done_bytes;
+	/* Set by the caller: nobody waits for these bytes (a warm-up), so a
+	 * cache layer they pass through writes them before it reports them
+	 * instead of deferring (or dropping) the write.  Backends ignore it. */
+	bool background;
 };
 
 static inline struct tfs_io tfs_io_buf(void *buf)

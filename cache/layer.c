@@ -47,7 +47,9 @@ int tfs_layer_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 {
 	if (n == 0 || first + n > tfs_obj_blocks(obj, l->block_size))
 		return EINVAL;
-	if (n > 1 && l->ops->read_blocks)
+	/* One block goes to read_block, but a background one to read_blocks,
+	 * which is where a layer sees the progress and its flag. */
+	if (l->ops->read_blocks && (n > 1 || (progress && progress->background)))
 		return l->ops->read_blocks(l, obj, first, n, bufs, progress);
 	for (unsigned i = 0; i < n; i++) {
 		int rc = l->ops->read_block(l, obj, first + i, bufs[i]);

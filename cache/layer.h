@@ -76,7 +76,11 @@ struct tfs_layer_ops {
 	 * out and reuse it (struct tfs_io_progress in backend.h, one buffer
 	 * per block); on error the reported blocks are good and no other
 	 * buffer is meaningful.  A layer may report fewer blocks than it
-	 * filled (none): on success every block is good. */
+	 * filled (none): on success every block is good.  The dispatcher
+	 * calls it for n > 1, and for one block too when
+	 * progress->background (a warm-up: a cache layer writes its copy
+	 * before reporting the block, where a reader's copy may be deferred
+	 * or dropped). */
 	int (*read_blocks)(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
 			   unsigned n, void *const bufs[], struct tfs_io_progress *progress);
 	/* Optional: store `buf` as block `idx` of obj, a version the caller

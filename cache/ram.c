@@ -420,6 +420,7 @@ struct tfs_ram_claim {
 	char *key;
 	uint64_t first;
 	unsigned n;
+	bool pass; /* TFS_RAM_PASS: a warm-up of the tiers below */
 	struct tfs_ram_block *blocks[TFS_MAX_RUN];
 };
 
@@ -457,6 +458,7 @@ int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t f
 	c->r = r;
 	c->obj = *obj;
 	c->obj.key = c->key;
+	c->pass = (flags & TFS_RAM_PASS) != 0;
 	pthread_mutex_lock(&r->lock);
 	if (flags & TFS_RAM_SKIP) {
 		/* Start at the first block neither cached nor being filled. */
@@ -526,7 +528,9 @@ int tfs_ram_fill_claim(struct tfs_layer *l, struct tfs_ram_claim *c)
 		bufs[i] = c->blocks[i]->data;
 	/* Blocks become READY as they arrive (claim_block_done), which also
 	 * releases them; the rest are settled here. */
-	struct tfs_io_progress progress = { .done = claim_block_done, .ctx = c };
+	struct tfs_io_progress progress = { .done = claim_block_done,
+					    .ctx = c,
+					    .background = c->pass };
 	int rc = tfs_layer_read_blocks(r->inner, &c->obj, c->first, c->n, bufs, &progress);
 
 	pthread_mutex_lock(&r->lock);

@@ -4,7 +4,13 @@
  *
  * This file is the layer: lookup, read_block, read_blocks, put_block,
  * verifying a cached block, pinning objects, invalidate, stats, limits,
- * create/destroy.  Writing blocks into the tier (admission, the data
+ * create/destroy.  A block a reader fetched from the inner layer is
+ * copied into the fill queue (ssd_fillq.c: ssd.fill_queue bytes; a block
+ * that does not fit is not cached) and written by its threads, off the
+ * reader's path; a read of a block whose fill is queued is served from
+ * the copy; a warm-up's blocks (tfs_io_progress.background) and
+ * write-back's (put_block) are written before the call returns.  Writing
+ * blocks into the tier (admission, the data
  * write, the block record: ssd_fill()) is ssd_fill.c; the background
  * thread (eviction, sweep) is ssd_evict.c; the in-memory id table (pins,
  * EVICTING marks, touches), dropping an object, the data files and trash,
@@ -50,7 +56,8 @@
  *       tagged with another ETag is never read: the object is dropped.
  *   I5  An object is evicted, invalidated or swept only while it is marked
  *       EVICTING, and the mark is only set when no reader pins the id.  A
- *       reader pins the id for the whole read_block, fill included.  So a
+ *       reader pins the id for the whole read_block, fill included, and a
+ *       queued fill holds a pin of its own until it is written.  So a
  *       block being read or filled is never evicted.
  *
  * CRASH BEHAVIOUR
@@ -326,7 +333,10 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	return false;
 }
 
-static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
+/* Read one block; `sync`: a warm-up's, whose fill is written before the
+ * return, never queued. */
+static int read_one(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf,
+		    bool sync)
 {
 	struct ssd *s = l->priv;
 	size_t len = tfs_obj_block_len(obj, idx, s->bs);
@@ -350,12 +360,27 @@ static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64
 		return 0;
 	}
 
+	if (ssd_fillq_copy(s, obj, idx, buf, len)) {
+		/* Its fill is late: served from the queued copy (a warm-up
+		 * writes it now). */
+		if (sync)
+			filled = ssd_fill(s, obj, idx, buf, len, true, tick, lk.have_obj);
+		finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
+		return 0;
+	}
 	count(&s->misses, 1);
 	rc = tfs_layer_read_block(s->inner, obj, idx, buf);
-	if (rc == 0)
+	if (rc == 0 && sync)
 		filled = ssd_fill(s, obj, idx, buf, len, true, tick, lk.have_obj);
+	else if (rc == 0)
+		filled = ssd_fill_read(s, obj, idx, buf, len, tick, lk.have_obj);
 	finish(s, obj, tick, &lk, false, lk.have_obj && !filled);
 	return rc;
+}
+
+static int ssd_read_block(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
+{
+	return read_one(l, obj, idx, buf, false);
 }
 
 /* Write-back: cache a block of a version just uploaded. */
@@ -394,6 +419,8 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 	any_cached = lk0.have_blk;
 	for (unsigned i = 1; !any_cached && lk0.have_obj && i < n; i++)
 		any_cached = lookup(s, obj->id, first + i, &lk) == 0 && lk.have_blk;
+	if (!any_cached)
+		any_cached = ssd_fillq_has(s, obj, first, n); /* served from the queue */
 	if (any_cached) {
 		finish(s, obj, tick, &lk0, false, false);
 		goto one_by_one;
@@ -409,6 +436,7 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 			       .tick = tick,
 			       .bufs = bufs,
 			       .have_obj = lk0.have_obj,
+			       .sync = progress && progress->background,
 			       .up = progress };
 	struct tfs_io_progress mine = { .done = ssd_run_block_done, .ctx = &rf };
 	rc = tfs_layer_read_blocks(s->inner, obj, first, n, bufs, &mine);
@@ -420,7 +448,7 @@ static int ssd_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint6
 
 one_by_one:
 	for (unsigned i = 0; i < n; i++) {
-		rc = ssd_read_block(l, obj, first + i, bufs[i]);
+		rc = read_one(l, obj, first + i, bufs[i], progress && progress->background);
 		if (rc)
 			return rc;
 		tfs_layer_block_done(progress, i, tfs_obj_block_len(obj, first + i, s->bs));
@@ -541,6 +569,10 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "evicted_bytes", atomic_load(&s->evicted_bytes));
 		add_u64(o, "corrupt", atomic_load(&s->corrupt));
 		add_u64(o, "write_errors", atomic_load(&s->write_errors));
+		add_u64(o, "fill_queued", atomic_load(&s->fill_queued));
+		add_u64(o, "fill_dropped", atomic_load(&s->fill_dropped));
+		add_u64(o, "fill_queue_bytes", ssd_fillq_bytes(s));
+		add_u64(o, "fill_queue_hits", atomic_load(&s->fill_queue_hits));
 		add_u64(o, "used_bytes", atomic_load(&s->used));
 		add_u64(o, "capacity_bytes", atomic_load(&s->capacity));
 		add_u64(o, "high_watermark_bytes", atomic_load(&s->high));
@@ -571,6 +603,7 @@ static void ssd_free(struct ssd *s)
 	pthread_mutex_destroy(&s->flush_lock);
 	pthread_cond_destroy(&s->unmarked);
 	pthread_cond_destroy(&s->wake);
+	ssd_fillq_free(s);
 	tfs_ratelimit_destroy(&s->rl_full);
 	tfs_ratelimit_destroy(&s->rl_corrupt);
 	tfs_ratelimit_destroy(&s->rl_err);
@@ -585,6 +618,7 @@ static void ssd_destroy(struct tfs_layer *l)
 	struct ssd *s = l->priv;
 	int rc;
 
+	ssd_fillq_stop(s); /* every queued fill is written first */
 	pthread_mutex_lock(&s->lock);
 	atomic_store(&s->stop, true);
 	pthread_cond_signal(&s->wake);
@@ -750,6 +784,10 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	s->policy = cc->policy;
 	s->bs = cc->block_size;
 	atomic_store(&s->direct, cfg->direct_io);
+	s->fillq.cap = 0; /* ssd_fillq_start() sets it; ssd_free() needs its locks */
+	pthread_mutex_init(&s->fillq.lock, NULL);
+	pthread_cond_init(&s->fillq.work, NULL);
+	pthread_cond_init(&s->fillq.idle, NULL);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->usage_lock, NULL);
 	pthread_mutex_init(&s->flush_lock, NULL);
@@ -792,6 +830,15 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	rc = pthread_create(&s->thread, NULL, ssd_bg_main, s);
 	if (rc) {
 		tfs_err(log, "ssd: cannot start the background thread: %s", strerror(rc));
+		goto fail;
+	}
+	rc = ssd_fillq_start(s, cfg->fill_queue);
+	if (rc) {
+		pthread_mutex_lock(&s->lock);
+		atomic_store(&s->stop, true);
+		pthread_cond_signal(&s->wake);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
 		goto fail;
 	}
 

@@ -55,6 +55,11 @@ struct tfs_ssd_config {
 	 * fills skip the page cache, which the kernel already spends on the
 	 * mount's own copy of the data. */
 	bool direct_io;
+	/* Most bytes of blocks waiting to be written into the tier by its fill
+	 * threads after a reader got them (ssd_fillq.c); a block beyond it is
+	 * served and not cached.  0: each reader writes its blocks itself
+	 * before it gets them. */
+	uint64_t fill_queue;
 };
 
 /* Object record flag: never evicted by the watermarks or the policy. */

@@ -304,16 +304,3 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 		count(&s->write_errors, 1);
 	return rc == 0;
 }
-
-/* ---- a cold run (ssd_read_blocks()) ---- */
-
-/* Each block of the run is written to the tier as it arrives, then handed
- * up (struct run_fill in ssd_internal.h). */
-void ssd_run_block_done(void *ctx, int i)
-{
-	struct run_fill *f = ctx;
-	size_t len = tfs_obj_block_len(f->obj, f->first + (uint64_t)i, f->s->bs);
-	f->filled |= ssd_fill(f->s, f->obj, f->first + (uint64_t)i, f->bufs[i], len, true, f->tick,
-			      f->have_obj || f->filled);
-	tfs_layer_block_done(f->up, (unsigned)i, len);
-}

@@ -3,6 +3,8 @@
  *
  *   ssd.c          the layer: lookup, read_block, put_block, invalidate,
  *                  stats, pinning objects, create/destroy
+ *   ssd_fillq.c    the fills of blocks readers fetched: queued for its
+ *                  threads (off the reader's path) or written at once
  *   ssd_fill.c     writing blocks into the tier: admission, the data
  *   ssd_evict.c    write, the block record; the background thread:
  *                  eviction and the sweep (siblings: neither calls the other)
@@ -117,6 +119,23 @@ struct blk_rec {
 	uint32_t len;
 };
 
+/* The fill queue (ssd_fillq.c).  `lock` protects everything but the
+ * threads, which only start and stop change. */
+#define SSD_FILLQ_THREADS 2
+struct fillq_item;
+struct ssd_fillq {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* an item was queued, or stop */
+	pthread_cond_t idle; /* the queue emptied with no fill running */
+	struct fillq_item *head, *tail;
+	uint64_t cap;   /* most bytes of copies queued; 0: fills on the reader's thread */
+	uint64_t bytes; /* bytes of copies queued or being written */
+	unsigned running;
+	bool stop;
+	pthread_t threads[SSD_FILLQ_THREADS];
+	unsigned nthreads;
+};
+
 struct ssd {
 	struct tfs_layer *inner;
 	const struct tfs_log *log;
@@ -165,7 +184,9 @@ struct ssd {
 	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
 
 	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes,
-		corrupt, write_errors;
+		corrupt, write_errors, fill_queued, fill_dropped, fill_queue_hits;
+
+	struct ssd_fillq fillq;
 };
 
 /* an eviction candidate: ssd_oldest_candidate() */
@@ -427,13 +448,54 @@ struct run_fill {
 	uint64_t first, tick;       /* the run's first block; its access tick */
 	void *const *bufs;          /* one buffer per block of the run */
 	bool have_obj, filled;      /* an object record was seen; a block was indexed */
+	bool sync;                  /* up->background: write fills before reporting */
 	struct tfs_io_progress *up; /* the caller's; may be NULL */
 };
 
-/* The progress callback of a run (ctx: a struct run_fill): ssd_fill() block
- * i of the run, then report it to `up` (tfs_layer_block_done()).  Cannot
- * fail: a block not cached is still handed up.  Locks: those of ssd_fill(),
- * with the run's pin held. */
+/* ---- ssd_fillq.c: fills written off the reader's thread ---- */
+
+/* Give the queue `cap` bytes and, if cap > 0, start its threads; its
+ * locks were initialised by tfs_ssd_create() (ssd_fillq_free() destroys
+ * them).  Returns 0 or the pthread_create() error (logged; the queue is
+ * stopped). */
+int ssd_fillq_start(struct ssd *s, uint64_t cap);
+/* Finish every queued fill, then stop the threads.  Call once, when no
+ * reader uses the layer any more.  Cannot fail. */
+void ssd_fillq_stop(struct ssd *s);
+void ssd_fillq_free(struct ssd *s);
+/* Queue the fill of block `idx` of `obj` (the arguments of ssd_fill(); buf
+ * is copied, obj->key too): the object is pinned until the fill is done.
+ * Returns false, counting fill_dropped, when the copy does not fit in the
+ * queue's bytes or memory or the pin fails: the block is then not cached.
+ * Never waits for the queue.  Call with s->fillq.cap > 0 and the object
+ * pinned by the caller.  Takes s->fillq.lock and s->lock. */
+bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
+		    size_t len, uint64_t tick, bool have_obj);
+/* A reader missed block idx of obj's version in the index: if its fill is
+ * still queued, copy its `len` bytes into buf and return true (counted as
+ * fill_queue_hits), so a block is never fetched twice because its fill
+ * is late.  Returns false otherwise.  Takes s->fillq.lock. */
+bool ssd_fillq_copy(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void *buf, size_t len);
+/* Whether any of blocks first..first+n-1 of obj's version waits in the
+ * queue.  Takes s->fillq.lock. */
+bool ssd_fillq_has(struct ssd *s, const struct tfs_obj *obj, uint64_t first, unsigned n);
+/* Wait until no fill is queued or running (fills queued meanwhile too). */
+void ssd_fillq_wait(struct ssd *s);
+/* Bytes of copies queued or being written now. */
+uint64_t ssd_fillq_bytes(struct ssd *s);
+
+/* A block a reader just got from the inner layer: queue its fill
+ * (ssd_fillq_push()) or, with no queue (cap 0), ssd_fill() it on this
+ * thread.  Returns true if the block was queued or is now indexed.  The
+ * caller pins obj->id.  Cannot fail. */
+bool ssd_fill_read(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
+		   size_t len, uint64_t tick, bool have_obj);
+
+/* The progress callback of a run (ctx: a struct run_fill): ssd_fill_read()
+ * block i of the run (ssd_fill() when f->sync), then report it to `up`
+ * (tfs_layer_block_done()).
+ * Cannot fail: a block not cached is still handed up.  Locks: those of
+ * ssd_fill_read(), with the run's pin held. */
 void ssd_run_block_done(void *ctx, int i);
 
 /* ---- ssd_evict.c ---- */

@@ -158,6 +158,8 @@ static const struct opt options[] = {
 	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
 	  .flags = OPTF_RELOAD, .def = "80" },
 	{ KEY("ssd", "direct_io", OPT_BOOL), FIELD(ssd.direct_io), .def = "true" },
+	{ KEY("ssd", "fill_queue", OPT_SIZE), FIELD(ssd.fill_queue), RANGE(0, 4 * GIB),
+	  .def = "32M" },
 
 	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
 	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },

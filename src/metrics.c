@@ -235,6 +235,13 @@ static const struct family families[] = {
 	  "Cached blocks found damaged (checksum, short read) and fetched again.", "ssd.corrupt"),
 	F("tierfs_ssd_write_errors_total", COUNTER, "Failed writes into the SSD tier.",
 	  "ssd.write_errors"),
+	F("tierfs_ssd_fill_queued_total", COUNTER,
+	  "Blocks queued to be written into the SSD tier after a reader got them.",
+	  "ssd.fill_queued"),
+	F("tierfs_ssd_fill_dropped_total", COUNTER,
+	  "Blocks not cached because the SSD tier's fill queue was full.", "ssd.fill_dropped"),
+	F("tierfs_ssd_fill_queue_bytes", GAUGE, "Bytes of blocks in the SSD tier's fill queue.",
+	  "ssd.fill_queue_bytes"),
 	F("tierfs_ssd_disabled", GAUGE,
 	  "1 when a damaged index disabled the SSD tier until restart.", "ssd.disabled"),
 

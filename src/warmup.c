@@ -157,12 +157,18 @@ static int fill(struct run *r, const struct tfs_obj *obj)
 		} else if (rc == EAGAIN) {
 			if (tfs_ram_has(ram, obj, i)) {
 				/* In RAM, or being filled by a reader: wait for that
-				 * fill (it writes the SSD tier too), never fetch twice. */
+				 * fill, never fetch twice.  A reader's copy into the
+				 * SSD tier may still be queued, or was dropped
+				 * (ssd.fill_queue): write it from RAM now (a no-op
+				 * when the tier has it). */
 				struct tfs_ram_block *b;
 				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT | TFS_RAM_BACKGROUND,
 						 &b);
 				if (rc)
 					return rc;
+				if (!r->ram_tier)
+					tfs_layer_put_block(r->ctx->ssd, obj, i,
+							    tfs_ram_block_data(b));
 				tfs_ram_put(ram, b);
 				i++;
 			} else {

@@ -363,7 +363,8 @@ Test(config, unknown_key)
 {
 	load_fails("[ssd]\n\nsise = 10G\n", "3: [ssd] sise: unknown key 'sise' in section [ssd] "
 					    "(allowed: dir, size, pin_max, "
-					    "high_watermark, low_watermark, direct_io)");
+					    "high_watermark, low_watermark, direct_io, "
+					    "fill_queue)");
 }
 
 Test(config, unknown_key_backend_list)

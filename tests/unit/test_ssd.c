@@ -376,6 +376,149 @@ Test(ssd, cold_run_is_one_inner_request)
 	t_fini(&t);
 }
 
+Test(ssd, fill_queue_writes_after_the_reader)
+{
+	struct t t;
+	uint64_t size = 3 * BS + 500;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 8ull << 20;
+	t_open(&t);
+	rd_all(&t, "q/a", "\"q1\"", size);
+	cr_assert(wait_stat(&t, "fill_bytes", size, true), "the queued fills are written");
+	cr_assert_eq(st_get(&t, "fill_queued"), 4);
+	cr_assert_eq(st_get(&t, "fill_dropped"), 0);
+	cr_assert(wait_le(&t, "fill_queue_bytes", 0));
+	rd_all(&t, "q/a", "\"q1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 4, "the second read hits");
+	t_fini(&t);
+}
+
+/* Holds the index's writer lock, so the fill threads wait, until told. */
+struct writer_hold {
+	MDB_env *env;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool holding, release;
+};
+
+static void *hold_writer(void *p)
+{
+	struct writer_hold *h = p;
+	MDB_txn *txn;
+	cr_assert_eq(mdb_txn_begin(h->env, NULL, 0, &txn), 0);
+	pthread_mutex_lock(&h->mu);
+	h->holding = true;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->release)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+	mdb_txn_abort(txn);
+	return NULL;
+}
+
+Test(ssd, a_block_whose_fill_is_queued_is_served_from_the_queue)
+{
+	struct t t;
+	struct writer_hold h = { .holding = false };
+	pthread_t th;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 8ull << 20;
+	t_open(&t);
+	h.env = t.env;
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	cr_assert_eq(pthread_create(&th, NULL, hold_writer, &h), 0);
+	pthread_mutex_lock(&h.mu);
+	while (!h.holding)
+		pthread_cond_wait(&h.cv, &h.mu);
+	pthread_mutex_unlock(&h.mu);
+	rd(&t, "q/late", "\"l1\"", BS, 0); /* fetched; its fill waits */
+	rd(&t, "q/late", "\"l1\"", BS, 0);
+	cr_assert_eq(atomic_load(&t.fk.calls), 1, "never fetched twice because a fill is late");
+	cr_assert_eq(st_get(&t, "fill_queue_hits"), 1);
+	cr_assert_eq(st_get(&t, "fill_bytes"), 0);
+	pthread_mutex_lock(&h.mu);
+	h.release = true;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.mu);
+	pthread_join(th, NULL);
+	cr_assert(wait_stat(&t, "fill_bytes", BS, true));
+	rd(&t, "q/late", "\"l1\"", BS, 0);
+	cr_assert_eq(st_get(&t, "hits"), 1);
+	pthread_mutex_destroy(&h.mu);
+	pthread_cond_destroy(&h.cv);
+	t_fini(&t);
+}
+
+Test(ssd, fill_queue_full_drops_and_serves)
+{
+	struct t t;
+	uint64_t size = 3 * BS;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 1; /* no block fits */
+	t_open(&t);
+	rd_all(&t, "q/full", "\"f1\"", size);
+	cr_assert_eq(st_get(&t, "fill_dropped"), 3);
+	cr_assert_eq(st_get(&t, "fill_queued"), 0);
+	t_close(&t);
+	t_open(&t);
+	rd_all(&t, "q/full", "\"f1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 6, "nothing was cached");
+	t_fini(&t);
+}
+
+Test(ssd, fill_queue_is_written_before_destroy_returns)
+{
+	struct t t;
+	char key[32];
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 32ull << 20;
+	t_open(&t);
+	for (int i = 0; i < 40; i++) {
+		key_of(key, sizeof(key), "drain/", i);
+		rd_all(&t, key, "\"d\"", 2 * BS);
+	}
+	t_close(&t); /* at once: the fills may still be queued */
+	t.cfg.fill_queue = 0;
+	t_open(&t);
+	for (int i = 0; i < 40; i++) {
+		key_of(key, sizeof(key), "drain/", i);
+		rd_all(&t, key, "\"d\"", 2 * BS);
+	}
+	cr_assert_eq(atomic_load(&t.fk.calls), 80, "every queued fill was written");
+	t_fini(&t);
+}
+
+static void count_done(void *ctx, int i)
+{
+	(void)i;
+	(*(int *)ctx)++;
+}
+
+Test(ssd, a_warmup_run_is_written_before_it_is_reported)
+{
+	int reported = 0;
+	struct t t;
+	uint64_t size = 4 * BS, cached = 0;
+	unsigned char *bufs[4];
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 1; /* a reader's fill would be dropped */
+	t_open(&t);
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "warm.tar", "\"w1\"", size);
+	for (int i = 0; i < 4; i++)
+		bufs[i] = malloc(BS);
+	struct tfs_io_progress bg = { .done = count_done, .ctx = &reported, .background = true };
+	cr_assert_eq(tfs_layer_read_blocks(t.ssd, &obj, 0, 4, (void *const *)bufs, &bg), 0);
+	cr_assert_eq(reported, 4);
+	cr_assert_eq(tfs_ssd_cached(t.ssd, &obj, &cached), 0);
+	cr_assert_eq(cached, size, "a warm-up's blocks are cached when it returns");
+	cr_assert_eq(st_get(&t, "fill_dropped"), 0);
+	for (int i = 0; i < 4; i++)
+		free(bufs[i]);
+	t_fini(&t);
+}
+
 Test(ssd, new_etag_is_a_miss_and_replaces)
 {
 	struct t t;
@@ -937,6 +1080,10 @@ Test(ssd, stats_fields)
 		"evicted_bytes",
 		"corrupt",
 		"write_errors",
+		"fill_queued",
+		"fill_dropped",
+		"fill_queue_bytes",
+		"fill_queue_hits",
 		"used_bytes",
 		"capacity_bytes",
 		"high_watermark_bytes",

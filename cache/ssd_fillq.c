@@ -74,7 +74,8 @@ static void *fillq_main(void *arg)
 		it->running = true;
 		q->running++;
 		pthread_mutex_unlock(&q->lock);
-		(void)ssd_fill(s, &it->obj, it->idx, it->buf, it->len, true, it->tick, it->have_obj);
+		(void)ssd_fill(s, &it->obj, it->idx, it->buf, it->len, true, it->tick,
+			       it->have_obj);
 		ssd_unpin(s, it->obj.id);
 		pthread_mutex_lock(&q->lock);
 		unlink_item(q, it);

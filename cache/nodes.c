@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +147,30 @@ int tfs_nodes_write(struct tfs_nodes *n, const struct tfs_node_rec *recs, size_t
 	if (rc == 0)
 		return 0;
 	return tfs_lmdb_fail(n->log, rc, "node table: cannot write %zu record(s)", count);
+}
+
+int tfs_nodes_match(struct tfs_nodes *n, uint64_t ino, enum tfs_ftype type, uint32_t fmt,
+		    const char *path)
+{
+	MDB_txn *txn = NULL;
+	int rc = mdb_txn_begin(n->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return tfs_lmdb_fail(n->log, rc, "node table: cannot read it");
+	uint8_t kb[KEY_LEN];
+	make_key(n, ino, kb);
+	MDB_val k = { KEY_LEN, kb }, v;
+	rc = mdb_get(txn, n->dbi, &k, &v);
+	bool same = false;
+	if (rc == 0) {
+		const uint8_t *p = v.mv_data;
+		size_t plen = strlen(path);
+		same = v.mv_size == VAL_HEAD + plen && p[0] == (uint8_t)type &&
+		       memcmp(p + 1, &fmt, 4) == 0 && memcmp(p + VAL_HEAD, path, plen) == 0;
+	}
+	mdb_txn_abort(txn);
+	if (rc && rc != MDB_NOTFOUND)
+		return tfs_lmdb_fail(n->log, rc, "node table: read");
+	return same ? 0 : ENOENT;
 }
 
 int tfs_nodes_load(struct tfs_nodes *n, tfs_nodes_fn fn, void *ctx, uint64_t *next_ino)

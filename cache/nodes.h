@@ -51,6 +51,12 @@ void tfs_nodes_close(struct tfs_nodes *n);
 int tfs_nodes_write(struct tfs_nodes *n, const struct tfs_node_rec *recs, size_t count,
 		    uint64_t next_ino);
 
+/* Whether the record of `ino` holds exactly (type, fmt, path).  Returns 0
+ * (it does), ENOENT (no such record, or another one) or EIO (logged).  A
+ * read transaction: thread safe, never waits for a writer. */
+int tfs_nodes_match(struct tfs_nodes *n, uint64_t ino, enum tfs_ftype type, uint32_t fmt,
+		    const char *path);
+
 /* Call `fn` for every record of this owner (in node ID order; `path`
  * borrowed for the call), stopping at its first non-zero return, which is
  * returned; *next_ino gets the counter (0 when none was stored).  A record

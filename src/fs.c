@@ -1080,6 +1080,9 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 	json_object_object_add(o, "write_bytes",
 			       json_object_new_uint64(atomic_load(&fs->write_bytes)));
 	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
+	uint64_t reused = 0, retired = 0;
+	tfs_itable_ghost_counts(fs->itable, &reused, &retired);
+	json_object_object_add(o, "node_ids_reused", json_object_new_uint64(reused));
 	json_object_object_add(out, "fuse", o);
 }
 

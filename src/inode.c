@@ -34,7 +34,24 @@ struct tfs_itable {
 	size_t nqueue, capqueue;
 	bool queue_lost; /* out of memory queueing: persist everything */
 	uint64_t persist_errors;
+	/* Ghosts (with a store only): node IDs the kernel forgot whose record
+	 * stays persisted, by hash of (path, type, fmt), so that a lookup of
+	 * the same name takes its old ID back and writes nothing (a warm
+	 * epoch whose nodes the kernel dropped).  GHOST_MAX slots reused in
+	 * turn; a slot's old ghost is then retired (its record deleted). */
+	struct ghost *ghosts;  /* GHOST_MAX, allocated at the first forget */
+	uint32_t *ghost_heads; /* GHOST_MAX buckets: slot + 1, 0 none */
+	uint32_t ghost_clock;
+	uint64_t ghost_reused, ghost_retired;
 };
+
+struct ghost {
+	uint64_t h, ino; /* ino 0: free slot */
+	uint32_t next;   /* next slot + 1 in the bucket, 0 none */
+};
+
+/* Ghost slots: 256 Ki x 24 bytes + the buckets, 7 MiB at most. */
+#define GHOST_MAX (1u << 18)
 
 /* Freed node IDs queued before a persist of their own: the forgets of an
  * epoch are written in batches of this many. */
@@ -66,6 +83,23 @@ static size_t ino_bucket(const struct tfs_itable *t, uint64_t ino)
 static size_t path_bucket(const struct tfs_itable *t, const char *path)
 {
 	return (size_t)hash_str(path) & (t->nbuckets - 1);
+}
+
+static uint64_t ghost_hash(const char *path, enum tfs_ftype type, uint32_t fmt)
+{
+	uint64_t h = hash_str(path) ^ ((uint64_t)type << 56) ^ ((uint64_t)fmt << 24);
+	return h * 0x9E3779B97F4A7C15ull;
+}
+
+/* Unlink ghost slot `i` from its bucket (lock held). */
+static void ghost_unlink(struct tfs_itable *t, uint32_t i)
+{
+	uint32_t *pp = &t->ghost_heads[t->ghosts[i].h & (GHOST_MAX - 1)];
+	while (*pp && *pp != i + 1)
+		pp = &t->ghosts[*pp - 1].next;
+	if (*pp)
+		*pp = t->ghosts[i].next;
+	t->ghosts[i].ino = 0;
 }
 
 /* Queue the record of node `ino` for the next persist() (lock held). */
@@ -189,6 +223,8 @@ void tfs_itable_destroy(struct tfs_itable *t)
 	if (t->store && t->by_ino)
 		(void)tfs_itable_persist(t); /* forgets not written yet */
 	free(t->queue);
+	free(t->ghosts);
+	free(t->ghost_heads);
 	for (size_t i = 0; t->by_ino && i < t->nbuckets; i++) {
 		struct tfs_inode *in = t->by_ino[i];
 		while (in) {
@@ -314,6 +350,65 @@ int tfs_itable_persist(struct tfs_itable *t)
 	return rc;
 }
 
+/* Keep the persisted record of forgotten node `in` as a ghost (lock
+ * held).  Returns false when it cannot (no store, no memory, or its record
+ * is not written yet): then the caller has it deleted. */
+static bool ghost_add(struct tfs_itable *t, const struct tfs_inode *in)
+{
+	if (t->store == NULL || in->queued)
+		return false;
+	if (t->ghosts == NULL) {
+		t->ghosts = calloc(GHOST_MAX, sizeof(*t->ghosts));
+		t->ghost_heads = calloc(GHOST_MAX, sizeof(*t->ghost_heads));
+		if (t->ghosts == NULL || t->ghost_heads == NULL) {
+			free(t->ghosts);
+			free(t->ghost_heads);
+			t->ghosts = NULL;
+			t->ghost_heads = NULL;
+			return false;
+		}
+	}
+	uint32_t i = t->ghost_clock++ & (GHOST_MAX - 1);
+	struct ghost *g = &t->ghosts[i];
+	if (g->ino) {
+		queue_ino(t, g->ino); /* retired: its record goes */
+		ghost_unlink(t, i);
+		t->ghost_retired++;
+	}
+	g->h = ghost_hash(in->path, in->type, in->fmt);
+	g->ino = in->ino;
+	uint32_t *head = &t->ghost_heads[g->h & (GHOST_MAX - 1)];
+	g->next = *head;
+	*head = i + 1;
+	return true;
+}
+
+/* The ID of a ghost of (path, type, fmt) whose persisted record says so,
+ * taken out of the ghosts, or 0 (lock held).  A ghost whose record says
+ * something else (a hash collision) is retired. */
+static uint64_t ghost_take(struct tfs_itable *t, const char *path, enum tfs_ftype type,
+			   uint32_t fmt)
+{
+	if (t->ghosts == NULL)
+		return 0;
+	uint64_t h = ghost_hash(path, type, fmt);
+	for (uint32_t s = t->ghost_heads[h & (GHOST_MAX - 1)]; s; s = t->ghosts[s - 1].next) {
+		struct ghost *g = &t->ghosts[s - 1];
+		if (g->h != h)
+			continue;
+		uint64_t ino = g->ino;
+		ghost_unlink(t, s - 1);
+		if (tfs_nodes_match(t->store, ino, type, fmt, path) == 0) {
+			t->ghost_reused++;
+			return ino;
+		}
+		queue_ino(t, ino);
+		t->ghost_retired++;
+		return 0;
+	}
+	return 0;
+}
+
 static int lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, uint32_t fmt,
 		  bool sync, struct tfs_inode **out)
 {
@@ -331,11 +426,14 @@ static int lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, u
 			return ENOMEM;
 		}
 		in->path = p;
-		in->ino = t->next_ino++;
+		in->ino = ghost_take(t, path, type, fmt);
 		in->type = type;
 		in->fmt = fmt;
+		if (in->ino == 0) {
+			in->ino = t->next_ino++;
+			queue_inode(t, in); /* a new record */
+		}
 		link_in(t, in);
-		queue_inode(t, in);
 		if (++t->count > 2 * t->nbuckets)
 			grow(t);
 	}
@@ -394,7 +492,7 @@ void tfs_itable_forget(struct tfs_itable *t, uint64_t ino, uint64_t n)
 	if (gone) {
 		unlink_out(t, in);
 		t->count--;
-		if (!in->queued)
+		if (!ghost_add(t, in) && !in->queued)
 			queue_ino(t, ino);
 		free_inode(t, in);
 	}
@@ -446,6 +544,14 @@ uint64_t tfs_itable_count(struct tfs_itable *t)
 	uint64_t n = t->count;
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+void tfs_itable_ghost_counts(struct tfs_itable *t, uint64_t *reused, uint64_t *retired)
+{
+	pthread_mutex_lock(&t->lock);
+	*reused = t->ghost_reused;
+	*retired = t->ghost_retired;
+	pthread_mutex_unlock(&t->lock);
 }
 
 uint64_t tfs_itable_persist_errors(struct tfs_itable *t)

@@ -3,8 +3,8 @@
  *
  * An inode lives while the kernel holds a lookup on it (lookup and
  * readdirplus add one, forget removes n); the root (FUSE_ROOT_ID) lives
- * forever.  Inode numbers are assigned from a counter and not reused
- * during a mount.  Attributes are not kept here: they live in the metadata
+ * forever.  Inode numbers are assigned from a counter; one is reused only
+ * for the same path after the kernel forgot it (ghosts, below).  Attributes are not kept here: they live in the metadata
  * cache (LMDB), so an inode costs about 80 bytes plus its path, and a walk
  * of a million objects stays small.
  *
@@ -16,7 +16,14 @@
  * the reply that gives its ID; so is every path change (rename of it or
  * of a directory above it, detach).  The counter is stored with them, and
  * a resumed table gives out IDs above every ID stored, so no ID is given
- * out twice in a mount.  Freed inodes (final forgets) are deleted from
+ * out twice in a mount, except this one way: the record of an inode freed
+ * by its final forget stays in LMDB as a ghost (up to GHOST_MAX, 256 Ki,
+ * the oldest retired first), and a later lookup of the same path, type
+ * and kind takes that ID back once LMDB confirms the record, writing
+ * nothing: the kernel no longer holds the ID, and the record already
+ * says what the node is.  So a warm epoch whose nodes the kernel evicted
+ * costs no LMDB write per file.  Retired ghosts (and records whose
+ * inode was freed before its record was written) are deleted from
  * LMDB in batches (FORGET_BATCH, or with the next write): a record lost
  * in a crash only keeps an ID resolvable that the kernel no longer sends.
  * A fresh mount wipes its records.  Commits are not fsynced: a crash of
@@ -189,5 +196,7 @@ bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struc
 uint64_t tfs_itable_count(struct tfs_itable *t);
 /* Failed persists so far. */
 uint64_t tfs_itable_persist_errors(struct tfs_itable *t);
+/* Node IDs taken back from ghosts, and ghosts retired, so far. */
+void tfs_itable_ghost_counts(struct tfs_itable *t, uint64_t *reused, uint64_t *retired);
 
 #endif

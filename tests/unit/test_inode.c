@@ -152,19 +152,60 @@ Test(persisted, resumed_table_resolves_every_node_id)
 	tfs_nodes_close(s1);
 }
 
-Test(persisted, counter_never_reuses_a_forgotten_id)
+static size_t last_txn(void)
+{
+	MDB_envinfo info;
+	cr_assert_eq(mdb_env_info(env, &info), 0);
+	return info.me_last_txnid;
+}
+
+Test(persisted, a_forgotten_id_comes_back_only_for_its_own_path)
 {
 	struct tfs_nodes *s1, *s2;
 	struct tfs_itable *a = table("/mnt/a", false, &s1);
-	uint64_t f = look(a, "f", TFS_FT_FILE);
+	uint64_t f = look(a, "f", TFS_FT_FILE), g = look(a, "g", TFS_FT_FILE);
 	tfs_itable_forget(a, f, 1);
+	tfs_itable_forget(a, g, 1);
 	cr_assert_eq(tfs_itable_persist(a), 0);
+	cr_assert_null(tfs_itable_find(a, f));
+	/* The same name and type takes its ID back and writes nothing. */
+	size_t txn = last_txn();
+	cr_assert_eq(look(a, "f", TFS_FT_FILE), f);
+	cr_assert_eq(last_txn(), txn, "a ghost's lookup wrote to LMDB");
+	uint64_t reused = 0, retired = 0;
+	tfs_itable_ghost_counts(a, &reused, &retired);
+	cr_assert_eq(reused, 1);
+	/* Another type under g's name, or another name: new IDs above all. */
+	uint64_t gd = look(a, "g", TFS_FT_DIR);
+	cr_assert_gt(gd, g);
+	cr_assert_gt(look(a, "h", TFS_FT_FILE), gd);
+	/* A resumed daemon knows every ID the kernel may hold and gives out
+	 * new ones above every ID stored, ghosts included. */
 	struct tfs_itable *b = table("/mnt/a", true, &s2);
-	cr_assert_null(tfs_itable_find(b, f), "a forgotten node was resurrected");
-	cr_assert_gt(look(b, "f", TFS_FT_FILE), f);
+	path_is(b, f, "f");
+	cr_assert_gt(look(b, "i", TFS_FT_FILE), gd);
 	tfs_itable_destroy(b);
 	tfs_itable_destroy(a); /* after b loaded: as a dead daemon's */
 	tfs_nodes_close(s2);
+	tfs_nodes_close(s1);
+}
+
+Test(persisted, a_ghost_whose_record_changed_is_not_reused)
+{
+	struct tfs_nodes *s1;
+	struct tfs_itable *a = table("/mnt/a", false, &s1);
+	uint64_t f = look(a, "f", TFS_FT_FILE);
+	tfs_itable_forget(a, f, 1);
+	/* Someone else's write to the record: the ghost must not be trusted. */
+	struct tfs_node_rec r = { .ino = f, .type = TFS_FT_FILE, .path = "other" };
+	cr_assert_eq(tfs_nodes_write(s1, &r, 1, 100), 0);
+	uint64_t again = look(a, "f", TFS_FT_FILE);
+	cr_assert_neq(again, f);
+	uint64_t reused = 0, retired = 0;
+	tfs_itable_ghost_counts(a, &reused, &retired);
+	cr_assert_eq(reused, 0);
+	cr_assert_eq(retired, 1);
+	tfs_itable_destroy(a);
 	tfs_nodes_close(s1);
 }
 

@@ -846,7 +846,9 @@ int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner,
 	pthread_mutex_unlock(&f->lock);
 	stream_free(fresh);
 	order_free(&o);
-	if (rc == 0)
+	if (rc == 0 && n == 0)
+		tfs_info(f->log, "follow: process %ld has no order now", (long)owner->pid);
+	else if (rc == 0)
 		tfs_info(f->log,
 			 "follow: order of %zu files set by process %ld (%zu bad lines skipped)", n,
 			 (long)owner->pid, m->errors);

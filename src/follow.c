@@ -87,7 +87,7 @@ struct tfs_follow {
 	size_t ns;
 	size_t rr; /* the stream served next */
 	uint64_t next_id;
-	uint64_t version; /* bumped when a stream comes or goes */
+	uint64_t version; /* bumped when a stream comes, goes or gets an order */
 	struct credit credits[CREDIT_SLOTS];
 	bool stop;
 	struct tfs_workers pool;
@@ -790,6 +790,7 @@ static void install(struct tfs_follow *f, struct stream *s, struct order *o)
 	s->o = *o;
 	memset(o, 0, sizeof(*o));
 	s->gen++;
+	f->version++; /* its owner may be another process of the same pid */
 	s->pos = s->back = 0;
 	restart_window(s, 0);
 	s->last_ms = f->clock_ms();

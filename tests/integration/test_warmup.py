@@ -496,6 +496,50 @@ def t_follow_several_orders(ctx):
         m.umount()
 
 
+def t_order_dup_close_keeps_position(ctx):
+    """The order is the writing process's; a close of a duplicate of its
+    fd (a dup, or the copy a forked child closes: every `tierfs stats`
+    run here forks while an fd is open) with nothing new written commits
+    nothing, so the reader keeps its position; bytes written after a
+    commit set the order again."""
+    files = dataset(ctx.bucket, n=10, size=(1000, 2000))
+    m = ctx.mount("orderdup").mount()
+    ctl = os.path.join(m.mnt, ".tierfs-order")
+    order = sorted(files)
+    fds = []
+
+    def mine():
+        return stream_of(stats(m)["follow"], os.getpid())
+
+    def close(fd):
+        fds.remove(fd)
+        os.close(fd)
+
+    try:
+        fds.append(os.open(ctl, os.O_WRONLY))
+        os.write(fds[0], ("\n".join(order) + "\n").encode())
+        fds.append(os.dup(fds[0]))
+        close(fds[0])  # the flush commits, before close() returns
+        s = mine()
+        assert s and s["files"] == len(order) and s["position"] == 0, s
+        for k in order[:3]:
+            assert read(os.path.join(m.mnt, k)) == files[k]
+        assert mine()["position"] == 3, "a close with nothing new set the order again"
+        close(fds[0])
+        assert mine()["position"] == 3, "a close with nothing new set the order again"
+        fds.append(os.open(ctl, os.O_WRONLY))
+        os.write(fds[0], ("\n".join(order[:5]) + "\n").encode())
+        fds.append(os.dup(fds[0]))
+        close(fds[0])
+        os.write(fds[0], (order[5] + "\n").encode())
+        close(fds[0])
+        s = mine()
+        assert s["files"] == 6 and s["position"] == 0, s
+    finally:
+        for fd in fds:
+            os.close(fd)
+        m.umount()
+
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
@@ -566,6 +610,7 @@ TESTS = [
     ("follow_control_file", t_follow_control_file),
     ("follow_cli", t_follow_cli),
     ("follow_several_orders", t_follow_several_orders),
+    ("order_dup_close_keeps_position", t_order_dup_close_keeps_position),
 ]
 
 

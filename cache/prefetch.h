@@ -24,6 +24,8 @@ struct tfs_prefetch_config {
 	uint64_t readahead; /* bytes read ahead of a sequential reader */
 	uint64_t order_max; /* bytes all open handles of the control file
 			     * .tierfs-order hold together (src/fs.c; not used here) */
+	uint64_t stall_ms;  /* a reader of an order that opened nothing of it for
+			     * this long is idle (src/follow.c; not used here) */
 };
 
 struct tfs_prefetch;

@@ -637,6 +637,15 @@ static uint64_t reserve_for(uint64_t size, uint64_t bs)
 	return reserve > size / 2 ? size / 2 : reserve;
 }
 
+uint64_t tfs_ram_size(struct tfs_layer *l)
+{
+	struct ram *r = l->priv;
+	pthread_mutex_lock(&r->lock);
+	uint64_t cap = r->cap;
+	pthread_mutex_unlock(&r->lock);
+	return cap;
+}
+
 int tfs_ram_set_size(struct tfs_layer *l, uint64_t size)
 {
 	struct ram *r = l->priv;

@@ -39,6 +39,10 @@ int tfs_ram_create(const struct tfs_ram_config *cfg, const struct tfs_cache_conf
  * (the tier's lock). */
 int tfs_ram_set_size(struct tfs_layer *ram, uint64_t size);
 
+/* The budget in bytes: ram.size, as last set.  Thread safe (the tier's
+ * lock). */
+uint64_t tfs_ram_size(struct tfs_layer *ram);
+
 /* A referenced block: valid until tfs_ram_put(). */
 struct tfs_ram_block;
 const void *tfs_ram_block_data(const struct tfs_ram_block *b);

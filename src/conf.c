@@ -197,6 +197,8 @@ static const struct opt options[] = {
 	  .def = "16M" },
 	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
 	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
+	{ KEY("prefetch", "stall", OPT_DURATION), FIELD(prefetch.stall_ms), RANGE(0, HOUR),
+	  .scale = 1, .def = "10s" },
 
 	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD,
 	  .def = "info" },

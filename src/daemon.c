@@ -434,8 +434,11 @@ static int start_ctl(struct daemon_ctx *d, const struct tfs_daemon_opts *o, cons
 		rc = tfs_warmup_register(d->ctl, &d->warm);
 	}
 	if (rc == 0 && cfg->prefetch.workers > 0) {
-		rc = tfs_follow_create(d->stack->top, d->stack->meta, cfg->prefetch.workers,
-				       4 * cfg->prefetch.workers, d->log, &d->follow);
+		struct tfs_follow_config fc = { .workers = cfg->prefetch.workers,
+						.window = 4 * cfg->prefetch.workers,
+						.stall_ms = cfg->prefetch.stall_ms,
+						.max_bytes = 4 * cfg->prefetch.order_max };
+		rc = tfs_follow_create(d->stack->top, d->stack->meta, &fc, d->log, &d->follow);
 		if (rc == 0)
 			rc = tfs_follow_register(d->ctl, d->follow, &d->warm.scope);
 		if (rc == 0)

@@ -606,7 +606,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
 		if (fs->follow)
-			tfs_follow_opened(fs->follow, path);
+			tfs_follow_opened(fs->follow, path, fuse_req_ctx(req)->pid);
 		/* The kernel may keep its pages only if they are of this version. */
 		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
 		kernel_attrs_of(fs, in, a.etag);

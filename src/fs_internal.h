@@ -104,10 +104,14 @@ struct fh {
 	size_t n_retired;
 	struct tfs_wb_file *wf; /* staged copy, or NULL */
 	struct tfs_dbuf *order; /* the control file TFS_FOLLOW_FILE: what was written */
-	bool writer;            /* opened for writing (holds a writer count) */
-	pthread_mutex_t lock;   /* protects next_off and ra_next */
-	uint64_t next_off;      /* where a sequential reader continues */
-	uint64_t ra_next;       /* first block not yet handed to prefetch */
+	struct tfs_follow_owner order_owner; /* the control file: the process that opened it */
+	bool order_writer;                   /* the control file, opened for writing */
+	bool order_set;                      /* the control file: a commit set its order */
+	size_t order_done;    /* the control file: bytes of `order` the last commit set */
+	bool writer;          /* opened for writing (holds a writer count) */
+	pthread_mutex_t lock; /* protects next_off and ra_next */
+	uint64_t next_off;    /* where a sequential reader continues */
+	uint64_t ra_next;     /* first block not yet handed to prefetch */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)
@@ -195,8 +199,12 @@ void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
  * is freed).  Lock-free (an atomic).  Returns 0, EFBIG (the budget would
  * be exceeded; nothing is kept) or ENOMEM. */
 int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size);
-/* Parse what the handle collected and set the order.  Returns 0, EINVAL
- * (not one valid entry in a non-empty file), ENOMEM. */
+/* A close of handle `h`: parse what it collected and set the order of the
+ * process that opened it (h->order_owner); nothing collected removes that
+ * process's order.  Only a handle opened for writing commits, and only
+ * when it has bytes the last commit did not see, or has not committed
+ * yet (a close of a duplicate fd commits nothing new).  Returns 0, EINVAL
+ * (not one valid entry in a non-empty file), EFBIG, ENOMEM. */
 int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h);
 /* Free handle `h`'s buffer (h->order, non-NULL) and give its bytes back to
  * the budget; h->order becomes NULL.  Called by tfs_fs_fh_free(). */
@@ -261,7 +269,9 @@ struct fh *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_inf
  * prefetch).  Opening it for writing (or with O_TRUNC) is allowed to the
  * mount's uid and root only, checked here whatever the kernel checked
  * (without default_permissions it checks nothing): EACCES for anyone else.
- * Replies. */
+ * A handle opened for writing records the process of the opener
+ * (tfs_follow_owner_of(), which reads /proc): the order it sets is that
+ * process's.  Replies. */
 void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
 		       const struct fuse_entry_param *e);
 

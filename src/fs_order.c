@@ -1,6 +1,7 @@
 /* fs_order.c - the control file TFS_FOLLOW_FILE (src/follow.h) at the
  * root: its name and attributes, the bytes written to its handles (one
- * budget, prefetch.order_max), and the order they set when committed.
+ * budget, prefetch.order_max), and the order they set when committed:
+ * the order of the process that opened the handle (src/follow.h).
  *
  * The lowest of the fs*.c files: it calls none of the others.  Its handles
  * are opened by tfs_fs_open_order() (fs_write.c), written by the write
@@ -61,6 +62,9 @@ int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t si
 
 int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h)
 {
+	size_t len = tfs_dbuf_len(h->order);
+	if (!h->order_writer || (h->order_set && len == h->order_done))
+		return 0;
 	struct tfs_manifest m;
 	int rc = tfs_manifest_parse(tfs_dbuf_str(h->order), tfs_dbuf_len(h->order), fs->scope,
 				    50u * 1000u * 1000u, &m);
@@ -72,8 +76,12 @@ int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h)
 		tfs_manifest_free(&m);
 		return EINVAL;
 	}
-	rc = tfs_follow_set(fs->follow, &m);
+	rc = tfs_follow_set(fs->follow, &h->order_owner, &m);
 	tfs_manifest_free(&m);
+	if (rc == 0) {
+		h->order_set = true;
+		h->order_done = len;
+	}
 	return rc;
 }
 

@@ -209,6 +209,9 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		return;
 	}
 	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
+	h->order_writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+	if (h->order_writer)
+		tfs_follow_owner_of(fuse_req_ctx(req)->pid, &h->order_owner);
 	fi->fh = h->ent.id;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -575,7 +578,7 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(): journal what was written (sync mode: upload it). */
 	if (h->wf && h->writer)
 		rc = tfs_wb_commit(fs->wb, h->wf, false);
-	else if (h->order && tfs_dbuf_len(h->order))
+	else if (h->order)
 		rc = tfs_fs_commit_order(fs, h);
 	if (rc)
 		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));

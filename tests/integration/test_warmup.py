@@ -373,6 +373,173 @@ def t_follow_cli(ctx):
         m.umount()
 
 
+# A reader process (a training rank): writes its order into the control
+# file, then on "go" reads the first COUNT files of it with 2 threads,
+# checking their digests; "empty" writes an empty order.  It stays alive
+# until its stdin closes, so its stream stays.
+READER = r"""
+import hashlib, json, os, sys, threading
+mnt, order_path, count, digests = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+order = open(order_path).read().split()
+want = json.load(open(digests))
+with open(os.path.join(mnt, ".tierfs-order"), "w") as f:
+    f.write("\n".join(order) + "\n")
+print("set", flush=True)
+for line in sys.stdin:
+    if line.strip() == "go":
+        nxt, lock, bad = [0], threading.Lock(), []
+        def work():
+            while True:
+                with lock:
+                    i = nxt[0]
+                    nxt[0] += 1
+                if i >= count:
+                    return
+                with open(os.path.join(mnt, order[i]), "rb") as f:
+                    if hashlib.sha256(f.read()).hexdigest() != want[order[i]]:
+                        bad.append(order[i])
+        ts = [threading.Thread(target=work) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print("done %d" % len(bad), flush=True)
+    elif line.strip() == "empty":
+        open(os.path.join(mnt, ".tierfs-order"), "w").close()
+        print("emptied", flush=True)
+"""
+
+
+def stream_of(follow, pid):
+    for s in follow["streams"]:
+        if s["owner"] == pid:
+            return s
+    return None
+
+
+def t_follow_several_orders(ctx):
+    """Three processes write their own orders over the same files (as
+    ranks or jobs sharing a node do): each open is credited to the
+    opener's stream, the two that read are both prefetched for, and the
+    one that stopped reading goes idle after prefetch.stall without
+    stopping the others; an empty order removes its writer's stream."""
+    files = dataset(ctx.bucket, n=60, size=(50_000, 150_000))
+    m = ctx.mount("streams", {"prefetch": {"stall": "2s"}}).mount()
+    import hashlib
+    import json
+    digests = os.path.join(ctx.work, "digests.json")
+    with open(digests, "w") as f:
+        json.dump({k: hashlib.sha256(v).hexdigest() for k, v in files.items()}, f)
+    procs = []
+
+    def start(name, seed, count):
+        order = list(files)
+        random.Random(seed).shuffle(order)
+        path = os.path.join(ctx.work, name + ".txt")
+        with open(path, "w") as f:
+            f.write("\n".join(order))
+        p = subprocess.Popen([sys.executable, "-c", READER, m.mnt, path, str(count), digests],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        procs.append(p)
+        assert p.stdout.readline().strip() == "set", "reader %s did not set its order" % name
+        return p
+
+    def tell(p, what):
+        p.stdin.write(what + "\n")
+        p.stdin.flush()
+
+    def answer(p):
+        line = p.stdout.readline().strip()
+        assert line, "a reader died"
+        return line
+
+    def follow():
+        return stats(m)["follow"]
+
+    try:
+        c = start("c", 13, 5)
+        tell(c, "go")
+        assert answer(c) == "done 0"
+        poll(lambda: stream_of(follow(), c.pid)["state"] == "idle", 20,
+             "the stream of the reader that stopped to go idle")
+        c_fetched = stream_of(follow(), c.pid)["prefetched_files"]
+        a = start("a", 11, len(files))
+        b = start("b", 12, len(files))
+        st = follow()
+        assert len(st["streams"]) == 3 and st["order_files"] == 3 * len(files), st
+        assert st["active_streams"] == 2, st
+        tell(a, "go")
+        tell(b, "go")
+        assert answer(a) == "done 0" and answer(b) == "done 0", "content differs"
+        st = follow()
+        for p in (a, b):
+            s = stream_of(st, p.pid)
+            assert s["opened_in_order"] == len(files) and s["position"] == len(files), s
+            assert s["prefetched_files"] >= len(files) // 2, s
+        s = stream_of(st, c.pid)
+        assert s["opened_in_order"] == 5, s
+        assert s["state"] == "idle" and s["prefetched_files"] == c_fetched, s
+        assert st["opened_in_order"] == 2 * len(files) + 5, st
+        tell(a, "empty")
+        assert answer(a) == "emptied"
+        poll(lambda: stream_of(follow(), a.pid) is None, 10, "the empty order to remove a's stream")
+        st = follow()
+        assert stream_of(st, b.pid) and stream_of(st, c.pid), st
+    finally:
+        for p in procs:
+            p.stdin.close()
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        m.umount()
+
+
+def t_order_dup_close_keeps_position(ctx):
+    """The order is the writing process's; a close of a duplicate of its
+    fd (a dup, or the copy a forked child closes: every `tierfs stats`
+    run here forks while an fd is open) with nothing new written commits
+    nothing, so the reader keeps its position; bytes written after a
+    commit set the order again."""
+    files = dataset(ctx.bucket, n=10, size=(1000, 2000))
+    m = ctx.mount("orderdup").mount()
+    ctl = os.path.join(m.mnt, ".tierfs-order")
+    order = sorted(files)
+    fds = []
+
+    def mine():
+        return stream_of(stats(m)["follow"], os.getpid())
+
+    def close(fd):
+        fds.remove(fd)
+        os.close(fd)
+
+    try:
+        fds.append(os.open(ctl, os.O_WRONLY))
+        os.write(fds[0], ("\n".join(order) + "\n").encode())
+        fds.append(os.dup(fds[0]))
+        close(fds[0])  # the flush commits, before close() returns
+        s = mine()
+        assert s and s["files"] == len(order) and s["position"] == 0, s
+        for k in order[:3]:
+            assert read(os.path.join(m.mnt, k)) == files[k]
+        assert mine()["position"] == 3, "a close with nothing new set the order again"
+        close(fds[0])
+        assert mine()["position"] == 3, "a close with nothing new set the order again"
+        fds.append(os.open(ctl, os.O_WRONLY))
+        os.write(fds[0], ("\n".join(order[:5]) + "\n").encode())
+        fds.append(os.dup(fds[0]))
+        close(fds[0])
+        os.write(fds[0], (order[5] + "\n").encode())
+        close(fds[0])
+        s = mine()
+        assert s["files"] == 6 and s["position"] == 0, s
+    finally:
+        for fd in fds:
+            os.close(fd)
+        m.umount()
+
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
@@ -442,6 +609,8 @@ TESTS = [
     ("evict_drops_clean_data", t_evict_drops_clean_data),
     ("follow_control_file", t_follow_control_file),
     ("follow_cli", t_follow_cli),
+    ("follow_several_orders", t_follow_several_orders),
+    ("order_dup_close_keeps_position", t_order_dup_close_keeps_position),
 ]
 
 

@@ -496,6 +496,27 @@ static void pending(struct tfs_wb *wb, uint64_t *files, uint64_t *bytes, uint64_
 			}
 }
 
+enum tfs_wb_upload_state tfs_wb_upload_state(struct tfs_wb *wb, const char *path, int *err)
+{
+	enum tfs_wb_upload_state st = TFS_WB_CLEAN;
+	int last = 0;
+	pthread_mutex_lock(&wb->lock);
+	struct wb_ent *e = wb_ent_find(wb, path);
+	if (e) {
+		struct tfs_wb_file *f = e->file;
+		last = e->attempts ? e->last_err : 0;
+		if (e->has_job && e->failed)
+			st = TFS_WB_FAILED;
+		else if (e->has_job || e->running ||
+			 (f && (f->writers > 0 || f->seq != f->committed_seq)))
+			st = TFS_WB_PENDING;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	if (err)
+		*err = st == TFS_WB_CLEAN ? 0 : last;
+	return st;
+}
+
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes)
 {
 	uint64_t deadline = tfs_wall_ms() + timeout_ms, f = 0, b = 0, failed = 0;

@@ -108,6 +108,21 @@ void tfs_wb_destroy(struct tfs_wb *wb);
  * *bytes (may be NULL).  Returns 0 (all done) or ETIMEDOUT. */
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes);
 
+/* Whether what was closed under `path` is in the backend:
+ *   TFS_WB_CLEAN    nothing of it is pending (or it was never written here);
+ *   TFS_WB_PENDING  a change waits for its upload, is being uploaded, is
+ *                   being retried, or a writer still has the file open;
+ *   TFS_WB_FAILED   its upload gave up (writeback.max_retries); it is
+ *                   retried at the next mount.
+ * *err (may be NULL) gets the errno of the last failed attempt, or 0.
+ * Cannot fail.  Thread safe (wb->lock). */
+enum tfs_wb_upload_state {
+	TFS_WB_CLEAN,
+	TFS_WB_PENDING,
+	TFS_WB_FAILED
+};
+enum tfs_wb_upload_state tfs_wb_upload_state(struct tfs_wb *wb, const char *path, int *err);
+
 /* Attributes a new file or directory gets.  `mode` holds the permission
  * bits, and for a symlink or special file its S_IFMT bits too (struct
  * tfs_attr's fmt); a regular file or directory has none. */

@@ -22,6 +22,13 @@
 /* Largest read the kernel sends (max_read and max_pages): 1 MiB. */
 #define TFS_MAX_READ (1u << 20)
 
+/* The extended attribute that tells whether a file is in the bucket:
+ * getxattr() gives "clean" (what was closed is uploaded), "pending" (not
+ * yet, or a writer has it open; "pending: <error>" while failed attempts
+ * are retried) or "failed: <error>" (the upload gave up; retried at the
+ * next mount).  ENODATA on the control file and on unlinked files. */
+#define TFS_FS_XATTR_UPLOAD "user.tierfs.upload"
+
 struct tfs_fs_config {
 	uid_t uid; /* owner of files without x-amz-meta-uid */
 	gid_t gid;

@@ -226,6 +226,9 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		      const char *newname, unsigned int flags);
 void tfs_fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
 void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+/* Extended attributes: none are stored (setxattr and removexattr give
+ * ENOTSUP, listxattr an empty list).  getxattr answers one virtual name,
+ * TFS_FS_XATTR_UPLOAD (fs.h), and ENODATA for every other. */
 void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags);
 void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);

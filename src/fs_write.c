@@ -1146,19 +1146,63 @@ void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, ENOTSUP);
 }
 
+/* The value of TFS_FS_XATTR_UPLOAD for inode `ino` into buf[0..len):
+ * "clean", "pending", "pending: <last error>" or "failed: <last error>".
+ * Returns 0, ENODATA (the control file, a detached file) or the errors of
+ * tfs_fs_ino_path(). */
+static int upload_xattr(struct tfs_fs *fs, fuse_ino_t ino, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	int rc = tfs_fs_ino_path(fs, ino, path, NULL);
+	if (rc)
+		return rc;
+	if (tfs_itable_path_is_detached(path) || tfs_fs_is_order_file(path))
+		return ENODATA;
+	int err = 0;
+	enum tfs_wb_upload_state st = fs->wb ? tfs_wb_upload_state(fs->wb, path, &err)
+					     : TFS_WB_CLEAN;
+	const char *word = st == TFS_WB_CLEAN     ? "clean"
+			   : st == TFS_WB_PENDING ? "pending"
+						  : "failed";
+	if (st == TFS_WB_FAILED && err == 0)
+		err = EIO;
+	if (err)
+		snprintf(buf, len, "%s: %s", word, strerror(err));
+	else
+		snprintf(buf, len, "%s", word);
+	return 0;
+}
+
 void tfs_fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	(void)ino;
-	(void)name;
-	(void)size;
-	fuse_reply_err(req, ENOTSUP);
+	struct tfs_fs *fs = fs_of(req);
+	if (strcmp(name, TFS_FS_XATTR_UPLOAD) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	char v[128];
+	int rc = upload_xattr(fs, ino, v, sizeof(v));
+	if (rc) {
+		fuse_reply_err(req, rc);
+		return;
+	}
+	size_t n = strlen(v);
+	if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if (size < n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, v, n);
 }
 
 void tfs_fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	(void)ino;
-	(void)size;
-	fuse_reply_err(req, ENOTSUP);
+	/* TFS_FS_XATTR_UPLOAD is not listed: cp -a and rsync -X would copy it. */
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
 }
 
 void tfs_fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

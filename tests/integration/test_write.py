@@ -317,6 +317,36 @@ def t_create_read_own_writes_and_upload(ctx):
         assert bucket_get(ctx.bucket, "ckpt/") == b"", "no directory marker"
 
 
+def t_upload_xattr(ctx):
+    """getxattr user.tierfs.upload says whether a file is in the bucket
+    (what tierfs.torch.save(durable=True) polls): "pending" while a writer
+    has it open and until its upload, "clean" once the bucket has what was
+    closed; other names are ENODATA and none is listed."""
+    ctx.bucket.put("old", b"in the bucket")
+    m = ctx.mount("xattr", SLOW).mount()
+    try:
+        old = os.path.join(m.mnt, "old")
+        assert os.getxattr(old, "user.tierfs.upload") == b"clean"
+        assert os.getxattr(m.mnt, "user.tierfs.upload") == b"clean"
+        expect_errno(lambda: os.getxattr(old, "user.other"), errno.ENODATA, "another name")
+        assert os.listxattr(old) == []
+        p = os.path.join(m.mnt, "ckpt.pt")
+        with open(p, "wb") as f:
+            f.write(b"weights")
+            assert os.getxattr(p, "user.tierfs.upload") == b"pending", "open writer"
+        assert os.getxattr(p, "user.tierfs.upload") == b"pending", "closed, not uploaded"
+        assert bucket_get(ctx.bucket, "ckpt.pt") is None
+        n = os.getxattr(p, "user.tierfs.upload")  # size query then value, as libc does
+        assert n == b"pending"
+        flush(m)
+        assert os.getxattr(p, "user.tierfs.upload") == b"clean"
+        assert bucket_get(ctx.bucket, "ckpt.pt") == b"weights"
+        expect_errno(lambda: os.getxattr(os.path.join(m.mnt, ".tierfs-order"), "user.tierfs.upload"),
+                     errno.ENODATA, "the control file")
+    finally:
+        m.umount()
+
+
 def t_overwrite_is_copy_on_write(ctx):
     orig = data_for("orig", 5 * MIB + 3)
     ctx.bucket.put("data/shard.bin", orig)
@@ -1811,6 +1841,8 @@ def t_max_retries_gives_up(ctx):
 
         ent = poll(gave_up, 60, "the upload of g.bin to give up")
         assert ent["attempts"] == 3, ent
+        state = os.getxattr(p, "user.tierfs.upload")
+        assert state.startswith(b"failed: ") and len(state) > 8, state
         assert isinstance(ent["last_error"], str) and ent["last_error"].strip(), ent
         st = wb(m)
         assert st["failed_files"] == 1 and st["pending_files"] == 1, st
@@ -1837,6 +1869,7 @@ def t_max_retries_gives_up(ctx):
         wait_bucket(ctx.bucket, "g.bin", data, 30)
         poll(lambda: drained(m), 20, "write-back to finish")
         assert wb(m)["failed_files"] == 0
+        assert os.getxattr(p, "user.tierfs.upload") == b"clean"
         assert read(p) == data
     finally:
         m.umount()
@@ -2684,6 +2717,7 @@ TESTS = [
     ("rewrite_during_upload", t_rewrite_during_upload),
     ("server_down_retries_then_uploads", t_server_down_retries_then_uploads),
     ("sync_mode", t_sync_mode),
+    ("upload_xattr", t_upload_xattr),
     ("sync_close_reports_upload_error", t_sync_close_reports_upload_error),
     ("max_retries_gives_up", t_max_retries_gives_up),
     ("staging_full_enospc", t_staging_full_enospc),

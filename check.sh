@@ -149,6 +149,15 @@ run "shared moto" python3 tests/integration/test_shared.py "$top/build/tierfs" -
 # Per-user access (another user's credentials are refused) needs Ceph RGW.
 run "shared rgw" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend rgw --only other_credentials_never_read_the_cache
 
+step "Python: tierfs.torch and examples/ with Debian's torch and torchvision (/usr/bin/python3)"
+# Batches equal to a local copy's, durable saves across kill -9, errors,
+# tar shards and the examples; the order tests (20 ms a request through the
+# fault proxy) on Ceph RGW, whose GETs cost less CPU than moto's.
+run "python local" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend local
+run "python moto" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend moto
+run "python rgw" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend rgw \
+	--only sampler_order_2x,two_ranks_order
+
 step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
 run "ops moto" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend moto

@@ -29,6 +29,9 @@ TEST_PKGS="$TEST_PKGS s3fs"
 # only); it writes objects with boto3, so python3-boto3 (above) must be
 # importable by /usr/bin/python3 too, not only by moto's pip environment.
 TEST_PKGS="$TEST_PKGS python3-grpcio python3-grpc-tools"
+# PyTorch for tests/integration/test_python.py (tierfs.torch and examples/),
+# also under /usr/bin/python3: Debian's torch 1.13, torchvision 0.14, PIL
+TEST_PKGS="$TEST_PKGS python3-torch python3-torchvision python3-pil"
 BENCH_PKGS="rclone fio hyperfine"
 # dpkg-buildpackage -us -uc with debian/ (tests/integration/test_deb.sh);
 # debian/control's Build-Depends are BUILD_PKGS and these.

@@ -23,7 +23,6 @@ import io
 import logging
 import multiprocessing
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -351,11 +350,25 @@ def t_durable_save_kill9(ctx):
         state["step"] = 8
         tierfs.torch.save(state, path, durable=True, timeout=60)
         assert torch.load(io.BytesIO(bucket_bytes(ctx.bucket, "ckpt/model.pt")))["step"] == 8
+        # kill -9 while save(durable=True) waits: it returns once the next
+        # daemon has uploaded it.
+        other = os.path.join(m.mnt, "ckpt", "during.pt")
+        res = {}
+        t = threading.Thread(target=lambda: res.update(
+            r=tierfs.torch.save(state, other, durable=True, timeout=60)))
+        t.start()
+        poll(lambda: os.path.exists(other), 20, "the checkpoint to be renamed into place")
+        assert t.is_alive() and bucket_bytes(ctx.bucket, "ckpt/during.pt") is None
+        kill_daemon(m)
+        t.join(60)
+        assert not t.is_alive() and "r" in res, "save(durable=True) across kill -9"
+        assert bucket_bytes(ctx.bucket, "ckpt/during.pt") == read(other)
         r = subprocess.run([m.tierfs, "flush", m.mnt], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         keys = [k for k in bucket_keys(ctx.bucket, "ckpt/") if not k.endswith("/")]
-        assert keys == ["ckpt/fast.pt", "ckpt/model.pt"], keys
-        assert sorted(os.listdir(os.path.join(m.mnt, "ckpt"))) == ["fast.pt", "model.pt"]
+        assert keys == ["ckpt/during.pt", "ckpt/fast.pt", "ckpt/model.pt"], keys
+        assert sorted(os.listdir(os.path.join(m.mnt, "ckpt"))) == ["during.pt", "fast.pt",
+                                                                  "model.pt"]
     finally:
         m.umount()
 

@@ -485,6 +485,73 @@ def t_errors(ctx):
         subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
 
 
+def t_sampler_semantics(ctx):
+    """Sampler yields what torch's DistributedSampler yields (sizes,
+    padding, drop_last, shuffle, epochs) and, alone, one randperm of
+    seed + epoch; set_epoch() picks the next epoch, iterating moves on.
+    Names the manifest parser would read otherwise ('#', '{', spaces) go
+    into .tierfs-order as JSON, and the daemon takes every one; a file
+    reached through a symlinked directory is named by its real path.
+    `import tierfs.torch` does not import torchvision."""
+    with Warnings():  # lists of names that are not files: warned, not printed
+        for n in (1, 7, 10, 33):
+            ds = ["f%d" % i for i in range(n)]
+            for reps in (1, 2, 3, 4):
+                for drop in (False, True):
+                    for shuffle in (True, False):
+                        for rank in range(reps):
+                            mine = tierfs.torch.Sampler(ds, seed=9, num_replicas=reps, rank=rank,
+                                                        drop_last=drop, shuffle=shuffle)
+                            ref = tud.DistributedSampler(ds, seed=9, num_replicas=reps, rank=rank,
+                                                         drop_last=drop, shuffle=shuffle)
+                            assert len(mine) == len(ref), (n, reps, drop)
+                            for e in range(3):
+                                mine.set_epoch(e)
+                                ref.set_epoch(e)
+                                assert list(mine) == list(ref), (n, reps, drop, shuffle, rank, e)
+        s = tierfs.torch.Sampler(list(range(50)), seed=4)
+        perm = [torch.randperm(50, generator=torch.Generator().manual_seed(4 + e)).tolist()
+                for e in range(4)]
+        assert list(s) == perm[0] and list(s) == perm[1]
+        s.set_epoch(3)
+        assert list(s) == perm[3] and list(s) == torch.randperm(
+            50, generator=torch.Generator().manual_seed(8)).tolist()
+        try:
+            tierfs.torch.Sampler(list(range(5)), num_replicas=2)
+            raise AssertionError("num_replicas without rank accepted")
+        except ValueError:
+            pass
+        try:
+            tierfs.torch.Sampler(list(range(5)), num_replicas=2, rank=2)
+            raise AssertionError("rank 2 of 2 accepted")
+        except ValueError:
+            pass
+
+    names = ["#hash.bin", "{brace}.bin", " lead.bin", "trail.bin ", "plain.bin", ".hidden.bin",
+             "caf\u00e9.bin"]
+    for name in names:
+        ctx.bucket.put("odd/" + name, name.encode())
+    m = ctx.mount("odd").mount()
+    try:
+        link = os.path.join(ctx.work, "link")
+        os.symlink(os.path.join(m.mnt, "odd"), link)
+        ds = tierfs.torch.FileDataset(link)
+        assert len(ds) == len(names), ds.paths
+        with Warnings() as w:
+            got = sorted(tud.DataLoader(ds, batch_size=None, num_workers=2,
+                                        sampler=tierfs.torch.Sampler(ds)))
+        assert not w.msgs, w.msgs
+        assert got == sorted(n.encode() for n in names)
+        follow = m.stats()["follow"]
+        assert follow["order_files"] == len(names) and follow["bad_lines"] == 0, follow
+        assert follow["opened_in_order"] == len(names), follow
+    finally:
+        m.umount()
+    r = subprocess.run([sys.executable, "-c", "import sys, tierfs.torch; "
+                        "sys.exit('torchvision' in sys.modules)"], env=py_env())
+    assert r.returncode == 0, "import tierfs.torch imported torchvision"
+
+
 def make_shards(ctx, n_shards=6, per_shard=7):
     d = os.path.join(ctx.work, "shards")
     os.makedirs(d)
@@ -639,6 +706,7 @@ TESTS = [
     ("two_ranks_order", t_two_ranks_order),
     ("durable_save_kill9", t_durable_save_kill9),
     ("durable_save_errors", t_durable_save_errors),
+    ("sampler_semantics", t_sampler_semantics),
     ("errors", t_errors),
     ("tar_shards", t_tar_shards),
     ("examples_run", t_examples_run),

@@ -180,7 +180,7 @@ def small_files(ctx, n=300, prefix="small"):
     keys = []
     for i in range(n):
         key = "%s/c%d/f%04d.bin" % (prefix, i % 6, i)
-        ctx.bucket.put(key, data_for(key, 2000 + (i * 7919) % 14000))
+        ctx.bucket.put(key, data_for(key, 5000 + (i * 7919) % 14000))
         keys.append(key)
     return keys
 
@@ -224,7 +224,7 @@ def t_sampler_order_2x(ctx):
     if ctx.bucket.kind != "rgw":
         return "skip"  # see ORDER_BACKEND
     keys = small_files(ctx, 400)
-    total = sum(len(data_for(k, 2000 + (i * 7919) % 14000)) for i, k in enumerate(keys))
+    total = sum(len(data_for(k, 5000 + (i * 7919) % 14000)) for i, k in enumerate(keys))
     proxy = slow_proxy(ctx)
     try:
         times = {}
@@ -291,7 +291,7 @@ def t_two_ranks_order(ctx):
             m = slow_mount(ctx, proxy, "ranks-" + kind)
             try:
                 times[kind], n = two_ranks(os.path.join(m.mnt, "small"), kind)
-                assert n == sum(len(data_for(k, 2000 + (i * 7919) % 14000))
+                assert n == sum(len(data_for(k, 5000 + (i * 7919) % 14000))
                                 for i, k in enumerate(keys)), n
             finally:
                 m.umount()

@@ -85,9 +85,12 @@ ORDER = ["tierfs-sampler", "tierfs-random", "s3fs", "rclone", "local"]
 
 def report(tsv, meta_tsv):
     rows = {}
+    index = {}
     for line in open(tsv):
-        peer, phase, rep, images, secs = line.rstrip("\n").split("\t")
+        peer, phase, rep, images, secs, index_s = line.rstrip("\n").split("\t")
         rows.setdefault((peer, phase), []).append(int(images) / float(secs) if float(secs) else 0)
+        if phase == "cold":
+            index.setdefault(peer, []).append(float(index_s))
     meta = dict(line.rstrip("\n").split("\t", 1) for line in open(meta_tsv) if "\t" in line)
     med = {k: statistics.median(v) for k, v in rows.items()}
     print("### bench/dataloader.sh: a DataLoader epoch over an ImageFolder")
@@ -105,18 +108,21 @@ def report(tsv, meta_tsv):
     print()
     local = med.get(("local", "cold"))
     base = med.get(("tierfs-sampler", "cold"))
-    print("| reader | cold img/s | warm img/s | cold / local | cold / tierfs+sampler cold |")
-    print("|---|---|---|---|---|")
+    print("| reader | cold img/s | warm img/s | cold / local | cold / tierfs+sampler cold "
+          "| cold scan s |")
+    print("|---|---|---|---|---|---|")
     for peer in ORDER:
         c, w = med.get((peer, "cold")), med.get((peer, "warm"))
         if c is None:
             continue
-        print("| %s | %.0f | %s | %s | %s |" % (
+        print("| %s | %.0f | %s | %s | %s | %.2f |" % (
             peer, c, "%.0f" % w if w is not None else "-",
-            "%.2f" % (c / local) if local else "-", "%.2f" % (c / base) if base else "-"))
+            "%.2f" % (c / local) if local else "-", "%.2f" % (c / base) if base else "-",
+            statistics.median(index[peer])))
     print()
     print("(tierfs-sampler: tierfs.torch.Sampler; the others torch's RandomSampler; local: a "
-          "copy on the local disk, page cache dropped before cold)")
+          "copy on the local disk, page cache dropped before cold; cold scan: ImageFolder's "
+          "scan of the class directories on the fresh mount, before the epoch, not in img/s)")
 
 
 def main():

@@ -9,7 +9,7 @@
 #                            [--latency MS] [--fs LIST] [--out FILE]
 #
 #   --classes, --per-class, --size   the ImageFolder (examples/
-#                  make_sample_data.py): default 10 x 100 PNGs of 32x32
+#                  make_sample_data.py): default 10 x 100 PNGs of 64x64
 #   --workers      DataLoader workers (default 4), --batch (default 32)
 #   --reps         repetitions (default 3); each starts one peer further
 #                  along the list, so every peer runs in every position
@@ -30,7 +30,7 @@ set -euo pipefail
 SERVER=rgw
 CLASSES=10
 PER_CLASS=100
-SIZE=32
+SIZE=64
 WORKERS=4
 BATCH=32
 REPS=3
@@ -109,7 +109,8 @@ epoch() {
     fi
     images=$(sed -n 's/.*images=\([0-9]*\).*/\1/p' <<<"$out")
     secs=$(sed -n 's/.*epoch_s=\([0-9.]*\).*/\1/p' <<<"$out")
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$images" "$secs" >>"$RUN/dataloader.tsv"
+    index=$(sed -n 's/.*index_s=\([0-9.]*\).*/\1/p' <<<"$out")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$images" "$secs" "$index" >>"$RUN/dataloader.tsv"
     log "$1 $2: $out"
 }
 

@@ -149,10 +149,17 @@ run "shared moto" python3 tests/integration/test_shared.py "$top/build/tierfs" -
 # Per-user access (another user's credentials are refused) needs Ceph RGW.
 run "shared rgw" python3 tests/integration/test_shared.py "$top/build/tierfs" --backend rgw --only other_credentials_never_read_the_cache
 
-step "the tierfs Python package: Mount, its errors, tierfs.dask (under /usr/bin/python3)"
+step "the tierfs Python package: Mount, its errors, tierfs.dask, tierfs.torch and examples/ (under /usr/bin/python3)"
 # Debian's python3-dask and python3-distributed are installed for
 # /usr/bin/python3 only; the suite puts python/ first on sys.path.
 run "pyapi local" /usr/bin/python3 tests/integration/test_pyapi.py "$top/build/tierfs" --backend local
+# Batches equal to a local copy's, durable saves across kill -9, errors,
+# tar shards and the examples; the order tests (20 ms a request through the
+# fault proxy) on Ceph RGW, whose GETs cost less CPU than moto's.
+run "python local" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend local
+run "python moto" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend moto
+run "python rgw" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend rgw \
+	--only sampler_order_2x,two_ranks_order
 
 step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local

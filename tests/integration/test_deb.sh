@@ -93,7 +93,7 @@ done
 pydeb=$(ls "$work"/python3-tierfs_"$version"_all.deb 2>/dev/null | head -n 1)
 [ -n "$pydeb" ] && ok "the build made $(basename "$pydeb")" || { bad "the build made python3-tierfs_${version}_all.deb" "$(ls "$work")"; summary; }
 pycontents=$(dpkg-deb -c "$pydeb" | awk '{ print $6 }')
-for f in __init__.py _control.py dask.py; do
+for f in __init__.py _control.py dask.py torch.py; do
 	grep -qx "./usr/lib/python3/dist-packages/tierfs/$f" <<<"$pycontents" &&
 		ok "python3-tierfs has /usr/lib/python3/dist-packages/tierfs/$f" ||
 		bad "python3-tierfs has /usr/lib/python3/dist-packages/tierfs/$f" "$pycontents"

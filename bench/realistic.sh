@@ -144,21 +144,23 @@ to_bytes() { # 16M -> bytes
     numfmt --from=iec "${1^^}" 2>/dev/null || die "cannot read size '$1'"
 }
 # src/fs.c read_ahead(): a sequential reader keeps a window of
-# 2 x readahead blocks claimed, fetched in runs of readahead/2 (at most
-# TFS_MAX_RUN = 64 blocks), one GET per run, by prefetch.workers threads:
-# its GETs in flight are min(window / run, workers).
+# max(2 x readahead, stream_gets runs) claimed, fetched in runs of
+# readahead/2 (at most TFS_MAX_RUN = 64 blocks), one GET per run, by
+# prefetch.workers threads: its GETs in flight are min(window / run, workers).
 RA=$(to_bytes "$(tierfs_setting prefetch.readahead 16M)")
 BS=$(to_bytes "$(tierfs_setting cache.block_size 1M)")
 PF_WORKERS=$(tierfs_setting prefetch.workers 32)
+PF_GETS=$(tierfs_setting prefetch.stream_gets 4)
 RAM_SIZE=$(to_bytes "$(tierfs_setting ram.size 1G)")
 RA_BLOCKS=$(((RA + BS - 1) / BS))
 RUN_BLOCKS=$((RA_BLOCKS / 2 > 0 ? RA_BLOCKS / 2 : 1))
 [ "$RUN_BLOCKS" -le 64 ] || RUN_BLOCKS=64
 TIERFS_N=$(((2 * RA_BLOCKS + RUN_BLOCKS - 1) / RUN_BLOCKS))
+[ "$TIERFS_N" -ge "$PF_GETS" ] || TIERFS_N=$PF_GETS
 [ "$TIERFS_N" -le "$PF_WORKERS" ] || TIERFS_N=$PF_WORKERS
 [ "$TIERFS_N" -ge 1 ] || TIERFS_N=1
 N=${RANGED:-$TIERFS_N}
-log "tierfs: readahead $RA, block $BS, run $RUN_BLOCKS blocks, $PF_WORKERS workers: $TIERFS_N GETs in flight; ranged baseline N = $N"
+log "tierfs: readahead $RA, block $BS, run $RUN_BLOCKS blocks, stream_gets $PF_GETS, $PF_WORKERS workers: $TIERFS_N GETs in flight; ranged baseline N = $N"
 
 # ------------------------------------------------------------ dataset ----
 
@@ -291,6 +293,19 @@ rss_anon() {
     echo 0
 }
 
+# cpu_ticks PID: user + system clock ticks of PID and its children (the
+# tierfs daemon is a child of the -f keeper)
+cpu_ticks() {
+    local c t=0 f
+    for c in $1 $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        f=$(cut -d')' -f2 "/proc/$c/stat" 2>/dev/null) || continue
+        # shellcheck disable=SC2086 # fields after "pid (comm)"
+        set -- $f
+        t=$((t + ${12} + ${13}))
+    done
+    echo "$t"
+}
+
 # rss_watch PID FILE: write the peak RssAnon (kB) of PID's daemon into
 # FILE, every 0.1 s, until PID exits or this is killed.  tierfs -f runs
 # the keeper in PID and the daemon (the caches) in its child, so the
@@ -311,6 +326,7 @@ rss_watch() {
 # and stats are kept
 peer_measure() {
     local fs=$1 wl=$2 who=$3 expect=$4 list=$5 threads=$6 order=${7:-} out rc files bytes s rss_pid note=''
+    local cpu0 cpu1
     fresh_cache "$fs"
     drop_caches
     if ! mount_fs "$fs"; then
@@ -325,13 +341,22 @@ peer_measure() {
         cp "$order" "$CUR_MNT/.tierfs-order"
     fi
     rc=0
+    cpu0=$(cpu_ticks "$CUR_PID")
     out=$("$READER" read "$CUR_MNT" "$list" "$threads" "$SEED" 2>>"$RUN/logs/reader.err") || rc=$?
+    cpu1=$(cpu_ticks "$CUR_PID")
     if [ "$fs" = tierfs ]; then
         "$TIERFS" stats --json "$CUR_MNT" >"$RUN/logs/stats-$who-$wl-$REP.json" 2>/dev/null || true
     fi
     kill "$rss_pid" 2>/dev/null || true
     wait "$rss_pid" 2>/dev/null || true
     [ -s "$RUN/rss.peak" ] && note="rss_kb=$(cat "$RUN/rss.peak")"
+    note="$note cpu_s=$(awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')"
+    if [ "$fs" = tierfs ] && [ -s "$RUN/logs/stats-$who-$wl-$REP.json" ]; then
+        note="$note $(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print("gets_max=%d gets=%d" % (s.get("prefetch", {}).get("active_max", -1),
+      s.get("backend", {}).get("get", {}).get("requests", -1)))' "$RUN/logs/stats-$who-$wl-$REP.json" 2>/dev/null)"
+    fi
     umount_current
     files=$(sed -n 's/.*files=\([0-9]*\).*/\1/p' <<<"$out")
     bytes=$(sed -n 's/.*bytes=\([0-9]*\).*/\1/p' <<<"$out")
@@ -396,7 +421,7 @@ meta order_par "$ORDER_PAR"
 meta ceil "$CEIL"
 meta ranged "$N"
 meta tierfs_n "$TIERFS_N"
-meta tierfs_geometry "prefetch.readahead $RA B, cache.block_size $BS B, run $RUN_BLOCKS blocks, prefetch.workers $PF_WORKERS"
+meta tierfs_geometry "prefetch.readahead $RA B, cache.block_size $BS B, run $RUN_BLOCKS blocks, prefetch.stream_gets $PF_GETS, prefetch.workers $PF_WORKERS"
 meta ram_size "$RAM_SIZE"
 meta proxy "tests/faults/s3_fault_proxy.py --realistic --ttfb-ms $TTFB --bandwidth-mbps $BW in front of $UPSTREAM"
 meta reps "$REPS"

@@ -18,13 +18,19 @@ def load(run):
     with open(os.path.join(run, "results.tsv")) as f:
         for line in f:
             who, wl, st, files, nbytes, secs, rep, note = line.rstrip("\n").split("\t")
-            r = res.setdefault((who, wl), {"ok": [], "fail": 0, "skip": 0, "rss": [], "raw": []})
+            r = res.setdefault((who, wl), {"ok": [], "fail": 0, "skip": 0, "rss": [], "raw": [], "gets": [], "cpu": []})
             if st == "ok":
                 r["ok"].append((int(files), int(nbytes), float(secs)))
                 r["raw"].append("%.2f" % float(secs))
                 for word in note.split():
                     if word.startswith("rss_kb="):
                         r["rss"].append(int(word[7:]))
+                    elif word.startswith("cpu_s="):
+                        r["cpu"].append(float(word[6:]))
+                    elif word.startswith("gets_max="):
+                        r["gets"].append(word[9:])
+                    elif word.startswith("gets=") and r["gets"]:
+                        r["gets"][-1] += " / " + word[5:]
             elif st == "skip":
                 r["skip"] += 1
             else:
@@ -88,9 +94,12 @@ def main():
         r = res.get((who, wl))
         if not r or not r["rss"]:
             return ""
+        gets = ("; GETs in flight at most / GETs: " + ", ".join(r["gets"])) if r["gets"] else ""
+        if r["cpu"]:
+            gets += "; daemon CPU %.1f s" % statistics.median(r["cpu"])
         kb = max(r["rss"])
         return "%.0f MiB%s" % (kb / 1024, "" if kb <= bound_kb or who not in ("tierfs", "tierfs-order")
-                                else " (**over** ram.size + 64 MiB)")
+                                else " (**over** ram.size + 64 MiB)") + gets
 
     targets = []
     if ("curl-1", "seq") in res or any((p, "seq") in res for p in peers):
@@ -110,7 +119,7 @@ def main():
             rows.append([label, "%.0f" % m[1], ratio(m[1], par and par[1]), ratio(m[1], one and one[1]),
                          ratio(m[1], ceil and ceil[1]), rss_cell(who, "seq")])
         table(w, ["reader", "MiB/s", "/ %d ranged GETs" % n, "/ one GET", "/ proxy ceiling",
-                  "peak RssAnon"], rows)
+                  "peak RssAnon; prefetch (tierfs); CPU"], rows)
         t = med(res, "tierfs", "seq")
         targets.append(("cold sequential >= 0.9x %d ranged GETs" % n,
                         ratio(t and t[1], par and par[1]),
@@ -137,7 +146,7 @@ def main():
             rows.append([label, "%.0f" % m[0], "%.1f" % m[1], ratio(m[0], xp and xp[0]),
                          ratio(m[0], xo and xo[0]), rss_cell(who, "epoch")])
         table(w, ["reader", "files/s", "MiB/s", "/ xargs -P %s" % meta["threads"],
-                  "/ xargs -P %s" % meta["order_par"], "peak RssAnon"], rows)
+                  "/ xargs -P %s" % meta["order_par"], "peak RssAnon; prefetch (tierfs); CPU"], rows)
         t, to = med(res, "tierfs", "epoch"), med(res, "tierfs-order", "epoch")
         targets.append(("cold epoch >= 0.9x xargs -P %s" % meta["threads"], ratio(t and t[0], xp and xp[0]),
                         t and xp and t[0] / xp[0] >= 0.9))

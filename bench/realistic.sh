@@ -43,7 +43,8 @@
 #   --out FILE          also append the Markdown report to FILE
 #
 # Environment: as bench/run.sh (TIERFS, S3FS_OPTS, RCLONE_OPTS, TIERFS_OPTS,
-# TFS_BENCH_DIR, TFS_TEST_BUCKET, TFS_RGW_MEMSTORE_BYTES).  Needs root.
+# TFS_BENCH_DIR, TFS_TEST_BUCKET, TFS_RGW_MEMSTORE_BYTES); TFS_BENCH_PERF=1
+# records the FS daemon with perf over each measurement.  Needs root.
 # Everything listens on 127.0.0.1.  See bench/README.md.
 set -euo pipefail
 
@@ -306,6 +307,39 @@ cpu_ticks() {
     echo "$t"
 }
 
+# others_ticks: "PROXY SERVER" clock ticks so far of the proxy and of the
+# S3 server's processes (their pid files in $SERVER_DIR)
+others_ticks() {
+    local f p=0 s=0
+    p=$(cpu_ticks "$PROXY_PID")
+    for f in "$SERVER_DIR"/*.pid; do
+        [ -f "$f" ] && s=$((s + $(cpu_ticks "$(cat "$f")")))
+    done
+    echo "$p $s"
+}
+
+# perf_start NAME, perf_stop: with TFS_BENCH_PERF=1, a `perf record -g`
+# of the FS's daemon (the keeper's child for tierfs) over the measurement;
+# its top symbols go to $WORK/perf-NAME-REP.txt (kept after the run)
+PERF_PID=
+perf_start() {
+    local d
+    [ "${TFS_BENCH_PERF:-0}" = 1 ] && command -v perf >/dev/null || return 0
+    d=$(cat /proc/"$CUR_PID"/task/*/children 2>/dev/null | awk '{ print $1 }')
+    PERF_NAME=$1
+    perf record -q -g -o "$RUN/perf.data" -p "${d:-$CUR_PID}" >/dev/null 2>&1 &
+    PERF_PID=$!
+}
+perf_stop() {
+    [ -n "$PERF_PID" ] || return 0
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    PERF_PID=
+    perf report -q -i "$RUN/perf.data" --stdio --no-children --sort dso,sym 2>/dev/null |
+        grep -v '^$' | grep '%' | head -40 >"$WORK/perf-$PERF_NAME-$REP.txt" || true
+    rm -f "$RUN/perf.data"
+}
+
 # rss_watch PID FILE: write the peak RssAnon (kB) of PID's daemon into
 # FILE, every 0.1 s, until PID exits or this is killed.  tierfs -f runs
 # the keeper in PID and the daemon (the caches) in its child, so the
@@ -326,7 +360,7 @@ rss_watch() {
 # and stats are kept
 peer_measure() {
     local fs=$1 wl=$2 who=$3 expect=$4 list=$5 threads=$6 order=${7:-} out rc files bytes s rss_pid note=''
-    local cpu0 cpu1
+    local cpu0 cpu1 others0 others1
     fresh_cache "$fs"
     drop_caches
     if ! mount_fs "$fs"; then
@@ -342,15 +376,23 @@ peer_measure() {
     fi
     rc=0
     cpu0=$(cpu_ticks "$CUR_PID")
+    others0=$(others_ticks)
+    perf_start "$who-$wl"
     out=$("$READER" read "$CUR_MNT" "$list" "$threads" "$SEED" 2>>"$RUN/logs/reader.err") || rc=$?
+    perf_stop
     cpu1=$(cpu_ticks "$CUR_PID")
+    others1=$(others_ticks)
     if [ "$fs" = tierfs ]; then
         "$TIERFS" stats --json "$CUR_MNT" >"$RUN/logs/stats-$who-$wl-$REP.json" 2>/dev/null || true
+        [ "${TFS_BENCH_PERF:-0}" = 1 ] && cp "$RUN/logs/stats-$who-$wl-$REP.json" "$WORK/" 2>/dev/null || true
     fi
     kill "$rss_pid" 2>/dev/null || true
     wait "$rss_pid" 2>/dev/null || true
     [ -s "$RUN/rss.peak" ] && note="rss_kb=$(cat "$RUN/rss.peak")"
     note="$note cpu_s=$(awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')"
+    note="$note $(awk -v a="$others0" -v b="$others1" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        printf "cpu_proxy_s=%.2f cpu_server_s=%.2f", (y[1] - x[1]) / hz, (y[2] - x[2]) / hz }')"
     if [ "$fs" = tierfs ] && [ -s "$RUN/logs/stats-$who-$wl-$REP.json" ]; then
         note="$note $(python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))

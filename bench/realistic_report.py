@@ -18,12 +18,16 @@ def load(run):
     with open(os.path.join(run, "results.tsv")) as f:
         for line in f:
             who, wl, st, files, nbytes, secs, rep, note = line.rstrip("\n").split("\t")
-            r = res.setdefault((who, wl), {"ok": [], "fail": 0, "skip": 0, "rss": [], "raw": [], "gets": [], "cpu": []})
+            r = res.setdefault((who, wl), {"ok": [], "fail": 0, "skip": 0, "rss": [], "raw": [], "gets": [], "cpu": [], "cpu_proxy": [], "cpu_server": []})
             if st == "ok":
                 r["ok"].append((int(files), int(nbytes), float(secs)))
                 r["raw"].append("%.2f" % float(secs))
                 for word in note.split():
-                    if word.startswith("rss_kb="):
+                    if word.startswith("cpu_proxy_s="):
+                        r["cpu_proxy"].append(float(word[12:]))
+                    elif word.startswith("cpu_server_s="):
+                        r["cpu_server"].append(float(word[13:]))
+                    elif word.startswith("rss_kb="):
                         r["rss"].append(int(word[7:]))
                     elif word.startswith("cpu_s="):
                         r["cpu"].append(float(word[6:]))
@@ -96,7 +100,10 @@ def main():
             return ""
         gets = ("; GETs in flight at most / GETs: " + ", ".join(r["gets"])) if r["gets"] else ""
         if r["cpu"]:
-            gets += "; daemon CPU %.1f s" % statistics.median(r["cpu"])
+            gets += "; CPU s: FS %.1f" % statistics.median(r["cpu"])
+        if r["cpu_proxy"]:
+            gets += ", proxy %.1f, server %.1f" % (statistics.median(r["cpu_proxy"]),
+                                                   statistics.median(r["cpu_server"]))
         kb = max(r["rss"])
         return "%.0f MiB%s" % (kb / 1024, "" if kb <= bound_kb or who not in ("tierfs", "tierfs-order")
                                 else " (**over** ram.size + 64 MiB)") + gets

@@ -28,6 +28,7 @@ struct tfs_prefetch {
 	size_t cap, head, len;
 	bool stop;
 	uint64_t queued, done, dropped, failed;
+	unsigned active, active_max; /* jobs being filled now, and the most at once */
 };
 
 static void *worker(void *arg)
@@ -45,10 +46,13 @@ static void *worker(void *arg)
 		struct job j = pf->q[pf->head];
 		pf->head = (pf->head + 1) % pf->cap;
 		pf->len--;
+		if (++pf->active > pf->active_max)
+			pf->active_max = pf->active;
 		pthread_mutex_unlock(&pf->lock);
 
 		int rc = tfs_ram_fill_claim(pf->ram, j.claim);
 		pthread_mutex_lock(&pf->lock);
+		pf->active--;
 		if (rc == 0)
 			pf->done++;
 		else
@@ -112,6 +116,8 @@ void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out)
 	json_object_object_add(o, "dropped", json_object_new_uint64(pf->dropped));
 	json_object_object_add(o, "failed", json_object_new_uint64(pf->failed));
 	json_object_object_add(o, "pending", json_object_new_uint64(pf->len));
+	json_object_object_add(o, "active", json_object_new_uint64(pf->active));
+	json_object_object_add(o, "active_max", json_object_new_uint64(pf->active_max));
 	pthread_mutex_unlock(&pf->lock);
 	json_object_object_add(out, "prefetch", o);
 }

@@ -20,11 +20,13 @@
 #define TFS_PREFETCH_MAX_WORKERS 256
 
 struct tfs_prefetch_config {
-	unsigned workers;   /* prefetch threads; 0 disables prefetching */
-	uint64_t readahead; /* bytes read ahead of a sequential reader */
-	uint64_t order_max; /* bytes all open handles of the control file
+	unsigned workers;     /* prefetch threads; 0 disables prefetching */
+	uint64_t readahead;   /* bytes read ahead of a sequential reader */
+	unsigned stream_gets; /* runs (GETs when cold) in flight ahead of one
+			       * sequential reader (src/fs.c; not used here) */
+	uint64_t order_max;   /* bytes all open handles of the control file
 			     * .tierfs-order hold together (src/fs.c; not used here) */
-	uint64_t stall_ms;  /* a reader of an order that opened nothing of it for
+	uint64_t stall_ms;    /* a reader of an order that opened nothing of it for
 			     * this long is idle (src/follow.c; not used here) */
 };
 
@@ -53,6 +55,9 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
  * pthread_create() error (logged; fewer workers run).  Thread safe. */
 int tfs_prefetch_set_workers(struct tfs_prefetch *pf, unsigned workers);
 
+/* Add the "prefetch" object to `out`: workers, queued, done, dropped,
+ * failed, pending (jobs queued now), active (jobs being filled now) and
+ * active_max (the most filled at once since the start). */
 void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out);
 
 /* Stop the workers (queued jobs are dropped) and free.  NULL is a no-op. */

@@ -573,6 +573,7 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "fill_dropped", atomic_load(&s->fill_dropped));
 		add_u64(o, "fill_queue_bytes", ssd_fillq_bytes(s));
 		add_u64(o, "fill_queue_hits", atomic_load(&s->fill_queue_hits));
+		add_u64(o, "fill_queue_reused", atomic_load(&s->fill_queue_reused));
 		add_u64(o, "used_bytes", atomic_load(&s->used));
 		add_u64(o, "capacity_bytes", atomic_load(&s->capacity));
 		add_u64(o, "high_watermark_bytes", atomic_load(&s->high));

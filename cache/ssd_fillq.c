@@ -53,6 +53,20 @@ static void unlink_item(struct ssd_fillq *q, struct fillq_item *it)
 		q->tail = prev;
 }
 
+/* Keep a written item's buffer for the next copy if it is a whole block
+ * and the queue's bytes with its spares stay within the cap; free the
+ * item.  Called with the lock held. */
+static void item_retire(struct ssd *s, struct fillq_item *it)
+{
+	struct ssd_fillq *q = &s->fillq;
+	if (it->room == s->bs && q->nspare < SSD_FILLQ_SPARE &&
+	    q->bytes + (q->nspare + 1) * s->bs <= q->cap) {
+		q->spare[q->nspare++] = it->buf;
+		it->buf = NULL;
+	}
+	item_free(it);
+}
+
 static void *fillq_main(void *arg)
 {
 	struct ssd *s = arg;
@@ -84,7 +98,7 @@ static void *fillq_main(void *arg)
 		if (q->head == NULL)
 			pthread_cond_broadcast(&q->idle);
 		pthread_cond_broadcast(&q->work); /* a thread waiting to stop */
-		item_free(it);
+		item_retire(s, it);
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
@@ -130,6 +144,8 @@ void ssd_fillq_stop(struct ssd *s)
 	}
 	q->tail = NULL;
 	q->bytes = 0;
+	while (q->nspare)
+		free(q->spare[--q->nspare]);
 }
 
 void ssd_fillq_free(struct ssd *s)
@@ -139,15 +155,24 @@ void ssd_fillq_free(struct ssd *s)
 	pthread_cond_destroy(&s->fillq.idle);
 }
 
-/* A copy of the block: `len` bytes, zeroed up to its page-rounded room. */
+/* A copy of the block: `len` bytes, zeroed up to its page-rounded room,
+ * in `spare` (a buffer of `room` bytes, taken over) or a new buffer.  On
+ * failure `spare` is freed. */
 static struct fillq_item *item_new(const struct tfs_obj *obj, uint64_t idx, const void *buf,
-				   size_t len, size_t room, uint64_t tick, bool have_obj)
+				   size_t len, size_t room, uint64_t tick, bool have_obj,
+				   void *spare)
 {
 	struct fillq_item *it = calloc(1, sizeof(*it));
-	if (it == NULL)
+	if (it == NULL) {
+		free(spare);
 		return NULL;
+	}
+	it->buf = spare;
 	it->key = strdup(obj->key);
-	if (it->key == NULL || posix_memalign(&it->buf, TFS_PAGE_ALIGN, room) != 0) {
+	if (it->key == NULL ||
+	    (it->buf == NULL && posix_memalign(&it->buf, TFS_PAGE_ALIGN, room) != 0)) {
+		if (it->key == NULL)
+			free(it->buf);
 		it->buf = NULL;
 		item_free(it);
 		return NULL;
@@ -170,16 +195,25 @@ bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, cons
 	struct ssd_fillq *q = &s->fillq;
 	size_t room = tfs_obj_block_room(len);
 
+	void *spare = NULL;
 	pthread_mutex_lock(&q->lock);
 	bool fits = !q->stop && q->bytes + room <= q->cap;
-	if (fits)
+	if (fits) {
 		q->bytes += room; /* reserved before the copy, so the cap holds */
+		if (room == s->bs && q->nspare)
+			spare = q->spare[--q->nspare];
+		/* spares beyond the cap now (a spare is a block's room) */
+		while (q->nspare && q->bytes + q->nspare * s->bs > q->cap)
+			free(q->spare[--q->nspare]);
+	}
 	pthread_mutex_unlock(&q->lock);
 	if (!fits) {
 		count(&s->fill_dropped, 1);
 		return false;
 	}
-	struct fillq_item *it = item_new(obj, idx, buf, len, room, tick, have_obj);
+	if (spare)
+		count(&s->fill_queue_reused, 1);
+	struct fillq_item *it = item_new(obj, idx, buf, len, room, tick, have_obj, spare);
 	if (it == NULL || ssd_pin(s, obj->id) != 0) {
 		if (it)
 			item_free(it);

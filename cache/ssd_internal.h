@@ -122,6 +122,10 @@ struct blk_rec {
 /* The fill queue (ssd_fillq.c).  `lock` protects everything but the
  * threads, which only start and stop change. */
 #define SSD_FILLQ_THREADS 2
+/* Written full-block copies kept for the next ones, at most: a fresh
+ * buffer per block costs page faults, zeroing and an munmap (more CPU
+ * than the copy itself on a cold sequential read). */
+#define SSD_FILLQ_SPARE 8
 struct fillq_item;
 struct ssd_fillq {
 	pthread_mutex_t lock;
@@ -130,6 +134,10 @@ struct ssd_fillq {
 	struct fillq_item *head, *tail;
 	uint64_t cap;   /* most bytes of copies queued; 0: fills on the reader's thread */
 	uint64_t bytes; /* bytes of copies queued or being written */
+	/* buffers of block size kept for reuse; bytes + nspare x block size
+	 * stays within cap */
+	void *spare[SSD_FILLQ_SPARE];
+	unsigned nspare;
 	unsigned running;
 	bool stop;
 	pthread_t threads[SSD_FILLQ_THREADS];
@@ -184,7 +192,8 @@ struct ssd {
 	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
 
 	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes,
-		corrupt, write_errors, fill_queued, fill_dropped, fill_queue_hits;
+		corrupt, write_errors, fill_queued, fill_dropped, fill_queue_hits,
+		fill_queue_reused;
 
 	struct ssd_fillq fillq;
 };

@@ -195,6 +195,8 @@ static const struct opt options[] = {
 	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "32" },
 	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
 	  .def = "16M" },
+	{ KEY("prefetch", "stream_gets", OPT_UINT), FIELD(prefetch.stream_gets),
+	  RANGE(1, TFS_PREFETCH_MAX_WORKERS), .def = "4" },
 	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
 	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
 	{ KEY("prefetch", "stall", OPT_DURATION), FIELD(prefetch.stall_ms), RANGE(0, HOUR),

@@ -649,11 +649,13 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 /* Read-ahead for sequential readers.  The kernel sends its own readahead
  * as parallel requests that may arrive slightly out of order, so a read
  * counts as sequential when it starts near where the last one ended.  The
- * window (twice prefetch.readahead, the kernel's own window, so the
- * daemon's fetches stay ahead of the kernel's requests) starts at the
- * read's own first block and is refilled in runs of half
- * prefetch.readahead, each fetched with one request to the tiers below
- * (one GET when cold) whose blocks are handed out as they arrive.  The
+ * window starts at the read's own first block and is refilled in runs of
+ * half prefetch.readahead, each fetched with one request to the tiers
+ * below (one GET when cold) whose blocks are handed out as they arrive.
+ * It spans prefetch.stream_gets runs (so that many GETs are in flight for
+ * one reader: a remote store gives each stream a bandwidth of its own),
+ * and at least twice prefetch.readahead, the kernel's own window, so the
+ * daemon's fetches stay ahead of the kernel's requests.  The
  * blocks are claimed under the handle's lock before the read itself asks
  * for its block, so the kernel's parallel requests wait for the run that
  * covers them instead of racing it with GETs of their own. */
@@ -664,10 +666,13 @@ static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *ob
 		return;
 	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(obj, bs);
 	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
-	uint64_t window = 2 * fs->ra_blocks;
-	uint64_t slack = window * bs;
 	if (run > TFS_MAX_RUN)
 		run = TFS_MAX_RUN;
+	/* At least the kernel's window twice, and ra_gets runs. */
+	uint64_t window = 2 * fs->ra_blocks;
+	if (window < fs->ra_gets * run)
+		window = fs->ra_gets * run;
+	uint64_t slack = window * bs;
 	pthread_mutex_lock(&h->lock);
 	bool sequential = off == 0 || (off + slack >= h->next_off && off <= h->next_off + bs);
 	if (end > h->next_off || !sequential)
@@ -1130,6 +1135,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	pthread_mutex_init(&fs->fh_lock, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
+	fs->ra_gets = cfg->stream_gets ? cfg->stream_gets : 4;
 	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
 	fs->root_attr.type = TFS_FT_DIR;
 	fs->root_attr.mtime = (int64_t)time(NULL);

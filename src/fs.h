@@ -40,6 +40,8 @@ struct tfs_fs_config {
 			   * create, mkdir) */
 	uint64_t ttl_ms;        /* cache.metadata_ttl; UINT64_MAX: forever */
 	uint64_t readahead;     /* bytes read ahead of a sequential reader */
+	unsigned stream_gets;   /* prefetch.stream_gets: runs of readahead / 2 in
+			     * flight ahead of one sequential reader (0: 4) */
 	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
 			     * control file TFS_FOLLOW_FILE hold together */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */

@@ -81,6 +81,7 @@ struct tfs_fs {
 	void *io;                /* the session's I/O hooks' state (tfs_fs_set_io) */
 	uint64_t block_size;
 	uint64_t ra_blocks;
+	unsigned ra_gets;          /* runs in flight ahead of a sequential reader */
 	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */

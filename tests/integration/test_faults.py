@@ -19,6 +19,9 @@ Then, with faults switched on through the proxy's control endpoint:
   truncated_header_block_gives_eio
                        every GET reply cut inside its header block: EIO,
                        never ESTALE (the cut reply is retried).
+  stream_gets_in_flight
+                       with a 150 ms time to first byte, one sequential
+                       reader has prefetch.stream_gets GETs in flight.
   hostile_*             a lying server (issue 16): names outside the listing
                        dropped, a looping listing cut off with EIO, sizes
                        beyond 2^63-1 and 206 replies of another range refused
@@ -700,6 +703,30 @@ class FaultTests(unittest.TestCase):
         M.proxy.off()
         for k in keys:
             self.assertEqual(read_file(m, k, M.files[k]), "ok", k)
+
+    def test_stream_gets_in_flight(self):
+        """prefetch.stream_gets runs are fetched at once ahead of one
+        sequential reader when every reply waits for its first byte (the
+        proxy's realistic mode): the default 4 keeps at most 6 in flight
+        (its window, the reader's own block, one refill early), 12 reaches
+        10 or more."""
+        ra = {"workers": "16", "readahead": "%dK" % (2 * BLOCK // 1024)}  # runs of 1 block
+        M.proxy.config(ttfb_ms=150)
+        try:
+            seen = {}
+            for gets in ("4", "12"):
+                m = self.mount("gets" + gets, {"prefetch": dict(ra, stream_gets=gets)})
+                with open(m.path(M.big_key), "rb") as f:
+                    got = f.read()
+                self.assertEqual(hashlib.sha256(got).hexdigest(),
+                                 hashlib.sha256(M.big).hexdigest(), "bytes differ" + self.diag(m))
+                seen[gets] = m.stats()["prefetch"]["active_max"]
+                m.umount()
+        finally:
+            M.proxy.config(ttfb_ms=0)
+        self.assertLessEqual(seen["4"], 6, seen)
+        self.assertGreaterEqual(seen["12"], 10, seen)
+
 
 
 def stat_size(m, key, size):

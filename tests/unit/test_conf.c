@@ -177,6 +177,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.writeback.uploaders, 4);
 	cr_assert_eq(cfg.prefetch.workers, 32);
 	cr_assert_eq(cfg.prefetch.readahead, 16 * MIB);
+	cr_assert_eq(cfg.prefetch.stream_gets, 4);
 	cr_assert_eq(cfg.log.level, TFS_LOG_INFO);
 	cr_assert_null(cfg.log.file);
 	cr_assert_not(cfg.mount.trusted, "a mount is not trusted unless the admin says so");
@@ -486,6 +487,9 @@ Test(config, out_of_range)
 						   "(allowed: 0 to 1G)");
 	load_fails("[prefetch]\nworkers = 257\n", "2: [prefetch] workers: '257' is out of range "
 						  "(allowed: 0 to 256)");
+	load_fails("[prefetch]\nstream_gets = 0\n", "2: [prefetch] stream_gets: '0' is out of "
+						    "range "
+						    "(allowed: 1 to 256)");
 }
 
 Test(config, inih_syntax_errors)

@@ -376,6 +376,25 @@ Test(ssd, cold_run_is_one_inner_request)
 	t_fini(&t);
 }
 
+/* A written full-block copy's buffer is kept for the next copy: the
+ * second object's three full blocks reuse the first one's three. */
+Test(ssd, fill_queue_reuses_written_buffers)
+{
+	struct t t;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 8ull << 20;
+	t_open(&t);
+	rd_all(&t, "q/a", "\"q1\"", 3 * BS + 500);
+	cr_assert(wait_stat(&t, "fill_bytes", 3 * BS + 500, true));
+	cr_assert(wait_le(&t, "fill_queue_bytes", 0));
+	cr_assert_eq(st_get(&t, "fill_queue_reused"), 0);
+	rd_all(&t, "q/b", "\"q2\"", 3 * BS);
+	cr_assert(wait_stat(&t, "fill_bytes", 6 * BS + 500, true), "every fill is written");
+	cr_assert_eq(st_get(&t, "fill_queue_reused"), 3);
+	rd_all(&t, "q/b", "\"q2\"", 3 * BS);
+	t_fini(&t);
+}
+
 Test(ssd, fill_queue_writes_after_the_reader)
 {
 	struct t t;
@@ -1084,6 +1103,7 @@ Test(ssd, stats_fields)
 		"fill_dropped",
 		"fill_queue_bytes",
 		"fill_queue_hits",
+		"fill_queue_reused",
 		"used_bytes",
 		"capacity_bytes",
 		"high_watermark_bytes",

@@ -437,8 +437,7 @@ static int start_ctl(struct daemon_ctx *d, const struct tfs_daemon_opts *o, cons
 		struct tfs_follow_config fc = { .workers = cfg->prefetch.workers,
 						.window = 4 * cfg->prefetch.workers,
 						.stall_ms = cfg->prefetch.stall_ms,
-						.max_bytes = 4 * cfg->prefetch.order_max,
-						.ssd = d->stack->ssd };
+						.max_bytes = 4 * cfg->prefetch.order_max };
 		rc = tfs_follow_create(d->stack->top, d->stack->meta, &fc, d->log, &d->follow);
 		if (rc == 0)
 			rc = tfs_follow_register(d->ctl, d->follow, &d->warm.scope);

@@ -21,7 +21,6 @@
 #include "ctl.h"
 #include "path.h"
 #include "ram.h"
-#include "ssd.h"
 #include "workers.h"
 
 /* A fetch thread with nothing to take because of the shares looks again
@@ -62,7 +61,7 @@ struct stream {
 	uint64_t *sizes;  /* window entries: sizes[i % window], i in [cur, take) */
 	uint64_t ahead;   /* sum of those: bytes prefetched, not yet opened */
 	uint64_t last_ms; /* the order set or the last open credited to it */
-	uint64_t fetched, failed, opened, cached;
+	uint64_t fetched, failed, opened;
 };
 
 struct credit {
@@ -92,8 +91,7 @@ struct tfs_follow {
 	struct credit credits[CREDIT_SLOTS];
 	bool stop;
 	struct tfs_workers pool;
-	struct tfs_layer *ssd; /* NULL: none */
-	uint64_t fetched, failed, opened_in_order, realigned, skipped_errors, dropped, cached;
+	uint64_t fetched, failed, opened_in_order, realigned, skipped_errors, dropped;
 };
 
 static uint64_t monotonic_ms(void)
@@ -643,10 +641,6 @@ static void done_locked(struct tfs_follow *f, struct tfs_follow_job *job, int rc
 		f->fetched++;
 		if (s)
 			s->fetched++;
-	} else if (rc == EEXIST) {
-		f->cached++; /* in the SSD tier already: not fetched */
-		if (s)
-			s->cached++;
 	} else if (rc != ECANCELED) {
 		f->failed++;
 		if (s)
@@ -673,8 +667,8 @@ static bool wanted(struct tfs_follow *f, const struct tfs_follow_job *job)
 	return ok;
 }
 
-/* Fetch the file of `job` into RAM.  Returns 0, ECANCELED (stale), EEXIST
- * (the SSD tier holds it whole: not fetched) or the error. */
+/* Fetch the file of `job` into RAM.  Returns 0, ECANCELED (stale) or the
+ * error. */
 static int fetch(struct tfs_follow *f, const struct tfs_follow_job *job)
 {
 	char dir[PATH_MAX];
@@ -686,20 +680,12 @@ static int fetch(struct tfs_follow *f, const struct tfs_follow_job *job)
 	if (rc)
 		return rc;
 	bool file = a.type == TFS_FT_FILE;
-	struct tfs_obj obj;
-	uint64_t have = 0;
-	bool cached = false;
-	if (file && a.size > 0) {
-		tfs_obj_init(&obj, job->key, a.etag, a.size);
-		cached = f->ssd && tfs_ssd_cached(f->ssd, &obj, &have) == 0 && have == a.size;
-	}
-	/* A file served from the SSD tier takes no RAM ahead of the reader. */
-	if (!tfs_follow_sized(f, job, file && !cached ? a.size : 0))
+	if (!tfs_follow_sized(f, job, file ? a.size : 0))
 		return ECANCELED;
 	if (!file || a.size == 0)
 		return 0;
-	if (cached)
-		return EEXIST;
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, job->key, a.etag, a.size);
 	uint64_t nb = tfs_obj_blocks(&obj, f->ram->block_size);
 	for (uint64_t i = 0; i < nb;) {
 		if (!wanted(f, job))
@@ -940,7 +926,6 @@ static struct json_object *stream_json(struct tfs_follow *f, const struct stream
 	bool idle = tfs_follow_stalled(s->last_ms, now, f->stall_ms);
 	json_object_object_add(o, "state", json_object_new_string(idle ? "idle" : "active"));
 	json_object_object_add(o, "prefetched_files", json_object_new_uint64(s->fetched));
-	json_object_object_add(o, "cached_files", json_object_new_uint64(s->cached));
 	json_object_object_add(o, "failed_files", json_object_new_uint64(s->failed));
 	json_object_object_add(o, "opened_in_order", json_object_new_uint64(s->opened));
 	return o;
@@ -972,7 +957,6 @@ void tfs_follow_stats(struct tfs_follow *f, struct json_object *out)
 	json_object_object_add(o, "workers", json_object_new_uint64(tfs_workers_count(&f->pool)));
 	json_object_object_add(o, "prefetched_files", json_object_new_uint64(f->fetched));
 	json_object_object_add(o, "failed_files", json_object_new_uint64(f->failed));
-	json_object_object_add(o, "cached_files", json_object_new_uint64(f->cached));
 	json_object_object_add(o, "opened_in_order", json_object_new_uint64(f->opened_in_order));
 	json_object_object_add(o, "realigned", json_object_new_uint64(f->realigned));
 	json_object_object_add(o, "bad_lines", json_object_new_uint64(f->skipped_errors));
@@ -1002,7 +986,6 @@ int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta,
 	f->budget = cfg->budget;
 	f->max_bytes = cfg->max_bytes;
 	f->clock_ms = cfg->clock_ms ? cfg->clock_ms : monotonic_ms;
-	f->ssd = cfg->ssd;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -74,11 +74,6 @@ struct tfs_follow_config {
 			     * quiet longest, else fails with EFBIG */
 	uint64_t (*clock_ms)(void); /* milliseconds of a monotonic clock; NULL:
 				     * CLOCK_MONOTONIC (tests pass their own) */
-	/* The SSD tier (borrowed; NULL: none): a file it holds whole, in the
-	 * version the metadata cache knows, is not prefetched (counted in
-	 * `cached_files`): the reader gets it from the tier as fast, and
-	 * reading it into RAM ahead costs a second pass over its bytes. */
-	struct tfs_layer *ssd;
 };
 
 /* The process that wrote an order. */
@@ -165,8 +160,7 @@ int tfs_follow_take(struct tfs_follow *f, struct tfs_follow_job *job);
  * job is stale (its stream is gone or has a new order): do not fetch. */
 bool tfs_follow_sized(struct tfs_follow *f, const struct tfs_follow_job *job, uint64_t size);
 /* The fetch of `job` ended with `rc` (ECANCELED: dropped as stale, not
- * counted; EEXIST: not fetched, the SSD tier holds the file, counted in
- * cached_files): count it and free job->key.  Cannot fail. */
+ * counted): count it and free job->key.  Cannot fail. */
 void tfs_follow_done(struct tfs_follow *f, struct tfs_follow_job *job, int rc);
 
 /* ---- the policy, as pure functions (exposed for tests) ---- */

@@ -1082,9 +1082,11 @@ class Session:
         else:
             headers = headers + [("content-length", str(len(body)))]
         out = [start] + ["%s: %s" % (k, v) for k, v in headers]
-        self.send(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + (b"" if method == "HEAD" else body))
         if note is not None:
+            # Counted before the client has the reply, so a client that
+            # reads the stats after its call sees the fault counted.
             self.p.count_fault(fault.kind, method, target, note)
+        self.send(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + (b"" if method == "HEAD" else body))
 
 
 def _query(target):

@@ -219,6 +219,10 @@ def t_corrupt_data_files_offline(ctx):
     m.mount()
     try:
         assert not check_exact(m, files)
+        # The SSD tier writes a reader's blocks in the background
+        # (ssd.fill_queue): wait for every data file.
+        poll(lambda: all(os.path.exists(data_file(m, k)) for k in files), 20,
+             "the data files to be written")
         for k in files:
             assert os.path.exists(data_file(m, k)), "no data file %s for '%s' (key -> cache file mapping)" % (
                 data_file(m, k), k)

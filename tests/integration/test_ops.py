@@ -389,7 +389,9 @@ def t_ssd_shrink_evicts_in_background(ctx):
     try:
         for i in range(n):
             read(os.path.join(m.mnt, "s/f%02d" % i))
-        used = m.stats()["ssd"]["used_bytes"]
+        # The SSD tier writes a reader's blocks in the background.
+        used = poll(lambda: m.stats()["ssd"]["used_bytes"] >= n * 2 * MIB and
+                    m.stats()["ssd"]["used_bytes"], 20, "the fills to land")
         assert used >= n * 2 * MIB, used
         set_conf(m, {"ssd": {"size": "16M"}, "ram": {"size": "16M"}})
         t0 = time.monotonic()

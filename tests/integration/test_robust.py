@@ -307,6 +307,8 @@ def t_corrupt_data_files_live(ctx):
         # Push the targets out of the 16 MiB RAM tier.
         assert not check_exact(m, filler)
         df = {k: data_file(m, k) for k in files}
+        # The SSD tier writes a reader's blocks in the background.
+        poll(lambda: all(os.path.exists(p) for p in df.values()), 20, "the data files")
         os.truncate(df["live/trunc.bin"], BS // 3)
         flip(df["live/flip.bin"], [2 * BS + 5])
         os.unlink(df["live/gone.bin"])

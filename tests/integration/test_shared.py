@@ -57,6 +57,8 @@ def t_second_pod_reads_from_the_shared_tier(ctx):
         for k, v in files.items():
             assert read(os.path.join(a.mnt, k)) == v
         assert gets(a) == len(files)
+        # a's blocks reach the shared SSD tier in the background.
+        poll(lambda: a.stats()["ssd"]["fill_queue_bytes"] == 0, 20, "a's fills to land")
         for k, v in files.items():
             assert read(os.path.join(b.mnt, k)) == v
         assert gets(b) == 0, "the second pod fetched %d objects again" % gets(b)

@@ -788,7 +788,6 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 	s->fillq.cap = 0; /* ssd_fillq_start() sets it; ssd_free() needs its locks */
 	pthread_mutex_init(&s->fillq.lock, NULL);
 	pthread_cond_init(&s->fillq.work, NULL);
-	pthread_cond_init(&s->fillq.idle, NULL);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->usage_lock, NULL);
 	pthread_mutex_init(&s->flush_lock, NULL);

@@ -86,7 +86,6 @@ static void *fillq_main(void *arg)
 			continue;
 		}
 		it->running = true;
-		q->running++;
 		pthread_mutex_unlock(&q->lock);
 		(void)ssd_fill(s, &it->obj, it->idx, it->buf, it->len, true, it->tick,
 			       it->have_obj);
@@ -94,9 +93,6 @@ static void *fillq_main(void *arg)
 		pthread_mutex_lock(&q->lock);
 		unlink_item(q, it);
 		q->bytes -= it->room;
-		q->running--;
-		if (q->head == NULL)
-			pthread_cond_broadcast(&q->idle);
 		pthread_cond_broadcast(&q->work); /* a thread waiting to stop */
 		item_retire(s, it);
 	}
@@ -152,7 +148,6 @@ void ssd_fillq_free(struct ssd *s)
 {
 	pthread_mutex_destroy(&s->fillq.lock);
 	pthread_cond_destroy(&s->fillq.work);
-	pthread_cond_destroy(&s->fillq.idle);
 }
 
 /* A copy of the block: `len` bytes, zeroed up to its page-rounded room,
@@ -233,16 +228,6 @@ bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, cons
 	pthread_mutex_unlock(&q->lock);
 	count(&s->fill_queued, 1);
 	return true;
-}
-
-void ssd_fillq_wait(struct ssd *s)
-{
-	struct ssd_fillq *q = &s->fillq;
-
-	pthread_mutex_lock(&q->lock);
-	while (q->head)
-		pthread_cond_wait(&q->idle, &q->lock);
-	pthread_mutex_unlock(&q->lock);
 }
 
 /* The queued copy of block idx of obj's version, or NULL.  q->lock held. */

@@ -130,7 +130,6 @@ struct fillq_item;
 struct ssd_fillq {
 	pthread_mutex_t lock;
 	pthread_cond_t work; /* an item was queued, or stop */
-	pthread_cond_t idle; /* the queue emptied with no fill running */
 	struct fillq_item *head, *tail;
 	uint64_t cap;   /* most bytes of copies queued; 0: fills on the reader's thread */
 	uint64_t bytes; /* bytes of copies queued or being written */
@@ -138,7 +137,6 @@ struct ssd_fillq {
 	 * stays within cap */
 	void *spare[SSD_FILLQ_SPARE];
 	unsigned nspare;
-	unsigned running;
 	bool stop;
 	pthread_t threads[SSD_FILLQ_THREADS];
 	unsigned nthreads;
@@ -488,8 +486,6 @@ bool ssd_fillq_copy(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void
 /* Whether any of blocks first..first+n-1 of obj's version waits in the
  * queue.  Takes s->fillq.lock. */
 bool ssd_fillq_has(struct ssd *s, const struct tfs_obj *obj, uint64_t first, unsigned n);
-/* Wait until no fill is queued or running (fills queued meanwhile too). */
-void ssd_fillq_wait(struct ssd *s);
 /* Bytes of copies queued or being written now. */
 uint64_t ssd_fillq_bytes(struct ssd *s);
 

@@ -378,13 +378,54 @@ Test(ssd, cold_run_is_one_inner_request)
 
 /* A written full-block copy's buffer is kept for the next copy: the
  * second object's three full blocks reuse the first one's three. */
+/* Holds the index's writer lock, so the fill threads wait, until told. */
+struct writer_hold {
+	MDB_env *env;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool holding, release;
+};
+
+static void *hold_writer(void *p)
+{
+	struct writer_hold *h = p;
+	MDB_txn *txn;
+	cr_assert_eq(mdb_txn_begin(h->env, NULL, 0, &txn), 0);
+	pthread_mutex_lock(&h->mu);
+	h->holding = true;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->release)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+	mdb_txn_abort(txn);
+	return NULL;
+}
+
 Test(ssd, fill_queue_reuses_written_buffers)
 {
 	struct t t;
 	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
 	t.cfg.fill_queue = 8ull << 20;
 	t_open(&t);
+	/* No fill may finish while q/a is queued, or its buffer would be
+	 * reused at once: hold the index's writer lock meanwhile. */
+	struct writer_hold h = { .env = t.env };
+	pthread_t th;
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_cond_init(&h.cv, NULL);
+	cr_assert_eq(pthread_create(&th, NULL, hold_writer, &h), 0);
+	pthread_mutex_lock(&h.mu);
+	while (!h.holding)
+		pthread_cond_wait(&h.cv, &h.mu);
+	pthread_mutex_unlock(&h.mu);
 	rd_all(&t, "q/a", "\"q1\"", 3 * BS + 500);
+	pthread_mutex_lock(&h.mu);
+	h.release = true;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.mu);
+	pthread_join(th, NULL);
+	pthread_mutex_destroy(&h.mu);
+	pthread_cond_destroy(&h.cv);
 	cr_assert(wait_stat(&t, "fill_bytes", 3 * BS + 500, true));
 	cr_assert(wait_le(&t, "fill_queue_bytes", 0));
 	cr_assert_eq(st_get(&t, "fill_queue_reused"), 0);
@@ -410,29 +451,6 @@ Test(ssd, fill_queue_writes_after_the_reader)
 	rd_all(&t, "q/a", "\"q1\"", size);
 	cr_assert_eq(atomic_load(&t.fk.calls), 4, "the second read hits");
 	t_fini(&t);
-}
-
-/* Holds the index's writer lock, so the fill threads wait, until told. */
-struct writer_hold {
-	MDB_env *env;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool holding, release;
-};
-
-static void *hold_writer(void *p)
-{
-	struct writer_hold *h = p;
-	MDB_txn *txn;
-	cr_assert_eq(mdb_txn_begin(h->env, NULL, 0, &txn), 0);
-	pthread_mutex_lock(&h->mu);
-	h->holding = true;
-	pthread_cond_broadcast(&h->cv);
-	while (!h->release)
-		pthread_cond_wait(&h->cv, &h->mu);
-	pthread_mutex_unlock(&h->mu);
-	mdb_txn_abort(txn);
-	return NULL;
 }
 
 Test(ssd, a_block_whose_fill_is_queued_is_served_from_the_queue)

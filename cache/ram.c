@@ -54,6 +54,7 @@ struct tfs_ram_block {
 	int err;       /* fill result, read by waiters */
 	bool admitted; /* part of the cache (LRU list) */
 	bool once;     /* streamed read-ahead: dropped once a reader consumed it */
+	bool linger;   /* ...unless the cache has room to spare (TFS_RAM_LINGER) */
 	bool pass;     /* warm-up of a lower tier: never admitted */
 	bool linked;   /* in the hash table */
 	uint64_t tick; /* last access */
@@ -86,6 +87,7 @@ struct ram {
 	/* counters */
 	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, waits, fill_errors;
 	uint64_t consumed; /* streamed blocks dropped after their read */
+	uint64_t kept;     /* streamed blocks kept after their read (LINGER) */
 	uint64_t yields;   /* background fetches held back for foreground reads */
 };
 
@@ -482,6 +484,7 @@ int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t f
 		if (c->blocks[k] == NULL)
 			break;
 		c->blocks[k]->once = (flags & TFS_RAM_ONCE) != 0;
+		c->blocks[k]->linger = (flags & TFS_RAM_LINGER) != 0;
 		c->blocks[k]->pass = (flags & TFS_RAM_PASS) != 0;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -578,7 +581,14 @@ void tfs_ram_release(struct tfs_layer *l, struct tfs_ram_block *b, bool consumed
 	struct ram *r = l->priv;
 	pthread_mutex_lock(&r->lock);
 	b->refs--;
-	if (consumed && b->once) {
+	if (consumed && b->once && b->linger && b->admitted &&
+	    r->cached <= (r->cap - r->reserve) / 2) {
+		/* Read as a reader's own block would be: cached from now on. */
+		b->once = false;
+		r->kept++;
+		lru_unlink(b);
+		lru_push(r, b);
+	} else if (consumed && b->once) {
 		r->consumed++;
 		drop(r, b); /* freed now, or by the last reference */
 	} else if (b->refs == 0 && !b->admitted) {
@@ -697,13 +707,13 @@ static void ram_stats(struct tfs_layer *l, struct json_object *out)
 			"hits",         "misses",          "hit_bytes",         "fill_bytes",
 			"evictions",    "not_admitted",    "budget_waits",      "fill_errors",
 			"used_bytes",   "cached_bytes",    "capacity_bytes",    "blocks",
-			"pooled_bytes", "stream_consumed", "background_yields",
+			"pooled_bytes", "stream_consumed", "background_yields", "stream_kept",
 		};
 		uint64_t vals[] = {
 			r->hits,      r->misses,       r->hit_bytes, r->fill_bytes,
 			r->evictions, r->not_admitted, r->waits,     r->fill_errors,
 			r->used,      r->cached,       r->cap,       r->nblocks_cached,
-			r->pooled,    r->consumed,     r->yields,
+			r->pooled,    r->consumed,     r->yields,    r->kept,
 		};
 		pthread_mutex_unlock(&r->lock);
 		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)

@@ -62,6 +62,12 @@ enum tfs_ram_get_flags {
 			     * are cached or being filled */
 	TFS_RAM_BACKGROUND = 16, /* get: not a reader of the mount (warm-up),
 				  * so not counted by tfs_ram_yield() */
+	TFS_RAM_LINGER = 32,     /* with ONCE (claim_run, fill_run): a consumed
+				  * block stays cached, as a block a reader
+				  * fetched itself, while the cached bytes are
+				  * at most half the cached share; beyond that
+				  * it is dropped as ONCE says, so read-ahead
+				  * keeps its room */
 };
 
 /* Foreground priority for background fetches (warm-up): wait while any
@@ -83,7 +89,8 @@ int tfs_ram_get(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx, 
  * allows without waiting, with one read_blocks() on the inner layer (one
  * GET for a cold run), handing each block to its waiters as it arrives.
  * Stops at the first block already present.
- * `flags` is 0, TFS_RAM_ONCE or TFS_RAM_PASS.  *filled (may be NULL) gets
+ * `flags` is 0, TFS_RAM_ONCE (with or without TFS_RAM_LINGER) or
+ * TFS_RAM_PASS.  *filled (may be NULL) gets
  * the number of blocks it claimed (first..first+*filled-1).  Returns 0,
  * EAGAIN (nothing to do: the first block is present or no budget), or the
  * inner layer's error.  Takes no reference. */
@@ -123,7 +130,8 @@ void tfs_ram_cancel_claim(struct tfs_layer *ram, struct tfs_ram_claim *c);
 void tfs_ram_put(struct tfs_layer *ram, struct tfs_ram_block *b);
 /* Drop a reference; `consumed` says the caller read the block to its end,
  * which frees a TFS_RAM_ONCE block (other holders keep their references
- * valid).  Cannot fail. */
+ * valid) or, for a TFS_RAM_LINGER one while there is room, makes it an
+ * ordinary cached block (counted as stream_kept).  Cannot fail. */
 void tfs_ram_release(struct tfs_layer *ram, struct tfs_ram_block *b, bool consumed);
 /* True when the block is cached or being filled (no reference taken). */
 bool tfs_ram_has(struct tfs_layer *ram, const struct tfs_obj *obj, uint64_t idx);

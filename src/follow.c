@@ -691,7 +691,7 @@ static int fetch(struct tfs_follow *f, const struct tfs_follow_job *job)
 		if (!wanted(f, job))
 			return ECANCELED;
 		unsigned want = nb - i < TFS_MAX_RUN ? (unsigned)(nb - i) : TFS_MAX_RUN, got = 0;
-		rc = tfs_ram_fill_run(f->ram, &obj, i, want, TFS_RAM_ONCE, &got);
+		rc = tfs_ram_fill_run(f->ram, &obj, i, want, TFS_RAM_ONCE | TFS_RAM_LINGER, &got);
 		if (rc == 0)
 			i += got;
 		else if (rc == EAGAIN && tfs_ram_has(f->ram, &obj, i))

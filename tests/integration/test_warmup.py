@@ -340,12 +340,19 @@ def t_follow_control_file(ctx):
         assert st["follow"]["order_files"] == len(order), st["follow"]
         assert st["follow"]["prefetched_files"] >= len(order) // 2, st["follow"]
         assert st["backend"]["get"]["requests"] == len(files), "duplicate GETs"
-        # A second epoch in a new order replaces the first.
+        # The prefetched files stay in RAM as files read without an order
+        # would (the dataset is far below half the RAM tier).
+        assert st["ram"]["stream_kept"] >= len(order) // 2, st["ram"]
+        # A second epoch in a new order replaces the first, and is read
+        # from RAM.
+        misses = st["ram"]["misses"]
         random.Random(8).shuffle(order)
         with open(os.path.join(m.mnt, ".tierfs-order"), "w") as f:
             f.write("\n".join(order))
         order_reader(m, order, files)
-        assert stats(m)["follow"]["position"] == len(order)
+        st = stats(m)
+        assert st["follow"]["position"] == len(order)
+        assert st["ram"]["misses"] - misses <= len(order) // 10, st["ram"]
     finally:
         m.umount()
 

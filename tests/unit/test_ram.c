@@ -376,6 +376,35 @@ Test(ram, background_fetches_yield_to_readers_waiting_for_data)
 	cr_assert_eq(stat_of("background_yields"), 2);
 }
 
+/* The sampler's prefetch: a block read as prefetched stays cached, as the
+ * reader's own fetch would have, while the cache has room to spare. */
+Test(ram, lingering_readahead_is_kept_while_there_is_room)
+{
+	make_ram(32, TFS_POLICY_LRU); /* cached share 24 blocks: keep up to 12 */
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, "sampled", "\"e\"", 16 * BS);
+	int flags = TFS_RAM_ONCE | TFS_RAM_LINGER;
+	struct tfs_ram_block *b;
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 0, 8, flags, NULL), 0);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_release(ram, b, true);
+	cr_assert(tfs_ram_has(ram, &obj, 0), "kept: 8 blocks cached of 24");
+	cr_assert_eq(stat_of("stream_kept"), 1);
+	/* Kept for good: a second consuming read does not drop it. */
+	cr_assert_eq(tfs_ram_get(ram, &obj, 0, TFS_RAM_WAIT, &b), 0);
+	check_block(&obj, 0, b);
+	tfs_ram_release(ram, b, true);
+	cr_assert(tfs_ram_has(ram, &obj, 0));
+	/* Past half the share, a consumed block makes room again. */
+	cr_assert_eq(tfs_ram_fill_run(ram, &obj, 8, 8, flags, NULL), 0);
+	cr_assert_eq(tfs_ram_get(ram, &obj, 8, TFS_RAM_WAIT, &b), 0);
+	tfs_ram_release(ram, b, true);
+	cr_assert(!tfs_ram_has(ram, &obj, 8), "16 blocks cached: dropped");
+	cr_assert_eq(stat_of("stream_kept"), 1);
+	cr_assert_eq(stat_of("stream_consumed"), 1);
+	cr_assert_eq(atomic_load(&fake.calls), 0, "served from the runs, not refetched");
+}
+
 Test(ram, prefetch_run_never_waits_for_budget)
 {
 	make_ram(8, TFS_POLICY_LRU);

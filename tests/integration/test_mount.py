@@ -292,6 +292,10 @@ def t_warm_restart_zero_gets(ctx):
     try:
         for k, v in files.items():
             assert read(os.path.join(m.mnt, k)) == v
+        # A background listing cut short by the unmount is done again by
+        # the next mount: let them end (a loaded machine is slow here).
+        poll(lambda: m.stats()["metadata"]["list_ahead_pending"] == 0,
+             what="the background listings")
     finally:
         m.umount()
     m.mount()

@@ -162,6 +162,11 @@ run "python rgw" /usr/bin/python3 tests/integration/test_python.py "$top/build/t
 	--only sampler_order_2x,two_ranks_order
 
 step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
+# A copy in the cluster (docs/cluster.md): far is the suite's server,
+# near a second moto server.
+run "near moto" python3 tests/integration/test_near.py "$top/build/tierfs" --backend moto
+run "near rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --backend rgw \
+	--only one_copy_from_far,far_down_near_serves_known_versions
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
 run "ops moto" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend moto
 

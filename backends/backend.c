@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -199,6 +200,37 @@ const char *tfs_backend_cache_identity(const struct tfs_backend *be)
 const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
 {
 	return &be->stats;
+}
+
+static void add_u64(struct json_object *o, const char *k, uint64_t v)
+{
+	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+struct json_object *tfs_backend_stats_json(const struct tfs_backend *be)
+{
+	const struct tfs_backend_stats *st = &be->stats;
+	struct json_object *bo = json_object_new_object();
+	if (bo == NULL)
+		return NULL;
+	for (int op = 0; op < TFS_OP__COUNT; op++) {
+		struct json_object *o = json_object_new_object();
+		if (o == NULL)
+			continue;
+		add_u64(o, "requests", atomic_load(&st->op[op].requests));
+		add_u64(o, "errors", atomic_load(&st->op[op].errors));
+		add_u64(o, "payload_bytes", atomic_load(&st->op[op].bytes));
+		struct json_object *lat = tfs_hist_json(&st->op[op].latency);
+		if (lat)
+			json_object_object_add(o, "latency", lat);
+		json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
+	}
+	add_u64(bo, "list_foreign_dropped", atomic_load(&st->list_foreign_dropped));
+	add_u64(bo, "list_loops", atomic_load(&st->list_loops));
+	json_object_object_add(bo, "source", json_object_new_string(tfs_backend_describe(be)));
+	if (be->ops->stats)
+		be->ops->stats(be->priv, bo);
+	return bo;
 }
 
 /* Count one request of `op` that started at t0 (tfs_mono_ns(); 0: not

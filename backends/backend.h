@@ -214,6 +214,13 @@ struct tfs_backend_stats {
 
 const char *tfs_backend_op_name(enum tfs_backend_op op);
 
+/* The counters as a new JSON object: per operation (head, list, get, put,
+ * delete, copy) its requests, errors, payload_bytes and latency
+ * histogram; list_foreign_dropped, list_loops, source (the description),
+ * and whatever the implementation adds (a near copy: "near").  NULL on
+ * ENOMEM.  Thread safe. */
+struct json_object *tfs_backend_stats_json(const struct tfs_backend *be);
+
 /* HEAD: fill *out (which must be zeroed or cleared) with the object's
  * attributes.  On error *out is left empty. */
 int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out);

@@ -48,6 +48,9 @@ struct tfs_backend_ops {
 	const char *(*cache_identity)(void *priv);
 	/* Optional (NULL: every non-empty key is accepted). */
 	int (*check_key)(void *priv, const char *key);
+	/* Optional: add the implementation's own counters to `out` (the
+	 * object tfs_backend_stats_json() returns). */
+	void (*stats)(void *priv, struct json_object *out);
 	void (*destroy)(void *priv);
 };
 

@@ -159,34 +159,12 @@ static void be_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
 	(void)id;
 }
 
-static void add_u64(struct json_object *o, const char *k, uint64_t v)
-{
-	json_object_object_add(o, k, json_object_new_uint64(v));
-}
-
 static void be_stats(struct tfs_layer *l, struct json_object *out)
 {
 	struct be_layer *b = l->priv;
-	const struct tfs_backend_stats *st = tfs_backend_stats(b->be);
-	struct json_object *bo = json_object_new_object();
-	if (bo == NULL)
-		return;
-	for (int op = 0; op < TFS_OP__COUNT; op++) {
-		struct json_object *o = json_object_new_object();
-		if (o == NULL)
-			continue;
-		add_u64(o, "requests", atomic_load(&st->op[op].requests));
-		add_u64(o, "errors", atomic_load(&st->op[op].errors));
-		add_u64(o, "payload_bytes", atomic_load(&st->op[op].bytes));
-		struct json_object *lat = tfs_hist_json(&st->op[op].latency);
-		if (lat)
-			json_object_object_add(o, "latency", lat);
-		json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
-	}
-	add_u64(bo, "list_foreign_dropped", atomic_load(&st->list_foreign_dropped));
-	add_u64(bo, "list_loops", atomic_load(&st->list_loops));
-	json_object_object_add(bo, "source", json_object_new_string(tfs_backend_describe(b->be)));
-	json_object_object_add(out, "backend", bo);
+	struct json_object *bo = tfs_backend_stats_json(b->be);
+	if (bo)
+		json_object_object_add(out, "backend", bo);
 }
 
 static void be_destroy(struct tfs_layer *l)

@@ -142,6 +142,33 @@ static const struct opt options[] = {
 	{ KEY("backend", "prefix", OPT_SOURCE), FIELD(backend.prefix),
 	  .hint = "the prefix comes from the mount source (s3://BUCKET[/PREFIX])" },
 
+	/* [near]: a copy in the cluster (backends/near.h); off while bucket
+	 * is empty.  The store's own settings, then the copies'. */
+	{ KEY("near", "bucket", OPT_STR), FIELD(near_store.bucket), .flags = OPTF_TOKEN,
+	  .def = "" },
+	{ KEY("near", "prefix", OPT_STR), FIELD(near_store.prefix), .def = "" },
+	{ KEY("near", "endpoint", OPT_URL), FIELD(near_store.endpoint), .def = "" },
+	{ KEY("near", "region", OPT_STR), FIELD(near_store.region),
+	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
+	{ KEY("near", "path_style", OPT_BOOL), FIELD(near_store.path_style), .def = "true" },
+	{ KEY("near", "credentials_file", OPT_PATH), FIELD(near_store.credentials_file),
+	  .def = "" },
+	{ KEY("near", "profile", OPT_STR), FIELD(near_store.profile), .def = "" },
+	{ KEY("near", "ca_file", OPT_PATH), FIELD(near_store.ca_file), .def = "" },
+	{ KEY("near", "connect_timeout", OPT_DURATION), FIELD(near_store.connect_timeout_ms),
+	  RANGE(100, 5 * MIN), .scale = 1, .def = "1s" },
+	{ KEY("near", "low_speed_time", OPT_DURATION), FIELD(near_store.low_speed_time_s),
+	  RANGE(SEC, HOUR), .scale = SEC, .def = "5s" },
+	{ KEY("near", "retries", OPT_UINT), FIELD(near_store.retries), RANGE(0, 100), .def = "1" },
+	{ KEY("near", "copiers", OPT_UINT), FIELD(near.copiers), RANGE(1, 64), .def = "4" },
+	{ KEY("near", "copy_budget", OPT_SIZE), FIELD(near.copy_budget), RANGE(MIB, 64 * GIB),
+	  .def = "256M" },
+	{ KEY("near", "breaker_errors", OPT_UINT), FIELD(near.breaker_errors), RANGE(1, 1000),
+	  .def = "3" },
+	{ KEY("near", "retry_after", OPT_DURATION), FIELD(near.breaker_ms), RANGE(100, HOUR),
+	  .scale = 1, .def = "30s" },
+	{ KEY("near", "write_through", OPT_BOOL), FIELD(near.write_through), .def = "false" },
+
 	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
 	  .flags = OPTF_RELOAD, .def = "1G" },
 
@@ -1469,6 +1496,17 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  OPT_OF(backend.retry_max_ms),
 				  "[backend] retry_base (%s) must not exceed retry_max (%s)", x, y);
 	}
+
+	const char *np = cfg->near_store.prefix;
+	if (np && (np[0] == '/' || np[strlen(np) - 1] != '/'))
+		return cross_fail(cfg, err, OPT_OF(near_store.prefix), OPT_OF(near_store.prefix),
+				  "[near] prefix '%s' must end with '/' and not start with it", np);
+	if (cfg->near_store.bucket == NULL && (cfg->near_store.prefix || cfg->near_store.endpoint))
+		return cross_fail(cfg, err,
+				  cfg->near_store.prefix ? OPT_OF(near_store.prefix)
+							 : OPT_OF(near_store.endpoint),
+				  OPT_OF(near_store.bucket),
+				  "[near] endpoint and prefix need [near] bucket");
 
 	if (cfg->backend.part_size > cfg->backend.multipart_threshold) {
 		fmt_size(cfg->backend.part_size, x, sizeof(x));

@@ -53,6 +53,7 @@
 #include "dbuf.h"
 #include "log.h"
 #include "metrics.h"
+#include "near.h"
 #include "prefetch.h"
 #include "ram.h"
 #include "s3.h"
@@ -85,13 +86,17 @@ struct tfs_config_origin {
 	bool cmdline;  /* set by tfs_config_set() */
 };
 
-#define TFS_CONFIG_MAX_OPTIONS 56
+#define TFS_CONFIG_MAX_OPTIONS 96
 
 struct tfs_config {
 	/* [backend].  bucket and prefix are not configuration keys: the
 	 * caller sets them from the mount SOURCE (malloc'd strings, freed by
 	 * tfs_config_clear()). */
 	struct tfs_s3_config backend;
+	/* [near]: the in-cluster store (its bucket and prefix are keys here;
+	 * the rest of its settings are [backend]'s) and its copies. */
+	struct tfs_s3_config near_store;
+	struct tfs_near_config near;
 	struct tfs_ram_config ram;
 	struct tfs_ssd_config ssd;
 	struct tfs_cache_config cache;

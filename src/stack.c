@@ -16,6 +16,7 @@
 #include "dirs.h"
 #include "lmdb_env.h"
 #include "local.h"
+#include "near.h"
 #include "ram.h"
 #include "s3.h"
 #include "ssd.h"
@@ -32,7 +33,34 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	struct tfs_s3_config sc = cfg->backend;
 	sc.bucket = src->bucket;
 	sc.prefix = src->prefix;
-	return tfs_s3_create(&sc, log, out);
+	if (cfg->near_store.bucket == NULL)
+		return tfs_s3_create(&sc, log, out);
+
+	/* [near]: the in-cluster store, with [backend]'s other settings. */
+	struct tfs_s3_config nc = cfg->backend;
+	const struct tfs_s3_config *n = &cfg->near_store;
+	nc.bucket = n->bucket;
+	nc.prefix = n->prefix ? n->prefix : "";
+	nc.endpoint = n->endpoint;
+	nc.region = n->region;
+	nc.path_style = n->path_style;
+	nc.credentials_file = n->credentials_file;
+	nc.profile = n->profile;
+	nc.ca_file = n->ca_file;
+	nc.connect_timeout_ms = n->connect_timeout_ms;
+	nc.low_speed_time_s = n->low_speed_time_s;
+	nc.retries = n->retries;
+	struct tfs_backend *far = NULL, *near = NULL;
+	int rc = tfs_s3_create(&sc, log, &far);
+	if (rc == 0)
+		rc = tfs_s3_create(&nc, log, &near);
+	if (rc == 0)
+		rc = tfs_near_create(&cfg->near, near, far, log, out);
+	if (rc) {
+		tfs_backend_destroy(near);
+		tfs_backend_destroy(far);
+	}
+	return rc;
 }
 
 /* <ssd.dir>/<first 16 hex of SHA-256 of the source and who reads it>: the

@@ -1037,6 +1037,7 @@ class Ctx:
         self.bucket = bucket
         self.work = work
         self.mounts = []
+        self.cleanups = []  # called after the mounts are gone (more servers)
 
     def mount(self, name, conf_extra=None, opts=None, source=None):
         m = Mount(self.tierfs, self.bucket, self.work, name, conf_extra, opts, source)
@@ -1091,6 +1092,8 @@ def run_suite(suite, tests, add_args=None, setup=None):
             for m in (ctx.mounts if ctx else []):
                 if os.path.ismount(m.mnt):
                     subprocess.run(["fusermount3", "-uz", m.mnt], capture_output=True)
+            for fn in (ctx.cleanups if ctx else []):
+                fn()
             if bucket:
                 bucket.close()
             shutil.rmtree(work, ignore_errors=True)

@@ -355,7 +355,8 @@ Test(config, urls)
 Test(config, unknown_section)
 {
 	load_fails("[ram]\nsize = 2G\n[sdd]\nsize = 10G\n", "4: [sdd] size: unknown section [sdd] "
-							    "(allowed: backend, ram, ssd, cache, "
+							    "(allowed: backend, near, ram, ssd, "
+							    "cache, "
 							    "writeback, prefetch, log, metrics, "
 							    "mount)");
 }
@@ -664,7 +665,7 @@ Test(config, override_errors)
 	set_fails("ram.size=1M", "command line: -o ram.size=1M: '1M' is out of range (allowed: 16M "
 				 "or more)");
 	set_fails("sdd.size=1G", "command line: -o sdd.size=1G: unknown section [sdd] (allowed: "
-				 "backend, ram, "
+				 "backend, near, ram, "
 				 "ssd, cache, writeback, prefetch, log, metrics, mount)");
 	set_fails("ram.sise=1G", "command line: -o ram.sise=1G: unknown key 'sise' in section "
 				 "[ram] (allowed: "
@@ -727,6 +728,21 @@ Test(config, validate_watermarks)
 	set_ok("ssd.low_watermark=90");
 	validate_fails("command line: [ssd] low_watermark (90%%) must be below high_watermark "
 		       "(90%%)");
+}
+
+Test(config, validate_near_rules)
+{
+	load_ok("[near]\nendpoint = http://127.0.0.1:9000\n");
+	validate_fails("%s:2: [near] endpoint and prefix need [near] bucket", path);
+	tfs_config_clear(&cfg);
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	load_ok("[near]\nbucket = cache\nprefix = tierfs\n");
+	validate_fails("%s:3: [near] prefix 'tierfs' must end with '/' and not start with it",
+		       path);
+	set_ok("near.prefix=tierfs/");
+	cr_assert_eq(tfs_config_validate(&cfg, &err), 0, "%s", tfs_dbuf_str(&err));
+	set_fails("near.bucket=a/b", "command line: -o near.bucket=a/b: invalid value 'a/b' "
+				     "(allowed: letters, digits, '-', '_' and '.', or empty)");
 }
 
 Test(config, validate_backend_rules)

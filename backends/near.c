@@ -1,0 +1,610 @@
+/* near.c - a copy in the cluster in front of the source of truth
+ * (near.h). */
+#include "config.h"
+
+#include "near.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend_impl.h"
+#include "clock.h"
+#include "fdio.h"
+#include "workers.h"
+
+#define RECENT 4096 /* versions remembered as queued (a power of two) */
+#define MAX_COPIERS 64
+#define KEY_MAX 1024 /* S3's longest key, in bytes */
+
+struct copy_job {
+	struct copy_job *next;
+	char *key;
+	char etag[TFS_ETAG_MAX];
+	char *data;       /* the whole object, or NULL: read it from far */
+	uint64_t len;     /* bytes of data */
+	bool maybe_part;  /* data is the object's start: whole if far's size is len */
+	uint64_t charged; /* bytes taken from the budget */
+};
+
+enum counter {
+	C_HITS,         /* reads served by near */
+	C_MISSES,       /* reads near had no copy for */
+	C_ERRORS,       /* near reads that failed otherwise (then read from far) */
+	C_SKIPPED,      /* reads not asked of near: breaker open */
+	C_BREAKER,      /* times the breaker opened */
+	C_QUEUED,       /* copies queued */
+	C_COPIED,       /* copies written to near */
+	C_COPY_BYTES,   /* their bytes */
+	C_FAR_REREADS,  /* copies that read the object from far again */
+	C_EXISTED,      /* copies another node had made (found by HEAD) */
+	C_CHANGED,      /* copies given up: the far version changed */
+	C_DROPPED,      /* copies dropped: budget full, too big, or unmount */
+	C_FAILED,       /* copies that failed */
+	C_WRITE_THROUGH /* copies queued by a PUT (write_through) */
+};
+#define NCOUNTERS (C_WRITE_THROUGH + 1)
+
+static const char *const counter_names[NCOUNTERS] = {
+	"hits",   "misses",  "errors",  "skipped_breaker_open", "breaker_opens",
+	"copies_queued", "copies", "copy_bytes", "copy_far_rereads", "copies_existing",
+	"copies_changed", "copies_dropped", "copies_failed", "copies_write_through",
+};
+
+struct near {
+	struct tfs_near_config cfg;
+	struct tfs_backend *near, *far;
+	const struct tfs_log *log;
+	pthread_mutex_t lock; /* everything below but the counters */
+	pthread_cond_t work;
+	struct copy_job *head, *tail;
+	uint64_t charged; /* budget in use by queued and running copies */
+	bool stop;
+	uint64_t recent[RECENT]; /* hashes of versions queued lately; 0 = none */
+	unsigned recent_next;
+	unsigned fails;          /* failed near reads in a row */
+	uint64_t open_until_ms;  /* breaker open until then (monotonic) */
+	struct tfs_workers pool;
+	atomic_uint_fast64_t count[NCOUNTERS];
+};
+
+static void count(struct near *n, enum counter c, uint64_t v)
+{
+	atomic_fetch_add_explicit(&n->count[c], v, memory_order_relaxed);
+}
+
+int tfs_near_key(const char *key, const char *etag, char *buf, size_t cap)
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	if (key == NULL || *key == '\0' || etag == NULL || *etag == '\0')
+		return EINVAL;
+	EVP_Digest(etag, strlen(etag), md, &mdlen, EVP_sha256(), NULL);
+	int w = snprintf(buf, cap, "%02x%02x%02x%02x%02x%02x%02x%02x/%s", md[0], md[1], md[2],
+			 md[3], md[4], md[5], md[6], md[7], key);
+	return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
+}
+
+/* ---- the breaker ---- */
+
+/* May near be asked now?  Counts a skipped read. */
+static bool near_open(struct near *n, bool read)
+{
+	pthread_mutex_lock(&n->lock);
+	bool ok = n->open_until_ms == 0 || tfs_mono_ns() / 1000000 >= n->open_until_ms;
+	pthread_mutex_unlock(&n->lock);
+	if (!ok && read)
+		count(n, C_SKIPPED, 1);
+	return ok;
+}
+
+/* A near request answered (ok: even "no such copy") or failed. */
+static void near_result(struct near *n, bool ok)
+{
+	pthread_mutex_lock(&n->lock);
+	if (ok) {
+		n->fails = 0;
+		n->open_until_ms = 0;
+	} else if (++n->fails >= n->cfg.breaker_errors) {
+		n->fails = 0;
+		n->open_until_ms = tfs_mono_ns() / 1000000 + n->cfg.breaker_ms;
+		count(n, C_BREAKER, 1);
+		tfs_warn(n->log, "near: %s failed %u times in a row: reading from %s alone for %u ms",
+			 tfs_backend_describe(n->near), n->cfg.breaker_errors,
+			 tfs_backend_describe(n->far), n->cfg.breaker_ms);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* ---- copies ---- */
+
+static uint64_t version_hash(const char *key, const char *etag)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (const char *p = etag; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* Remember the version as queued; false when it already was.  Lock held. */
+static bool first_time(struct near *n, const char *key, const char *etag)
+{
+	uint64_t h = version_hash(key, etag);
+	for (unsigned i = 0; i < RECENT; i++)
+		if (n->recent[i] == h)
+			return false;
+	n->recent[n->recent_next] = h;
+	n->recent_next = (n->recent_next + 1) & (RECENT - 1);
+	return true;
+}
+
+static void job_free(struct copy_job *j)
+{
+	if (j) {
+		free(j->key);
+		free(j->data);
+		free(j);
+	}
+}
+
+/* Copy `len` bytes of `src` (a buffer, fd or iovec) into a new buffer. */
+static char *gather(struct tfs_io src, uint64_t len)
+{
+	char *p = malloc(len ? len : 1);
+	if (p == NULL)
+		return NULL;
+	if (src.kind == TFS_IO_BUF) {
+		memcpy(p, src.cbuf, len);
+	} else if (src.kind == TFS_IO_FD) {
+		if (tfs_pread_full(src.fd, p, len, src.off) != (ssize_t)len) {
+			free(p);
+			return NULL;
+		}
+	} else {
+		uint64_t at = 0;
+		for (int i = 0; i < src.iovcnt && at < len; i++) {
+			uint64_t k = src.iov[i].iov_len < len - at ? src.iov[i].iov_len : len - at;
+			memcpy(p + at, src.iov[i].iov_base, k);
+			at += k;
+		}
+		if (at != len) {
+			free(p);
+			return NULL;
+		}
+	}
+	return p;
+}
+
+/* Queue a copy of version `etag` of `key`: from `src` when it holds the
+ * whole object (`whole`, `len` bytes) or may (`maybe_part`: the object's
+ * first `len` bytes), else to be read from far.  Never blocks on the
+ * budget: a copy that does not fit is dropped. */
+static void queue_copy(struct near *n, const char *key, const char *etag, bool whole,
+		       bool maybe_part, struct tfs_io src, uint64_t len, enum counter why)
+{
+	if (*etag == '\0' || !near_open(n, false))
+		return;
+	if (whole && len > n->cfg.copy_budget) {
+		count(n, C_DROPPED, 1);
+		return;
+	}
+	pthread_mutex_lock(&n->lock);
+	bool fresh = !n->stop && first_time(n, key, etag);
+	bool fits = n->charged + (whole ? len : 0) <= n->cfg.copy_budget;
+	if (fresh && fits)
+		n->charged += whole ? len : 0;
+	pthread_mutex_unlock(&n->lock);
+	if (!fresh)
+		return;
+	struct copy_job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->key = strdup(key);
+	if (fits && whole && j && j->key) {
+		j->data = gather(src, len);
+		j->len = len;
+		j->charged = len;
+	}
+	if (!fits || j == NULL || j->key == NULL || (whole && j->data == NULL)) {
+		count(n, C_DROPPED, 1);
+		pthread_mutex_lock(&n->lock);
+		n->charged -= fits && whole ? len : 0;
+		pthread_mutex_unlock(&n->lock);
+		job_free(j);
+		return;
+	}
+	snprintf(j->etag, sizeof(j->etag), "%s", etag);
+	j->maybe_part = whole && maybe_part;
+	count(n, C_QUEUED, 1);
+	if (why != C_QUEUED)
+		count(n, why, 1);
+	pthread_mutex_lock(&n->lock);
+	if (n->tail)
+		n->tail->next = j;
+	else
+		n->head = j;
+	n->tail = j;
+	pthread_cond_signal(&n->work);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* Read the whole current version of j->key from far into j->data, taking
+ * its size from the budget; when j->data already holds as many bytes as
+ * far's HEAD says the object has, keep them.  Returns 0, ESTALE (the
+ * version changed),
+ * EFBIG (above the budget: dropped), EAGAIN (the budget is in use) or the
+ * far read's error. */
+static int reread(struct near *n, struct copy_job *j)
+{
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_backend_head(n->far, j->key, &m);
+	uint64_t size = m.size;
+	bool same = rc == 0 && strcmp(m.etag, j->etag) == 0;
+	tfs_obj_meta_clear(&m);
+	if (rc)
+		return rc;
+	if (!same)
+		return ESTALE;
+	if (j->data && size == j->len)
+		return 0; /* what the reader read was the whole object */
+	if (size > n->cfg.copy_budget)
+		return EFBIG;
+	pthread_mutex_lock(&n->lock);
+	n->charged -= j->charged;
+	j->charged = 0;
+	free(j->data);
+	j->data = NULL;
+	bool fits = n->charged + size <= n->cfg.copy_budget;
+	if (fits)
+		n->charged += size;
+	pthread_mutex_unlock(&n->lock);
+	if (!fits)
+		return EAGAIN;
+	j->charged = size;
+	j->data = malloc(size ? size : 1);
+	if (j->data == NULL)
+		return ENOMEM;
+	size_t got = 0;
+	char etag[TFS_ETAG_MAX];
+	count(n, C_FAR_REREADS, 1);
+	rc = tfs_backend_get_range(n->far, j->key, 0, size, j->etag, tfs_io_buf(j->data), &got,
+				   etag);
+	if (rc == 0 && got != size)
+		rc = ESTALE; /* shorter than its HEAD said: it changed */
+	j->len = got;
+	return rc;
+}
+
+/* One copy: skip it if near has it, else write it there. */
+static void copy_one(struct near *n, struct copy_job *j)
+{
+	char nk[KEY_MAX + 32];
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_near_key(j->key, j->etag, nk, sizeof(nk));
+	if (rc == 0)
+		rc = tfs_backend_check_key(n->near, nk);
+	if (rc || !near_open(n, false)) {
+		count(n, C_DROPPED, 1);
+		return;
+	}
+	rc = tfs_backend_head(n->near, nk, &m);
+	tfs_obj_meta_clear(&m);
+	if (rc == 0) {
+		near_result(n, true);
+		count(n, C_EXISTED, 1);
+		return;
+	}
+	if (rc != ENOENT) {
+		near_result(n, false);
+		count(n, C_FAILED, 1);
+		return;
+	}
+	if (j->data == NULL || j->maybe_part) {
+		rc = reread(n, j);
+		if (rc == ESTALE || rc == ENOENT) {
+			count(n, C_CHANGED, 1);
+			return;
+		}
+		if (rc == EFBIG || rc == EAGAIN) {
+			count(n, C_DROPPED, 1);
+			return;
+		}
+		if (rc) {
+			count(n, C_FAILED, 1);
+			return;
+		}
+	}
+	rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
+	if (rc == 0 && strlen(j->key) < KEY_MAX)
+		rc = tfs_obj_meta_set(&m, "tierfs-key", j->key);
+	if (rc == 0)
+		rc = tfs_backend_put(n->near, nk, tfs_io_buf(j->data), j->len, &m, NULL);
+	tfs_obj_meta_clear(&m);
+	near_result(n, rc == 0);
+	if (rc) {
+		tfs_debug(n->log, "near: copy of '%s' failed: %s", j->key, strerror(rc));
+		count(n, C_FAILED, 1);
+		return;
+	}
+	count(n, C_COPIED, 1);
+	count(n, C_COPY_BYTES, j->len);
+}
+
+static void *copier(void *arg)
+{
+	struct tfs_worker *w = arg;
+	struct near *n = w->ctx;
+	pthread_mutex_lock(&n->lock);
+	while (!n->stop && !tfs_workers_retire(w)) {
+		struct copy_job *j = n->head;
+		if (j == NULL) {
+			pthread_cond_wait(&n->work, &n->lock);
+			continue;
+		}
+		n->head = j->next;
+		if (n->head == NULL)
+			n->tail = NULL;
+		pthread_mutex_unlock(&n->lock);
+		copy_one(n, j);
+		pthread_mutex_lock(&n->lock);
+		n->charged -= j->charged;
+		pthread_mutex_unlock(&n->lock);
+		job_free(j);
+		pthread_mutex_lock(&n->lock);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return NULL;
+}
+
+/* ---- the ops ---- */
+
+static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
+			  const char *if_match, struct tfs_io dst, size_t *got,
+			  char etag_out[TFS_ETAG_MAX])
+{
+	struct near *n = priv;
+	char nk[KEY_MAX + 32];
+	bool known = if_match && *if_match;
+
+	if (known && tfs_near_key(key, if_match, nk, sizeof(nk)) == 0 &&
+	    tfs_backend_check_key(n->near, nk) == 0 && near_open(n, true)) {
+		char netag[TFS_ETAG_MAX];
+		int rc = tfs_backend_get_range(n->near, nk, off, len, NULL, dst, got, netag);
+		if (rc == 0 && (*got > 0 || off == 0)) {
+			near_result(n, true);
+			count(n, C_HITS, 1);
+			snprintf(etag_out, TFS_ETAG_MAX, "%s", if_match);
+			return 0;
+		}
+		/* An empty read past the copy's end says nothing of far's
+		 * object: ask far, as for a miss. */
+		near_result(n, rc == 0 || rc == ENOENT);
+		count(n, rc == 0 || rc == ENOENT ? C_MISSES : C_ERRORS, 1);
+		if (rc && rc != ENOENT)
+			tfs_debug(n->log, "near: reading '%s' from %s: %s; reading %s", key,
+				  tfs_backend_describe(n->near), strerror(rc),
+				  tfs_backend_describe(n->far));
+	}
+	int rc = tfs_backend_get_range(n->far, key, off, len, if_match, dst, got, etag_out);
+	if (rc == 0 && (*got > 0 || off == 0)) {
+		/* From offset 0, the bytes read are the object when it ended
+		 * first, and may be when the read asked for exactly its size
+		 * (a small file is one block): the copier then checks. */
+		bool whole = off == 0 && dst.kind != TFS_IO_FD && *got <= n->cfg.copy_budget;
+		queue_copy(n, key, etag_out, whole, *got == len, dst, *got, C_QUEUED);
+	}
+	return rc;
+}
+
+static int near_head(void *priv, const char *key, struct tfs_obj_meta *out)
+{
+	struct near *n = priv;
+	return tfs_backend_head(n->far, key, out);
+}
+
+static int near_list(void *priv, const char *prefix, const char *delimiter, const char *token,
+		     size_t max_keys, struct tfs_list_page *out)
+{
+	struct near *n = priv;
+	return tfs_backend_list(n->far, prefix, delimiter, token, max_keys, out);
+}
+
+static int near_put(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	struct near *n = priv;
+	int rc = tfs_backend_put(n->far, key, src, len, meta, etag_out);
+	if (rc == 0 && n->cfg.write_through)
+		queue_copy(n, key, etag_out, true, false, src, len, C_WRITE_THROUGH);
+	return rc;
+}
+
+static int near_del(void *priv, const char *key)
+{
+	struct near *n = priv;
+	return tfs_backend_delete(n->far, key);
+}
+
+static int near_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
+		     char etag_out[TFS_ETAG_MAX])
+{
+	struct near *n = priv;
+	return tfs_backend_copy(n->far, src, dst, meta, etag_out);
+}
+
+static bool near_wants_multipart(void *priv, uint64_t len)
+{
+	struct near *n = priv;
+	uint64_t threshold = 0, part = 0;
+	unsigned par = 0;
+	return tfs_backend_multipart_geometry(n->far, &threshold, &part, &par) && len >= threshold;
+}
+
+static int near_put_resumable(void *priv, const char *key, struct tfs_io src, uint64_t len,
+			      const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
+			      void *ctx, char etag_out[TFS_ETAG_MAX])
+{
+	struct near *n = priv;
+	int rc = tfs_backend_put_resumable(n->far, key, src, len, meta, st, fn, ctx, etag_out);
+	if (rc == 0 && n->cfg.write_through)
+		queue_copy(n, key, etag_out, true, false, src, len, C_WRITE_THROUGH);
+	return rc;
+}
+
+static int near_abort_upload(void *priv, const char *key, const char *upload_id)
+{
+	struct near *n = priv;
+	return tfs_backend_abort_upload(n->far, key, upload_id);
+}
+
+static int near_upload_begin(void *priv, const char *key, const struct tfs_obj_meta *meta,
+			     char upload_id[TFS_UPLOAD_ID_MAX])
+{
+	struct near *n = priv;
+	return tfs_backend_upload_begin(n->far, key, meta, upload_id);
+}
+
+static int near_upload_part(void *priv, const char *key, const char *upload_id, unsigned idx,
+			    struct tfs_io src, uint64_t len, char etag_out[TFS_ETAG_MAX])
+{
+	struct near *n = priv;
+	return tfs_backend_upload_part(n->far, key, upload_id, idx, src, len, etag_out);
+}
+
+static void near_multipart_geometry(void *priv, uint64_t *threshold, uint64_t *part_size,
+				    unsigned *parallel)
+{
+	struct near *n = priv;
+	(void)tfs_backend_multipart_geometry(n->far, threshold, part_size, parallel);
+}
+
+static int near_count_uploads(void *priv, const char *prefix, size_t *out)
+{
+	struct near *n = priv;
+	return tfs_backend_count_uploads(n->far, prefix, out);
+}
+
+static const char *near_cache_identity(void *priv)
+{
+	struct near *n = priv;
+	return tfs_backend_cache_identity(n->far);
+}
+
+static int near_check_key(void *priv, const char *key)
+{
+	struct near *n = priv;
+	return tfs_backend_check_key(n->far, key);
+}
+
+static void near_stats(void *priv, struct json_object *out)
+{
+	struct near *n = priv;
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return;
+	for (int i = 0; i < NCOUNTERS; i++)
+		json_object_object_add(o, counter_names[i],
+				       json_object_new_uint64(atomic_load(&n->count[i])));
+	pthread_mutex_lock(&n->lock);
+	uint64_t charged = n->charged;
+	bool open = n->open_until_ms && tfs_mono_ns() / 1000000 < n->open_until_ms;
+	pthread_mutex_unlock(&n->lock);
+	json_object_object_add(o, "copy_budget_used", json_object_new_uint64(charged));
+	json_object_object_add(o, "breaker_open", json_object_new_boolean(open));
+	struct json_object *s = tfs_backend_stats_json(n->near);
+	if (s)
+		json_object_object_add(o, "store", s);
+	s = tfs_backend_stats_json(n->far);
+	if (s)
+		json_object_object_add(o, "far", s);
+	json_object_object_add(out, "near", o);
+}
+
+static void near_destroy(void *priv)
+{
+	struct near *n = priv;
+	pthread_mutex_lock(&n->lock);
+	n->stop = true;
+	pthread_cond_broadcast(&n->work);
+	pthread_mutex_unlock(&n->lock);
+	tfs_workers_stop(&n->pool);
+	for (struct copy_job *j = n->head, *next; j; j = next) {
+		next = j->next;
+		count(n, C_DROPPED, 1);
+		job_free(j);
+	}
+	tfs_backend_destroy(n->near);
+	tfs_backend_destroy(n->far);
+	pthread_cond_destroy(&n->work);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+#define COMMON_OPS                                                                            \
+	.name = "near", .head = near_head, .list = near_list, .get_range = near_get_range,    \
+	.put = near_put, .del = near_del, .copy = near_copy,                                  \
+	.cache_identity = near_cache_identity, .check_key = near_check_key,                   \
+	.stats = near_stats, .destroy = near_destroy
+
+static const struct tfs_backend_ops plain_ops = { COMMON_OPS };
+
+static const struct tfs_backend_ops multipart_ops = {
+	COMMON_OPS,
+	.wants_multipart = near_wants_multipart,
+	.put_resumable = near_put_resumable,
+	.abort_upload = near_abort_upload,
+	.upload_begin = near_upload_begin,
+	.upload_part = near_upload_part,
+	.multipart_geometry = near_multipart_geometry,
+	.count_uploads = near_count_uploads,
+};
+
+int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
+		    struct tfs_backend *far, const struct tfs_log *log, struct tfs_backend **out)
+{
+	if (cfg->copiers < 1 || cfg->copiers > MAX_COPIERS || cfg->copy_budget < (1u << 20) ||
+	    cfg->breaker_errors < 1 || near == NULL || far == NULL || near == far) {
+		tfs_err(log, "near: invalid configuration");
+		return EINVAL;
+	}
+	struct near *n = calloc(1, sizeof(*n));
+	if (n == NULL)
+		return ENOMEM;
+	n->cfg = *cfg;
+	n->near = near;
+	n->far = far;
+	n->log = log;
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_cond_init(&n->work, NULL);
+	char describe[1024];
+	snprintf(describe, sizeof(describe), "%s (near copy: %s)", tfs_backend_describe(far),
+		 tfs_backend_describe(near));
+	uint64_t t = 0, p = 0;
+	unsigned par = 0;
+	const struct tfs_backend_ops *ops =
+		tfs_backend_multipart_geometry(far, &t, &p, &par) ? &multipart_ops : &plain_ops;
+	int rc = tfs_workers_init(&n->pool, cfg->copiers, copier, n);
+	if (rc == 0)
+		rc = tfs_workers_set(&n->pool, &n->lock, &n->work, cfg->copiers, NULL, NULL);
+	if (rc == 0)
+		rc = tfs_backend_new(ops, n, describe, out);
+	if (rc) {
+		pthread_mutex_lock(&n->lock);
+		n->stop = true;
+		pthread_cond_broadcast(&n->work);
+		pthread_mutex_unlock(&n->lock);
+		tfs_workers_stop(&n->pool);
+		pthread_cond_destroy(&n->work);
+		pthread_mutex_destroy(&n->lock);
+		free(n);
+	}
+	return rc;
+}

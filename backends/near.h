@@ -1,0 +1,76 @@
+/* near.h - two stores as one backend: a copy in the cluster (near) in
+ * front of the source of truth (far, usually the cloud bucket).
+ *
+ * Every request but a read goes to far: HEAD, LIST, PUT, DELETE, COPY and
+ * multipart uploads, so far stays the truth and the tiers above see one
+ * ordinary backend.  A read (get_range) that knows the version it wants
+ * (the caller's if_match: far's ETag, from a HEAD or a listing) first asks
+ * near for the copy of that version:
+ *
+ *	near key = <16 hex digits of SHA-256(far ETag)>/<key>
+ *
+ * under near's own bucket and prefix.  Keying the copy by the version
+ * means a copy can never be served for another version: an object
+ * rewritten in far has a new ETag, so its reads miss near until the new
+ * version is copied; the old copy is left to near's expiry (an S3
+ * lifecycle rule, or `tierfs near gc`).  The copy's user metadata records
+ * far's key and ETag (x-amz-meta-tierfs-key, x-amz-meta-tierfs-etag).
+ *
+ * A miss reads far for the reader, then queues a copy to near, done by
+ * background copiers, never on the reader's path:
+ *   - when the reader's read returned the whole object (it started at 0
+ *     and ended before the length asked for), the copy is made from those
+ *     bytes, with no second far read;
+ *   - otherwise the copier reads the object from far again (conditional
+ *     on the ETag: a version that changed meanwhile is not copied).
+ * Before it reads or writes, a copier asks near (HEAD) whether another
+ * node made the copy already.  Queued and running copies hold at most
+ * copy_budget bytes; a copy that does not fit is dropped (counted), and an
+ * object larger than copy_budget is never copied.  Each version is queued
+ * at most once while it is among the last 4096 queued.
+ *
+ * Failures: a near read that fails for another reason than a missing copy
+ * (the store down, slow past its own timeouts, an error) is retried on far
+ * with no error to the reader, and counted; breaker_errors such failures
+ * in a row stop all use of near (reads and copies) for breaker_ms, after
+ * which one read tries again.  With far down, a read whose version the
+ * caller knows (metadata_ttl) is still served from a copy in near.
+ *
+ * Trust: near is the operator's own store.  Whoever can write its bucket
+ * can change what every node reads (docs/security.md).
+ *
+ * Thread safety: as backend.h (any thread).  The copiers are the
+ * instance's own threads, stopped by tfs_backend_destroy(), which waits
+ * for the copies running and drops those queued.
+ */
+#ifndef TFS_NEAR_H
+#define TFS_NEAR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "log.h"
+
+struct json_object;
+
+struct tfs_near_config {
+	unsigned copiers;        /* background copies at once (1..64) */
+	uint64_t copy_budget;    /* bytes of queued and running copies (>= 1 MiB) */
+	unsigned breaker_errors; /* failed near reads in a row that stop its use (>= 1) */
+	unsigned breaker_ms;     /* ...for this long */
+	bool write_through;      /* a PUT to far also queues the file's copy to near */
+};
+
+/* Compose `near` and `far`.  Returns 0 and *out, EINVAL (a field out of
+ * range, or near == far) or ENOMEM; the cause is logged.  On success the
+ * new instance owns both (destroyed with it); on failure the caller still
+ * does.  `log` must outlive the instance.  `cfg` is copied. */
+int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
+		    struct tfs_backend *far, const struct tfs_log *log, struct tfs_backend **out);
+
+/* The near key of version `etag` of `key` into buf (cap bytes).  Returns 0,
+ * EINVAL for an empty etag or key, ENAMETOOLONG when it does not fit. */
+int tfs_near_key(const char *key, const char *etag, char *buf, size_t cap);
+
+#endif

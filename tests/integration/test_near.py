@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""test_near.py - a copy of the bucket in the cluster ([near],
+backends/near.h): the suite's server is far (moto or Ceph RGW), a second
+moto server on loopback is near, and several tierfs mounts with their own
+SSD tiers stand in for the nodes of a job.
+
+usage: test_near.py TIERFS --backend moto|rgw [--only NAME[,NAME...]]
+"""
+import hashlib
+import os
+import random
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_mount import BUCKET, Bucket, poll, read, run_suite  # noqa: E402
+
+
+def data_for(key, size):
+    seed = hashlib.sha256(key.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def dataset(bucket, n=80, prefix="ds"):
+    rnd = random.Random(5)
+    files = {}
+    for i in range(n):
+        key = "%s/c%d/img_%04d.jpg" % (prefix, i % 4, i)
+        files[key] = data_for(key, rnd.randrange(20_000, 200_000))
+        bucket.put(key, files[key])
+    return files
+
+
+class Cluster:
+    """The near store and the mounts of the 'nodes'."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.near = Bucket("moto", os.path.join(ctx.work, "near-server"))
+        ctx.cleanups.append(self.near.close)
+
+    def node(self, name, ttl="forever", extra=None):
+        conf = {
+            "near": {"bucket": BUCKET, "prefix": "copies/",
+                     "endpoint": self.near.env["TFS_S3_ENDPOINT"],
+                     "connect_timeout": "500ms", "retries": "0",
+                     "breaker_errors": "3", "retry_after": "1h"},
+            "cache": {"block_size": "1M", "metadata_ttl": ttl},
+        }
+        for sec, kv in (extra or {}).items():
+            conf.setdefault(sec, {}).update(kv)
+        return self.ctx.mount(name, conf).mount()
+
+
+def near_stats(m):
+    return m.stats()["backend"]["near"]
+
+
+def far_get(m):
+    g = near_stats(m)["far"]["get"]
+    return g["requests"], g["payload_bytes"]
+
+
+def read_all(m, keys, files, threads=4):
+    errors = []
+    nxt = [0]
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                nxt[0] += 1
+            if i >= len(keys):
+                return
+            try:
+                if read(os.path.join(m.mnt, keys[i])) != files[keys[i]]:
+                    errors.append(keys[i] + ": wrong bytes")
+            except OSError as e:
+                errors.append("%s: %s" % (keys[i], e))
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:5]
+
+
+def copies_settled(m):
+    st = near_stats(m)
+    done = st["copies"] + st["copies_existing"] + st["copies_dropped"] + \
+        st["copies_failed"] + st["copies_changed"]
+    return done >= st["copies_queued"]
+
+
+def near_keys(near):
+    keys = []
+    for page in near.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET,
+                                                                   Prefix="copies/"):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return keys
+
+
+def t_one_copy_from_far(ctx):
+    """Four nodes read a quarter each at once (as DistributedSampler's
+    ranks do), then another quarter each: the dataset crosses from far
+    once in all, and the second epoch reads no byte from far."""
+    files = dataset(ctx.bucket)
+    total = sum(len(v) for v in files.values())
+    cl = Cluster(ctx)
+    nodes = [cl.node("n%d" % i) for i in range(4)]
+    keys = sorted(files)
+    random.Random(1).shuffle(keys)
+    quarters = [keys[i::4] for i in range(4)]
+    ts = [threading.Thread(target=read_all, args=(nodes[i], quarters[i], files))
+          for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for m in nodes:
+        poll(lambda: copies_settled(m), what="the copies to near")
+    assert len(near_keys(cl.near)) == len(files), "one copy of each object in near"
+    epoch1 = [far_get(m) for m in nodes]
+    for i in range(4):
+        read_all(nodes[i], quarters[(i + 1) % 4], files)
+    far_bytes = 0
+    for i, m in enumerate(nodes):
+        reqs, nbytes = far_get(m)
+        far_bytes += nbytes
+        print("    node %d: far GETs %d, %d bytes; near %s" % (
+            i, reqs, nbytes, {k: near_stats(m)[k] for k in ("hits", "misses", "copies")}))
+        assert (reqs, nbytes) == epoch1[i], "the second epoch read far on node %d" % i
+        assert near_stats(m)["hits"] >= len(quarters[(i + 1) % 4])
+    assert far_bytes <= 1.2 * total, "far bytes %d for a dataset of %d" % (far_bytes, total)
+
+
+def t_near_down_mid_epoch(ctx):
+    """Near goes away halfway: the epoch ends byte-exact from far, and the
+    breaker stops asking near."""
+    files = dataset(ctx.bucket, n=40)
+    cl = Cluster(ctx)
+    a = cl.node("a")
+    keys = sorted(files)
+    read_all(a, keys, files)
+    poll(lambda: copies_settled(a), what="the copies to near")
+    b = cl.node("b")
+    read_all(b, keys[:20], files)
+    assert near_stats(b)["hits"] >= 20
+    cl.near.stop_server()
+    read_all(b, keys[20:], files)
+    st = near_stats(b)
+    assert st["breaker_opens"] == 1, st
+    assert st["errors"] >= 1, st
+    assert st["skipped_breaker_open"] >= 1, st
+
+
+def t_far_down_near_serves_known_versions(ctx):
+    """Far goes away: a node whose metadata is cached (metadata_ttl
+    forever) reads what near holds; what near lacks fails with EIO."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    files = dataset(ctx.bucket, n=30)
+    cl = Cluster(ctx)
+    a = cl.node("a")
+    keys = sorted(files)
+    read_all(a, keys[:20], files)
+    poll(lambda: copies_settled(a), what="the copies to near")
+    b = cl.node("b")
+    for k in keys:
+        os.stat(os.path.join(b.mnt, k))  # metadata cached, no data
+    ctx.bucket.stop_server()
+    read_all(b, keys[:20], files)
+    assert near_stats(b)["hits"] >= 20
+    for k in keys[20:]:
+        try:
+            read(os.path.join(b.mnt, k))
+            raise AssertionError("%s read with far down and no copy" % k)
+        except OSError as e:
+            assert e.errno == 5, e
+
+
+def t_rewritten_object_not_stale(ctx):
+    """An object rewritten in far is read in its new version once the
+    metadata TTL has passed, never the old copy near holds."""
+    key = "mut/obj.bin"
+    old, new = data_for("old", 50_000), data_for("new", 60_000)
+    ctx.bucket.put(key, old)
+    cl = Cluster(ctx)
+    a = cl.node("a", ttl="1s")
+    assert read(os.path.join(a.mnt, key)) == old
+    poll(lambda: near_stats(a)["copies"] == 1, what="the copy to near")
+    ctx.bucket.put(key, new)
+    b = cl.node("b", ttl="1s")
+    seen_new = [False]
+
+    def current():
+        got = read(os.path.join(b.mnt, key))
+        assert got in (old, new), "a mix of versions"
+        seen_new[0] = got == new
+        return seen_new[0]
+    poll(current, what="the new version")
+    poll(lambda: copies_settled(b), what="the copy of the new version")
+    assert len(near_keys(cl.near)) == 2, "one copy per version"
+    for _ in range(3):
+        assert read(os.path.join(b.mnt, key)) == new
+
+
+TESTS = [
+    ("one_copy_from_far", t_one_copy_from_far),
+    ("near_down_mid_epoch", t_near_down_mid_epoch),
+    ("far_down_near_serves_known_versions", t_far_down_near_serves_known_versions),
+    ("rewritten_object_not_stale", t_rewritten_object_not_stale),
+]
+
+
+def main():
+    return run_suite("near", TESTS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -139,6 +139,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -292,6 +293,68 @@ static int pass_through(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 	return tfs_layer_read_block(s->inner, obj, idx, buf);
 }
 
+/* Read `len` bytes of block idx from the data file `fd`, opened O_DIRECT,
+ * into buf (page-aligned): the disk writes straight into buf, with no copy
+ * out of the page cache and no page cache spent on a second copy of what
+ * the kernel caches for the mount.  The whole pages of the block go into
+ * buf and a partial last page (the object's last block) into a page of our
+ * own, whose bytes up to len are copied after them, so buf is written only
+ * up to len.  Returns the byte count (short at the end of the file) or
+ * -errno. */
+static ssize_t read_direct(struct ssd *s, int fd, uint64_t idx, void *buf, size_t len)
+{
+	_Alignas(TFS_PAGE_ALIGN) char tail[TFS_PAGE_ALIGN];
+	size_t whole = len / TFS_PAGE_ALIGN * TFS_PAGE_ALIGN;
+	struct iovec iov[2] = { { buf, whole }, { tail, sizeof(tail) } };
+	int n = whole == len ? 1 : 2;
+	ssize_t got;
+
+	do
+		got = preadv(fd, whole ? iov : iov + 1, whole ? n : 1, (off_t)(idx * s->bs));
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return -errno;
+	if ((size_t)got > whole) {
+		size_t more = (size_t)got - whole < len - whole ? (size_t)got - whole : len - whole;
+		memcpy((char *)buf + whole, tail, more);
+		got = (ssize_t)(whole + more);
+	}
+	return got;
+}
+
+/* Read block idx of obj's data file into buf: O_DIRECT (read_direct())
+ * while the tier writes with it (s->direct) and buf is page-aligned (the
+ * RAM tier's buffers are, layer.h), else through the page cache.  A direct
+ * read that the filesystem refuses (EINVAL) or that comes back short is
+ * read again through the page cache, so only the file's real contents
+ * decide a miss.  Returns the byte count or -errno. */
+static ssize_t read_data(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void *buf,
+			 size_t len)
+{
+	ssize_t got = -EINVAL;
+	int fd;
+
+	if (atomic_load(&s->direct) && (uintptr_t)buf % TFS_PAGE_ALIGN == 0) {
+		fd = ssd_open_data(s, obj->id, O_RDONLY | O_DIRECT);
+		if (fd < 0 && errno != EINVAL)
+			return -errno;
+		if (fd >= 0) {
+			got = read_direct(s, fd, idx, buf, len);
+			close(fd);
+			if (got == (ssize_t)len) {
+				count(&s->direct_read_bytes, len);
+				return got;
+			}
+		}
+	}
+	fd = ssd_open_data(s, obj->id, O_RDONLY);
+	if (fd < 0)
+		return -errno;
+	got = tfs_pread_full(fd, buf, len, (off_t)(idx * s->bs));
+	close(fd);
+	return got;
+}
+
 /* Verify and serve a cached block.  Returns true on a hit; on a mismatch
  * the record is dropped (and counted) and buf holds garbage. */
 static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, void *buf,
@@ -299,18 +362,11 @@ static bool read_cached(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, 
 {
 	const char *why = NULL;
 	ssize_t got = -ENOENT;
-	int fd;
 
 	if (b->len != len) {
 		why = "wrong length in the index";
 	} else {
-		fd = ssd_open_data(s, obj->id, O_RDONLY);
-		if (fd >= 0) {
-			got = tfs_pread_full(fd, buf, len, (off_t)(idx * s->bs));
-			close(fd);
-		} else {
-			got = -errno;
-		}
+		got = read_data(s, obj, idx, buf, len);
 		if (got < 0)
 			why = got == -ENOENT ? "data file missing" : "read error";
 		else if ((size_t)got != len)
@@ -574,6 +630,7 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "fill_queue_bytes", ssd_fillq_bytes(s));
 		add_u64(o, "fill_queue_hits", atomic_load(&s->fill_queue_hits));
 		add_u64(o, "fill_queue_reused", atomic_load(&s->fill_queue_reused));
+		add_u64(o, "direct_read_bytes", atomic_load(&s->direct_read_bytes));
 		add_u64(o, "used_bytes", atomic_load(&s->used));
 		add_u64(o, "capacity_bytes", atomic_load(&s->capacity));
 		add_u64(o, "high_watermark_bytes", atomic_load(&s->high));

@@ -167,7 +167,8 @@ struct ssd {
 	size_t usage_txnid;         /* the transaction they mirror (usage_lock) */
 	atomic_bool broken;         /* index damaged at run time: pass through */
 	atomic_bool direct;         /* fills open their data file O_DIRECT (ssd.direct_io,
-			     * and the filesystem takes it); only ever cleared */
+			     * and the filesystem takes it), and hits are read with
+			     * it; only ever cleared */
 	atomic_bool stop;
 
 	pthread_mutex_t lock;
@@ -191,7 +192,7 @@ struct ssd {
 
 	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes,
 		corrupt, write_errors, fill_queued, fill_dropped, fill_queue_hits,
-		fill_queue_reused;
+		fill_queue_reused, direct_read_bytes;
 
 	struct ssd_fillq fillq;
 };

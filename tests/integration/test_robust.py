@@ -334,6 +334,10 @@ def t_corrupt_data_files_live(ctx):
         n = gets_during(m, lambda: bad.extend(check_exact(m, files)))
         assert not bad, bad
         assert n == 0, "refetched blocks were not cached again (%d GETs)" % n
+        # Those hits came off the disk with O_DIRECT (ssd.direct_io), verified
+        # all the same.
+        d = m.stats()["ssd"]["direct_read_bytes"]
+        assert d >= len(files) * big, "only %d bytes of hits read with O_DIRECT" % d
     finally:
         m.umount()
 

@@ -966,6 +966,75 @@ Test(ssd, direct_io_fills_skip_the_page_cache)
 	}
 }
 
+/* Read block idx of (key, etag, size) into `buf` (BS bytes, set to 0xEE
+ * first) and check the block's bytes, and that nothing past them moved. */
+static void rd_into(struct t *t, const char *key, const char *etag, uint64_t size, uint64_t idx,
+		    unsigned char *buf)
+{
+	struct tfs_obj obj;
+	tfs_obj_init(&obj, key, etag, size);
+	size_t len = tfs_obj_block_len(&obj, idx, BS);
+	unsigned char *want = malloc(BS);
+	fake_bytes(key, etag, idx, want, len);
+	memset(buf, 0xEE, BS);
+	cr_assert_eq(tfs_layer_read_block(t->ssd, &obj, idx, buf), 0);
+	cr_assert(memcmp(buf, want, len) == 0, "%s block %lu: wrong bytes", key,
+		  (unsigned long)idx);
+	for (size_t i = len; i < BS; i++)
+		cr_assert_eq(buf[i], 0xEE, "byte %zu past the block's %zu written", i, len);
+	free(want);
+}
+
+/* With direct_io, hits read into a page-aligned buffer (the RAM tier's)
+ * come off the disk with O_DIRECT: nothing enters the page cache, the
+ * short last block too (its partial page through a page of the tier's
+ * own, the buffer untouched past the block), and the checksum is still
+ * verified: a damaged block is dropped and fetched again, never served.
+ * An unaligned buffer is read through the page cache. */
+Test(ssd, direct_io_hits_skip_the_page_cache)
+{
+	char path[256];
+	uint64_t size = obj_size(3) + 1000; /* a last block of 1000 bytes */
+	unsigned char *al;
+	struct t t;
+	cr_assert_eq(posix_memalign((void **)&al, TFS_PAGE_ALIGN, BS + TFS_PAGE_ALIGN), 0);
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t_open(&t);
+	rd_all(&t, "dio", "e", size);
+	int calls = atomic_load(&t.fk.calls);
+	data_path(&t, "dio", path, sizeof(path));
+	cr_assert_eq(resident_pages(path), 0);
+
+	for (uint64_t i = 0; i < 4; i++)
+		rd_into(&t, "dio", "e", size, i, al);
+	cr_assert_eq(atomic_load(&t.fk.calls), calls, "a hit went to the backend");
+	cr_assert_eq(st_get(&t, "direct_read_bytes"), size);
+	size_t res = resident_pages(path);
+	cr_assert_eq(res, 0, "%zu pages of direct reads in the page cache", res);
+
+	/* damage the short last block on disk: detected, fetched again */
+	int fd = open(path, O_RDWR);
+	cr_assert_geq(fd, 0);
+	unsigned char c = 0;
+	cr_assert_eq(pread(fd, &c, 1, (off_t)obj_size(3) + 999), 1);
+	c ^= 0x01;
+	cr_assert_eq(pwrite(fd, &c, 1, (off_t)obj_size(3) + 999), 1);
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+	rd_into(&t, "dio", "e", size, 3, al);
+	cr_assert_eq(st_get(&t, "corrupt"), 1);
+	cr_assert_eq(atomic_load(&t.fk.calls), calls + 1);
+
+	/* an unaligned buffer: served through the page cache */
+	uint64_t direct = st_get(&t, "direct_read_bytes");
+	rd_into(&t, "dio", "e", size, 1, al + 512);
+	cr_assert_eq(st_get(&t, "direct_read_bytes"), direct);
+	cr_assert_gt(resident_pages(path), 0);
+	cr_assert_eq(atomic_load(&t.fk.calls), calls + 1);
+	free(al);
+	t_fini(&t);
+}
+
 Test(ssd, network_fs_refused)
 {
 	static const unsigned long net[] = { 0x6969,     0x517B,     0xFF534D42, 0xFE534D42,

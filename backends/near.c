@@ -52,9 +52,20 @@ enum counter {
 #define NCOUNTERS (C_WRITE_THROUGH + 1)
 
 static const char *const counter_names[NCOUNTERS] = {
-	"hits",   "misses",  "errors",  "skipped_breaker_open", "breaker_opens",
-	"copies_queued", "copies", "copy_bytes", "copy_far_rereads", "copies_existing",
-	"copies_changed", "copies_dropped", "copies_failed", "copies_write_through",
+	"hits",
+	"misses",
+	"errors",
+	"skipped_breaker_open",
+	"breaker_opens",
+	"copies_queued",
+	"copies",
+	"copy_bytes",
+	"copy_far_rereads",
+	"copies_existing",
+	"copies_changed",
+	"copies_dropped",
+	"copies_failed",
+	"copies_write_through",
 };
 
 struct near {
@@ -68,8 +79,8 @@ struct near {
 	bool stop;
 	uint64_t recent[RECENT]; /* hashes of versions queued lately; 0 = none */
 	unsigned recent_next;
-	unsigned fails;          /* failed near reads in a row */
-	uint64_t open_until_ms;  /* breaker open until then (monotonic) */
+	unsigned fails;         /* failed near reads in a row */
+	uint64_t open_until_ms; /* breaker open until then (monotonic) */
 	struct tfs_workers pool;
 	atomic_uint_fast64_t count[NCOUNTERS];
 };
@@ -115,7 +126,8 @@ static void near_result(struct near *n, bool ok)
 		n->fails = 0;
 		n->open_until_ms = tfs_mono_ns() / 1000000 + n->cfg.breaker_ms;
 		count(n, C_BREAKER, 1);
-		tfs_warn(n->log, "near: %s failed %u times in a row: reading from %s alone for %u ms",
+		tfs_warn(n->log,
+			 "near: %s failed %u times in a row: reading from %s alone for %u ms",
 			 tfs_backend_describe(n->near), n->cfg.breaker_errors,
 			 tfs_backend_describe(n->far), n->cfg.breaker_ms);
 	}
@@ -548,11 +560,11 @@ static void near_destroy(void *priv)
 	free(n);
 }
 
-#define COMMON_OPS                                                                            \
-	.name = "near", .head = near_head, .list = near_list, .get_range = near_get_range,    \
-	.put = near_put, .del = near_del, .copy = near_copy,                                  \
-	.cache_identity = near_cache_identity, .check_key = near_check_key,                   \
-	.stats = near_stats, .destroy = near_destroy
+#define COMMON_OPS                                                                               \
+	.name = "near", .head = near_head, .list = near_list, .get_range = near_get_range,       \
+	.put = near_put, .del = near_del, .copy = near_copy,                                     \
+	.cache_identity = near_cache_identity, .check_key = near_check_key, .stats = near_stats, \
+	.destroy = near_destroy
 
 static const struct tfs_backend_ops plain_ops = { COMMON_OPS };
 

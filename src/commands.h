@@ -60,6 +60,14 @@ int tfs_cmd_upgrade(int argc, char **argv);
 int tfs_cmd_warmup(int argc, char **argv);
 int tfs_cmd_pin(int argc, char **argv);
 
+/* `tierfs near [-c CONF] [-o ...] gc --max-size SIZE [--dry-run]`
+ * (cmd_near.c; argv[0] "near"): delete the [near] copies copied longest
+ * ago (their LastModified) until the copies take at most SIZE; objects
+ * whose key is not a copy's (<16 hex>/<key>) are never deleted.  Returns
+ * TFS_EXIT_OK, TFS_EXIT_CONFIG (usage, no [near] bucket) or TFS_EXIT_FAIL
+ * (the store failed; what was deleted stays deleted). */
+int tfs_cmd_near(int argc, char **argv);
+
 /* `tierfs backend ...`: argv[0] is "backend". */
 int tfs_cmd_backend(int argc, char **argv);
 

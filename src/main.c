@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		   "          drop clean cached data of files\n"
 		   "  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
 		   "          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
+		   "  near    [-c CONF] [-o SECTION.KEY=VALUE]... gc --max-size SIZE [--dry-run]\n"
+		   "          delete the oldest [near] copies until they take at most SIZE\n"
 		   "  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
 		   "          print the effective configuration\n"
 		   "  upgrade MOUNTPOINT\n"
@@ -103,6 +105,8 @@ int main(int argc, char **argv)
 		rc = tfs_cmd_umount(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "backend") == 0) {
 		rc = tfs_cmd_backend(argc - 1, argv + 1);
+	} else if (strcmp(cmd, "near") == 0) {
+		rc = tfs_cmd_near(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "config") == 0) {
 		rc = tfs_cmd_config(argc - 1, argv + 1);
 	} else if (strcmp(cmd, "warmup") == 0) {

@@ -23,6 +23,43 @@
 
 #define LMDB_MAP_SIZE (64ull << 30) /* address space only; the file grows as needed */
 
+int tfs_stack_open_near_store(const struct tfs_config *cfg, const struct tfs_log *log,
+			      struct tfs_backend **out)
+{
+	const struct tfs_s3_config *n = &cfg->near_store;
+	if (n->bucket == NULL) {
+		tfs_err(log, "near: no [near] bucket configured");
+		return EINVAL;
+	}
+	struct tfs_s3_config nc = cfg->backend;
+	nc.bucket = n->bucket;
+	nc.prefix = n->prefix ? n->prefix : "";
+	nc.endpoint = n->endpoint;
+	nc.region = n->region;
+	nc.path_style = n->path_style;
+	nc.credentials_file = n->credentials_file;
+	nc.profile = n->profile;
+	nc.ca_file = n->ca_file;
+	nc.connect_timeout_ms = n->connect_timeout_ms;
+	nc.low_speed_time_s = n->low_speed_time_s;
+	nc.retries = n->retries;
+	return tfs_s3_create(&nc, log, out);
+}
+
+static bool same_text(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* Whether one prefix starts with the other ("" holds every key). */
+static bool prefixes_overlap(const char *a, const char *b)
+{
+	a = a ? a : "";
+	b = b ? b : "";
+	size_t la = strlen(a), lb = strlen(b);
+	return strncmp(a, b, la < lb ? la : lb) == 0;
+}
+
 int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source *src,
 			   const struct tfs_log *log, struct tfs_backend **out)
 {
@@ -36,24 +73,19 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	if (cfg->near_store.bucket == NULL)
 		return tfs_s3_create(&sc, log, out);
 
-	/* [near]: the in-cluster store, with [backend]'s other settings. */
-	struct tfs_s3_config nc = cfg->backend;
+	/* Near's copies must never land among far's objects (near gc
+	 * deletes copies). */
 	const struct tfs_s3_config *n = &cfg->near_store;
-	nc.bucket = n->bucket;
-	nc.prefix = n->prefix ? n->prefix : "";
-	nc.endpoint = n->endpoint;
-	nc.region = n->region;
-	nc.path_style = n->path_style;
-	nc.credentials_file = n->credentials_file;
-	nc.profile = n->profile;
-	nc.ca_file = n->ca_file;
-	nc.connect_timeout_ms = n->connect_timeout_ms;
-	nc.low_speed_time_s = n->low_speed_time_s;
-	nc.retries = n->retries;
+	if (same_text(n->endpoint, sc.endpoint) && same_text(n->bucket, sc.bucket) &&
+	    prefixes_overlap(n->prefix, sc.prefix)) {
+		tfs_err(log, "near: [near] bucket '%s' prefix '%s' overlaps the source %s",
+			n->bucket, n->prefix ? n->prefix : "", src->bucket);
+		return EINVAL;
+	}
 	struct tfs_backend *far = NULL, *near = NULL;
 	int rc = tfs_s3_create(&sc, log, &far);
 	if (rc == 0)
-		rc = tfs_s3_create(&nc, log, &near);
+		rc = tfs_stack_open_near_store(cfg, log, &near);
 	if (rc == 0)
 		rc = tfs_near_create(&cfg->near, near, far, log, out);
 	if (rc) {

@@ -40,11 +40,20 @@ struct tfs_stack {
 };
 
 /* Build the backend for `src` with the [backend] settings of `cfg`.  For
- * an S3 source, the bucket and prefix come from `src`.  Call after
+ * an S3 source, the bucket and prefix come from `src`; with [near] bucket
+ * set, it is far behind a near copy (backends/near.h), and EINVAL (logged)
+ * when near's bucket and prefix overlap the source's.  Call after
  * daemonizing (it creates curl handles).  Returns 0 and *out, or the
  * backend's errno (already logged: EINVAL, EACCES, ENOENT, ENOMEM). */
 int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source *src,
 			   const struct tfs_log *log, struct tfs_backend **out);
+
+/* Open the [near] store alone (its bucket and prefix, [backend]'s other
+ * settings), as tfs_stack_open_backend() does for a near copy.  Returns 0
+ * and *out, EINVAL without [near] bucket (logged), or as tfs_s3_create().
+ * Call after daemonizing. */
+int tfs_stack_open_near_store(const struct tfs_config *cfg, const struct tfs_log *log,
+			      struct tfs_backend **out);
 
 /* Build the whole stack.  Call after daemonizing: it opens LMDB, creates
  * curl handles and starts threads.  Returns 0 and *out, or an errno (the

@@ -207,11 +207,58 @@ def t_rewritten_object_not_stale(ctx):
         assert read(os.path.join(b.mnt, key)) == new
 
 
+def t_gc_keeps_the_newest_copies_under_a_size(ctx):
+    """`tierfs near gc --max-size` deletes the copies made longest ago
+    until the rest fit, and nothing else: other objects in near's prefix
+    and the source bucket stay."""
+    import subprocess
+    import time
+    files = dataset(ctx.bucket, n=24)
+    cl = Cluster(ctx)
+    a = cl.node("a")
+    keys = sorted(files)
+    read_all(a, keys[:12], files)
+    poll(lambda: copies_settled(a) and near_stats(a)["copies"] == 12, what="the first copies")
+    t = time.time()
+    poll(lambda: time.time() >= int(t) + 1.05, what="the next second")  # LastModified: seconds
+    read_all(a, keys[12:], files)
+    poll(lambda: copies_settled(a) and near_stats(a)["copies"] == 24, what="the last copies")
+    cl.near.s3.put_object(Bucket=BUCKET, Key="copies/not-a-copy.txt", Body=b"keep me")
+    newer = sum(len(files[k]) for k in keys[12:])
+    r = subprocess.run([ctx.tierfs, "near", "-c", a.conf, "gc", "--max-size", str(newer)],
+                       env=a.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "deleted 12 copies" in r.stdout and "1 other objects left alone" in r.stdout, r.stdout
+    left = near_keys(cl.near)
+    assert "copies/not-a-copy.txt" in left
+    kept = sorted(k.split("/", 2)[2] for k in left if k != "copies/not-a-copy.txt")
+    assert kept == sorted(keys[12:]), "the newest copies stay"
+    far = ctx.bucket.s3.list_objects_v2(Bucket=BUCKET, Prefix=ctx.bucket.prefix)
+    assert far["KeyCount"] == len(files), "gc touched far"
+    # A second run has nothing to do.
+    r = subprocess.run([ctx.tierfs, "near", "-c", a.conf, "gc", "--max-size", str(newer)],
+                       env=a.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "deleted 0 copies" in r.stdout, (r.stdout, r.stderr)
+
+
+def t_near_overlapping_the_source_is_refused(ctx):
+    """Copies must never land among far's objects (gc deletes copies)."""
+    conf = {"near": {"bucket": BUCKET, "endpoint": ctx.bucket.env["TFS_S3_ENDPOINT"]}}
+    m = ctx.mount("overlap", conf)
+    try:
+        m.mount()
+        raise AssertionError("mounted with near over the source")
+    except AssertionError as e:
+        assert "overlaps the source" in str(e), e
+
+
 TESTS = [
     ("one_copy_from_far", t_one_copy_from_far),
     ("near_down_mid_epoch", t_near_down_mid_epoch),
     ("far_down_near_serves_known_versions", t_far_down_near_serves_known_versions),
     ("rewritten_object_not_stale", t_rewritten_object_not_stale),
+    ("gc_keeps_the_newest_copies_under_a_size", t_gc_keeps_the_newest_copies_under_a_size),
+    ("near_overlapping_the_source_is_refused", t_near_overlapping_the_source_is_refused),
 ]
 
 

@@ -49,8 +49,8 @@ static int fake_get(void *p, const char *k, uint64_t off, uint64_t len, const ch
 	atomic_fetch_add(&fake_calls, 1);
 	return EIO;
 }
-static int fake_put(void *p, const char *k, struct tfs_io s, uint64_t l, const struct tfs_obj_meta *m,
-		    char e[TFS_ETAG_MAX])
+static int fake_put(void *p, const char *k, struct tfs_io s, uint64_t l,
+		    const struct tfs_obj_meta *m, char e[TFS_ETAG_MAX])
 {
 	(void)p, (void)k, (void)s, (void)l, (void)m, (void)e;
 	atomic_fetch_add(&fake_calls, 1);
@@ -72,8 +72,14 @@ static void fake_destroy(void *p)
 	(void)p;
 }
 static const struct tfs_backend_ops fake_ops = {
-	.name = "down", .head = fake_head, .list = fake_list, .get_range = fake_get,
-	.put = fake_put, .del = fake_del, .copy = fake_copy, .destroy = fake_destroy,
+	.name = "down",
+	.head = fake_head,
+	.list = fake_list,
+	.get_range = fake_get,
+	.put = fake_put,
+	.del = fake_del,
+	.copy = fake_copy,
+	.destroy = fake_destroy,
 };
 
 static struct tfs_backend *local_at(const char *dir)
@@ -155,14 +161,14 @@ static void wait_for(const char *name, uint64_t want)
 {
 	for (int i = 0; i < 500 && stat_of(name) < want; i++)
 		usleep(10000);
-	cr_assert_geq(stat_of(name), want, "%s stayed at %lu", name,
-		      (unsigned long)stat_of(name));
+	cr_assert_geq(stat_of(name), want, "%s stayed at %lu", name, (unsigned long)stat_of(name));
 }
 
 static void put_far(const char *key, const char *data)
 {
 	struct tfs_backend *f = local_at(far_dir);
-	cr_assert_eq(tfs_backend_put(f, key, tfs_io_buf((void *)data), strlen(data), NULL, NULL), 0);
+	cr_assert_eq(tfs_backend_put(f, key, tfs_io_buf((void *)data), strlen(data), NULL, NULL),
+		     0);
 	tfs_backend_destroy(f);
 }
 

@@ -1,0 +1,227 @@
+/* cmd_near.c - `tierfs near gc`: keep the [near] copies (docs/cluster.md)
+ * under a size, for stores without lifecycle rules. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "stack.h"
+#include "units.h"
+
+/* Most copies one gc holds in memory: a key and two numbers each. */
+#define GC_MAX_COPIES 10000000u
+
+struct copy {
+	char *key;
+	uint64_t size;
+	int64_t mtime;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tierfs near [-c CONF] [-o SECTION.KEY=VALUE]... [-v] gc --max-size SIZE "
+		   "[--dry-run]\n"
+		   "\n"
+		   "  gc   delete the copies in [near] bucket/prefix copied longest ago until they\n"
+		   "       take at most SIZE; other objects there, and the source bucket, are\n"
+		   "       never touched (docs/cluster.md)\n");
+}
+
+/* A copy's key is <16 lowercase hex digits>/<key> (backends/near.h). */
+static bool is_copy(const char *key)
+{
+	for (int i = 0; i < 16; i++)
+		if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+			return false;
+	return key[16] == '/' && key[17] != '\0';
+}
+
+static int oldest_first(const void *a, const void *b)
+{
+	const struct copy *x = a, *y = b;
+	if (x->mtime != y->mtime)
+		return x->mtime < y->mtime ? -1 : 1;
+	return strcmp(x->key, y->key);
+}
+
+static void free_copies(struct copy *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(c[i].key);
+	free(c);
+}
+
+/* List every copy into *out (*n of them, *total bytes); counts the other
+ * objects in *others.  Returns 0, E2BIG (above GC_MAX_COPIES), ENOMEM or
+ * the listing's error. */
+static int list_copies(struct tfs_backend *be, const struct tfs_log *log, struct copy **out,
+		       size_t *n, uint64_t *total, size_t *others)
+{
+	struct tfs_list_walk w = { 0 };
+	struct copy *c = NULL;
+	size_t cap = 0;
+	int rc;
+	*out = NULL;
+	*n = *others = 0;
+	*total = 0;
+	do {
+		struct tfs_list_page p = { 0 };
+		rc = tfs_backend_list_walk(be, log, &w, "", NULL, 0, &p);
+		for (size_t i = 0; rc == 0 && i < p.n_entries; i++) {
+			const struct tfs_list_entry *e = &p.entries[i];
+			if (!is_copy(e->key)) {
+				(*others)++;
+				continue;
+			}
+			if (*n == GC_MAX_COPIES) {
+				rc = E2BIG;
+				break;
+			}
+			if (*n == cap) {
+				size_t nc = cap ? 2 * cap : 1024;
+				struct copy *g = realloc(c, nc * sizeof(*c));
+				if (g == NULL) {
+					rc = ENOMEM;
+					break;
+				}
+				c = g;
+				cap = nc;
+			}
+			c[*n].key = strdup(e->key);
+			if (c[*n].key == NULL) {
+				rc = ENOMEM;
+				break;
+			}
+			c[*n].size = e->size;
+			c[*n].mtime = e->mtime;
+			*total += e->size;
+			(*n)++;
+		}
+		tfs_list_page_clear(&p);
+	} while (rc == 0 && !w.done);
+	tfs_list_walk_clear(&w);
+	if (rc) {
+		free_copies(c, *n);
+		*n = 0;
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+static int gc(struct tfs_backend *be, const struct tfs_log *log, uint64_t max, bool dry_run)
+{
+	struct copy *c;
+	size_t n, others;
+	uint64_t total;
+	int rc = list_copies(be, log, &c, &n, &total, &others);
+	if (rc) {
+		fprintf(stderr, "tierfs near gc: listing %s: %s\n", tfs_backend_describe(be),
+			rc == E2BIG ? "more than 10,000,000 copies" : strerror(rc));
+		return TFS_EXIT_FAIL;
+	}
+	qsort(c, n, sizeof(*c), oldest_first);
+	size_t gone = 0, failed = 0;
+	uint64_t freed = 0;
+	for (size_t i = 0; i < n && total - freed > max; i++) {
+		rc = dry_run ? 0 : tfs_backend_delete(be, c[i].key);
+		if (rc) {
+			fprintf(stderr, "tierfs near gc: delete %s: %s\n", c[i].key, strerror(rc));
+			failed++;
+			continue;
+		}
+		if (dry_run)
+			printf("would delete %s (%" PRIu64 " bytes)\n", c[i].key, c[i].size);
+		gone++;
+		freed += c[i].size;
+	}
+	char a[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+	tfs_format_size(freed, a, sizeof(a));
+	tfs_format_size(total - freed, b, sizeof(b));
+	printf("%s %zu copies (%s); %zu copies (%s) remain; %zu other objects left alone\n",
+	       dry_run ? "would delete" : "deleted", gone, a, n - gone, b, others);
+	free_copies(c, n);
+	return failed ? TFS_EXIT_FAIL : TFS_EXIT_OK;
+}
+
+int tfs_cmd_near(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "option", required_argument, NULL, 'o' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "max-size", required_argument, NULL, 'm' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conf = NULL, *max_arg = NULL;
+	bool verbose = false, dry_run = false;
+	char **ovr = calloc((size_t)argc + 1, sizeof(*ovr));
+	size_t n_ovr = 0;
+	int c;
+	if (ovr == NULL)
+		return TFS_EXIT_FAIL;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:o:vhm:n", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			conf = optarg;
+			break;
+		case 'o':
+			ovr[n_ovr++] = optarg;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'm':
+			max_arg = optarg;
+			break;
+		case 'n':
+			dry_run = true;
+			break;
+		case 'h':
+			usage(stdout);
+			free(ovr);
+			return TFS_EXIT_OK;
+		default:
+			usage(stderr);
+			free(ovr);
+			return TFS_EXIT_CONFIG;
+		}
+	}
+	uint64_t max = 0;
+	if (argc - optind != 1 || strcmp(argv[optind], "gc") != 0 || max_arg == NULL ||
+	    tfs_parse_size(max_arg, &max) != 0) {
+		if (max_arg && tfs_parse_size(max_arg, &max) != 0)
+			fprintf(stderr, "tierfs near: --max-size '%s': not a size\n", max_arg);
+		usage(stderr);
+		free(ovr);
+		return TFS_EXIT_CONFIG;
+	}
+	struct tfs_config cfg;
+	int rc = tfs_cli_load_config(&cfg, conf, ovr, n_ovr);
+	free(ovr);
+	if (rc)
+		return rc;
+	struct tfs_log log;
+	tfs_log_init_stderr(&log, verbose ? TFS_LOG_DEBUG : TFS_LOG_WARN);
+	struct tfs_backend *be = NULL;
+	if (cfg.near_store.bucket == NULL) {
+		fprintf(stderr, "tierfs near: no [near] bucket in the configuration\n");
+		rc = TFS_EXIT_CONFIG;
+	} else if ((rc = tfs_stack_open_near_store(&cfg, &log, &be)) != 0) {
+		fprintf(stderr, "tierfs near: cannot open the near store: %s\n", strerror(rc));
+		rc = TFS_EXIT_FAIL;
+	} else {
+		rc = gc(be, &log, max, dry_run);
+	}
+	tfs_backend_destroy(be);
+	tfs_config_clear(&cfg);
+	return rc;
+}

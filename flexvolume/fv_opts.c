@@ -51,6 +51,11 @@ static const struct fv_opt_def defs[FV_OPT_COUNT] = {
 	[FV_OPT_METADATA_TTL] = { "metadataTTL", "cache.metadata_ttl", K_DURATION, FV_LIMIT_MIN,
 				  "minMetadataTTL" },
 	[FV_OPT_WRITEBACK] = { "writeback", "writeback.mode", K_TIERFS, FV_LIMIT_NONE, NULL },
+	[FV_OPT_NEAR_BUCKET] = { "nearBucket", "near.bucket", K_TIERFS, FV_LIMIT_NONE, NULL },
+	[FV_OPT_NEAR_PREFIX] = { "nearPrefix", "near.prefix", K_TIERFS, FV_LIMIT_NONE, NULL },
+	[FV_OPT_NEAR_ENDPOINT] = { "nearEndpoint", "near.endpoint", K_TIERFS, FV_LIMIT_NONE, NULL },
+	[FV_OPT_NEAR_WRITE_THROUGH] = { "nearWriteThrough", "near.write_through", K_TIERFS,
+					FV_LIMIT_NONE, NULL },
 	[FV_OPT_READ_ONLY] = { "readOnly", NULL, K_BOOL, FV_LIMIT_NONE, NULL },
 };
 

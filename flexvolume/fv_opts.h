@@ -32,20 +32,24 @@
 #include "dbuf.h"
 
 enum fv_opt {
-	FV_OPT_SOURCE,       /* s3://BUCKET[/PREFIX] */
-	FV_OPT_BUCKET,       /* BUCKET (with prefix: the other way to say source) */
-	FV_OPT_PREFIX,       /* PREFIX inside the bucket */
-	FV_OPT_ENDPOINT,     /* backend.endpoint */
-	FV_OPT_REGION,       /* backend.region */
-	FV_OPT_PATH_STYLE,   /* backend.path_style */
-	FV_OPT_RAM_SIZE,     /* ram.size */
-	FV_OPT_SSD_SIZE,     /* ssd.size */
-	FV_OPT_BLOCK_SIZE,   /* cache.block_size */
-	FV_OPT_READAHEAD,    /* prefetch.readahead */
-	FV_OPT_POLICY,       /* cache.policy */
-	FV_OPT_METADATA_TTL, /* cache.metadata_ttl */
-	FV_OPT_WRITEBACK,    /* writeback.mode */
-	FV_OPT_READ_ONLY,    /* the mount option ro */
+	FV_OPT_SOURCE,             /* s3://BUCKET[/PREFIX] */
+	FV_OPT_BUCKET,             /* BUCKET (with prefix: the other way to say source) */
+	FV_OPT_PREFIX,             /* PREFIX inside the bucket */
+	FV_OPT_ENDPOINT,           /* backend.endpoint */
+	FV_OPT_REGION,             /* backend.region */
+	FV_OPT_PATH_STYLE,         /* backend.path_style */
+	FV_OPT_RAM_SIZE,           /* ram.size */
+	FV_OPT_SSD_SIZE,           /* ssd.size */
+	FV_OPT_BLOCK_SIZE,         /* cache.block_size */
+	FV_OPT_READAHEAD,          /* prefetch.readahead */
+	FV_OPT_POLICY,             /* cache.policy */
+	FV_OPT_METADATA_TTL,       /* cache.metadata_ttl */
+	FV_OPT_WRITEBACK,          /* writeback.mode */
+	FV_OPT_NEAR_BUCKET,        /* near.bucket (docs/cluster.md) */
+	FV_OPT_NEAR_PREFIX,        /* near.prefix */
+	FV_OPT_NEAR_ENDPOINT,      /* near.endpoint */
+	FV_OPT_NEAR_WRITE_THROUGH, /* near.write_through */
+	FV_OPT_READ_ONLY,          /* the mount option ro */
 	FV_OPT_COUNT
 };
 

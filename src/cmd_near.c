@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: tierfs near [-c CONF] [-o SECTION.KEY=VALUE]... [-v] gc --max-size SIZE "
 		   "[--dry-run]\n"
 		   "\n"
-		   "  gc   delete the copies in [near] bucket/prefix copied longest ago until they\n"
+		   "  gc   delete the copies in [near] bucket/prefix copied longest ago until "
+		   "they\n"
 		   "       take at most SIZE; other objects there, and the source bucket, are\n"
 		   "       never touched (docs/cluster.md)\n");
 }

@@ -298,7 +298,8 @@ Test(nodeconf, errors)
 					     "bucket, prefix, endpoint, region, pathStyle, "
 					     "ramSize, ssdSize, blockSize, "
 					     "readahead, policy, metadataTTL, writeback, "
-					     "readOnly)");
+					     "nearBucket, nearPrefix, nearEndpoint, "
+					     "nearWriteThrough, readOnly)");
 	node_fails("[limits]\nmaxPolicy = lru\n", "2: [limits]: unknown key 'maxPolicy' (known: "
 						  "maxRamSize, maxSsdSize, maxBlockSize, "
 						  "maxReadahead, minMetadataTTL)");
@@ -310,7 +311,9 @@ Test(nodeconf, errors)
 							  "prefix, "
 							  "endpoint, region, pathStyle, ramSize, "
 							  "ssdSize, blockSize, readahead, policy, "
-							  "metadataTTL, writeback, readOnly)");
+							  "metadataTTL, writeback, nearBucket, "
+							  "nearPrefix, nearEndpoint, "
+							  "nearWriteThrough, readOnly)");
 	node_fails("[pod]\ndeny = x\n", "2: [pod]: unknown key 'deny' (known: allow)");
 	node_fails("[extra]\nx = 1\n", "2: unknown section [extra] (known: node, defaults, limits, "
 				       "pod)");
@@ -529,7 +532,8 @@ Test(volume, policy)
 	vol_fails(json, "unknown option 'ramSizes' (known: source, bucket, prefix, endpoint, "
 			"region, "
 			"pathStyle, ramSize, ssdSize, blockSize, readahead, policy, metadataTTL, "
-			"writeback, readOnly)");
+			"writeback, nearBucket, nearPrefix, nearEndpoint, nearWriteThrough, "
+			"readOnly)");
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"ramSize\":512}", SECRET);
 	vol_fails(json, "option ramSize: expected a string value");
 }
@@ -721,6 +725,41 @@ Test(volume, secrets_and_json)
 	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\"}", &node, &v, &err), 0, "%s",
 		     tfs_dbuf_str(&err));
 	cr_assert_null(v.creds.access_key);
+	fv_volume_clear(&v);
+}
+
+/* A near copy (docs/cluster.md): the admin's store, a pod's prefix when
+ * the node allows it, and never a store of the pod's own choosing unless
+ * allowed. */
+Test(volume, near_options_under_the_node_policy)
+{
+	struct fv_volume v;
+	struct tfs_dbuf out;
+	struct tfs_config cfg;
+	char conf[512];
+
+	node_ok("[defaults]\nnearBucket = cache\nnearEndpoint = http://127.0.0.1:7480\n"
+		"[pod]\nallow = source nearPrefix\n");
+	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\",\"nearEndpoint\":\"http://evil\"}",
+				     &node, &v, &err),
+		     EINVAL);
+	cr_assert(strstr(tfs_dbuf_str(&err), "nearEndpoint") != NULL, "%s", tfs_dbuf_str(&err));
+	vol_ok(&v, "\"source\":\"s3://b/p\",\"nearPrefix\":\"team-a/\"");
+	tfs_dbuf_init(&out, 1 << 20);
+	bool writable = true;
+	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials", &out,
+					   &writable, &err),
+		     0, "%s", tfs_dbuf_str(&err));
+	snprintf(conf, sizeof(conf), "%s/tierfs.conf", tmpdir);
+	write_text(conf, tfs_dbuf_str(&out));
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	cr_assert_eq(tfs_config_load(&cfg, conf, true, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_config_validate(&cfg, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_str_eq(cfg.near_store.bucket, "cache");
+	cr_assert_str_eq(cfg.near_store.prefix, "team-a/");
+	cr_assert_str_eq(cfg.near_store.endpoint, "http://127.0.0.1:7480");
+	tfs_config_clear(&cfg);
+	tfs_dbuf_free(&out);
 	fv_volume_clear(&v);
 }
 

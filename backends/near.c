@@ -80,7 +80,8 @@ struct near {
 	uint64_t recent[RECENT]; /* hashes of versions queued lately; 0 = none */
 	unsigned recent_next;
 	unsigned fails;         /* failed near reads in a row */
-	uint64_t open_until_ms; /* breaker open until then (monotonic) */
+	uint64_t open_until_ms; /* breaker open until then (monotonic); 0: closed */
+	bool probing;           /* a read is trying near after the breaker's time */
 	struct tfs_workers pool;
 	atomic_uint_fast64_t count[NCOUNTERS];
 };
@@ -104,32 +105,47 @@ int tfs_near_key(const char *key, const char *etag, char *buf, size_t cap)
 
 /* ---- the breaker ---- */
 
-/* May near be asked now?  Counts a skipped read. */
-static bool near_open(struct near *n, bool read)
+/* May a read ask near now?  Yes while the breaker is closed; once its time
+ * is up, one read (the probe) may, and the others wait for its result.
+ * Counts a read it turns away.  Every yes must be followed by
+ * near_result(). */
+static bool near_try_read(struct near *n)
 {
 	pthread_mutex_lock(&n->lock);
-	bool ok = n->open_until_ms == 0 || tfs_mono_ns() / 1000000 >= n->open_until_ms;
+	bool ok = n->open_until_ms == 0;
+	if (!ok && !n->probing && tfs_mono_ns() / 1000000 >= n->open_until_ms)
+		ok = n->probing = true;
 	pthread_mutex_unlock(&n->lock);
-	if (!ok && read)
+	if (!ok)
 		count(n, C_SKIPPED, 1);
 	return ok;
 }
 
-/* A near request answered (ok: even "no such copy") or failed. */
+/* Whether the breaker is closed (copies ask near only then). */
+static bool near_closed(struct near *n)
+{
+	pthread_mutex_lock(&n->lock);
+	bool ok = n->open_until_ms == 0;
+	pthread_mutex_unlock(&n->lock);
+	return ok;
+}
+
+/* A near request answered (ok: even "no such copy") or failed.  A failed
+ * probe, or breaker_errors failures in a row, open the breaker. */
 static void near_result(struct near *n, bool ok)
 {
 	pthread_mutex_lock(&n->lock);
+	n->probing = false;
 	if (ok) {
 		n->fails = 0;
 		n->open_until_ms = 0;
-	} else if (++n->fails >= n->cfg.breaker_errors) {
+	} else if (n->open_until_ms || ++n->fails >= n->cfg.breaker_errors) {
 		n->fails = 0;
 		n->open_until_ms = tfs_mono_ns() / 1000000 + n->cfg.breaker_ms;
 		count(n, C_BREAKER, 1);
-		tfs_warn(n->log,
-			 "near: %s failed %u times in a row: reading from %s alone for %u ms",
-			 tfs_backend_describe(n->near), n->cfg.breaker_errors,
-			 tfs_backend_describe(n->far), n->cfg.breaker_ms);
+		tfs_warn(n->log, "near: %s fails: reading from %s alone for %u ms",
+			 tfs_backend_describe(n->near), tfs_backend_describe(n->far),
+			 n->cfg.breaker_ms);
 	}
 	pthread_mutex_unlock(&n->lock);
 }
@@ -203,7 +219,7 @@ static char *gather(struct tfs_io src, uint64_t len)
 static void queue_copy(struct near *n, const char *key, const char *etag, bool whole,
 		       bool maybe_part, struct tfs_io src, uint64_t len, enum counter why)
 {
-	if (*etag == '\0' || !near_open(n, false))
+	if (*etag == '\0' || !near_closed(n))
 		return;
 	if (whole && len > n->cfg.copy_budget) {
 		count(n, C_DROPPED, 1);
@@ -303,7 +319,7 @@ static void copy_one(struct near *n, struct copy_job *j)
 	int rc = tfs_near_key(j->key, j->etag, nk, sizeof(nk));
 	if (rc == 0)
 		rc = tfs_backend_check_key(n->near, nk);
-	if (rc || !near_open(n, false)) {
+	if (rc || !near_closed(n)) {
 		count(n, C_DROPPED, 1);
 		return;
 	}
@@ -387,17 +403,18 @@ static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t le
 	bool known = if_match && *if_match;
 
 	if (known && tfs_near_key(key, if_match, nk, sizeof(nk)) == 0 &&
-	    tfs_backend_check_key(n->near, nk) == 0 && near_open(n, true)) {
+	    tfs_backend_check_key(n->near, nk) == 0 && near_try_read(n)) {
 		char netag[TFS_ETAG_MAX];
 		int rc = tfs_backend_get_range(n->near, nk, off, len, NULL, dst, got, netag);
-		if (rc == 0 && (*got > 0 || off == 0)) {
+		if (rc == 0 && *got == len) {
 			near_result(n, true);
 			count(n, C_HITS, 1);
 			snprintf(etag_out, TFS_ETAG_MAX, "%s", if_match);
 			return 0;
 		}
-		/* An empty read past the copy's end says nothing of far's
-		 * object: ask far, as for a miss. */
+		/* Fewer bytes than asked: the reader asks for bytes within
+		 * the object, so the copy is short (or the read goes past
+		 * the end, which far answers as well): ask far. */
 		near_result(n, rc == 0 || rc == ENOENT);
 		count(n, rc == 0 || rc == ENOENT ? C_MISSES : C_ERRORS, 1);
 		if (rc && rc != ENOENT)

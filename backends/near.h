@@ -33,8 +33,11 @@
  * (the store down, slow past its own timeouts, an error) is retried on far
  * with no error to the reader, and counted; breaker_errors such failures
  * in a row stop all use of near (reads and copies) for breaker_ms, after
- * which one read tries again.  With far down, a read whose version the
- * caller knows (metadata_ttl) is still served from a copy in near.
+ * which one read tries again (the others keep reading far until it
+ * succeeds; if it fails, the breaker opens for breaker_ms again).  A near
+ * copy shorter than the bytes asked for is not served: the read goes to
+ * far.  With far down, a read whose version the caller knows
+ * (metadata_ttl) is still served from a copy in near.
  *
  * Trust: near is the operator's own store.  Whoever can write its bucket
  * can change what every node reads (docs/security.md).

@@ -270,10 +270,8 @@ Test(near, a_rewritten_object_is_never_served_from_the_old_copy)
 	cr_assert_eq(stat_of("misses"), 2);
 	/* The new version gets a copy of its own beside the old one. */
 	wait_for("copies", 2);
-	char nk[512];
-	cr_assert_eq(tfs_near_key("m", cur, nk, sizeof(nk)), 0);
 	memset(buf, 0, sizeof(buf));
-	cr_assert_eq(read_at("m", cur, 0, sizeof(buf), buf), 12);
+	cr_assert_eq(read_at("m", cur, 0, 12, buf), 12);
 	cr_assert(memcmp(buf, "version two!", 12) == 0);
 	cr_assert_eq(stat_of("hits"), 1);
 }
@@ -301,6 +299,45 @@ Test(near, a_failing_near_is_skipped_then_left_alone)
 	cr_assert_eq(atomic_load(&fake_calls), calls);
 }
 
+Test(near, after_its_time_the_breaker_lets_one_read_try)
+{
+	struct tfs_near_config c = cfg;
+	c.breaker_ms = 100;
+	cr_assert_eq(tfs_near_create(&c, fake(), local_at(far_dir), &tlog, &be), 0);
+	put_far("p", "probe me");
+	char etag[TFS_ETAG_MAX], buf[8];
+	etag_of("p", etag);
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(read_at("p", etag, 0, 8, buf), 8);
+	cr_assert_eq(stat_of("breaker_opens"), 1);
+	int calls = atomic_load(&fake_calls);
+	usleep(150 * 1000);
+	/* One read probes near, fails, and opens the breaker again. */
+	cr_assert_eq(read_at("p", etag, 0, 8, buf), 8);
+	cr_assert_eq(atomic_load(&fake_calls), calls + 1);
+	cr_assert_eq(stat_of("breaker_opens"), 2);
+	cr_assert_eq(read_at("p", etag, 0, 8, buf), 8);
+	cr_assert_eq(atomic_load(&fake_calls), calls + 1, "asked near while open");
+}
+
+Test(near, a_short_copy_is_not_served)
+{
+	compose(local_at(near_dir), local_at(far_dir), 0);
+	put_far("s", "the whole object");
+	char etag[TFS_ETAG_MAX], nk[512], path[700], buf[16];
+	etag_of("s", etag);
+	/* A copy cut short, as a broken store might hold. */
+	cr_assert_eq(tfs_near_key("s", etag, nk, sizeof(nk)), 0);
+	struct tfs_backend *nb = local_at(near_dir);
+	cr_assert_eq(tfs_backend_put(nb, nk, tfs_io_buf("the whole"), 9, NULL, NULL), 0);
+	tfs_backend_destroy(nb);
+	snprintf(path, sizeof(path), "%s/%s", near_dir, nk);
+	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(read_at("s", etag, 0, 16, buf), 16);
+	cr_assert(memcmp(buf, "the whole object", 16) == 0);
+	cr_assert_eq(stat_of("hits"), 0);
+}
+
 Test(near, far_down_a_known_version_is_read_from_near)
 {
 	/* Make the copy with a working far, then read it with far down. */
@@ -314,7 +351,7 @@ Test(near, far_down_a_known_version_is_read_from_near)
 	be = NULL;
 	compose(local_at(near_dir), fake(), 0);
 	memset(buf, 0, sizeof(buf));
-	cr_assert_eq(read_at("k/obj", etag, 0, sizeof(buf), buf), 19);
+	cr_assert_eq(read_at("k/obj", etag, 0, 19, buf), 19);
 	cr_assert(memcmp(buf, "kept in the cluster", 19) == 0);
 	cr_assert_eq(atomic_load(&fake_calls), 0, "far was asked");
 	/* An unknown version needs far, and far's error is the reader's. */

@@ -226,8 +226,10 @@ static void queue_copy(struct near *n, const char *key, const char *etag, bool w
 		return;
 	}
 	pthread_mutex_lock(&n->lock);
-	bool fresh = !n->stop && first_time(n, key, etag);
+	/* A copy dropped for the budget is not remembered: a later read
+	 * may queue it. */
 	bool fits = n->charged + (whole ? len : 0) <= n->cfg.copy_budget;
+	bool fresh = !n->stop && (!fits || first_time(n, key, etag));
 	if (fresh && fits)
 		n->charged += whole ? len : 0;
 	pthread_mutex_unlock(&n->lock);

@@ -115,11 +115,17 @@ static bool near_open(struct near *n, bool read)
 	return ok;
 }
 
-/* A near request answered (ok: even "no such copy") or failed. */
+/* A near request answered (ok: even "no such copy") or failed.  While the
+ * breaker is open, only requests made before it opened can answer (the
+ * reads and copies that were under way): their answers neither close it
+ * (a fast HEAD says nothing of slow GETs) nor open it again; the first
+ * request once breaker_ms has passed decides. */
 static void near_result(struct near *n, bool ok)
 {
 	pthread_mutex_lock(&n->lock);
-	if (ok) {
+	if (n->open_until_ms != 0 && tfs_mono_ns() / 1000000 < n->open_until_ms) {
+		/* open: an answer to an older request */
+	} else if (ok) {
 		n->fails = 0;
 		n->open_until_ms = 0;
 	} else if (++n->fails >= n->cfg.breaker_errors) {

@@ -406,7 +406,9 @@ meta proxy "tests/faults/s3_fault_proxy.py --realistic --ttfb-ms $TTFB --bandwid
 meta near "a second $SERVER on plain loopback ($NEAR_EP)"
 meta load "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta peer_tierfs "tierfs $("$TIERFS" --version 2>/dev/null | head -1): \`$TIERFS_CMD\`"
-# kept, so that the report can be made again: bench/cluster_report.py DIR
+# kept, so that the report can be made again (bench/cluster_report.py
+# DIR), with the nodes' log
 mkdir -p "$WORK/cluster-last"
 cp "$RUN/results.tsv" "$RUN/meta.tsv" "$WORK/cluster-last/"
+cp "$RUN/logs/tierfs.log" "$WORK/cluster-last/" 2>/dev/null || true
 finish_report "$BENCH_DIR/cluster_report.py"

@@ -203,6 +203,10 @@ if [ $extended = 1 ]; then
 		--extended --only ten_thousand_open_files,big_directory_listing,index_page_faults
 	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
 		--extended --only crash_rounds
+	# Four nodes over 2,000 files and a 64 MiB object, near a second RGW;
+	# a near too slow to answer (docs/cluster.md).
+	run "near long rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --backend rgw \
+		--extended --only long_epoch_four_nodes,slow_near
 	run "write, random seeds" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
 	# fsx is built outside the tree (docs/testing.md, "fsx"): FSX=path/to/fsx
 	if [ -n "${FSX:-}" ]; then

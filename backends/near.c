@@ -130,16 +130,24 @@ static bool near_closed(struct near *n)
 	return ok;
 }
 
-/* A near request answered (ok: even "no such copy") or failed.  A failed
- * probe, or breaker_errors failures in a row, open the breaker. */
+/* A near request answered (ok: even "no such copy") or failed.  While the
+ * breaker is open, only requests made before it opened can answer (the
+ * reads and copies that were under way): their answers neither close it
+ * (a fast HEAD says nothing of slow GETs) nor open it again.  Once
+ * breaker_ms has passed, the probe (near_try_read()) decides: its failure
+ * opens the breaker again at once, as do breaker_errors failures in a
+ * row while it is closed. */
 static void near_result(struct near *n, bool ok)
 {
 	pthread_mutex_lock(&n->lock);
-	n->probing = false;
-	if (ok) {
+	if (n->open_until_ms != 0 && tfs_mono_ns() / 1000000 < n->open_until_ms) {
+		/* open: an answer to an older request */
+	} else if (ok) {
+		n->probing = false;
 		n->fails = 0;
 		n->open_until_ms = 0;
 	} else if (n->open_until_ms || ++n->fails >= n->cfg.breaker_errors) {
+		n->probing = false;
 		n->fails = 0;
 		n->open_until_ms = tfs_mono_ns() / 1000000 + n->cfg.breaker_ms;
 		count(n, C_BREAKER, 1);

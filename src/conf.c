@@ -160,7 +160,7 @@ static const struct opt options[] = {
 	{ KEY("near", "low_speed_time", OPT_DURATION), FIELD(near_store.low_speed_time_s),
 	  RANGE(SEC, HOUR), .scale = SEC, .def = "5s" },
 	{ KEY("near", "retries", OPT_UINT), FIELD(near_store.retries), RANGE(0, 100), .def = "1" },
-	{ KEY("near", "copiers", OPT_UINT), FIELD(near.copiers), RANGE(1, 64), .def = "4" },
+	{ KEY("near", "copiers", OPT_UINT), FIELD(near.copiers), RANGE(1, 64), .def = "16" },
 	{ KEY("near", "copy_budget", OPT_SIZE), FIELD(near.copy_budget), RANGE(MIB, 64 * GIB),
 	  .def = "256M" },
 	{ KEY("near", "breaker_errors", OPT_UINT), FIELD(near.breaker_errors), RANGE(1, 1000),

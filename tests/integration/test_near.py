@@ -4,15 +4,21 @@ backends/near.h): the suite's server is far (moto or Ceph RGW), a second
 moto server on loopback is near, and several tierfs mounts with their own
 SSD tiers stand in for the nodes of a job.
 
-usage: test_near.py TIERFS --backend moto|rgw [--only NAME[,NAME...]]
+With --extended, also the long tests: four nodes over a bigger dataset
+with near a second Ceph RGW (long_epoch_four_nodes), and a near that
+answers too slowly (slow_near).
+
+usage: test_near.py TIERFS --backend moto|rgw [--only NAME[,NAME...]] [--extended]
 """
 import hashlib
 import os
 import random
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "faults"))
 from test_mount import BUCKET, Bucket, poll, read, run_suite  # noqa: E402
 
 
@@ -34,15 +40,15 @@ def dataset(bucket, n=80, prefix="ds"):
 class Cluster:
     """The near store and the mounts of the 'nodes'."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, kind="moto"):
         self.ctx = ctx
-        self.near = Bucket("moto", os.path.join(ctx.work, "near-server"))
+        self.near = Bucket(kind, os.path.join(ctx.work, "near-server"))
         ctx.cleanups.append(self.near.close)
 
-    def node(self, name, ttl="forever", extra=None):
+    def node(self, name, ttl="forever", extra=None, endpoint=None):
         conf = {
             "near": {"bucket": BUCKET, "prefix": "copies/",
-                     "endpoint": self.near.env["TFS_S3_ENDPOINT"],
+                     "endpoint": endpoint or self.near.env["TFS_S3_ENDPOINT"],
                      "connect_timeout": "500ms", "retries": "0",
                      "breaker_errors": "3", "retry_after": "1h"},
             "cache": {"block_size": "1M", "metadata_ttl": ttl},
@@ -62,6 +68,7 @@ def far_get(m):
 
 
 def read_all(m, keys, files, threads=4):
+    """Read `keys` on mount m with `threads` threads; every byte checked."""
     errors = []
     nxt = [0]
     lock = threading.Lock()
@@ -252,6 +259,107 @@ def t_near_overlapping_the_source_is_refused(ctx):
         assert "overlaps the source" in str(e), e
 
 
+def t_long_epoch_four_nodes(ctx):
+    """(--extended) Four nodes, near a second Ceph RGW (or moto), 2,000
+    files and a 64 MiB object read in parts (so its copy is the copier's
+    own re-read from far, within the copy budget): a quarter each at once
+    crosses from far about once, plus that re-read; then a whole shuffled
+    epoch on every node reads no byte from far."""
+    if not ctx.extended:
+        return "skip"
+    if ctx.bucket.kind == "local":
+        return "skip"
+    rnd = random.Random(23)
+    files = {}
+    for i in range(2000):
+        key = "long/c%02d/img_%05d.jpg" % (i % 20, i)
+        files[key] = data_for(key, rnd.randrange(4_000, 60_000))
+        ctx.bucket.put(key, files[key])
+    big = "long/shard-00000.tar"
+    files[big] = data_for(big, 64 << 20)
+    ctx.bucket.put(big, files[big])
+    total = sum(len(v) for v in files.values())
+    cl = Cluster(ctx, "rgw" if ctx.bucket.kind == "rgw" else "moto")
+    extra = {"near": {"copy_budget": "96M", "copiers": "4"}}
+    nodes = [cl.node("n%d" % i, extra=extra) for i in range(4)]
+    keys = sorted(files)
+    random.Random(2).shuffle(keys)
+    quarters = [keys[i::4] for i in range(4)]
+    ts = [threading.Thread(target=read_all, args=(nodes[i], quarters[i], files, 8))
+          for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for m in nodes:
+        poll(lambda: copies_settled(m), timeout=300, what="the copies to near")
+    stats = [near_stats(m) for m in nodes]
+    for st in stats:
+        assert st["copy_budget_used"] == 0, "budget left charged: %s" % st
+        assert st["copies_failed"] == 0 and st["copies_dropped"] == 0, st
+    assert sum(st["copy_far_rereads"] for st in stats) >= 1, "the big object's copy re-reads far"
+    assert len(near_keys(cl.near)) == len(files), "one copy of each object in near"
+    epoch1 = [far_get(m) for m in nodes]
+    far_bytes = sum(b for _, b in epoch1)
+    print("    epoch 1: far bytes %d for %d (%.2fx; the big object's copy re-reads %d)" % (
+        far_bytes, total, far_bytes / total, len(files[big])))
+    assert far_bytes <= 1.2 * total + len(files[big]), (far_bytes, total)
+    ts = []
+    for i in range(4):
+        order = sorted(files)
+        random.Random(10 + i).shuffle(order)
+        ts.append(threading.Thread(target=read_all, args=(nodes[i], order, files, 8)))
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for i, m in enumerate(nodes):
+        assert far_get(m) == epoch1[i], "the second epoch read far on node %d" % i
+
+
+def t_slow_near(ctx):
+    """(--extended) Near answers its GETs 20 s late (a fault proxy in
+    front of it): every read goes to far past near.low_speed_time, the
+    epoch is byte-exact, the failures are counted and the breaker opens,
+    so the epoch does not wait on near for every file."""
+    if not ctx.extended:
+        return "skip"
+    from faultlib import FaultProxy
+    files = dataset(ctx.bucket, n=200)
+    total = sum(len(v) for v in files.values())
+    cl = Cluster(ctx)
+    a = cl.node("a")
+    keys = sorted(files)
+    read_all(a, keys, files)
+    poll(lambda: copies_settled(a), what="the copies to near")
+    assert near_stats(a)["copies"] == len(files)
+    proxy = FaultProxy(cl.near.env["TFS_S3_ENDPOINT"], ctx.work, "slow-near",
+                       args=["--seed", "23", "--rate", "latency=1", "--methods", "GET",
+                             "--latency-ms", "20000", "--latency-where", "headers"])
+    ctx.cleanups.insert(0, proxy.stop)
+    b = cl.node("b", endpoint=proxy.endpoint,
+                extra={"near": {"low_speed_time": "1s", "retry_after": "1h"}})
+    t0 = time.monotonic()
+    random.Random(3).shuffle(keys)
+    read_all(b, keys, files, threads=8)
+    took = time.monotonic() - t0
+    st = near_stats(b)
+    reqs, nbytes = far_get(b)
+    print("    slow near: epoch %.1fs; near %s; far GETs %d, %d bytes" % (
+        took, {k: st[k] for k in ("hits", "errors", "breaker_opens", "skipped_breaker_open")},
+        reqs, nbytes))
+    assert st["hits"] == 0, st
+    assert st["errors"] >= 3, st
+    # the reads already waiting on near when the breaker opened (8
+    # threads) fail too, and neither open it again nor do the copies'
+    # HEADs (not delayed) close it
+    assert st["breaker_opens"] == 1, st
+    assert st["errors"] <= 3 + 8, st
+    assert st["skipped_breaker_open"] >= len(files) - 8 - st["errors"], st
+    assert nbytes >= total, "every file read from far"
+    assert took < 60, "the epoch waited on near: %.1fs" % took
+
+
 TESTS = [
     ("one_copy_from_far", t_one_copy_from_far),
     ("near_down_mid_epoch", t_near_down_mid_epoch),
@@ -259,6 +367,8 @@ TESTS = [
     ("rewritten_object_not_stale", t_rewritten_object_not_stale),
     ("gc_keeps_the_newest_copies_under_a_size", t_gc_keeps_the_newest_copies_under_a_size),
     ("near_overlapping_the_source_is_refused", t_near_overlapping_the_source_is_refused),
+    ("long_epoch_four_nodes", t_long_epoch_four_nodes),
+    ("slow_near", t_slow_near),
 ]
 
 

@@ -82,6 +82,30 @@ static const struct tfs_backend_ops fake_ops = {
 	.destroy = fake_destroy,
 };
 
+/* A near whose GETs fail (too slow, say) while its HEADs answer "there",
+ * each HEAD held until held_heads is cleared. */
+static atomic_bool held_heads;
+static atomic_int heads_waiting;
+
+static int held_head(void *p, const char *k, struct tfs_obj_meta *o)
+{
+	(void)p, (void)k, (void)o;
+	atomic_fetch_add(&heads_waiting, 1);
+	while (atomic_load(&held_heads))
+		usleep(1000);
+	return 0;
+}
+static const struct tfs_backend_ops slow_get_ops = {
+	.name = "slow-get",
+	.head = held_head,
+	.list = fake_list,
+	.get_range = fake_get,
+	.put = fake_put,
+	.del = fake_del,
+	.copy = fake_copy,
+	.destroy = fake_destroy,
+};
+
 static struct tfs_backend *local_at(const char *dir)
 {
 	struct tfs_local_config lc = { .root = (char *)dir };
@@ -336,6 +360,45 @@ Test(near, a_short_copy_is_not_served)
 	cr_assert_eq(read_at("s", etag, 0, 16, buf), 16);
 	cr_assert(memcmp(buf, "the whole object", 16) == 0);
 	cr_assert_eq(stat_of("hits"), 0);
+}
+
+/* A request that began before the breaker opened and answered after
+ * (here a copier's HEAD) must not close it: only the read tried once
+ * breaker_ms has passed does. */
+Test(near, an_answer_to_an_older_request_does_not_close_the_breaker)
+{
+	struct tfs_backend *nb = NULL;
+	cr_assert_eq(tfs_backend_new(&slow_get_ops, NULL, "slow-get", &nb), 0);
+	atomic_store(&held_heads, true);
+	atomic_store(&heads_waiting, 0);
+	compose(nb, local_at(far_dir), 0);
+	char etag[4][TFS_ETAG_MAX], buf[32];
+	const char *keys[4] = { "k0", "k1", "k2", "k3" };
+	for (int i = 0; i < 4; i++) {
+		put_far(keys[i], "far bytes");
+		etag_of(keys[i], etag[i]);
+	}
+	/* The first read fails on near, reads far and queues a copy, whose
+	 * HEAD of near is held. */
+	cr_assert_eq(read_at("k0", etag[0], 0, sizeof(buf), buf), 9);
+	for (int i = 0; i < 500 && atomic_load(&heads_waiting) < 1; i++)
+		usleep(10000);
+	cr_assert_eq(atomic_load(&heads_waiting), 1);
+	/* Two more failed reads open the breaker. */
+	cr_assert_eq(read_at("k1", etag[1], 0, sizeof(buf), buf), 9);
+	cr_assert_eq(read_at("k2", etag[2], 0, sizeof(buf), buf), 9);
+	cr_assert_eq(stat_of("breaker_opens"), 1);
+	cr_assert_eq(stat_of("errors"), 3);
+	/* The held HEADs answer now: the copies exist. */
+	atomic_store(&held_heads, false);
+	wait_for("copies_existing", 1);
+	for (int i = 0; i < 200 && stat_of("copy_budget_used") > 0; i++)
+		usleep(10000);
+	int calls = atomic_load(&fake_calls);
+	cr_assert_eq(read_at("k3", etag[3], 0, sizeof(buf), buf), 9);
+	cr_assert_eq(atomic_load(&fake_calls), calls, "near was read with the breaker open");
+	cr_assert_eq(stat_of("errors"), 3);
+	cr_assert_geq(stat_of("skipped_breaker_open"), 1);
 }
 
 Test(near, far_down_a_known_version_is_read_from_near)

@@ -17,14 +17,23 @@
 #include "backend_impl.h"
 #include "clock.h"
 #include "fdio.h"
+#include "near_spool.h"
 #include "workers.h"
 
 #define RECENT 4096 /* versions remembered as queued (a power of two) */
 #define MAX_COPIERS 64
 #define KEY_MAX 1024 /* S3's longest key, in bytes */
 
+enum job_kind {
+	JOB_COPY,   /* from data, or read from far again */
+	JOB_SIZE,   /* HEAD far for a spooled object's size */
+	JOB_UPLOAD, /* upload a spooled object's file (fd, len) */
+};
+
 struct copy_job {
 	struct copy_job *next;
+	enum job_kind kind;
+	int fd; /* JOB_UPLOAD: the spool file, owned */
 	char *key;
 	char etag[TFS_ETAG_MAX];
 	char *data;       /* the whole object, or NULL: read it from far */
@@ -34,22 +43,24 @@ struct copy_job {
 };
 
 enum counter {
-	C_HITS,         /* reads served by near */
-	C_MISSES,       /* reads near had no copy for */
-	C_ERRORS,       /* near reads that failed otherwise (then read from far) */
-	C_SKIPPED,      /* reads not asked of near: breaker open */
-	C_BREAKER,      /* times the breaker opened */
-	C_QUEUED,       /* copies queued */
-	C_COPIED,       /* copies written to near */
-	C_COPY_BYTES,   /* their bytes */
-	C_FAR_REREADS,  /* copies that read the object from far again */
-	C_EXISTED,      /* copies another node had made (found by HEAD) */
-	C_CHANGED,      /* copies given up: the far version changed */
-	C_DROPPED,      /* copies dropped: budget full, too big, or unmount */
-	C_FAILED,       /* copies that failed */
-	C_WRITE_THROUGH /* copies queued by a PUT (write_through) */
+	C_HITS,          /* reads served by near */
+	C_MISSES,        /* reads near had no copy for */
+	C_ERRORS,        /* near reads that failed otherwise (then read from far) */
+	C_SKIPPED,       /* reads not asked of near: breaker open */
+	C_BREAKER,       /* times the breaker opened */
+	C_QUEUED,        /* copies queued */
+	C_COPIED,        /* copies written to near */
+	C_COPY_BYTES,    /* their bytes */
+	C_FAR_REREADS,   /* copies that read the object from far again */
+	C_EXISTED,       /* copies another node had made (found by HEAD) */
+	C_CHANGED,       /* copies given up: the far version changed */
+	C_DROPPED,       /* copies dropped: budget full, too big, or unmount */
+	C_FAILED,        /* copies that failed */
+	C_WRITE_THROUGH, /* copies queued by a PUT (write_through) */
+	C_SPOOLED,       /* copies assembled from the readers' ranges */
+	C_SPOOL_GIVEN_UP /* objects the spool gave up (then read from far again) */
 };
-#define NCOUNTERS (C_WRITE_THROUGH + 1)
+#define NCOUNTERS (C_SPOOL_GIVEN_UP + 1)
 
 static const char *const counter_names[NCOUNTERS] = {
 	"hits",
@@ -66,6 +77,8 @@ static const char *const counter_names[NCOUNTERS] = {
 	"copies_dropped",
 	"copies_failed",
 	"copies_write_through",
+	"copies_spooled",
+	"spool_given_up",
 };
 
 struct near {
@@ -83,6 +96,7 @@ struct near {
 	uint64_t open_until_ms; /* breaker open until then (monotonic); 0: closed */
 	bool probing;           /* a read is trying near after the breaker's time */
 	struct tfs_workers pool;
+	struct tfs_near_spools *spools; /* NULL: no spool */
 	atomic_uint_fast64_t count[NCOUNTERS];
 };
 
@@ -171,14 +185,22 @@ static uint64_t version_hash(const char *key, const char *etag)
 	return h ? h : 1;
 }
 
-/* Remember the version as queued; false when it already was.  Lock held. */
-static bool first_time(struct near *n, const char *key, const char *etag)
+/* Whether the version was queued lately.  Lock held. */
+static bool recently_queued(struct near *n, const char *key, const char *etag)
 {
 	uint64_t h = version_hash(key, etag);
 	for (unsigned i = 0; i < RECENT; i++)
 		if (n->recent[i] == h)
-			return false;
-	n->recent[n->recent_next] = h;
+			return true;
+	return false;
+}
+
+/* Remember the version as queued; false when it already was.  Lock held. */
+static bool first_time(struct near *n, const char *key, const char *etag)
+{
+	if (recently_queued(n, key, etag))
+		return false;
+	n->recent[n->recent_next] = version_hash(key, etag);
 	n->recent_next = (n->recent_next + 1) & (RECENT - 1);
 	return true;
 }
@@ -186,6 +208,8 @@ static bool first_time(struct near *n, const char *key, const char *etag)
 static void job_free(struct copy_job *j)
 {
 	if (j) {
+		if (j->fd >= 0)
+			close(j->fd);
 		free(j->key);
 		free(j->data);
 		free(j);
@@ -220,6 +244,40 @@ static char *gather(struct tfs_io src, uint64_t len)
 	return p;
 }
 
+/* Hand a job to the copiers. */
+static void enqueue(struct near *n, struct copy_job *j)
+{
+	pthread_mutex_lock(&n->lock);
+	if (n->tail)
+		n->tail->next = j;
+	else
+		n->head = j;
+	n->tail = j;
+	pthread_cond_signal(&n->work);
+	pthread_mutex_unlock(&n->lock);
+}
+
+/* A new job of `kind` for version `etag` of `key` (fd: JOB_UPLOAD's file,
+ * owned by the job from now on), or NULL on ENOMEM (fd closed). */
+static struct copy_job *job_new(enum job_kind kind, const char *key, const char *etag, int fd,
+				uint64_t len)
+{
+	struct copy_job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->key = strdup(key);
+	if (j == NULL || j->key == NULL) {
+		free(j);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	j->kind = kind;
+	j->fd = fd;
+	j->len = len;
+	snprintf(j->etag, sizeof(j->etag), "%s", etag);
+	return j;
+}
+
 /* Queue a copy of version `etag` of `key`: from `src` when it holds the
  * whole object (`whole`, `len` bytes) or may (`maybe_part`: the object's
  * first `len` bytes), else to be read from far.  Never blocks on the
@@ -244,8 +302,10 @@ static void queue_copy(struct near *n, const char *key, const char *etag, bool w
 	if (!fresh)
 		return;
 	struct copy_job *j = calloc(1, sizeof(*j));
-	if (j)
+	if (j) {
+		j->fd = -1;
 		j->key = strdup(key);
+	}
 	if (fits && whole && j && j->key) {
 		j->data = gather(src, len);
 		j->len = len;
@@ -264,14 +324,7 @@ static void queue_copy(struct near *n, const char *key, const char *etag, bool w
 	count(n, C_QUEUED, 1);
 	if (why != C_QUEUED)
 		count(n, why, 1);
-	pthread_mutex_lock(&n->lock);
-	if (n->tail)
-		n->tail->next = j;
-	else
-		n->head = j;
-	n->tail = j;
-	pthread_cond_signal(&n->work);
-	pthread_mutex_unlock(&n->lock);
+	enqueue(n, j);
 }
 
 /* Read the whole current version of j->key from far into j->data, taking
@@ -321,32 +374,105 @@ static int reread(struct near *n, struct copy_job *j)
 	return rc;
 }
 
-/* One copy: skip it if near has it, else write it there. */
-static void copy_one(struct near *n, struct copy_job *j)
+/* The near key of j's version into nk, checked: false (counted as
+ * dropped) when it has none, or while the breaker is open. */
+static bool job_key(struct near *n, const struct copy_job *j, char *nk, size_t cap)
 {
-	char nk[KEY_MAX + 32];
-	struct tfs_obj_meta m = { 0 };
-	int rc = tfs_near_key(j->key, j->etag, nk, sizeof(nk));
+	int rc = tfs_near_key(j->key, j->etag, nk, cap);
 	if (rc == 0)
 		rc = tfs_backend_check_key(n->near, nk);
 	if (rc || !near_closed(n)) {
 		count(n, C_DROPPED, 1);
-		return;
+		return false;
 	}
-	rc = tfs_backend_head(n->near, nk, &m);
+	return true;
+}
+
+/* Whether near lacks the copy nk (one HEAD): true to go on.  Counts a copy
+ * another node made, and a failure. */
+static bool near_lacks(struct near *n, const char *nk)
+{
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_backend_head(n->near, nk, &m);
 	tfs_obj_meta_clear(&m);
 	if (rc == 0) {
 		near_result(n, true);
 		count(n, C_EXISTED, 1);
-		return;
+		return false;
 	}
 	if (rc != ENOENT) {
 		near_result(n, false);
 		count(n, C_FAILED, 1);
+		return false;
+	}
+	return true;
+}
+
+/* Write the copy nk of j's version, `len` bytes from `src`. */
+static void put_copy(struct near *n, const char *nk, const struct copy_job *j, struct tfs_io src,
+		     uint64_t len)
+{
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
+	if (rc == 0 && strlen(j->key) < KEY_MAX)
+		rc = tfs_obj_meta_set(&m, "tierfs-key", j->key);
+	if (rc == 0)
+		rc = tfs_backend_put(n->near, nk, src, len, &m, NULL);
+	tfs_obj_meta_clear(&m);
+	near_result(n, rc == 0);
+	if (rc) {
+		tfs_debug(n->log, "near: copy of '%s' failed: %s", j->key, strerror(rc));
+		count(n, C_FAILED, 1);
 		return;
 	}
+	count(n, C_COPIED, 1);
+	count(n, C_COPY_BYTES, len);
+}
+
+/* Upload a spooled object's file: the readers' bytes, whole. */
+static void upload_spooled(struct near *n, const struct copy_job *j, int fd, uint64_t size)
+{
+	char nk[KEY_MAX + 32];
+	if (job_key(n, j, nk, sizeof(nk)) && near_lacks(n, nk)) {
+		put_copy(n, nk, j, tfs_io_fd(fd, 0), size);
+		count(n, C_SPOOLED, 1);
+	}
+}
+
+/* A spooled object's size, from far; uploads it if that makes it whole. */
+static void size_spooled(struct near *n, const struct copy_job *j)
+{
+	struct tfs_obj_meta m = { 0 };
+	struct tfs_spool_result res;
+	int rc = tfs_backend_head(n->far, j->key, &m);
+	bool same = rc == 0 && strcmp(m.etag, j->etag) == 0;
+	uint64_t size = m.size;
+	tfs_obj_meta_clear(&m);
+	if (!same)
+		count(n, C_CHANGED, 1);
+	tfs_near_spool_sized(n->spools, j->key, j->etag, same ? size : UINT64_MAX, &res);
+	if (res.done_fd >= 0) {
+		upload_spooled(n, j, res.done_fd, res.size);
+		close(res.done_fd);
+	}
+}
+
+/* One copy: skip it if near has it, else write it there. */
+static void copy_one(struct near *n, struct copy_job *j)
+{
+	char nk[KEY_MAX + 32];
+	if (j->kind == JOB_SIZE) {
+		size_spooled(n, j);
+		return;
+	}
+	if (j->kind == JOB_UPLOAD) {
+		upload_spooled(n, j, j->fd, j->len);
+		return;
+	}
+	if (!job_key(n, j, nk, sizeof(nk)) || !near_lacks(n, nk))
+		return;
 	if (j->data == NULL || j->maybe_part) {
-		rc = reread(n, j);
+		int rc = reread(n, j);
 		if (rc == ESTALE || rc == ENOENT) {
 			count(n, C_CHANGED, 1);
 			return;
@@ -360,20 +486,63 @@ static void copy_one(struct near *n, struct copy_job *j)
 			return;
 		}
 	}
-	rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
-	if (rc == 0 && strlen(j->key) < KEY_MAX)
-		rc = tfs_obj_meta_set(&m, "tierfs-key", j->key);
-	if (rc == 0)
-		rc = tfs_backend_put(n->near, nk, tfs_io_buf(j->data), j->len, &m, NULL);
-	tfs_obj_meta_clear(&m);
-	near_result(n, rc == 0);
-	if (rc) {
-		tfs_debug(n->log, "near: copy of '%s' failed: %s", j->key, strerror(rc));
-		count(n, C_FAILED, 1);
+	put_copy(n, nk, j, tfs_io_buf(j->data), j->len);
+}
+
+/* The spool gave an object up (idle): copy it by reading it from far.
+ * The object was counted as queued when it was spooled. */
+static void spool_abandoned(void *ctx, const char *key, const char *etag)
+{
+	struct near *n = ctx;
+	count(n, C_SPOOL_GIVEN_UP, 1);
+	struct copy_job *j = job_new(JOB_COPY, key, etag, -1, 0);
+	if (j == NULL) {
+		count(n, C_DROPPED, 1);
 		return;
 	}
-	count(n, C_COPIED, 1);
-	count(n, C_COPY_BYTES, j->len);
+	enqueue(n, j);
+}
+
+/* Spool the range a reader fetched from far.  Returns false when the
+ * caller should queue a copy the other way. */
+static bool spool_range(struct near *n, const char *key, const char *etag, uint64_t off,
+			struct tfs_io src, uint64_t len)
+{
+	struct tfs_spool_result res;
+	if (n->spools == NULL || src.kind == TFS_IO_FD || *etag == '\0' || !near_closed(n))
+		return false;
+	pthread_mutex_lock(&n->lock);
+	bool known = recently_queued(n, key, etag);
+	pthread_mutex_unlock(&n->lock);
+	int rc = tfs_near_spool_add(n->spools, key, etag, off, src, len, &res);
+	if (rc == ESTALE || (rc == 0 && known && res.first)) {
+		/* done already, or queued lately another way: let it be */
+		if (rc == 0 && res.first)
+			tfs_near_spool_sized(n->spools, key, etag, UINT64_MAX, &res);
+		return true;
+	}
+	if (rc) {
+		tfs_debug(n->log, "near: spooling '%s': %s", key, strerror(rc));
+		if (rc == EDQUOT || rc == ENFILE || rc == ENOMEM || rc == EINVAL)
+			return false;          /* not spooled */
+		spool_abandoned(n, key, etag); /* given up (E2BIG, the file's error) */
+		return true;
+	}
+	if (res.first) {
+		pthread_mutex_lock(&n->lock);
+		(void)first_time(n, key, etag);
+		pthread_mutex_unlock(&n->lock);
+		struct copy_job *j = job_new(JOB_SIZE, key, etag, -1, 0);
+		if (j)
+			enqueue(n, j);
+		count(n, C_QUEUED, 1);
+	}
+	if (res.done_fd >= 0) {
+		struct copy_job *j = job_new(JOB_UPLOAD, key, etag, res.done_fd, res.size);
+		if (j)
+			enqueue(n, j);
+	}
+	return true;
 }
 
 static void *copier(void *arg)
@@ -435,10 +604,13 @@ static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t le
 	int rc = tfs_backend_get_range(n->far, key, off, len, if_match, dst, got, etag_out);
 	if (rc == 0 && (*got > 0 || off == 0)) {
 		/* From offset 0, the bytes read are the object when it ended
-		 * first, and may be when the read asked for exactly its size
-		 * (a small file is one block): the copier then checks. */
+		 * first; they may be when the read asked for exactly its size
+		 * (a small file is one block), which the spool, or else the
+		 * copier, finds out. */
+		bool ended = off == 0 && *got < len;
 		bool whole = off == 0 && dst.kind != TFS_IO_FD && *got <= n->cfg.copy_budget;
-		queue_copy(n, key, etag_out, whole, *got == len, dst, *got, C_QUEUED);
+		if (ended || !spool_range(n, key, etag_out, off, dst, *got))
+			queue_copy(n, key, etag_out, whole, *got == len, dst, *got, C_QUEUED);
 	}
 	return rc;
 }
@@ -557,6 +729,9 @@ static void near_stats(void *priv, struct json_object *out)
 	bool open = n->open_until_ms && tfs_mono_ns() / 1000000 < n->open_until_ms;
 	pthread_mutex_unlock(&n->lock);
 	json_object_object_add(o, "copy_budget_used", json_object_new_uint64(charged));
+	json_object_object_add(o, "spool_bytes",
+			       json_object_new_uint64(n->spools ? tfs_near_spool_bytes(n->spools)
+								: 0));
 	json_object_object_add(o, "breaker_open", json_object_new_boolean(open));
 	struct json_object *s = tfs_backend_stats_json(n->near);
 	if (s)
@@ -575,6 +750,7 @@ static void near_destroy(void *priv)
 	pthread_cond_broadcast(&n->work);
 	pthread_mutex_unlock(&n->lock);
 	tfs_workers_stop(&n->pool);
+	tfs_near_spools_destroy(n->spools);
 	for (struct copy_job *j = n->head, *next; j; j = next) {
 		next = j->next;
 		count(n, C_DROPPED, 1);
@@ -630,7 +806,13 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 	unsigned par = 0;
 	const struct tfs_backend_ops *ops =
 		tfs_backend_multipart_geometry(far, &t, &p, &par) ? &multipart_ops : &plain_ops;
-	int rc = tfs_workers_init(&n->pool, cfg->copiers, copier, n);
+	int rc = 0;
+	if (cfg->spool_dir)
+		rc = tfs_near_spools_create(cfg->spool_dir, cfg->spool_size,
+					    cfg->spool_idle_ms ? cfg->spool_idle_ms : 600000,
+					    spool_abandoned, n, &n->spools);
+	if (rc == 0)
+		rc = tfs_workers_init(&n->pool, cfg->copiers, copier, n);
 	if (rc == 0)
 		rc = tfs_workers_set(&n->pool, &n->lock, &n->work, cfg->copiers, NULL, NULL);
 	if (rc == 0)
@@ -641,6 +823,7 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 		pthread_cond_broadcast(&n->work);
 		pthread_mutex_unlock(&n->lock);
 		tfs_workers_stop(&n->pool);
+		tfs_near_spools_destroy(n->spools);
 		pthread_cond_destroy(&n->work);
 		pthread_mutex_destroy(&n->lock);
 		free(n);

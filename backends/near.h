@@ -21,8 +21,14 @@
  *   - when the reader's read returned the whole object (it started at 0
  *     and ended before the length asked for), the copy is made from those
  *     bytes, with no second far read;
- *   - otherwise the copier reads the object from far again (conditional
- *     on the ETag: a version that changed meanwhile is not copied).
+ *   - otherwise, with a spool directory, the bytes read are written into
+ *     the object's spool file (near_spool.h: on the reader's path, a write
+ *     into the page cache) and a copier asks far for the object's size;
+ *     once the readers' ranges cover the object, a copier uploads the file.
+ *     An object given up by the spool (idle, or beyond its bounds), and
+ *     every such object without a spool, is copied by reading it from far
+ *     again (conditional on the ETag: a version that changed meanwhile is
+ *     not copied).
  * Before it reads or writes, a copier asks near (HEAD) whether another
  * node made the copy already.  Queued and running copies hold at most
  * copy_budget bytes; a copy that does not fit is dropped (counted), and an
@@ -63,6 +69,13 @@ struct tfs_near_config {
 	unsigned breaker_errors; /* failed near reads in a row that stop its use (>= 1) */
 	unsigned breaker_ms;     /* ...for this long */
 	bool write_through;      /* a PUT to far also queues the file's copy to near */
+	/* Assembling copies from the readers' ranges (near_spool.h): the
+	 * spool directory (NULL: off; every copy of an object read in parts
+	 * then reads it from far again), the bytes its files may hold, and
+	 * how long an object may wait for its next range (0: 10 minutes). */
+	const char *spool_dir;
+	uint64_t spool_size;
+	unsigned spool_idle_ms;
 };
 
 /* Compose `near` and `far`.  Returns 0 and *out, EINVAL (a field out of

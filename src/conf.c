@@ -168,6 +168,8 @@ static const struct opt options[] = {
 	{ KEY("near", "retry_after", OPT_DURATION), FIELD(near.breaker_ms), RANGE(100, HOUR),
 	  .scale = 1, .def = "30s" },
 	{ KEY("near", "write_through", OPT_BOOL), FIELD(near.write_through), .def = "false" },
+	{ KEY("near", "spool_size", OPT_SIZE), FIELD(near.spool_size), RANGE(0, UINT64_MAX),
+	  .def = "4G" },
 
 	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
 	  .flags = OPTF_RELOAD, .def = "1G" },

@@ -86,8 +86,20 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	int rc = tfs_s3_create(&sc, log, &far);
 	if (rc == 0)
 		rc = tfs_stack_open_near_store(cfg, log, &near);
+	/* Copies of objects read in parts are assembled in <ssd.dir>/near-spool
+	 * (backends/near_spool.h), unnamed files that vanish with the daemon. */
+	char spool[PATH_MAX];
+	struct tfs_near_config ncfg = cfg->near;
+	if (rc == 0 && ncfg.spool_size) {
+		if (snprintf(spool, sizeof(spool), "%s/near-spool", cfg->ssd.dir) >=
+		    (int)sizeof(spool))
+			rc = ENAMETOOLONG;
+		else
+			rc = tfs_dir_secure(spool, TFS_DIR_CREATE, log);
+		ncfg.spool_dir = spool;
+	}
 	if (rc == 0)
-		rc = tfs_near_create(&cfg->near, near, far, log, out);
+		rc = tfs_near_create(&ncfg, near, far, log, out);
 	if (rc) {
 		tfs_backend_destroy(near);
 		tfs_backend_destroy(far);

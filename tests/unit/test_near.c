@@ -259,6 +259,61 @@ Test(near, a_read_of_exactly_the_object_is_copied_without_a_second_get)
 	cr_assert_eq(stat_of("copy_bytes"), 19 + 29);
 }
 
+/* With a spool, an object read in parts is copied from the reader's own
+ * bytes once they cover it, whatever their order: no second far read. */
+static void compose_spool(unsigned idle_ms)
+{
+	char spool[160];
+	snprintf(spool, sizeof(spool), "%s/spool", base);
+	cr_assert_eq(mkdir(spool, 0700), 0);
+	struct tfs_near_config c = cfg;
+	c.spool_dir = spool;
+	c.spool_size = 1 << 20;
+	c.spool_idle_ms = idle_ms;
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
+}
+
+Test(near, a_part_read_object_is_copied_from_the_readers_bytes)
+{
+	compose_spool(0);
+	put_far("shard", "0123456789abcdefghij");
+	char etag[TFS_ETAG_MAX], buf[8], nk[512], path[700], got[32] = "";
+	etag_of("shard", etag);
+	cr_assert_eq(read_at("shard", etag, 8, 8, buf), 8);
+	cr_assert_eq(read_at("shard", etag, 16, 4, buf), 4);
+	cr_assert_eq(stat_of("copies"), 0, "copied before the reader read it all");
+	cr_assert_eq(read_at("shard", etag, 0, 8, buf), 8);
+	wait_for("copies", 1);
+	cr_assert_eq(stat_of("copies_spooled"), 1);
+	cr_assert_eq(stat_of("copy_far_rereads"), 0);
+	cr_assert_eq(far_gets(), 3, "far read more than the reader's three parts");
+	cr_assert_eq(tfs_near_key("shard", etag, nk, sizeof(nk)), 0);
+	snprintf(path, sizeof(path), "%s/%s", near_dir, nk);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(got, 1, sizeof(got), f), 20);
+	fclose(f);
+	cr_assert_str_eq(got, "0123456789abcdefghij");
+	cr_assert_eq(stat_of("spool_bytes"), 0);
+}
+
+Test(near, an_idle_spooled_object_is_read_from_far_again)
+{
+	compose_spool(50);
+	put_far("partial", "0123456789abcdefghij");
+	put_far("other", "another object, read later");
+	char etag[TFS_ETAG_MAX], etag2[TFS_ETAG_MAX], buf[8];
+	etag_of("partial", etag);
+	etag_of("other", etag2);
+	cr_assert_eq(read_at("partial", etag, 4, 4, buf), 4); /* and nothing more */
+	usleep(100 * 1000);
+	/* The next far read gives the idle object up, to a copy from far. */
+	cr_assert_eq(read_at("other", etag2, 0, 8, buf), 8);
+	wait_for("spool_given_up", 1);
+	wait_for("copy_far_rereads", 1);
+	wait_for("copies", 1);
+}
+
 Test(near, a_part_read_copies_the_whole_object_from_far)
 {
 	compose(local_at(near_dir), local_at(far_dir), 0);

@@ -742,15 +742,22 @@ static void near_stats(void *priv, struct json_object *out)
 	json_object_object_add(out, "near", o);
 }
 
-static void near_destroy(void *priv)
+/* Stop the copiers (the running copies end first) and close the spool. */
+static void stop_copiers(struct near *n)
 {
-	struct near *n = priv;
 	pthread_mutex_lock(&n->lock);
 	n->stop = true;
 	pthread_cond_broadcast(&n->work);
 	pthread_mutex_unlock(&n->lock);
 	tfs_workers_stop(&n->pool);
 	tfs_near_spools_destroy(n->spools);
+	n->spools = NULL;
+}
+
+static void near_destroy(void *priv)
+{
+	struct near *n = priv;
+	stop_copiers(n);
 	for (struct copy_job *j = n->head, *next; j; j = next) {
 		next = j->next;
 		count(n, C_DROPPED, 1);
@@ -818,12 +825,7 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 	if (rc == 0)
 		rc = tfs_backend_new(ops, n, describe, out);
 	if (rc) {
-		pthread_mutex_lock(&n->lock);
-		n->stop = true;
-		pthread_cond_broadcast(&n->work);
-		pthread_mutex_unlock(&n->lock);
-		tfs_workers_stop(&n->pool);
-		tfs_near_spools_destroy(n->spools);
+		stop_copiers(n);
 		pthread_cond_destroy(&n->work);
 		pthread_mutex_destroy(&n->lock);
 		free(n);

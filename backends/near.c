@@ -633,7 +633,9 @@ static int near_put(void *priv, const char *key, struct tfs_io src, uint64_t len
 {
 	struct near *n = priv;
 	int rc = tfs_backend_put(n->far, key, src, len, meta, etag_out);
-	if (rc == 0 && n->cfg.write_through)
+	size_t kl = strlen(key);
+	/* a directory marker is never read: no copy */
+	if (rc == 0 && n->cfg.write_through && kl && key[kl - 1] != '/')
 		queue_copy(n, key, etag_out, true, false, src, len, C_WRITE_THROUGH);
 	return rc;
 }

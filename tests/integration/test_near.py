@@ -248,6 +248,27 @@ def t_gc_keeps_the_newest_copies_under_a_size(ctx):
     assert r.returncode == 0 and "deleted 0 copies" in r.stdout, (r.stdout, r.stderr)
 
 
+def t_write_through_copies_uploads_to_near(ctx):
+    """near.write_through: a file written on one node is uploaded to far
+    and copied to near, so another node reads it without touching far."""
+    cl = Cluster(ctx)
+    a = cl.node("a", extra={"near": {"write_through": "true"}})
+    data = data_for("ckpt", 300_000)
+    path = os.path.join(a.mnt, "ckpt/step-100.pt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    import subprocess
+    r = subprocess.run([ctx.tierfs, "flush", a.mnt], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    poll(lambda: near_stats(a)["copies_write_through"] == 1 and copies_settled(a),
+         what="the write-through copy (and none of the directory marker)")
+    assert near_stats(a)["copies"] == 1, near_stats(a)
+    b = cl.node("b")
+    assert read(os.path.join(b.mnt, "ckpt/step-100.pt")) == data
+    assert near_stats(b)["hits"] >= 1 and far_get(b) == (0, 0), near_stats(b)
+
+
 def t_near_overlapping_the_source_is_refused(ctx):
     """Copies must never land among far's objects (gc deletes copies)."""
     conf = {"near": {"bucket": BUCKET, "endpoint": ctx.bucket.env["TFS_S3_ENDPOINT"]}}
@@ -367,6 +388,7 @@ TESTS = [
     ("rewritten_object_not_stale", t_rewritten_object_not_stale),
     ("gc_keeps_the_newest_copies_under_a_size", t_gc_keeps_the_newest_copies_under_a_size),
     ("near_overlapping_the_source_is_refused", t_near_overlapping_the_source_is_refused),
+    ("write_through_copies_uploads_to_near", t_write_through_copies_uploads_to_near),
     ("long_epoch_four_nodes", t_long_epoch_four_nodes),
     ("slow_near", t_slow_near),
 ]

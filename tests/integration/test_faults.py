@@ -772,6 +772,19 @@ class FaultTests(unittest.TestCase):
         self.assertFalse(os.path.exists(m.path("ren/src.bin")))
         self.assertFalse(os.path.exists(m.path("ren/dst.bin")))
         self.assertTrue(os.path.isdir(m.path("other/d1")))
+        # leave the bucket as the other tests expect it (expect_walk)
+        os.unlink(m.path("other/f1"))
+        os.rmdir(m.path("other/d1"))
+        os.rmdir(m.path("other"))
+
+        def drained():
+            wb = m.stats()["writeback"]
+            return wb["pending_files"] == 0 and wb["uploading"] == 0
+
+        poll(drained, 60, "write-back to finish")
+        left = [o["Key"] for o in M.s3.list_objects_v2(Bucket=M.bucket, Prefix=M.prefix).get(
+            "Contents", []) if o["Key"][len(M.prefix):].startswith(("ren/", "other/"))]
+        self.assertEqual(left, [], "objects left in the bucket")
 
 
 def stat_size(m, key, size):

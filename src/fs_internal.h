@@ -91,8 +91,8 @@ struct tfs_fs {
 	/* Names a rename of a clean object is copying in the bucket with
 	 * ns_lock released (fs_write.c, ns_wait()); ns_lock guards them. */
 	const char *ns_busy[TFS_FS_NS_BUSY];
-	pthread_cond_t ns_cond; /* broadcast when names leave ns_busy */
-	pthread_mutex_t fh_lock;   /* fhs, fh_count, fh_next */
+	pthread_cond_t ns_cond;                /* broadcast when names leave ns_busy */
+	pthread_mutex_t fh_lock;               /* fhs, fh_count, fh_next */
 	struct fh_ent *fhs[TFS_FS_FH_BUCKETS]; /* every handle given to the kernel
 						* and not released, by fh value */
 	uint64_t fh_count;

@@ -955,8 +955,7 @@ static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
 /* Copy the clean object `from` to `to` in the bucket and delete `from`
  * (not atomic: a crash in between leaves both), then record it.  No lock
  * needed: the caller holds ns_lock or has both names marked busy. */
-static int copy_clean(struct tfs_fs *fs, const char *from, const char *to,
-		      const struct tfs_attr *a)
+static int copy_clean(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
 {
 	char etag[TFS_ETAG_MAX] = "";
 	int rc = tfs_backend_copy(fs->be, from, to, NULL, etag);

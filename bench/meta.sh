@@ -117,6 +117,16 @@ daemon_pid() {
     fi
 }
 
+# server_answers: a signed PUT of an empty object answers 200 within 10 s.
+# A run during which the server stopped answering (memstore full) is not
+# a measure: the peer's uploads hung instead of competing with fsstress.
+server_answers() {
+    local code
+    code=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "${CURL_SIGN[@]}" -X PUT \
+        --data-binary '' "$EP/$BUCKET/.meta-probe" 2>/dev/null) || code=000
+    [ "$code" = 200 ]
+}
+
 # run_one FS: mount FS on an empty cache, run fsstress in a fresh directory
 run_one() {
     local fs=$1 dir pid c0 c1 t0 t1 rc secs cpu bytes
@@ -142,7 +152,10 @@ run_one() {
     secs=$(awk -v d=$((t1 - t0)) 'BEGIN { printf "%.3f", d / 1e6 }')
     cpu=$(awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", d / hz }')
     bytes=$(du -s --apparent-size -B1 "$dir" 2>/dev/null | cut -f1) || bytes=0
-    if [ "$rc" = 0 ]; then
+    if ! server_answers; then
+        record "$fs" stalled "$secs" "$cpu" "${bytes:-0}"
+        log "$fs rep $REP: $secs s, but $SERVER stopped answering during the run: not counted"
+    elif [ "$rc" = 0 ]; then
         record "$fs" ok "$secs" "$cpu" "${bytes:-0}"
         log "$fs rep $REP: $secs s, daemon CPU $cpu s, $(awk -v b="${bytes:-0}" 'BEGIN { printf "%.0f MiB", b / 1048576 }') left"
     else
@@ -195,6 +208,9 @@ for fs in sorted(rows):
         fs, len(v), len(rows[fs]), med[fs], min(t), max(t),
         "%.2f" % (med[fs] / ref) if ref else "—",
         statistics.median(r[2] for r in v), statistics.median(r[3] for r in v) / 1048576))
+stalled = ["%s (%.1f s)" % (fs, r[1]) for fs in sorted(rows) for r in rows[fs] if r[0] == "stalled"]
+if stalled:
+    print("\nNot counted (the server stopped answering during the run): " + ", ".join(stalled))
 PY
 }
 if report >"$RUN/report.md"; then

@@ -1132,6 +1132,7 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	fs->be = be;
 	fs->log = log;
 	pthread_mutex_init(&fs->ns_lock, NULL);
+	pthread_cond_init(&fs->ns_cond, NULL);
 	pthread_mutex_init(&fs->fh_lock, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
@@ -1171,6 +1172,7 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 			 "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_itable_destroy(fs->itable);
 	tfs_nodes_close(fs->nodes);
+	pthread_cond_destroy(&fs->ns_cond);
 	pthread_mutex_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->fh_lock);
 	free((char *)fs->cfg.statfs_dir);

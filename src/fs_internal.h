@@ -65,6 +65,9 @@ struct fh_ent {
 	struct fh_ent *next;
 };
 
+/* Names busy at once: two per rename in flight (16 FUSE threads). */
+#define TFS_FS_NS_BUSY 32
+
 struct tfs_fs {
 	struct tfs_fs_config cfg;
 	struct tfs_itable *itable;
@@ -85,7 +88,11 @@ struct tfs_fs {
 	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
-	pthread_mutex_t fh_lock;   /* fhs, fh_count, fh_next */
+	/* Names a rename of a clean object is copying in the bucket with
+	 * ns_lock released (fs_write.c, ns_wait()); ns_lock guards them. */
+	const char *ns_busy[TFS_FS_NS_BUSY];
+	pthread_cond_t ns_cond;                /* broadcast when names leave ns_busy */
+	pthread_mutex_t fh_lock;               /* fhs, fh_count, fh_next */
 	struct fh_ent *fhs[TFS_FS_FH_BUCKETS]; /* every handle given to the kernel
 						* and not released, by fh value */
 	uint64_t fh_count;

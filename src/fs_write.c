@@ -6,7 +6,11 @@
  * journalled there and become visible at once (LOCAL metadata entries).
  * Namespace changes are serialized by fs->ns_lock, so checks such as
  * "the target does not exist" or "the directory is empty" hold until the
- * change is journalled.  No lock is held across a reply.
+ * change is journalled.  The one change that waits for the bucket, the
+ * rename of a clean file (a server-side copy and a delete), runs with
+ * ns_lock released and its two names marked busy: a change of either
+ * name, of an ancestor or of a descendant waits for it (ns_wait()), a
+ * change elsewhere does not.  No lock is held across a reply.
  *
  * Symlinks are objects whose body is the target, and FIFOs, sockets and
  * device nodes are empty objects, each with its kind in the type bits of
@@ -62,6 +66,67 @@ static int child_path(struct tfs_fs *fs, fuse_ino_t parent, const char *name, ch
 	if (strlen(name) > NAME_MAX)
 		return ENAMETOOLONG;
 	return tfs_meta_join(dir, name, path, PATH_MAX);
+}
+
+/* Whether `a` and `b` are the same name or one is an ancestor of the
+ * other ("" is the root, the ancestor of every name). */
+static bool ns_overlap(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > lb) {
+		const char *t = a;
+		a = b;
+		b = t;
+		size_t tl = la;
+		la = lb;
+		lb = tl;
+	}
+	if (la == 0)
+		return true;
+	return strncmp(a, b, la) == 0 && (b[la] == '\0' || b[la] == '/');
+}
+
+static bool ns_is_busy(const struct tfs_fs *fs, const char *path)
+{
+	for (size_t i = 0; i < TFS_FS_NS_BUSY; i++)
+		if (fs->ns_busy[i] && ns_overlap(fs->ns_busy[i], path))
+			return true;
+	return false;
+}
+
+/* ns_lock held: wait until no rename copying a clean object outside
+ * ns_lock (rename_clean()) holds `a` or `b` (NULL: none), one of their
+ * ancestors or descendants.  Every namespace change calls it right after
+ * taking ns_lock, so its checks see the rename either not begun or done. */
+static void ns_wait(struct tfs_fs *fs, const char *a, const char *b)
+{
+	while (ns_is_busy(fs, a) || (b && ns_is_busy(fs, b)))
+		pthread_cond_wait(&fs->ns_cond, &fs->ns_lock);
+}
+
+/* ns_lock held: mark `from` and `to` busy (the pointers are kept, not
+ * copied: the caller keeps both alive until ns_unmark()).  Returns false,
+ * marking nothing, when every slot is taken. */
+static bool ns_mark(struct tfs_fs *fs, const char *from, const char *to)
+{
+	size_t slot[2], n = 0;
+	for (size_t i = 0; i < TFS_FS_NS_BUSY && n < 2; i++)
+		if (fs->ns_busy[i] == NULL)
+			slot[n++] = i;
+	if (n < 2)
+		return false;
+	fs->ns_busy[slot[0]] = from;
+	fs->ns_busy[slot[1]] = to;
+	return true;
+}
+
+/* ns_lock held: undo ns_mark() and wake the waiters of ns_wait(). */
+static void ns_unmark(struct tfs_fs *fs, const char *from, const char *to)
+{
+	for (size_t i = 0; i < TFS_FS_NS_BUSY; i++)
+		if (fs->ns_busy[i] == from || fs->ns_busy[i] == to)
+			fs->ns_busy[i] = NULL;
+	pthread_cond_broadcast(&fs->ns_cond);
 }
 
 /* Whether the backend can store `path` (as a directory marker "path/"
@@ -383,6 +448,7 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	pthread_mutex_lock(&fs->ns_lock);
+	ns_wait(fs, path, NULL);
 	int ex = tfs_fs_attr(fs, path, &a);
 	if (ex == 0 && (fi->flags & O_EXCL))
 		rc = EEXIST;
@@ -440,6 +506,7 @@ static void make_file(fuse_req_t req, fuse_ino_t parent, const char *name, struc
 	if (rc == 0) {
 		inherit_gid(fs, parent, na);
 		pthread_mutex_lock(&fs->ns_lock);
+		ns_wait(fs, path, NULL);
 		int ex = tfs_fs_attr(fs, path, &a);
 		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
 		if (rc == 0)
@@ -767,6 +834,7 @@ void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		rc = name_ok(fs, path, true);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ns_lock);
+		ns_wait(fs, path, NULL);
 		int ex = tfs_fs_attr(fs, path, &a);
 		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
 		if (rc == 0) {
@@ -837,6 +905,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 	int rc = child_path(fs, parent, name, path);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->ns_lock);
+		ns_wait(fs, path, NULL);
 		rc = tfs_fs_attr(fs, path, &a);
 		if (rc == 0 && dir && a.type != TFS_FT_DIR)
 			rc = ENOTDIR;
@@ -883,33 +952,56 @@ static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
 		tfs_warn(fs->log, "rename '%s': its inode number changes: %s", path, strerror(rc));
 }
 
+/* Copy the clean object `from` to `to` in the bucket and delete `from`
+ * (not atomic: a crash in between leaves both), then record it.  No lock
+ * needed: the caller holds ns_lock or has both names marked busy. */
+static int copy_clean(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
+{
+	char etag[TFS_ETAG_MAX] = "";
+	int rc = tfs_backend_copy(fs->be, from, to, NULL, etag);
+	if (rc == 0)
+		rc = tfs_backend_delete(fs->be, from);
+	if (rc == 0) {
+		struct tfs_attr na = *a;
+		snprintf(na.etag, sizeof(na.etag), "%s", etag);
+		rc = tfs_wb_renamed_clean(fs->wb, from, to, &na);
+	}
+	drop_cached(fs, from);
+	return rc;
+}
+
 /* Rename one file `from` -> `to` (ns_lock held; `a` = from's attributes):
  * a staged file moves in the journal; a clean object is copied in the
- * bucket and the original deleted (not atomic: a crash in between leaves
- * both), unless it has pending changes, in which case it is staged first. */
+ * bucket and the original deleted (copy_clean()), unless it has pending
+ * changes, in which case it is staged first.  With `unlock` (a rename of
+ * one file, not of a directory's entries) the wait for a job on `to` and
+ * the copy run with ns_lock released and both names marked busy
+ * (ns_mark()), so that namespace changes elsewhere do not wait for the
+ * bucket; *marked then says the caller must ns_unmark() them before it
+ * releases ns_lock. */
 static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
-		       const struct tfs_attr *a)
+		       const struct tfs_attr *a, bool unlock, bool *marked)
 {
 	int rc = tfs_wb_rename_dirty(fs->wb, from, to);
 	if (rc != ENOENT)
 		return rc;
 	bool busy = false;
-	rc = tfs_wb_claim(fs->wb, to, &busy);
-	if (rc)
-		return rc;
 	bool src_busy = a->local;
-	if (!busy && !src_busy) {
-		char etag[TFS_ETAG_MAX] = "";
-		rc = tfs_backend_copy(fs->be, from, to, NULL, etag);
-		if (rc == 0)
-			rc = tfs_backend_delete(fs->be, from);
-		if (rc == 0) {
-			struct tfs_attr na = *a;
-			snprintf(na.etag, sizeof(na.etag), "%s", etag);
-			rc = tfs_wb_renamed_clean(fs->wb, from, to, &na);
-		}
-		drop_cached(fs, from);
-		return rc;
+	if (!src_busy && unlock && ns_mark(fs, from, to)) {
+		*marked = true;
+		pthread_mutex_unlock(&fs->ns_lock);
+		rc = tfs_wb_claim(fs->wb, to, &busy);
+		if (rc == 0 && !busy)
+			rc = copy_clean(fs, from, to, a);
+		pthread_mutex_lock(&fs->ns_lock);
+		if (rc || !busy)
+			return rc;
+	} else {
+		rc = tfs_wb_claim(fs->wb, to, &busy);
+		if (rc)
+			return rc;
+		if (!busy && !src_busy)
+			return copy_clean(fs, from, to, a);
 	}
 	/* Stage a copy and move that. */
 	struct tfs_wb_file *wf;
@@ -993,7 +1085,8 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		if (rc == 0 && a.type == TFS_FT_DIR) {
 			rc = rename_dir(fs, f, t, &a, budget);
 		} else if (rc == 0) {
-			rc = rename_file(fs, f, t, &a);
+			bool marked = false;
+			rc = rename_file(fs, f, t, &a, false, &marked);
 			if (rc == 0)
 				keep_ino(fs, t, a.ino);
 		}
@@ -1062,6 +1155,7 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		return;
 	}
 	pthread_mutex_lock(&fs->ns_lock);
+	ns_wait(fs, from, to);
 	rc = tfs_fs_attr(fs, from, &sa);
 	int dex = rc == 0 ? tfs_fs_attr(fs, to, &da) : ENOENT;
 	size_t len = strlen(from);
@@ -1095,13 +1189,16 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 			rc = rename_dir(fs, from, to, &sa, &budget);
 	} else if (rc == 0) {
 		struct tfs_wb_file *staged = dex == 0 ? tfs_wb_find(fs->wb, to) : NULL;
-		rc = rename_file(fs, from, to, &sa);
+		bool marked = false;
+		rc = rename_file(fs, from, to, &sa, true, &marked);
 		if (rc == 0)
 			keep_ino(fs, to, sa.ino);
 		if (rc == 0 && dex == 0)
 			keep_detached(fs, to, &da, staged);
 		else if (staged)
 			(void)tfs_wb_release(fs->wb, staged, false);
+		if (marked)
+			ns_unmark(fs, from, to);
 	}
 	pthread_mutex_unlock(&fs->ns_lock);
 	if (rc == 0) {

@@ -18,6 +18,9 @@
 #   TFS_RGW_SECRET_KEY       S3 secret key (default tierfssecret)
 #   TFS_RGW_MEMSTORE_BYTES   memstore capacity (default 1 GiB; data is in RAM)
 #   TFS_RGW_START_TIMEOUT    per-step readiness deadline in s (default 30)
+#   TFS_RGW_GC_WAIT          seconds before RGW frees the data of deleted and
+#                            overwritten objects (default RGW's own, 2 hours;
+#                            bench/meta.sh sets 10 so memstore does not fill)
 set -eu
 
 HARNESS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +29,7 @@ ACCESS_KEY=${TFS_RGW_ACCESS_KEY:-tierfsaccess}
 SECRET_KEY=${TFS_RGW_SECRET_KEY:-tierfssecret}
 MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-1073741824}
 STEP_TIMEOUT=${TFS_RGW_START_TIMEOUT:-30}
+GC_WAIT=${TFS_RGW_GC_WAIT:-}
 STOP_TIMEOUT=10
 # sha256 of the empty payload: RGW 16.2 insists on x-amz-content-sha256.
 EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
@@ -246,6 +250,9 @@ rgw data = $CEPH_DIR/rgw.a
 rgw crypt require ssl = false
 rgw thread pool size = 128
 EOF
+    if [ -n "$GC_WAIT" ]; then
+        printf 'rgw gc obj min wait = %s\nrgw gc processor period = %s\n' "$GC_WAIT" "$GC_WAIT" >>"$CONF"
+    fi
 }
 
 do_start() {

@@ -728,6 +728,64 @@ class FaultTests(unittest.TestCase):
         self.assertGreaterEqual(seen["12"], 10, seen)
 
 
+    def test_rename_copy_does_not_block_namespace(self):
+        """A rename of a clean object (a server-side copy and a delete)
+        waits for the bucket without holding up namespace changes
+        elsewhere: while the copy's PUT is held by the proxy, a mkdir and a
+        create in another directory complete, and a change of the renamed
+        name waits for the rename."""
+        body = os.urandom(70_000)
+        M.s3.put_object(Bucket=M.bucket, Key=M.prefix + "ren/src.bin", Body=body)
+        m = self.mount("rename", {"writeback": {"delay": "0s"},
+                                  "backend": {"low_speed_time": "30s"}})
+        self.assertEqual(os.stat(m.path("ren/src.bin")).st_size, len(body))
+        os.makedirs(m.path("other"), exist_ok=True)
+        M.proxy.config(rules=[{"methods": ["PUT"], "path_regex": "ren/dst\\.bin",
+                               "rates": {"latency": 1.0}, "latency_ms": [4000, 4000],
+                               "latency_where": "headers"}])
+        M.proxy.reset_stats()
+        err = []
+
+        def rename():
+            try:
+                os.rename(m.path("ren/src.bin"), m.path("ren/dst.bin"))
+            except OSError as e:
+                err.append(e)
+
+        t = threading.Thread(target=rename)
+        t.start()
+        try:
+            poll(lambda: fault_count(M.proxy.stats(), "latency", "PUT") > 0, 30,
+                 "the copy to reach the proxy")
+            os.mkdir(m.path("other/d1"))
+            with open(m.path("other/f1"), "wb") as f:
+                f.write(b"x")
+            self.assertTrue(t.is_alive(), "mkdir and create waited for the rename's copy"
+                            + self.diag(m))
+            # the renamed name itself waits for the rename
+            os.unlink(m.path("ren/dst.bin"))
+            self.assertFalse(t.is_alive(), "unlink of the target ran before the rename")
+        finally:
+            t.join(60)
+            M.proxy.off()
+        self.assertEqual(err, [])
+        self.assertFalse(os.path.exists(m.path("ren/src.bin")))
+        self.assertFalse(os.path.exists(m.path("ren/dst.bin")))
+        self.assertTrue(os.path.isdir(m.path("other/d1")))
+        # leave the bucket as the other tests expect it (expect_walk)
+        os.unlink(m.path("other/f1"))
+        os.rmdir(m.path("other/d1"))
+        os.rmdir(m.path("other"))
+
+        def drained():
+            wb = m.stats()["writeback"]
+            return wb["pending_files"] == 0 and wb["uploading"] == 0
+
+        poll(drained, 60, "write-back to finish")
+        left = [o["Key"] for o in M.s3.list_objects_v2(Bucket=M.bucket, Prefix=M.prefix).get(
+            "Contents", []) if o["Key"][len(M.prefix):].startswith(("ren/", "other/"))]
+        self.assertEqual(left, [], "objects left in the bucket")
+
 
 def stat_size(m, key, size):
     try:

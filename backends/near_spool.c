@@ -19,8 +19,8 @@ struct spool {
 	char *key;
 	char etag[TFS_ETAG_MAX];
 	int fd;
-	uint64_t size;  /* UINT64_MAX until known */
-	uint64_t bytes; /* written (counted in the budget) */
+	uint64_t size;               /* UINT64_MAX until known */
+	uint64_t bytes;              /* written (counted in the budget) */
 	uint64_t r[SPOOL_RANGES][2]; /* disjoint [start, end), sorted */
 	unsigned nr;
 	unsigned writers; /* adds writing into fd now */
@@ -192,8 +192,8 @@ static int write_src(int fd, uint64_t off, struct tfs_io src, uint64_t len)
 	return at == len ? 0 : EINVAL;
 }
 
-int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *etag,
-		       uint64_t off, struct tfs_io src, uint64_t len, struct tfs_spool_result *res)
+int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *etag, uint64_t off,
+		       struct tfs_io src, uint64_t len, struct tfs_spool_result *res)
 {
 	char *idle_keys[SPOOL_OBJECTS];
 	char idle_etags[SPOOL_OBJECTS][TFS_ETAG_MAX];

@@ -47,11 +47,11 @@ void tfs_near_spools_destroy(struct tfs_near_spools *s);
 
 /* What an add or a size did. */
 struct tfs_spool_result {
-	bool first; /* the object is new: the caller must learn its size
+	bool first;    /* the object is new: the caller must learn its size
 		     * (tfs_near_spool_sized()) */
-	int done_fd;     /* >= 0: the object is whole; the caller owns the
+	int done_fd;   /* >= 0: the object is whole; the caller owns the
 			  * file (read it from offset 0, then close it) */
-	uint64_t size;   /* with done_fd: its size */
+	uint64_t size; /* with done_fd: its size */
 };
 
 /* Write bytes [off, off + len) of version `etag` of `key`, from `src`
@@ -61,8 +61,8 @@ struct tfs_spool_result {
  * ENOMEM: the range is not spooled, the object stays as it was; E2BIG
  * (too many ranges) or a write's errno: the object is given up (without
  * the callback); ESTALE: the object was given up meanwhile. */
-int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *etag,
-		       uint64_t off, struct tfs_io src, uint64_t len, struct tfs_spool_result *res);
+int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *etag, uint64_t off,
+		       struct tfs_io src, uint64_t len, struct tfs_spool_result *res);
 
 /* Far's size of version `etag` of `key`, or UINT64_MAX when far has
  * another version (the object is then given up, without the callback).

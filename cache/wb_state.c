@@ -229,8 +229,42 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
 	e->bytes = bytes;
 	e->attempts = 0;
 	e->next_try_ms = 0;
-	e->due_ms = tfs_wall_ms() + (wb->cfg.mode == TFS_WB_ASYNC ? wb->cfg.delay_ms : 0);
+	e->due_ms = wb_due_ms(wb, e);
 	pthread_cond_broadcast(&wb->work);
+}
+
+static uint64_t path_hash(const char *path)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+void wb_note_upload(struct tfs_wb *wb, const char *path)
+{
+	uint64_t h = path_hash(path);
+	wb->recent_up[h % RECENT_UPLOADS].hash = h;
+	wb->recent_up[h % RECENT_UPLOADS].ms = tfs_wall_ms();
+}
+
+uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
+{
+	uint64_t now = tfs_wall_ms();
+	if (wb->cfg.mode != TFS_WB_ASYNC)
+		return now;
+	uint64_t delay = wb->cfg.delay_ms, rw = wb->cfg.rewrite_delay_ms;
+	if (rw > delay) {
+		/* Rewritten: closed again while, or soon after, it was
+		 * uploaded. */
+		uint64_t h = path_hash(e->path);
+		uint64_t at = wb->recent_up[h % RECENT_UPLOADS].hash == h
+				      ? wb->recent_up[h % RECENT_UPLOADS].ms
+				      : 0;
+		if (e->running || (at && now - at < rw))
+			delay = rw;
+	}
+	return now + delay;
 }
 
 struct tfs_jrec wb_put_rec(const struct tfs_wb_file *f, uint64_t gen, const char *path)

@@ -419,6 +419,7 @@ void *wb_uploader_main(void *arg)
 			continue;
 		}
 		e->running = true;
+		wb_note_upload(wb, e->path);
 		uint64_t gen = e->gen;
 		char *path = strdup(e->path);
 		pthread_mutex_unlock(&wb->lock);
@@ -449,7 +450,7 @@ void *wb_uploader_main(void *arg)
 				 * drain forced it: a drain that began during
 				 * the upload waits for it). */
 				wb->reuploads++;
-				e->due_ms = e->force ? 0 : tfs_wall_ms() + wb->cfg.delay_ms;
+				e->due_ms = e->force ? 0 : wb_due_ms(wb, e);
 			}
 			e->attempts = 0;
 		} else {

@@ -108,6 +108,7 @@ struct wb_ent {
 };
 
 #define NBUCKETS 4096
+#define RECENT_UPLOADS 4096 /* direct-mapped: a later upload may push one out */
 
 struct orphan;
 
@@ -125,6 +126,11 @@ struct tfs_wb {
 	pthread_cond_t work;  /* a job became due, or stop */
 	pthread_cond_t done;  /* a job finished */
 	struct wb_ent *tab[NBUCKETS];
+	/* When uploads started lately, by a hash of their path (for
+	 * writeback.rewrite_delay): slot hash % RECENT_UPLOADS. */
+	struct {
+		uint64_t hash, ms;
+	} recent_up[RECENT_UPLOADS];
 	uint64_t next_staging;
 	uint64_t staged, staging_cap; /* bytes in staged files, and the limit */
 	bool full_logged;             /* "staging full" was logged (until it drains) */
@@ -207,6 +213,13 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
 int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
 	       const char *what, uint64_t *gen);
 
+/* When a job of `e` closed now may start: now plus writeback.delay, or
+ * plus rewrite_delay when the file is being uploaded or its last upload
+ * started less than rewrite_delay ago.  Lock held. */
+uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e);
+
+/* Note that an upload of `path` starts now.  Lock held. */
+void wb_note_upload(struct tfs_wb *wb, const char *path);
 /* After the commit of generation `gen` of the record of `e`: queue its
  * job (`op`, `bytes` to upload), due after writeback.delay in async mode
  * or now, with no failed attempts, and wake the uploaders.  Cannot fail.

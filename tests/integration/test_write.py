@@ -725,6 +725,35 @@ def t_rewrite_during_upload(ctx):
         m.umount()
 
 
+def t_rewrites_coalesce(ctx):
+    """writeback.rewrite_delay: a file written once is uploaded at once
+    (delay 0); one rewritten over and over right after its upload waits
+    for the burst to end, so twenty rewrites cost one or two uploads,
+    not twenty, and the last version wins."""
+    cfg = conf(FAST, {"writeback": {"rewrite_delay": "3s"}})
+    m = ctx.mount("rewrites", cfg).mount()
+    try:
+        def puts():
+            return m.stats()["backend"]["put"]["requests"]
+        p = os.path.join(m.mnt, "log.txt")
+        write(p, b"first")
+        poll(lambda: drained(m), 20, "the first upload")
+        assert bucket_get(ctx.bucket, "log.txt") == b"first"
+        before = puts()
+        for i in range(20):
+            write(p, b"version %d" % i)
+        poll(lambda: drained(m), 30, "the rewrites' upload")
+        assert bucket_get(ctx.bucket, "log.txt") == b"version 19"
+        assert puts() - before <= 2, "%d uploads for 20 rewrites" % (puts() - before)
+        # A new file, written once, does not wait for the rewrite delay.
+        before = puts()
+        write(os.path.join(m.mnt, "ckpt.pt"), b"once")
+        poll(lambda: drained(m), 20, "the new file's upload")
+        assert puts() - before == 1
+    finally:
+        m.umount()
+
+
 def t_server_down_retries_then_uploads(ctx):
     if ctx.bucket.kind == "local":
         return "skip"
@@ -2714,6 +2743,7 @@ TESTS = [
     ("sigterm_does_not_commit_an_unclosed_file", t_sigterm_does_not_commit_an_unclosed_file),
     ("crash_rounds", t_crash_rounds),
     ("multipart_resumes_after_kill9", t_multipart_resumes_after_kill9),
+    ("rewrites_coalesce", t_rewrites_coalesce),
     ("rewrite_during_upload", t_rewrite_during_upload),
     ("server_down_retries_then_uploads", t_server_down_retries_then_uploads),
     ("sync_mode", t_sync_mode),

@@ -6,7 +6,8 @@
 # rclone and s3fs in the same run.
 #
 #   bench/scale.sh [--objects N] [--epoch N] [--threads N] [--fs LIST]
-#                  [--peer-limit SECS] [--server-dir DIR] [--stop] [--out FILE]
+#                  [--peer-limit SECS] [--s3fs-limit SECS] [--server-dir DIR]
+#                  [--peer-workloads LIST] [--stop] [--out FILE]
 #
 #   --objects N        objects in the bucket (default 1000000), under the
 #                      prefix nN/: big/ holds N/10 of them (the `ls -l`
@@ -22,6 +23,11 @@
 #   --peer-limit SECS  time limit of each workload of rclone and s3fs
 #                      (default 900); a peer that hits it is reported as
 #                      "> SECS s"
+#   --s3fs-limit SECS  the same for s3fs alone (default: --peer-limit); s3fs
+#                      HEADs every file it lists, so a walk of a million
+#                      takes it long
+#   --peer-workloads LIST  the workloads rclone and s3fs run (default
+#                      ls,walk,epoch; the others are reported as skipped)
 #   --server-dir DIR   the RGW cluster (default $TFS_BENCH_DIR/scale-rgw).
 #                      A cluster already running there is reused, with the
 #                      objects it holds; otherwise one is started (bluestore
@@ -48,6 +54,8 @@ EPOCH=
 THREADS=8
 FS_LIST=tierfs,rclone,s3fs
 PEER_LIMIT=900
+S3FS_LIMIT=
+PEER_WL=ls,walk,epoch
 SRV_DIR=
 STOP=0
 OUT=
@@ -63,6 +71,8 @@ while [ $# -gt 0 ]; do
         --threads) THREADS=${2:?}; shift 2 ;;
         --fs) FS_LIST=${2:?}; shift 2 ;;
         --peer-limit) PEER_LIMIT=${2:?}; shift 2 ;;
+        --s3fs-limit) S3FS_LIMIT=${2:?}; shift 2 ;;
+        --peer-workloads) PEER_WL=${2:?}; shift 2 ;;
         --server-dir) SRV_DIR=${2:?}; shift 2 ;;
         --stop) STOP=1; shift ;;
         --out) OUT=${2:?}; shift 2 ;;
@@ -71,7 +81,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$EPOCH" ] || EPOCH=$((OBJECTS < 100000 ? OBJECTS : 100000))
-case "$OBJECTS$SIZE$EPOCH$THREADS$PEER_LIMIT" in *[!0-9]*) die "numbers expected" ;; esac
+[ -n "$S3FS_LIMIT" ] || S3FS_LIMIT=$PEER_LIMIT
+case "$OBJECTS$SIZE$EPOCH$THREADS$PEER_LIMIT$S3FS_LIMIT" in *[!0-9]*) die "numbers expected" ;; esac
 [ "$OBJECTS" -ge 10 ] && [ "$EPOCH" -ge 1 ] && [ "$EPOCH" -le "$OBJECTS" ] &&
     [ "$THREADS" -ge 1 ] || die "need --objects >= 10 and 1 <= --epoch <= --objects"
 PEERS=
@@ -208,7 +219,10 @@ run_wl() {
     sampler "$pid" "$RUN/peak.$fs.$wl" &
     spid=$!
     drop_caches
-    [ "$(peer_prog "$fs")" = tierfs ] || limit=$PEER_LIMIT
+    case "$(peer_prog "$fs")" in
+        rclone) limit=$PEER_LIMIT ;;
+        s3fs) limit=$S3FS_LIMIT ;;
+    esac
     cpu0=$(cpu_secs "$pid")
     t0=${EPOCHREALTIME/[.,]/}
     out=$(cd "$CUR_MNT" && timeout "$limit" "$@" 2>>"$RUN/logs/reader.err") || rc=$?
@@ -239,14 +253,29 @@ run_wl() {
     umount_current
 }
 
+# wanted FS WORKLOAD: whether FS runs WORKLOAD (else it is recorded as
+# skipped)
+wanted() {
+    [ "$(peer_prog "$1")" = tierfs ] && return 0
+    case ",$PEER_WL," in *",$2,"*) return 0 ;; esac
+    record "$1" "$2" skip 0 0 0 0
+    return 1
+}
+
 select_peers
 for fs in $ACTIVE; do
-    log "$fs: ls -l big/ ($BIG_N entries)"
-    run_wl "$fs" ls sh -c 'ls -l big | tail -n +2'
-    log "$fs: walk"
-    run_wl "$fs" walk "$READER" walk .
-    log "$fs: epoch of $EPOCH files, $THREADS threads"
-    run_wl "$fs" epoch "$READER" read . "$RUN/epoch.tsv" "$THREADS" "$SEED"
+    if wanted "$fs" ls; then
+        log "$fs: ls -l big/ ($BIG_N entries)"
+        run_wl "$fs" ls sh -c 'ls -l big | tail -n +2'
+    fi
+    if wanted "$fs" walk; then
+        log "$fs: walk"
+        run_wl "$fs" walk "$READER" walk .
+    fi
+    if wanted "$fs" epoch; then
+        log "$fs: epoch of $EPOCH files, $THREADS threads"
+        run_wl "$fs" epoch "$READER" read . "$RUN/epoch.tsv" "$THREADS" "$SEED"
+    fi
 done
 
 # ------------------------------------------------------------- report ----
@@ -255,6 +284,6 @@ machine_meta
 peer_meta
 meta objects "$OBJECTS of $SIZE bytes under $PREFIX/: big/ with $BIG_N, $(((OBJECTS - BIG_N + 999) / 1000)) directories of up to 1,000"
 meta epoch "$EPOCH files (every ${STEP}th key), $THREADS threads, seed $SEED"
-meta peer_limit "$PEER_LIMIT s per workload for rclone and s3fs"
+meta peer_limit "time limit per workload: rclone $PEER_LIMIT s, s3fs $S3FS_LIMIT s"
 meta server_store "$(grep -m1 '^osd objectstore' "$SRV_DIR/ceph/ceph.conf" | sed 's/.*= //')"
 finish_report "$BENCH_DIR/scale_report.py"

@@ -170,6 +170,10 @@ keys "$OBJECTS" | awk -v s="$STEP" -v e="$EPOCH" -v z="$SIZE" \
 
 peer_configs
 MOUNT_PREFIX=$PREFIX
+# the mount commands of the report, with the prefix mount_fs adds
+TIERFS_CMD=${TIERFS_CMD/"s3://$BUCKET "/"s3://$BUCKET/$PREFIX "}
+RCLONE_CMD=${RCLONE_CMD/"bench:$BUCKET "/"bench:$BUCKET/$PREFIX "}
+S3FS_CMD=${S3FS_CMD/"s3fs $BUCKET "/"s3fs $BUCKET:/$PREFIX "}
 
 # daemon_pid FS: the process that serves the mount (for tierfs the
 # daemon its supervisor started, from `tierfs stats`)

@@ -256,7 +256,8 @@ EOF
 
 # mount_fs FS [WORD...]: mount FS on $RUN/mnt/FS with its cache in
 # $RUN/cache/FS; the WORDs are added to the mount command (after the
-# *_OPTS words).  Sets CUR_FS, CUR_PID, CUR_MNT, CUR_NAME.
+# *_OPTS words).  With MOUNT_PREFIX set, only the keys below
+# $MOUNT_PREFIX/ are mounted.  Sets CUR_FS, CUR_PID, CUR_MNT, CUR_NAME.
 mount_fs() {
     local fs=$1 mnt=$RUN/mnt/$1 cache=$RUN/cache/$1 name
     shift
@@ -265,14 +266,14 @@ mount_fs() {
     case "$name" in
         s3fs)
             # shellcheck disable=SC2086
-            s3fs "$BUCKET" "$mnt" -f -o url="$EP" -o use_path_request_style \
+            s3fs "$BUCKET${MOUNT_PREFIX:+:/$MOUNT_PREFIX}" "$mnt" -f -o url="$EP" -o use_path_request_style \
                 -o passwd_file="$RUN/s3fs.passwd" -o use_cache="$cache" \
                 -o endpoint="$REGION" -o sigv4 ${S3FS_OPTS:-} "$@" \
                 </dev/null >>"$RUN/logs/$fs.log" 2>&1 &
             ;;
         rclone)
             # shellcheck disable=SC2086
-            rclone mount --config "$RUN/rclone.conf" "bench:$BUCKET" "$mnt" \
+            rclone mount --config "$RUN/rclone.conf" "bench:$BUCKET${MOUNT_PREFIX:+/$MOUNT_PREFIX}" "$mnt" \
                 --vfs-cache-mode full --cache-dir "$cache" \
                 --log-file "$RUN/logs/$fs.log" ${RCLONE_OPTS:-} "$@" \
                 </dev/null >>"$RUN/logs/$fs.out" 2>&1 &
@@ -281,7 +282,7 @@ mount_fs() {
             name=$(basename "$TIERFS")
             # shellcheck disable=SC2086
             "$TIERFS" mount -c "$RUN/tierfs.conf" -o ssd.dir="$cache" ${TIERFS_OPTS:-} "$@" \
-                -f "s3://$BUCKET" "$mnt" </dev/null >>"$RUN/logs/$fs.out" 2>&1 &
+                -f "s3://$BUCKET${MOUNT_PREFIX:+/$MOUNT_PREFIX}" "$mnt" </dev/null >>"$RUN/logs/$fs.out" 2>&1 &
             ;;
     esac
     CUR_FS=$fs CUR_PID=$! CUR_MNT=$mnt CUR_NAME=$name

@@ -9,8 +9,8 @@
  *   (failed fills are unlinked at once and freed with the last reference)
  *
  * Invariants, all under `lock`:
- *   used   == sum of len over every allocated block (any state) <= cap
- *   cached == sum of len over admitted blocks <= cap - reserve
+ *   used   == sum of cost(len) over every allocated block (any state) <= cap
+ *   cached == sum of cost(len) over admitted blocks <= cap - reserve
  *   a block is in the table iff it is FILLING or READY and not stale
  *   a block on the LRU list is admitted, READY and in the table
  *   pooled == bytes of free full-size buffers kept for reuse; used + pooled <= cap
@@ -101,6 +101,16 @@ size_t tfs_ram_block_len(const struct tfs_ram_block *b)
 	return b->len;
 }
 
+/* What a block of `len` bytes takes from the heap, as the budget counts
+ * it: a full block its buffer; a shorter one (an object's last block, a
+ * whole small file) its page-rounded room plus the page posix_memalign()
+ * may spend aligning it.  Counting only `len` let an epoch over 4 KiB
+ * files hold twice ram.size (8 KiB of heap per 4 KiB block). */
+static size_t cost(const struct ram *r, size_t len)
+{
+	return len == r->block_size ? len : tfs_obj_block_room(len) + TFS_PAGE_ALIGN;
+}
+
 static size_t bucket_of(const struct ram *r, const uint8_t id[TFS_OBJ_ID_LEN], uint64_t idx)
 {
 	uint64_t h;
@@ -164,13 +174,13 @@ static void drop(struct ram *r, struct tfs_ram_block *b)
 	if (b->admitted) {
 		lru_unlink(b);
 		b->admitted = false;
-		r->cached -= b->len;
+		r->cached -= cost(r, b->len);
 		r->nblocks_cached--;
 	}
 	if (b->linked)
 		table_unlink(r, b);
 	if (b->refs == 0) {
-		r->used -= b->len;
+		r->used -= cost(r, b->len);
 		if (b->len == r->block_size && r->npool < r->pool_cap) {
 			r->pool[r->npool++] = b->data;
 			r->pooled += b->len;
@@ -193,7 +203,7 @@ static char *buffer(struct ram *r, size_t len)
 		r->pooled -= len;
 		return r->pool[--r->npool];
 	}
-	while (r->npool && r->used + r->pooled + len > r->cap) {
+	while (r->npool && r->used + r->pooled + cost(r, len) > r->cap) {
 		release_buffer(r, r->pool[--r->npool], r->block_size);
 		r->pooled -= r->block_size;
 	}
@@ -256,7 +266,7 @@ static struct tfs_ram_block *start_fill(struct ram *r, const struct tfs_obj *obj
 	b->hnext = r->table[bk];
 	r->table[bk] = b;
 	b->linked = true;
-	r->used += len;
+	r->used += cost(r, len);
 	r->misses++;
 	return b;
 }
@@ -277,9 +287,9 @@ static void end_fill(struct ram *r, struct tfs_ram_block *b, int rc)
 		return;
 	}
 	r->fill_bytes += b->len;
-	if (b->linked && !b->pass && make_cache_room(r, b->len)) {
+	if (b->linked && !b->pass && make_cache_room(r, cost(r, b->len))) {
 		b->admitted = true;
-		r->cached += b->len;
+		r->cached += cost(r, b->len);
 		r->nblocks_cached++;
 		lru_push(r, b);
 	} else {
@@ -376,7 +386,7 @@ int tfs_ram_get(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, in
 	}
 
 	/* Miss: find budget for a new buffer. */
-	while (r->used + len > r->cap) {
+	while (r->used + cost(r, len) > r->cap) {
 		/* Cached blocks beyond their share cannot exist, so only
 		 * references and fills hold the rest: wait for them. */
 		if (flags & TFS_RAM_NOWAIT) {
@@ -477,7 +487,7 @@ int tfs_ram_claim_run(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t f
 			break;
 		if (b)
 			drop(r, b);
-		if (r->used + len > r->cap)
+		if (r->used + cost(r, len) > r->cap)
 			break;
 		r->clock++;
 		c->blocks[k] = start_fill(r, obj, idx, len);

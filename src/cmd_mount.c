@@ -455,6 +455,7 @@ int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 	fsc.stream_gets = cfg.prefetch.stream_gets;
 	fsc.order_max = cfg.prefetch.order_max;
 	fsc.statfs_dir = cfg.ssd.dir;
+	fsc.max_inodes = cfg.mount.max_inodes;
 
 	if (add_kernel_opts(&args, o.source, suid, dev, o.allow_other) != 0) {
 		rc = TFS_EXIT_FAIL;

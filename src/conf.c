@@ -240,6 +240,8 @@ static const struct opt options[] = {
 	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
 
 	{ KEY("mount", "trusted", OPT_BOOL), FIELD(mount.trusted), .def = "false" },
+	{ KEY("mount", "max_inodes", OPT_UINT), FIELD(mount.max_inodes), RANGE(0, UINT64_MAX),
+	  .def = "262144" },
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))

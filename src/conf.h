@@ -76,6 +76,9 @@ struct tfs_mount_config {
 	 * (x-amz-meta-mode, the local backend's xattrs), chmod() and
 	 * create.  true: mounted suid,dev unless -o nosuid/nodev, bits kept. */
 	bool trusted;
+	/* Live inodes kept before the kernel is asked to drop unused
+	 * dentries (src/inode.h, tfs_itable_set_max()); 0: no bound. */
+	uint64_t max_inodes;
 };
 
 /* Bookkeeping for messages: where an option got its value.  Private to

@@ -511,8 +511,10 @@ static int session_loop(struct daemon_ctx *d, const struct tfs_daemon_opts *o)
 		fuse_loop_cfg_set_idle_threads(lc, FUSE_THREADS);
 	}
 	d->loop_thread = pthread_self();
+	(void)tfs_fs_trim_start(d->fs);
 	int rc = fuse_session_loop_mt(d->se, lc);
 	atomic_store(&d->loop_ended, true);
+	tfs_fs_trim_stop(d->fs);
 	fuse_loop_cfg_destroy(lc);
 	if (bt_started)
 		pthread_join(bt_thread, NULL);

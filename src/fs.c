@@ -1088,6 +1088,8 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 	uint64_t reused = 0, retired = 0;
 	tfs_itable_ghost_counts(fs->itable, &reused, &retired);
 	json_object_object_add(o, "node_ids_reused", json_object_new_uint64(reused));
+	json_object_object_add(o, "inodes_trimmed",
+			       json_object_new_uint64(tfs_itable_trim_count(fs->itable)));
 	json_object_object_add(out, "fuse", o);
 }
 
@@ -1134,6 +1136,8 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	pthread_mutex_init(&fs->ns_lock, NULL);
 	pthread_cond_init(&fs->ns_cond, NULL);
 	pthread_mutex_init(&fs->fh_lock, NULL);
+	pthread_mutex_init(&fs->trim_lock, NULL);
+	pthread_cond_init(&fs->trim_cond, NULL);
 	fs->block_size = top->block_size;
 	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
 	fs->ra_gets = cfg->stream_gets ? cfg->stream_gets : 4;
@@ -1170,11 +1174,14 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	if (n)
 		tfs_info(fs->log,
 			 "released %u file handle(s) still open when the FUSE session ended", n);
+	tfs_fs_trim_stop(fs); /* normally stopped already, with the session */
 	tfs_itable_destroy(fs->itable);
 	tfs_nodes_close(fs->nodes);
 	pthread_cond_destroy(&fs->ns_cond);
 	pthread_mutex_destroy(&fs->ns_lock);
 	pthread_mutex_destroy(&fs->fh_lock);
+	pthread_mutex_destroy(&fs->trim_lock);
+	pthread_cond_destroy(&fs->trim_cond);
 	free((char *)fs->cfg.statfs_dir);
 	free(fs);
 }

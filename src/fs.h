@@ -45,6 +45,7 @@ struct tfs_fs_config {
 	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
 			     * control file TFS_FOLLOW_FILE hold together */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
+	uint64_t max_inodes;    /* mount.max_inodes (inode.h); 0: no bound */
 	/* This daemon serves a kernel connection that an earlier daemon of the
 	 * same mount served (a restart under the keeper, or an upgrade): node
 	 * IDs and file handles from before may arrive.  Node IDs resolve from
@@ -83,6 +84,14 @@ void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
 /* The session the operations run in, for the notifications some of them
  * send (before the session starts; without one none is sent). */
 void tfs_fs_set_session(struct tfs_fs *fs, struct fuse_session *se);
+
+/* Start the thread that keeps the inode table within cfg.max_inodes
+ * (src/fs_trim.c), after tfs_fs_set_session(); no-op without a bound or a
+ * session.  Returns 0 or pthread_create()'s error (logged: the mount goes
+ * on without the bound). */
+int tfs_fs_trim_start(struct tfs_fs *fs);
+/* Stop it (before the session is destroyed); no-op when not started. */
+void tfs_fs_trim_stop(struct tfs_fs *fs);
 
 /* The state of the session's I/O hooks (session_io.h), which libfuse
  * passes only the session's userdata, this fs: set before the session

@@ -100,6 +100,11 @@ struct tfs_fs {
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
 	_Atomic uint64_t order_bytes; /* written to open control-file handles (<= cfg.order_max) */
 	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
+	/* The inode trimmer (fs_trim.c): trim_stop under trim_lock. */
+	pthread_t trim_thread;
+	bool trim_started, trim_stop;
+	pthread_mutex_t trim_lock;
+	pthread_cond_t trim_cond;
 };
 
 /* An open file.  Clean files read through the cache stack (obj); dirty

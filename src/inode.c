@@ -43,6 +43,11 @@ struct tfs_itable {
 	uint32_t *ghost_heads; /* GHOST_MAX buckets: slot + 1, 0 none */
 	uint32_t ghost_clock;
 	uint64_t ghost_reused, ghost_retired;
+	/* The bound (tfs_itable_set_max(); 0 none), the trim clock's next
+	 * by_ino bucket, and inodes picked so far. */
+	uint64_t max;
+	size_t trim_hand;
+	uint64_t trimmed;
 };
 
 struct ghost {
@@ -438,6 +443,7 @@ static int lookup(struct tfs_itable *t, const char *path, enum tfs_ftype type, u
 			grow(t);
 	}
 	in->nlookup++;
+	in->referenced = true;
 	bool made = in->queued;
 	pthread_mutex_unlock(&t->lock);
 	*out = in;
@@ -464,6 +470,8 @@ struct tfs_inode *tfs_itable_find(struct tfs_itable *t, uint64_t ino)
 	struct tfs_inode *in = t->by_ino[ino_bucket(t, ino)];
 	while (in && in->ino != ino)
 		in = in->next_ino;
+	if (in)
+		in->referenced = true;
 	pthread_mutex_unlock(&t->lock);
 	return in;
 }
@@ -536,6 +544,85 @@ bool tfs_itable_swap_attr_etag(struct tfs_itable *t, struct tfs_inode *in, const
 	in->attr_mixed = false;
 	pthread_mutex_unlock(&t->lock);
 	return same;
+}
+
+void tfs_itable_set_max(struct tfs_itable *t, uint64_t max)
+{
+	pthread_mutex_lock(&t->lock);
+	t->max = max;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t tfs_itable_excess(struct tfs_itable *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t n = t->max && t->count > t->max ? t->count - t->max : 0;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* The directory inode at `dir` (lock held), or NULL. */
+static struct tfs_inode *dir_locked(struct tfs_itable *t, const char *dir)
+{
+	if (dir[0] == '\0')
+		return t->root;
+	for (struct tfs_inode *in = t->by_path[path_bucket(t, dir)]; in; in = in->next_path)
+		if (in->type == TFS_FT_DIR && strcmp(in->path, dir) == 0)
+			return in;
+	return NULL;
+}
+
+/* Fill `v` with the parent and name of `in` (lock held); false when it
+ * has none the kernel could look up. */
+static bool victim_of(struct tfs_itable *t, const struct tfs_inode *in,
+		      struct tfs_itable_victim *v)
+{
+	char dir[4096];
+	const char *slash = strrchr(in->path, '/');
+	const char *name = slash ? slash + 1 : in->path;
+	size_t dlen = slash ? (size_t)(slash - in->path) : 0;
+	if (tfs_itable_path_is_detached(in->path) || name[0] == '\0' || dlen >= sizeof(dir) ||
+	    strlen(name) >= sizeof(v->name))
+		return false;
+	memcpy(dir, in->path, dlen);
+	dir[dlen] = '\0';
+	const struct tfs_inode *p = dir_locked(t, dir);
+	if (p == NULL)
+		return false;
+	v->parent = p->ino;
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	return true;
+}
+
+size_t tfs_itable_pick_trim(struct tfs_itable *t, struct tfs_itable_victim *v, size_t n)
+{
+	size_t got = 0;
+	pthread_mutex_lock(&t->lock);
+	/* Two turns at most: the first may only clear referenced bits. */
+	for (size_t seen = 0; got < n && seen < 2 * t->nbuckets; seen++) {
+		size_t b = t->trim_hand++ & (t->nbuckets - 1);
+		for (struct tfs_inode *in = t->by_ino[b]; in && got < n; in = in->next_ino) {
+			if (in == t->root)
+				continue;
+			if (in->referenced) {
+				in->referenced = false;
+				continue;
+			}
+			if (victim_of(t, in, &v[got]))
+				got++;
+		}
+	}
+	t->trimmed += got;
+	pthread_mutex_unlock(&t->lock);
+	return got;
+}
+
+uint64_t tfs_itable_trim_count(struct tfs_itable *t)
+{
+	pthread_mutex_lock(&t->lock);
+	uint64_t n = t->trimmed;
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 uint64_t tfs_itable_count(struct tfs_itable *t)

@@ -68,6 +68,8 @@ struct tfs_inode {
 			       * since the last tfs_itable_swap_attr_etag() */
 	bool queued;           /* its record is queued for the next persist */
 	bool resurrected;      /* loaded from the persisted table (see above) */
+	bool referenced;       /* looked up or used since the trim clock last
+			       * passed it (tfs_itable_pick_trim()) */
 	enum tfs_ftype type;   /* immutable */
 	uint32_t fmt;          /* immutable: struct tfs_attr's fmt */
 	struct tfs_attr *snap; /* detached by unlink/rename-over: its last attributes */
@@ -191,6 +193,34 @@ void tfs_itable_set_release(struct tfs_itable *t, void (*fn)(void *ctx, void *st
  * Returns false for a live inode. */
 bool tfs_itable_detached(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_attr *a,
 			 void **staged);
+
+/* Bound on the live inodes (mount.max_inodes).  The kernel holds a lookup
+ * on every inode whose dentry it caches, and drops them only under memory
+ * pressure, so a walk of a million files would keep a million inodes here
+ * (about 140 bytes each with their paths and hash buckets).  Above `max`
+ * inodes, the FUSE layer asks the kernel to drop dentries
+ * (fuse_lowlevel_notify_inval_entry(), src/fs_trim.c): the kernel then
+ * sends FORGET for those it does not use (no open file, no cwd), and their
+ * inodes are freed.  Entries in use stay, so the count may exceed `max`
+ * by what is in use.  0: no bound. */
+void tfs_itable_set_max(struct tfs_itable *t, uint64_t max);
+/* Live inodes above the bound (0 when within it or unbounded). */
+uint64_t tfs_itable_excess(struct tfs_itable *t);
+
+/* A name to invalidate: the entry `name` of directory node `parent`. */
+struct tfs_itable_victim {
+	uint64_t parent;
+	char name[256];
+};
+/* Pick up to `n` inodes for the kernel to drop, with a clock over the
+ * table: an inode looked up or used since the clock last passed it is
+ * spared once (its `referenced` bit is cleared); the root, detached
+ * inodes and inodes whose parent directory has no inode are skipped.
+ * Fills v[0..ret) and counts them in tfs_itable_trim_count().  Takes the
+ * table lock; sends nothing. */
+size_t tfs_itable_pick_trim(struct tfs_itable *t, struct tfs_itable_victim *v, size_t n);
+/* Inodes picked by tfs_itable_pick_trim() so far. */
+uint64_t tfs_itable_trim_count(struct tfs_itable *t);
 
 /* Number of live inodes. */
 uint64_t tfs_itable_count(struct tfs_itable *t);

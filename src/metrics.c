@@ -367,6 +367,9 @@ static const struct family families[] = {
 	F("tierfs_fuse_write_bytes_total", COUNTER, "Bytes accepted by write().",
 	  "fuse.write_bytes"),
 	F("tierfs_fuse_inodes", GAUGE, "Inodes the kernel holds a reference to.", "fuse.inodes"),
+	F("tierfs_fuse_inodes_trimmed_total", COUNTER,
+	  "Names the kernel was asked to drop to keep the inodes within mount.max_inodes.",
+	  "fuse.inodes_trimmed"),
 };
 
 #define NFAMILIES (sizeof(families) / sizeof(families[0]))

@@ -17,6 +17,11 @@
 #   TFS_RGW_ACCESS_KEY       S3 access key (default tierfsaccess)
 #   TFS_RGW_SECRET_KEY       S3 secret key (default tierfssecret)
 #   TFS_RGW_MEMSTORE_BYTES   memstore capacity (default 1 GiB; data is in RAM)
+#   TFS_RGW_BLUESTORE_BYTES  if set: the osd uses bluestore on a sparse file
+#                            of this size in DIR/ceph/osd.0.block instead of
+#                            memstore (data on disk; memstore costs ~15 KiB
+#                            of RAM per small object, too much for a million
+#                            of them: bench/scale.sh)
 #   TFS_RGW_START_TIMEOUT    per-step readiness deadline in s (default 30)
 #   TFS_RGW_GC_WAIT          seconds before RGW frees the data of deleted and
 #                            overwritten objects (default RGW's own, 2 hours;
@@ -28,6 +33,7 @@ BUCKET=${TFS_TEST_BUCKET:-tierfs-test}
 ACCESS_KEY=${TFS_RGW_ACCESS_KEY:-tierfsaccess}
 SECRET_KEY=${TFS_RGW_SECRET_KEY:-tierfssecret}
 MEMSTORE_BYTES=${TFS_RGW_MEMSTORE_BYTES:-1073741824}
+BLUESTORE_BYTES=${TFS_RGW_BLUESTORE_BYTES:-}
 STEP_TIMEOUT=${TFS_RGW_START_TIMEOUT:-30}
 GC_WAIT=${TFS_RGW_GC_WAIT:-}
 STOP_TIMEOUT=10
@@ -184,6 +190,27 @@ owns_listener() {
     return 1
 }
 
+# store_conf: the [osd] lines of the object store
+store_conf() {
+    if [ -z "$BLUESTORE_BYTES" ]; then
+        printf 'osd objectstore = memstore\nmemstore device bytes = %s\n' "$MEMSTORE_BYTES"
+        return
+    fi
+    cat <<EOF
+osd objectstore = bluestore
+bluestore block path = $CEPH_DIR/\$name.block
+bluestore block create = true
+bluestore block size = $BLUESTORE_BYTES
+bluestore block db create = false
+bluestore block wal create = false
+bluestore fsck on mkfs = false
+# a small box shared with the clients: keep the caches small
+osd memory target = 1073741824
+bluestore cache autotune = false
+bluestore cache size = 268435456
+EOF
+}
+
 write_conf() {
     local monport=$1 fsid=$2
     cat >"$CONF" <<EOF
@@ -238,10 +265,9 @@ mon osd prime pg temp = false
 [osd]
 osd data = $CEPH_DIR/\$name
 osd journal = $CEPH_DIR/\$name/journal
-osd objectstore = memstore
 # rgw.sh polls osd.0.log for "state: booting -> active" (a level-1 message)
 debug osd = 1/5
-memstore device bytes = $MEMSTORE_BYTES
+$(store_conf)
 osd max object name len = 460
 osd max object namespace len = 64
 

@@ -976,6 +976,44 @@ def t_big_directory(ctx):
         m.umount()
 
 
+def t_max_inodes_bound(ctx):
+    """mount.max_inodes: after a walk that stats 3,000 files, the daemon
+    keeps at most the bound (plus the directories in use) of live inodes:
+    it asks the kernel to drop the entries, the kernel forgets them, and
+    the names still resolve afterwards."""
+    if ctx.bucket.kind != "local":
+        return "skip"  # the trimming is the FUSE layer's; the backend does not matter
+    dirs, per, bound = 3, 1000, 500
+    for d in range(dirs):
+        p = os.path.join(ctx.bucket.root, "t/d%d" % d)
+        os.makedirs(p)
+        for i in range(per):
+            with open(os.path.join(p, "f%04d" % i), "wb") as f:
+                f.write(b"x" * (i % 7))
+    m = ctx.mount("maxino", {"mount": {"max_inodes": str(bound)}}).mount()
+    try:
+        top = os.path.join(m.mnt, "t")
+        n = 0
+        for root, _, names in os.walk(top):
+            for nm in names:
+                os.lstat(os.path.join(root, nm))
+                n += 1
+        assert n == dirs * per, n
+        # bound + the root, t/ and its directories the kernel may still use
+        live = poll(lambda: (lambda c: c if c <= bound + 5 else None)(m.stats()["fuse"]["inodes"]),
+                    20, "the inode count to come down to the bound")
+        st = m.stats()["fuse"]
+        print("    %d files walked; %d live inodes (bound %d), %d entries invalidated"
+              % (n, live, bound, st["inodes_trimmed"]))
+        assert st["inodes_trimmed"] > 0, st
+        # Dropped entries are looked up again, with the right attributes.
+        for d in range(dirs):
+            for i in random.Random(d).sample(range(per), 50):
+                assert os.lstat(os.path.join(top, "d%d/f%04d" % (d, i))).st_size == i % 7
+    finally:
+        m.umount()
+
+
 def t_million_objects(ctx):
     """1M objects in 1,000 directories: a full walk in bounded memory.
     Extended run only (about two minutes)."""
@@ -1026,6 +1064,7 @@ TESTS = [
     ("mount_helper", t_mount_helper),
     ("big_directory", t_big_directory),
     ("big_directory_s3", t_big_directory_s3),
+    ("max_inodes_bound", t_max_inodes_bound),
     ("million_objects", t_million_objects),
 ]
 

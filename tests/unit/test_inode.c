@@ -298,3 +298,76 @@ Test(persisted, fresh_mount_wipes_and_mounts_keep_apart)
 	tfs_nodes_close(s3);
 	tfs_nodes_close(s4);
 }
+
+/* ---- the bound (tfs_itable_set_max, tfs_itable_pick_trim) ---- */
+
+TestSuite(trim);
+
+Test(trim, excess_is_what_lies_above_the_bound)
+{
+	struct tfs_itable *tt;
+	struct tfs_inode *x;
+	char p[32];
+	cr_assert_eq(tfs_itable_create(&tt), 0);
+	for (int i = 0; i < 10; i++) {
+		snprintf(p, sizeof(p), "f%d", i);
+		cr_assert_eq(tfs_itable_lookup(tt, p, TFS_FT_FILE, 0, &x), 0);
+	}
+	cr_assert_eq(tfs_itable_excess(tt), 0); /* no bound */
+	tfs_itable_set_max(tt, 4);
+	cr_assert_eq(tfs_itable_excess(tt), 11 - 4); /* with the root */
+	tfs_itable_set_max(tt, 100);
+	cr_assert_eq(tfs_itable_excess(tt), 0);
+	tfs_itable_destroy(tt);
+}
+
+Test(trim, picks_names_with_their_parent_and_spares_the_recently_used_once)
+{
+	struct tfs_itable *tt;
+	struct tfs_inode *d, *a, *b, *x;
+	struct tfs_itable_victim v[8];
+	cr_assert_eq(tfs_itable_create(&tt), 0);
+	cr_assert_eq(tfs_itable_lookup(tt, "d", TFS_FT_DIR, 0, &d), 0);
+	cr_assert_eq(tfs_itable_lookup(tt, "d/a", TFS_FT_FILE, 0, &a), 0);
+	cr_assert_eq(tfs_itable_lookup(tt, "d/b", TFS_FT_FILE, 0, &b), 0);
+	cr_assert_eq(tfs_itable_lookup(tt, "gone", TFS_FT_FILE, 0, &x), 0);
+	cr_assert_eq(tfs_itable_detach(tt, "gone"), 0);
+	/* Everything was just looked up: the first turn only clears the
+	 * bits, the second picks d, d/a and d/b; never the root or a
+	 * detached inode. */
+	size_t n = tfs_itable_pick_trim(tt, v, 8);
+	cr_assert_eq(n, 3);
+	bool seen_d = false, seen_a = false, seen_b = false;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(v[i].name, "d") == 0) {
+			cr_assert_eq(v[i].parent, 1); /* FUSE_ROOT_ID */
+			seen_d = true;
+		} else if (strcmp(v[i].name, "a") == 0) {
+			cr_assert_eq(v[i].parent, d->ino);
+			seen_a = true;
+		} else if (strcmp(v[i].name, "b") == 0) {
+			cr_assert_eq(v[i].parent, d->ino);
+			seen_b = true;
+		}
+	}
+	cr_assert(seen_d && seen_a && seen_b);
+	cr_assert_eq(tfs_itable_trim_count(tt), 3);
+	/* A name used since (a request on it) is spared by the next turn. */
+	cr_assert_eq(tfs_itable_find(tt, a->ino), a);
+	n = tfs_itable_pick_trim(tt, v, 1);
+	cr_assert_eq(n, 1);
+	cr_assert_str_neq(v[0].name, "a");
+	tfs_itable_destroy(tt);
+}
+
+Test(trim, a_name_without_a_parent_inode_is_skipped)
+{
+	struct tfs_itable *tt;
+	struct tfs_inode *x;
+	struct tfs_itable_victim v[4];
+	cr_assert_eq(tfs_itable_create(&tt), 0);
+	/* A resumed table may hold "p/q" without "p". */
+	cr_assert_eq(tfs_itable_lookup(tt, "p/q", TFS_FT_FILE, 0, &x), 0);
+	cr_assert_eq(tfs_itable_pick_trim(tt, v, 4), 0);
+	tfs_itable_destroy(tt);
+}

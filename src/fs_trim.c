@@ -93,8 +93,9 @@ int tfs_fs_trim_start(struct tfs_fs *fs)
 	fs->trim_stop = false;
 	int rc = pthread_create(&fs->trim_thread, NULL, trim_main, fs);
 	if (rc) {
-		tfs_warn(fs->log, "fuse: cannot start the inode trimmer (%s): mount.max_inodes "
-				  "is not enforced",
+		tfs_warn(fs->log,
+			 "fuse: cannot start the inode trimmer (%s): mount.max_inodes "
+			 "is not enforced",
 			 strerror(rc));
 		return rc;
 	}

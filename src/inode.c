@@ -574,8 +574,7 @@ static struct tfs_inode *dir_locked(struct tfs_itable *t, const char *dir)
 
 /* Fill `v` with the parent and name of `in` (lock held); false when it
  * has none the kernel could look up. */
-static bool victim_of(struct tfs_itable *t, const struct tfs_inode *in,
-		      struct tfs_itable_victim *v)
+static bool victim_of(struct tfs_itable *t, const struct tfs_inode *in, struct tfs_itable_victim *v)
 {
 	char dir[4096];
 	const char *slash = strrchr(in->path, '/');

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cli.sh TIERFS - the command line as a user meets it: config errors
-# with file:line and exit status 2, and `tierfs backend` round trips.
+# with file:line and exit status 2, `tierfs near gc` usage errors, and
+# `tierfs backend` round trips.
 set -u
 tierfs=${1:?usage: test_cli.sh PATH/TO/tierfs}
 work=$(mktemp -d /tmp/tierfs-cli-XXXXXX)
@@ -56,6 +57,16 @@ expect "bad SOURCE scheme exits 2" 2 "unsupported scheme" \
 	"$tierfs" backend -c "$empty" gs://b ls
 
 head -c 3000000 /dev/urandom >"$work/blob"
+# tierfs near gc: usage and configuration errors are status 2, with the reason
+expect "near gc needs --max-size" 2 "usage: tierfs near" \
+	"$tierfs" near -c "$empty" gc
+expect "near gc refuses a size that is not one" 2 "--max-size '12Q': not a size" \
+	"$tierfs" near -c "$empty" gc --max-size 12Q
+expect "near gc without a [near] bucket" 2 "no [near] bucket" \
+	"$tierfs" near -c "$empty" gc --max-size 1G
+expect "near: an unknown operation" 2 "usage: tierfs near" \
+	"$tierfs" near -c "$empty" sweep --max-size 1G
+
 tb() { "$tierfs" backend -c "$empty" "$bucket" "$@"; }
 expect "put a file" 0 "3000000 bytes" tb put "$work/blob" "dir/blob one"
 expect "ls shows the prefix" 0 "PRE dir/" tb ls

@@ -269,6 +269,30 @@ def t_write_through_copies_uploads_to_near(ctx):
     assert near_stats(b)["hits"] >= 1 and far_get(b) == (0, 0), near_stats(b)
 
 
+def t_metrics_of_a_near_mount(ctx):
+    """The near counters reach Prometheus: every documented tierfs_near_
+    family is scraped from a mount with [near], with the values of
+    tierfs stats."""
+    from test_ops import documented, parse, scrape
+    files = dataset(ctx.bucket, n=12)
+    cl = Cluster(ctx)
+    a = cl.node("a", extra={"metrics": {"listen": "127.0.0.1:0"}})
+    keys = sorted(files)
+    read_all(a, keys, files)
+    poll(lambda: copies_settled(a) and near_stats(a)["copies"] == len(keys),
+         what="the copies to near")
+    types, samples = parse(scrape(a))
+    want = {n for n in documented() if n.startswith("tierfs_near_")}
+    assert len(want) >= 10, want
+    missing = sorted(want - set(types))
+    assert not missing, "documented but not scraped: %s" % missing
+    got = {n: v for (n, _), v in samples.items() if n.startswith("tierfs_near_")}
+    st = near_stats(a)
+    assert got["tierfs_near_misses_total"] == st["misses"] == len(keys), (got, st)
+    assert got["tierfs_near_copies_total"] == len(keys), got
+    assert got["tierfs_near_far_bytes_total"] == sum(len(v) for v in files.values()), got
+
+
 def t_near_overlapping_the_source_is_refused(ctx):
     """Copies must never land among far's objects (gc deletes copies)."""
     conf = {"near": {"bucket": BUCKET, "endpoint": ctx.bucket.env["TFS_S3_ENDPOINT"]}}
@@ -389,6 +413,7 @@ TESTS = [
     ("gc_keeps_the_newest_copies_under_a_size", t_gc_keeps_the_newest_copies_under_a_size),
     ("near_overlapping_the_source_is_refused", t_near_overlapping_the_source_is_refused),
     ("write_through_copies_uploads_to_near", t_write_through_copies_uploads_to_near),
+    ("metrics_of_a_near_mount", t_metrics_of_a_near_mount),
     ("long_epoch_four_nodes", t_long_epoch_four_nodes),
     ("slow_near", t_slow_near),
 ]

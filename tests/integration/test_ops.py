@@ -173,7 +173,8 @@ def t_scrape_covers_every_documented_metric(ctx):
         os.listdir(os.path.join(m.mnt, "data"))
         read(os.path.join(m.mnt, "data/a.bin"))
         types, samples = parse(scrape(m))
-        docs = documented()
+        # the near copy's families exist only with [near] (test_near.py)
+        docs = {n for n in documented() if not n.startswith("tierfs_near_")}
         missing = sorted(docs - set(types))
         extra = sorted(set(types) - docs)
         assert not missing, "documented but not scraped: %s" % missing

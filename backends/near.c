@@ -17,6 +17,7 @@
 #include "backend_impl.h"
 #include "clock.h"
 #include "fdio.h"
+#include "hash.h"
 #include "near_spool.h"
 #include "workers.h"
 
@@ -176,12 +177,9 @@ static void near_result(struct near *n, bool ok)
 
 static uint64_t version_hash(const char *key, const char *etag)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ 0xff) * 1099511628211ull;
-	for (const char *p = etag; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	uint64_t h = tfs_fnv1a_str(TFS_FNV1A_INIT, key);
+	h = (h ^ 0xff) * 1099511628211ull; /* a separator no key holds */
+	h = tfs_fnv1a_str(h, etag);
 	return h ? h : 1;
 }
 

@@ -23,14 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
+
 /* ---- the entry table ---- */
 
 static size_t bucket(const char *path)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return (size_t)(h % NBUCKETS);
+	return (size_t)(tfs_fnv1a_str(TFS_FNV1A_INIT, path) % NBUCKETS);
 }
 
 struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path)
@@ -235,9 +234,7 @@ void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t 
 
 static uint64_t path_hash(const char *path)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	uint64_t h = tfs_fnv1a_str(TFS_FNV1A_INIT, path);
 	return h ? h : 1;
 }
 

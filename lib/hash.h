@@ -1,0 +1,19 @@
+/* hash.h - FNV-1a, the 64-bit hash of names for in-memory tables (not for
+ * anything an attacker could aim collisions at to cost more than a
+ * slower lookup). */
+#ifndef TFS_HASH_H
+#define TFS_HASH_H
+
+#include <stdint.h>
+
+#define TFS_FNV1A_INIT 1469598103934665603ull
+
+/* Fold the string s (up to its NUL) into h.  Cannot fail. */
+static inline uint64_t tfs_fnv1a_str(uint64_t h, const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h;
+}
+
+#endif

@@ -278,16 +278,9 @@ int tfs_cmd_backend(int argc, char **argv)
 	optind = 1;
 	/* '+': stop at SOURCE so that "ls -r" reaches the op. */
 	while ((c = getopt_long(argc, argv, "+c:o:vh", longopts, NULL)) != -1) {
+		if (tfs_cli_conf_opt(c, optarg, &conf, ovr, &n_ovr, &verbose))
+			continue;
 		switch (c) {
-		case 'c':
-			conf = optarg;
-			break;
-		case 'o':
-			ovr[n_ovr++] = optarg;
-			break;
-		case 'v':
-			verbose = true;
-			break;
 		case 'h':
 			usage(stdout);
 			free(ovr);

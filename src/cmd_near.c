@@ -170,16 +170,9 @@ int tfs_cmd_near(int argc, char **argv)
 		return TFS_EXIT_FAIL;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "c:o:vhm:n", longopts, NULL)) != -1) {
+		if (tfs_cli_conf_opt(c, optarg, &conf, ovr, &n_ovr, &verbose))
+			continue;
 		switch (c) {
-		case 'c':
-			conf = optarg;
-			break;
-		case 'o':
-			ovr[n_ovr++] = optarg;
-			break;
-		case 'v':
-			verbose = true;
-			break;
 		case 'm':
 			max_arg = optarg;
 			break;

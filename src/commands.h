@@ -2,6 +2,9 @@
 #ifndef TFS_COMMANDS_H
 #define TFS_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "conf.h"
 
 /* Exit statuses of every subcommand. */
@@ -15,6 +18,14 @@
  * Returns 0 or TFS_EXIT_CONFIG; on error *cfg is cleared. */
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
+
+/* The options of every command that loads a configuration: -c CONF into
+ * *conf, -o SECTION.KEY=VALUE appended to ovr (*n_ovr of them; the caller
+ * gives as many slots as arguments) and -v into *verbose.  Returns true
+ * when getopt's `c` (with `arg`, its optarg) was one of them.  Cannot
+ * fail. */
+bool tfs_cli_conf_opt(int c, char *arg, const char **conf, char **ovr, size_t *n_ovr,
+		      bool *verbose);
 
 /* `tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...` (argv[0] "config"):
  * print the effective configuration with the origin of every value that

@@ -88,14 +88,15 @@ bench_tools() {
     fi
 }
 
-# build_tool NAME: compile bench/NAME.c into $WORK/bin/NAME unless it is up
-# to date
+# build_tool NAME [LINK WORDS...]: compile bench/NAME.c into $WORK/bin/NAME
+# unless it is up to date
 build_tool() {
-    local bin=$WORK/bin/$1
+    local bin=$WORK/bin/$1 src=$BENCH_DIR/$1.c
+    shift
     mkdir -p "$WORK/bin"
-    if [ ! -x "$bin" ] || [ "$BENCH_DIR/$1.c" -nt "$bin" ]; then
-        gcc -O2 -std=c11 -Wall -pthread -o "$bin.tmp" "$BENCH_DIR/$1.c" ||
-            die "compiling $1.c failed"
+    if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+        gcc -O2 -std=c11 -Wall -pthread -o "$bin.tmp" "$src" "$@" ||
+            die "compiling $src failed"
         mv "$bin.tmp" "$bin"
     fi
 }
@@ -154,6 +155,7 @@ umount_current() {
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    if [ -n "${EXTRA_CLEANUP:-}" ]; then "$EXTRA_CLEANUP"; fi
     umount_current
     if [ "$SERVER_UP" = 1 ]; then
         bash "$HARNESS/$SERVER.sh" stop "$SERVER_DIR" >/dev/null 2>&1 || true

@@ -28,7 +28,12 @@
 # (bash's `times` of the child) and of the daemon's process tree (keeper
 # and daemon, /proc/PID/stat), CPU seconds per GiB read.
 # hot: the epoch is read once to fill the page cache, then each read
-# (tierfs and the local copy, alternating) runs with the page cache warm.
+# (tierfs, the local copy and the FUSE floor, rotating their order) runs
+# with the page cache warm.  The FUSE floor is bench/fuse_floor.c, a
+# read-only passthrough of the same directory built as tierfs's FUSE loop
+# with nothing done per request beyond one syscall: what FUSE itself costs
+# per file here (an OPEN and a RELEASE round trip each).  FLOOR_THREADS
+# sets its FUSE threads (default 16, as tierfs).
 #
 # Environment: TIERFS (default build/tierfs of this repo), TIERFS_OPTS
 # (extra words for the mount command), TFS_BENCH_DIR (work dir, default
@@ -83,6 +88,10 @@ if [ -z "${TIERFS:-}" ] && [ -x "$REPO/build/tierfs" ]; then TIERFS=$REPO/build/
 [ -x "${TIERFS:-}" ] || die "no tierfs binary (set TIERFS)"
 build_tool epoch_reader
 READER=$WORK/bin/epoch_reader
+if [ "$DO_HOT" = 1 ]; then
+    # shellcheck disable=SC2046 # pkg-config prints a list of words
+    build_tool fuse_floor $(pkg-config --cflags --libs fuse3)
+fi
 
 DATA=$WORK/dataset-n$SMALL-b$BIG
 if [ ! -f "$DATA/.complete" ]; then
@@ -108,6 +117,28 @@ for _ in $(seq 600); do
     sleep 0.05
 done
 mountpoint -q "$MNT" || die "tierfs did not mount within 30 s"
+
+FLOOR_PID='' FLOOR_MNT=$RUN/mnt/floor
+floor_stop() {
+    [ -n "$FLOOR_PID" ] || return 0
+    fusermount3 -u "$FLOOR_MNT" 2>/dev/null || umount -l "$FLOOR_MNT" 2>/dev/null || true
+    wait "$FLOOR_PID" 2>/dev/null || true
+    FLOOR_PID=''
+}
+# shellcheck disable=SC2034 # read by cleanup (common.sh)
+EXTRA_CLEANUP=floor_stop
+if [ "$DO_HOT" = 1 ]; then
+    mkdir -p "$FLOOR_MNT"
+    "$WORK/bin/fuse_floor" -t "${FLOOR_THREADS:-16}" "$DATA/objects" "$FLOOR_MNT" \
+        </dev/null >>"$RUN/logs/fuse_floor.out" 2>&1 &
+    FLOOR_PID=$!
+    for _ in $(seq 600); do
+        mountpoint -q "$FLOOR_MNT" && break
+        kill -0 "$FLOOR_PID" 2>/dev/null || die "fuse_floor exited before mounting; see $RUN/logs"
+        sleep 0.05
+    done
+    mountpoint -q "$FLOOR_MNT" || die "fuse_floor did not mount within 30 s"
+fi
 
 # tree_ticks PID: utime+stime (clock ticks) of PID and its children
 tree_ticks() {
@@ -172,24 +203,30 @@ for round in $(seq "$ROUNDS"); do
     if [ "$DO_HOT" = 1 ]; then
         "$READER" read "$MNT" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         "$READER" read "$DATA/objects" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
+        "$READER" read "$FLOOR_MNT" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         for rep in $(seq "$REPS"); do
-            if [ $(((rep + round) % 2)) = 0 ]; then
-                one_read "$round" hot tierfs "$MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$DPID"
-                one_read "$round" hot plain "$DATA/objects" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" -
-            else
-                one_read "$round" hot plain "$DATA/objects" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" -
-                one_read "$round" hot tierfs "$MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$DPID"
-            fi
+            # rotate the order of the three
+            order=(tierfs plain floor)
+            k=$(((rep + round) % 3))
+            for what in "${order[@]:k}" "${order[@]:0:k}"; do
+                case "$what" in
+                    tierfs) one_read "$round" hot tierfs "$MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$DPID" ;;
+                    plain) one_read "$round" hot plain "$DATA/objects" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" - ;;
+                    floor) one_read "$round" hot floor "$FLOOR_MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$FLOOR_PID" ;;
+                esac
+            done
         done
     fi
 done
 "$TIERFS" stats --json "$MNT" >"$RUN/stats.json" 2>/dev/null || true
+floor_stop
 umount_current
 
 machine_meta ""
 meta big_mib "$BIG"
 meta small "$SMALL"
 meta threads "$THREADS"
+meta floor_threads "${FLOOR_THREADS:-16}"
 meta reps "$REPS"
 meta rounds "$ROUNDS"
 meta peer_tierfs "$("$TIERFS" --version 2>/dev/null | head -1): \`tierfs mount -o ssd.dir=CACHE${TIERFS_OPTS:+ $TIERFS_OPTS} -f DATASET MNT\` (local backend)"

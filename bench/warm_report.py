@@ -5,7 +5,8 @@ Reads RUN/results.tsv (round, kind, what, secs, reader CPU s, daemon CPU
 s, bytes per line) and RUN/meta.tsv.  Per round: the median speed of
 tierfs and of the plain reads, their ratio, and the median CPU seconds
 per GiB (reader, daemon, sum) of each and their ratio; then the spread of
-the ratios over the rounds against the issue's targets.
+the ratios over the rounds against the issue's targets; for the hot epoch,
+the FUSE floor's (bench/fuse_floor.c) speed against both.
 """
 import statistics
 import sys
@@ -61,7 +62,33 @@ def main(run):
         if cpu_target:
             line += "; CPU ratio %.2f-%.2fx (target <= %.1fx)" % (min(cpu), max(cpu), cpu_target)
         out += [line + ".", ""]
+        if any(x[1] == kind and x[2] == "floor" for x in rows):
+            out += floor_table(rows, kind, meta)
     print("\n".join(out).rstrip())
+
+
+def floor_table(rows, kind, meta):
+    """The FUSE floor (bench/fuse_floor.c) beside tierfs and the plain
+    reads of the same rounds: what any FUSE daemon pays here."""
+    out = ["The FUSE floor (bench/fuse_floor.c, %s FUSE threads: an OPEN and a RELEASE "
+           "per file, nothing else), same rounds:" % meta.get("floor_threads", "?"), "",
+           "| round | floor MiB/s | floor / plain | tierfs / floor | floor daemon CPU s/GiB "
+           "| floor total CPU s/GiB |",
+           "|---|---|---|---|---|---|"]
+    fp, tf = [], []
+    for r in sorted({x[0] for x in rows if x[1] == kind}):
+        def med(what, f):
+            return statistics.median(f(x) for x in rows if x[0] == r and x[1] == kind and x[2] == what)
+        mibs = lambda x: x[6] / (1 << 20) / x[3]
+        f, p, t = med("floor", mibs), med("plain", mibs), med("tierfs", mibs)
+        fp.append(f / p)
+        tf.append(t / f)
+        out.append("| %d | %.0f | %.2fx | %.2fx | %.3f | %.3f |" % (
+            r, f, f / p, t / f, med("floor", lambda x: x[5] / (x[6] / GIB)),
+            med("floor", lambda x: (x[4] + x[5]) / (x[6] / GIB))))
+    out += ["", "Floor / plain %.2f-%.2fx; tierfs / floor %.2f-%.2fx." % (
+        min(fp), max(fp), min(tf), max(tf)), ""]
+    return out
 
 
 if __name__ == "__main__":

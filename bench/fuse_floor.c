@@ -10,8 +10,10 @@
  * everything tierfs does per request left out: a LOOKUP is one openat(2)
  * of an O_PATH descriptor, a GETATTR one fstat(2), an OPEN one openat(2)
  * with FOPEN_KEEP_CACHE and FOPEN_NOFLUSH (as tierfs's read-only opens),
- * a READ one pread(2), a RELEASE one close(2).  Entries and attributes
- * never expire.  No readdir: the epoch reader opens paths from a list.
+ * a READ one O_DIRECT pread(2) into the reply buffer (as tierfs's SSD
+ * hits, less their checksum), a RELEASE one close(2).  Requests of up to
+ * 1 MiB (max_read, as tierfs).  Entries and attributes never expire.  No
+ * readdir: the epoch reader opens paths from a list.
  * Benchmark scaffolding only: no permission checks beyond the kernel's
  * default, mounted by root for root.  Stops at SIGINT/SIGTERM or unmount.
  */
@@ -108,7 +110,7 @@ static void fl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", node_of(ino)->fd);
-	int fd = open(proc, O_RDONLY | O_CLOEXEC);
+	int fd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
@@ -124,8 +126,9 @@ static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
-	char *buf = malloc(size ? size : 1);
-	if (buf == NULL) {
+	void *buf = NULL;
+	/* O_DIRECT: the kernel asks for whole pages at page offsets. */
+	if (posix_memalign(&buf, 4096, (size + 4095) & ~(size_t)4095) != 0) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -144,7 +147,15 @@ static void fl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+static void fl_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->max_read = 1 << 20;
+	conn->max_readahead = 1 << 20;
+}
+
 static const struct fuse_lowlevel_ops ops = {
+	.init = fl_init,
 	.lookup = fl_lookup,
 	.forget = fl_forget,
 	.forget_multi = fl_forget_multi,
@@ -172,7 +183,7 @@ int main(int argc, char **argv)
 		perror(argv[optind]);
 		return 1;
 	}
-	char *fargs[] = { argv[0], "-o", "ro,fsname=fuse_floor", NULL };
+	char *fargs[] = { argv[0], "-o", "ro,fsname=fuse_floor,max_read=1048576", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, fargs);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (se == NULL || fuse_set_signal_handlers(se) != 0 ||

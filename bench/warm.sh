@@ -8,8 +8,9 @@
 #   --big MIB     size of the big object (default 512)
 #   --small N     number of ~110 KiB files (default 3000)
 #   --threads N   reader threads of the small-file hot epoch (default 8)
-#   --reps N      reads of each kind per round, alternating tierfs and the
-#                 plain file; a round reports their medians (default 5)
+#   --reps N      reads of each kind per round, rotating tierfs, the plain
+#                 file and the FUSE floor; a round reports their medians
+#                 (default 5)
 #   --rounds N    rounds, for the spread (default 3)
 #   --only LIST   seq (the big object), hot (the small-file hot epoch);
 #                 default both
@@ -27,13 +28,14 @@
 # `epoch_reader read` with 1 MiB read()s.  CPU: utime+stime of the reader
 # (bash's `times` of the child) and of the daemon's process tree (keeper
 # and daemon, /proc/PID/stat), CPU seconds per GiB read.
-# hot: the epoch is read once to fill the page cache, then each read
-# (tierfs, the local copy and the FUSE floor, rotating their order) runs
-# with the page cache warm.  The FUSE floor is bench/fuse_floor.c, a
-# read-only passthrough of the same directory built as tierfs's FUSE loop
-# with nothing done per request beyond one syscall: what FUSE itself costs
-# per file here (an OPEN and a RELEASE round trip each).  FLOOR_THREADS
-# sets its FUSE threads (default 16, as tierfs).
+# hot: the epoch is read once to fill the page cache, then each read runs
+# with the page cache warm.
+# Both read tierfs, the plain files and the FUSE floor, rotating their
+# order.  The FUSE floor is bench/fuse_floor.c, a read-only passthrough of
+# the same directory built as tierfs's FUSE loop with nothing done per
+# request beyond one syscall (O_DIRECT reads, no checksum; tierfs's kernel
+# read-ahead): what any FUSE daemon costs here.  FLOOR_THREADS sets its
+# FUSE threads (default 16, as tierfs).
 #
 # Environment: TIERFS (default build/tierfs of this repo), TIERFS_OPTS
 # (extra words for the mount command), TFS_BENCH_DIR (work dir, default
@@ -88,10 +90,8 @@ if [ -z "${TIERFS:-}" ] && [ -x "$REPO/build/tierfs" ]; then TIERFS=$REPO/build/
 [ -x "${TIERFS:-}" ] || die "no tierfs binary (set TIERFS)"
 build_tool epoch_reader
 READER=$WORK/bin/epoch_reader
-if [ "$DO_HOT" = 1 ]; then
-    # shellcheck disable=SC2046 # pkg-config prints a list of words
-    build_tool fuse_floor $(pkg-config --cflags --libs fuse3)
-fi
+# shellcheck disable=SC2046 # pkg-config prints a list of words
+build_tool fuse_floor $(pkg-config --cflags --libs fuse3)
 
 DATA=$WORK/dataset-n$SMALL-b$BIG
 if [ ! -f "$DATA/.complete" ]; then
@@ -127,18 +127,16 @@ floor_stop() {
 }
 # shellcheck disable=SC2034 # read by cleanup (common.sh)
 EXTRA_CLEANUP=floor_stop
-if [ "$DO_HOT" = 1 ]; then
-    mkdir -p "$FLOOR_MNT"
-    "$WORK/bin/fuse_floor" -t "${FLOOR_THREADS:-16}" "$DATA/objects" "$FLOOR_MNT" \
-        </dev/null >>"$RUN/logs/fuse_floor.out" 2>&1 &
-    FLOOR_PID=$!
-    for _ in $(seq 600); do
-        mountpoint -q "$FLOOR_MNT" && break
-        kill -0 "$FLOOR_PID" 2>/dev/null || die "fuse_floor exited before mounting; see $RUN/logs"
-        sleep 0.05
-    done
-    mountpoint -q "$FLOOR_MNT" || die "fuse_floor did not mount within 30 s"
-fi
+mkdir -p "$FLOOR_MNT"
+"$WORK/bin/fuse_floor" -t "${FLOOR_THREADS:-16}" "$DATA/objects" "$FLOOR_MNT" \
+    </dev/null >>"$RUN/logs/fuse_floor.out" 2>&1 &
+FLOOR_PID=$!
+for _ in $(seq 600); do
+    mountpoint -q "$FLOOR_MNT" && break
+    kill -0 "$FLOOR_PID" 2>/dev/null || die "fuse_floor exited before mounting; see $RUN/logs"
+    sleep 0.05
+done
+mountpoint -q "$FLOOR_MNT" || die "fuse_floor did not mount within 30 s"
 
 # tree_ticks PID: utime+stime (clock ticks) of PID and its children
 tree_ticks() {
@@ -180,24 +178,35 @@ one_read() {
     log "round $round $kind $what: $out"
 }
 
+# rotation REP ROUND: tierfs, plain and floor, starting one further along
+# each time
+rotation() {
+    local order=(tierfs plain floor) k=$((($1 + $2) % 3))
+    echo "${order[@]:k}" "${order[@]:0:k}"
+}
+
 LISTS=
 if [ "$DO_SEQ" = 1 ]; then LISTS="$LISTS $DATA/big.tsv"; fi
 if [ "$DO_HOT" = 1 ]; then LISTS="$LISTS $DATA/small.tsv"; fi
 log "filling the SSD tier (tierfs warmup)"
 "$TIERFS" warmup --quiet "$MNT" "$MNT" >&2 || die "tierfs warmup failed"
+# the kernel read-ahead tierfs set for its mount (prefetch.readahead, set
+# beside the mount; done by now), for the floor's too
+RA=$(cat "/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb")
+echo "$RA" >"/sys/class/bdi/$(mountpoint -d "$FLOOR_MNT")/read_ahead_kb"
+meta read_ahead_kb "$RA"
 # the epoch's first read through the mount fills the page cache for "hot"
 DPID=$CUR_PID
 for round in $(seq "$ROUNDS"); do
     if [ "$DO_SEQ" = 1 ]; then
         for rep in $(seq "$REPS"); do
-            # alternate which goes first
-            if [ $(((rep + round) % 2)) = 0 ]; then
-                one_read "$round" seq tierfs "$MNT" "$DATA/big.tsv" 1 0 "$DPID"
-                one_read "$round" seq plain "$DATA/objects" "$DATA/big.tsv" 1 0 -
-            else
-                one_read "$round" seq plain "$DATA/objects" "$DATA/big.tsv" 1 0 -
-                one_read "$round" seq tierfs "$MNT" "$DATA/big.tsv" 1 0 "$DPID"
-            fi
+            for what in $(rotation "$rep" "$round"); do
+                case "$what" in
+                    tierfs) one_read "$round" seq tierfs "$MNT" "$DATA/big.tsv" 1 0 "$DPID" ;;
+                    plain) one_read "$round" seq plain "$DATA/objects" "$DATA/big.tsv" 1 0 - ;;
+                    floor) one_read "$round" seq floor "$FLOOR_MNT" "$DATA/big.tsv" 1 0 "$FLOOR_PID" ;;
+                esac
+            done
         done
     fi
     if [ "$DO_HOT" = 1 ]; then
@@ -205,10 +214,7 @@ for round in $(seq "$ROUNDS"); do
         "$READER" read "$DATA/objects" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         "$READER" read "$FLOOR_MNT" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         for rep in $(seq "$REPS"); do
-            # rotate the order of the three
-            order=(tierfs plain floor)
-            k=$(((rep + round) % 3))
-            for what in "${order[@]:k}" "${order[@]:0:k}"; do
+            for what in $(rotation "$rep" "$round"); do
                 case "$what" in
                     tierfs) one_read "$round" hot tierfs "$MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$DPID" ;;
                     plain) one_read "$round" hot plain "$DATA/objects" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" - ;;

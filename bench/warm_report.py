@@ -70,24 +70,28 @@ def main(run):
 def floor_table(rows, kind, meta):
     """The FUSE floor (bench/fuse_floor.c) beside tierfs and the plain
     reads of the same rounds: what any FUSE daemon pays here."""
-    out = ["The FUSE floor (bench/fuse_floor.c, %s FUSE threads: an OPEN and a RELEASE "
-           "per file, nothing else), same rounds:" % meta.get("floor_threads", "?"), "",
+    out = ["The FUSE floor (bench/fuse_floor.c, %s FUSE threads, one syscall per request), "
+           "same rounds:" % meta.get("floor_threads", "?"), "",
            "| round | floor MiB/s | floor / plain | tierfs / floor | floor daemon CPU s/GiB "
-           "| floor total CPU s/GiB |",
-           "|---|---|---|---|---|---|"]
-    fp, tf = [], []
+           "| floor total CPU s/GiB | floor CPU / plain | tierfs CPU / floor |",
+           "|---|---|---|---|---|---|---|---|"]
+    fp, tf, fc, tc = [], [], [], []
     for r in sorted({x[0] for x in rows if x[1] == kind}):
         def med(what, f):
             return statistics.median(f(x) for x in rows if x[0] == r and x[1] == kind and x[2] == what)
         mibs = lambda x: x[6] / (1 << 20) / x[3]
+        total = lambda x: (x[4] + x[5]) / (x[6] / GIB)
         f, p, t = med("floor", mibs), med("plain", mibs), med("tierfs", mibs)
+        fcpu, pcpu, tcpu = med("floor", total), med("plain", total), med("tierfs", total)
         fp.append(f / p)
         tf.append(t / f)
-        out.append("| %d | %.0f | %.2fx | %.2fx | %.3f | %.3f |" % (
-            r, f, f / p, t / f, med("floor", lambda x: x[5] / (x[6] / GIB)),
-            med("floor", lambda x: (x[4] + x[5]) / (x[6] / GIB))))
-    out += ["", "Floor / plain %.2f-%.2fx; tierfs / floor %.2f-%.2fx." % (
-        min(fp), max(fp), min(tf), max(tf)), ""]
+        fc.append(fcpu / pcpu if pcpu > 0 else float("inf"))
+        tc.append(tcpu / fcpu if fcpu > 0 else float("inf"))
+        out.append("| %d | %.0f | %.2fx | %.2fx | %.3f | %.3f | %.2fx | %.2fx |" % (
+            r, f, fp[-1], tf[-1], med("floor", lambda x: x[5] / (x[6] / GIB)), fcpu, fc[-1], tc[-1]))
+    out += ["", "Floor / plain: speed %.2f-%.2fx, CPU %.2f-%.2fx; tierfs / floor: speed "
+            "%.2f-%.2fx, CPU %.2f-%.2fx." % (min(fp), max(fp), min(fc), max(fc),
+                                              min(tf), max(tf), min(tc), max(tc)), ""]
     return out
 
 

@@ -9,8 +9,8 @@
 #   --small N     number of ~110 KiB files (default 3000)
 #   --threads N   reader threads of the small-file hot epoch (default 8)
 #   --reps N      reads of each kind per round, rotating tierfs, the plain
-#                 file and the FUSE floor; a round reports their medians
-#                 (default 5)
+#                 file (and the FUSE floor in hot); a round reports their
+#                 medians (default 5)
 #   --rounds N    rounds, for the spread (default 3)
 #   --only LIST   seq (the big object), hot (the small-file hot epoch);
 #                 default both
@@ -29,13 +29,13 @@
 # (bash's `times` of the child) and of the daemon's process tree (keeper
 # and daemon, /proc/PID/stat), CPU seconds per GiB read.
 # hot: the epoch is read once to fill the page cache, then each read runs
-# with the page cache warm.
-# Both read tierfs, the plain files and the FUSE floor, rotating their
-# order.  The FUSE floor is bench/fuse_floor.c, a read-only passthrough of
+# with the page cache warm, rotating tierfs, the plain files and the FUSE
+# floor.  The FUSE floor is bench/fuse_floor.c, a read-only passthrough of
 # the same directory built as tierfs's FUSE loop with nothing done per
-# request beyond one syscall (O_DIRECT reads, no checksum; tierfs's kernel
-# read-ahead): what any FUSE daemon costs here.  FLOOR_THREADS sets its
-# FUSE threads (default 16, as tierfs).
+# request beyond one syscall: what any FUSE daemon costs per file here.
+# FLOOR_THREADS sets its FUSE threads (default 16, as tierfs).  (Not in
+# seq: its reads of the plain file itself, interleaved with drop_caches,
+# made the plain reads after them cost 3-4x their CPU on this VM.)
 #
 # Environment: TIERFS (default build/tierfs of this repo), TIERFS_OPTS
 # (extra words for the mount command), TFS_BENCH_DIR (work dir, default
@@ -178,10 +178,12 @@ one_read() {
     log "round $round $kind $what: $out"
 }
 
-# rotation REP ROUND: tierfs, plain and floor, starting one further along
-# each time
+# rotation REP ROUND WHAT...: the WHATs, starting one further along each
+# time
 rotation() {
-    local order=(tierfs plain floor) k=$((($1 + $2) % 3))
+    local k=$((($1 + $2) % ($# - 2)))
+    shift 2
+    local order=("$@")
     echo "${order[@]:k}" "${order[@]:0:k}"
 }
 
@@ -200,11 +202,10 @@ DPID=$CUR_PID
 for round in $(seq "$ROUNDS"); do
     if [ "$DO_SEQ" = 1 ]; then
         for rep in $(seq "$REPS"); do
-            for what in $(rotation "$rep" "$round"); do
+            for what in $(rotation "$rep" "$round" tierfs plain); do
                 case "$what" in
                     tierfs) one_read "$round" seq tierfs "$MNT" "$DATA/big.tsv" 1 0 "$DPID" ;;
                     plain) one_read "$round" seq plain "$DATA/objects" "$DATA/big.tsv" 1 0 - ;;
-                    floor) one_read "$round" seq floor "$FLOOR_MNT" "$DATA/big.tsv" 1 0 "$FLOOR_PID" ;;
                 esac
             done
         done
@@ -214,7 +215,7 @@ for round in $(seq "$ROUNDS"); do
         "$READER" read "$DATA/objects" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         "$READER" read "$FLOOR_MNT" "$DATA/small.tsv" "$THREADS" 1 >/dev/null
         for rep in $(seq "$REPS"); do
-            for what in $(rotation "$rep" "$round"); do
+            for what in $(rotation "$rep" "$round" tierfs plain floor); do
                 case "$what" in
                     tierfs) one_read "$round" hot tierfs "$MNT" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" "$DPID" ;;
                     plain) one_read "$round" hot plain "$DATA/objects" "$DATA/small.tsv" "$THREADS" "$((rep + 10))" - ;;

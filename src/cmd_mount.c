@@ -322,7 +322,7 @@ static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
 {
 	char binary[PATH_MAX];
 	struct tfs_log log;
-	int rc = tfs_keeper_binary_path(argv0, binary, sizeof(binary));
+	int rc = tfs_keeper_binary_path(argv0, cwd, binary, sizeof(binary));
 	if (rc) {
 		char msg[PATH_MAX + 64];
 		snprintf(msg, sizeof(msg), "cannot find the tierfs binary '%s': %s", argv0,

@@ -123,9 +123,8 @@ int tfs_keeper_link_from_env(struct tfs_keeper_link *l)
 	return rc;
 }
 
-int tfs_keeper_binary_path(const char *argv0, char *out, size_t outlen)
+int tfs_keeper_binary_path(const char *argv0, const char *cwd, char *out, size_t outlen)
 {
-	char cwd[PATH_MAX];
 	int n;
 
 	if (argv0[0] == '/') {
@@ -133,7 +132,7 @@ int tfs_keeper_binary_path(const char *argv0, char *out, size_t outlen)
 		return n < 0 || (size_t)n >= outlen ? ENAMETOOLONG : 0;
 	}
 	if (strchr(argv0, '/') != NULL) {
-		if (getcwd(cwd, sizeof(cwd)) == NULL)
+		if (cwd == NULL || cwd[0] != '/')
 			return ENOENT;
 		n = snprintf(out, outlen, "%s/%s", cwd, argv0);
 		return n < 0 || (size_t)n >= outlen ? ENAMETOOLONG : 0;

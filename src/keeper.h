@@ -100,11 +100,12 @@ struct tfs_keeper_link {
 int tfs_keeper_link_from_env(struct tfs_keeper_link *l);
 
 /* The absolute path of the tierfs binary from argv[0]: as is when
- * absolute, against the working directory when it holds a '/', else the
- * first executable match in $PATH.  Symlinks are not resolved, so a
- * package upgrade that replaces the file behind the path is seen.
- * Returns 0 or ENOENT/ENAMETOOLONG. */
-int tfs_keeper_binary_path(const char *argv0, char *out, size_t outlen);
+ * absolute, against `cwd` (the absolute working directory the command
+ * was started in: a keeper has done chdir("/") by then) when it holds a
+ * '/', else the first executable match in $PATH.  Symlinks are not
+ * resolved, so a package upgrade that replaces the file behind the path
+ * is seen.  Returns 0 or ENOENT/ENAMETOOLONG. */
+int tfs_keeper_binary_path(const char *argv0, const char *cwd, char *out, size_t outlen);
 
 struct tfs_keeper_opts {
 	const char *binary;      /* absolute (tfs_keeper_binary_path()) */

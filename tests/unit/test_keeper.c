@@ -115,17 +115,22 @@ Test(session_io, malformed_records_are_refused)
 Test(keeper, binary_path)
 {
 	char out[PATH_MAX], cwd[PATH_MAX], want[PATH_MAX + 16];
-	cr_assert_eq(tfs_keeper_binary_path("/usr/bin/tierfs", out, sizeof(out)), 0);
+	cr_assert_eq(tfs_keeper_binary_path("/usr/bin/tierfs", "/", out, sizeof(out)), 0);
 	cr_assert_str_eq(out, "/usr/bin/tierfs");
 	cr_assert_not_null(getcwd(cwd, sizeof(cwd)));
 	snprintf(want, sizeof(want), "%s/build/tierfs", cwd);
-	cr_assert_eq(tfs_keeper_binary_path("build/tierfs", out, sizeof(out)), 0);
+	/* Against the directory the command started in, not the one the
+	 * process is in now (a keeper is in / by then). */
+	cr_assert_eq(chdir("/"), 0);
+	cr_assert_eq(tfs_keeper_binary_path("build/tierfs", cwd, out, sizeof(out)), 0);
+	cr_assert_eq(chdir(cwd), 0);
 	cr_assert_str_eq(out, want);
+	cr_assert_eq(tfs_keeper_binary_path("build/tierfs", NULL, out, sizeof(out)), ENOENT);
 	setenv("PATH", "relative:/nonexistent:/bin:/usr/bin", 1);
-	cr_assert_eq(tfs_keeper_binary_path("sh", out, sizeof(out)), 0);
+	cr_assert_eq(tfs_keeper_binary_path("sh", cwd, out, sizeof(out)), 0);
 	cr_assert(strcmp(out, "/bin/sh") == 0 || strcmp(out, "/usr/bin/sh") == 0, "%s", out);
-	cr_assert_eq(tfs_keeper_binary_path("no-such-tierfs-binary", out, sizeof(out)), ENOENT);
-	cr_assert_eq(tfs_keeper_binary_path("/usr/bin/tierfs", out, 8), ENAMETOOLONG);
+	cr_assert_eq(tfs_keeper_binary_path("no-such-tierfs-binary", cwd, out, sizeof(out)), ENOENT);
+	cr_assert_eq(tfs_keeper_binary_path("/usr/bin/tierfs", cwd, out, 8), ENAMETOOLONG);
 }
 
 Test(keeper, link_from_env)

@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define MAX_READ (1 << 20)
+
 struct node {
 	int fd; /* O_PATH */
 	uint64_t nlookup;
@@ -126,9 +128,16 @@ static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	(void)ino;
-	void *buf = NULL;
-	/* O_DIRECT: the kernel asks for whole pages at page offsets. */
-	if (posix_memalign(&buf, 4096, (size + 4095) & ~(size_t)4095) != 0) {
+	/* One buffer per FUSE thread, kept (as tierfs's pooled buffers): a
+	 * fresh 1 MiB mapping per request would cost page faults and
+	 * zeroing.  O_DIRECT: page-aligned; the kernel asks for whole pages. */
+	static _Thread_local void *buf;
+	if (size > MAX_READ) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (buf == NULL && posix_memalign(&buf, 4096, MAX_READ) != 0) {
+		buf = NULL;
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -137,7 +146,6 @@ static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, errno);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
 }
 
 static void fl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -150,8 +158,8 @@ static void fl_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void fl_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	conn->max_read = 1 << 20;
-	conn->max_readahead = 1 << 20;
+	conn->max_read = MAX_READ;
+	conn->max_readahead = MAX_READ;
 }
 
 static const struct fuse_lowlevel_ops ops = {

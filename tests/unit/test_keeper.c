@@ -129,7 +129,8 @@ Test(keeper, binary_path)
 	setenv("PATH", "relative:/nonexistent:/bin:/usr/bin", 1);
 	cr_assert_eq(tfs_keeper_binary_path("sh", cwd, out, sizeof(out)), 0);
 	cr_assert(strcmp(out, "/bin/sh") == 0 || strcmp(out, "/usr/bin/sh") == 0, "%s", out);
-	cr_assert_eq(tfs_keeper_binary_path("no-such-tierfs-binary", cwd, out, sizeof(out)), ENOENT);
+	cr_assert_eq(tfs_keeper_binary_path("no-such-tierfs-binary", cwd, out, sizeof(out)),
+		     ENOENT);
 	cr_assert_eq(tfs_keeper_binary_path("/usr/bin/tierfs", cwd, out, 8), ENAMETOOLONG);
 }
 

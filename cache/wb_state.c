@@ -252,14 +252,13 @@ uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
 		return now;
 	uint64_t delay = wb->cfg.delay_ms, rw = wb->cfg.rewrite_delay_ms;
 	if (rw > delay) {
-		/* Rewritten: changed in place (a checkpoint or a log is only
-		 * appended to), or closed again while, or soon after, it was
+		/* Rewritten: closed again while, or soon after, it was
 		 * uploaded. */
 		uint64_t h = path_hash(e->path);
 		uint64_t at = wb->recent_up[h % RECENT_UPLOADS].hash == h
 				      ? wb->recent_up[h % RECENT_UPLOADS].ms
 				      : 0;
-		if ((e->file && e->file->edited) || e->running || (at && now - at < rw))
+		if (e->running || (at && now - at < rw))
 			delay = rw;
 	}
 	return now + delay;

@@ -754,51 +754,6 @@ def t_rewrites_coalesce(ctx):
         m.umount()
 
 
-def t_edited_files_wait(ctx):
-    """writeback.rewrite_delay also holds back a file changed other than
-    by appending (written before or beyond its end, truncated): fsstress
-    and editors make such files and change them again within seconds.  A
-    file written front to back in many writes (a checkpoint) is uploaded
-    at once, as is one truncated to 0 and written again."""
-    cfg = conf(FAST, {"writeback": {"rewrite_delay": "1h"}})
-    m = ctx.mount("edited", cfg).mount()
-    try:
-        with open(os.path.join(m.mnt, "sparse"), "wb") as f:
-            f.write(b"head")
-            f.seek(1 * MIB)
-            f.write(b"tail")  # beyond the end: a hole
-        with open(os.path.join(m.mnt, "inplace"), "wb") as f:
-            f.write(b"x" * 4096)
-            f.seek(0)
-            f.write(b"y")  # before the end
-        with open(os.path.join(m.mnt, "shrunk"), "wb") as f:
-            f.write(b"z" * 4096)
-            f.truncate(100)
-        with open(os.path.join(m.mnt, "again"), "wb") as f:
-            f.write(b"old" * 100)
-            f.seek(0)
-            f.write(b"o")
-            f.truncate(0)  # new again: appending starts over
-            f.seek(0)
-            f.write(b"new")
-        ckpt = data_for("ckpt", 3 * MIB)
-        with open(os.path.join(m.mnt, "ckpt.pt"), "wb") as f:
-            for i in range(0, len(ckpt), 64 * 1024):
-                f.write(ckpt[i:i + 64 * 1024])
-        wait_bucket(ctx.bucket, "ckpt.pt", ckpt)
-        wait_bucket(ctx.bucket, "again", b"new")
-        poll(lambda: wb(m)["pending_files"] == 3 and wb(m)["uploading"] == 0, 20,
-             "only the three edited files to be left")
-        for k in ("sparse", "inplace", "shrunk"):
-            assert bucket_get(ctx.bucket, k) is None, "'%s' was uploaded at once" % k
-        flush(m)  # tierfs flush does not wait for the delay
-        assert bucket_get(ctx.bucket, "inplace") == b"y" + b"x" * 4095
-        assert bucket_get(ctx.bucket, "shrunk") == b"z" * 100
-        assert bucket_get(ctx.bucket, "sparse") == b"head" + bytes(MIB - 4) + b"tail"
-    finally:
-        m.umount()
-
-
 def t_server_down_retries_then_uploads(ctx):
     if ctx.bucket.kind == "local":
         return "skip"
@@ -1122,9 +1077,7 @@ def t_reopen_while_uploading(ctx):
     rnd = random.Random(11)
     want = bytearray(data_for("reopen", 65536))
     ctx.bucket.put("r/f", bytes(want))
-    # rewrite_delay 0: every close uploads at once (by default these
-    # in-place rewrites would wait for the burst to end)
-    m = ctx.mount("reopen", conf(FAST, {"writeback": {"rewrite_delay": "0s"}})).mount()
+    m = ctx.mount("reopen", FAST).mount()
     path = os.path.join(m.mnt, "r/f")
     try:
         for i in range(8000):
@@ -2791,7 +2744,6 @@ TESTS = [
     ("crash_rounds", t_crash_rounds),
     ("multipart_resumes_after_kill9", t_multipart_resumes_after_kill9),
     ("rewrites_coalesce", t_rewrites_coalesce),
-    ("edited_files_wait", t_edited_files_wait),
     ("rewrite_during_upload", t_rewrite_during_upload),
     ("server_down_retries_then_uploads", t_server_down_retries_then_uploads),
     ("sync_mode", t_sync_mode),

@@ -252,13 +252,18 @@ uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
 		return now;
 	uint64_t delay = wb->cfg.delay_ms, rw = wb->cfg.rewrite_delay_ms;
 	if (rw > delay) {
-		/* Rewritten: closed again while, or soon after, it was
-		 * uploaded. */
+		/* Only a file written front to back (a checkpoint, a log) goes
+		 * after `delay`, unless it was closed again while, or soon
+		 * after, it was uploaded.  Every other change settles first: a
+		 * file changed in place or left empty, a directory, a delete,
+		 * new attributes. */
 		uint64_t h = path_hash(e->path);
 		uint64_t at = wb->recent_up[h % RECENT_UPLOADS].hash == h
 				      ? wb->recent_up[h % RECENT_UPLOADS].ms
 				      : 0;
-		if (e->running || (at && now - at < rw))
+		bool written = e->op == TFS_J_PUT && e->file && !e->file->edited &&
+			       e->file->size > 0;
+		if (!written || e->running || (at && now - at < rw))
 			delay = rw;
 	}
 	return now + delay;

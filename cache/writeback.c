@@ -468,6 +468,8 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 		wb->staged += held;
 	if (f->appending && (off != f->size || f->writers > 1))
 		wb_file_stream_break(f);
+	if (rc == 0 && off != f->size)
+		f->edited = true;
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;
@@ -515,8 +517,10 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	if (size == 0) {
 		wb_file_stream_break(f); /* empty again: appending starts over */
 		f->appending = f->writers <= 1;
+		f->edited = false;
 	} else if (size != f->size) {
 		wb_file_stream_break(f);
+		f->edited = true;
 	}
 	wb->staged += size;
 	wb->staged -= f->size;

@@ -56,10 +56,14 @@ enum tfs_wb_mode {
  * copy.  Only `uploaders` changes afterwards (tfs_wb_set_uploaders()). */
 struct tfs_writeback_config {
 	enum tfs_wb_mode mode;
-	uint64_t delay_ms; /* async: wait this long after the last close() */
-	/* async: a file closed again within this long of its last upload's
-	 * start (rewritten, not written once) waits at least this long after
-	 * its last close, so that a burst of rewrites is one upload; 0: off */
+	/* async: a non-empty file only ever appended to (a checkpoint, a
+	 * log) is uploaded this long after its last close() */
+	uint64_t delay_ms;
+	/* async: every other change (a file changed in place or left empty,
+	 * a directory, a delete, new attributes), and a file closed again
+	 * within this long of its last upload's start, waits at least this
+	 * long after its last change, so that a burst of changes is one
+	 * request per name; 0: off */
 	uint64_t rewrite_delay_ms;
 	unsigned uploaders;        /* concurrent uploads (1 .. 256) */
 	unsigned max_retries;      /* failed attempts before giving up for this mount; 0: forever */

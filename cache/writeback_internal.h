@@ -87,6 +87,11 @@ struct tfs_wb_file {
 	 * being uploaded as it is written, with the attributes its upload
 	 * was created with. */
 	bool appending;
+	/* Changed other than by appending since it was staged: a write
+	 * before or beyond its end, or a truncate to a length other than 0
+	 * (which makes it new again).  Its upload waits
+	 * writeback.rewrite_delay (wb_due_ms()). */
+	bool edited;
 	struct tfs_upload_stream *stream;
 	uint32_t stream_mode, stream_uid, stream_gid;
 	struct tfs_wb_file *next_unsettled;
@@ -213,9 +218,11 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
 int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
 	       const char *what, uint64_t *gen);
 
-/* When a job of `e` closed now may start: now plus writeback.delay, or
- * plus rewrite_delay when the file is being uploaded or its last upload
- * started less than rewrite_delay ago.  Lock held. */
+/* When a job of `e` closed now may start: now plus writeback.delay for a
+ * PUT of a non-empty file only ever appended to, else (any other job, or
+ * that file being uploaded, or its last upload started less than
+ * rewrite_delay ago) now plus rewrite_delay if that is longer.  Lock
+ * held. */
 uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e);
 
 /* Note that an upload of `path` starts now.  Lock held. */

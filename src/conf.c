@@ -206,7 +206,7 @@ static const struct opt options[] = {
 	{ KEY("writeback", "delay", OPT_DURATION), FIELD(writeback.delay_ms), RANGE(0, HOUR),
 	  .scale = 1, .def = "0s" },
 	{ KEY("writeback", "rewrite_delay", OPT_DURATION), FIELD(writeback.rewrite_delay_ms),
-	  RANGE(0, HOUR), .scale = 1, .def = "2s" },
+	  RANGE(0, HOUR), .scale = 1, .def = "5s" },
 	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders),
 	  RANGE(1, TFS_WB_MAX_UPLOADERS), .flags = OPTF_RELOAD, .def = "4" },
 	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries),

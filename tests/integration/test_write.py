@@ -123,7 +123,10 @@ def moto_pid(b):
 
 
 SLOW = {"writeback": {"delay": "60s"}}  # nothing uploads until drained
-FAST = {"writeback": {"delay": "0s", "retry_base": "100ms", "retry_max": "500ms"}}
+# Write-back at once: every change uploaded right after it (rewrite_delay
+# 0 too), and quick retries.
+FAST = {"writeback": {"delay": "0s", "rewrite_delay": "0s", "retry_base": "100ms",
+                      "retry_max": "500ms"}}
 
 
 def conf(*parts, **extra):
@@ -754,6 +757,63 @@ def t_rewrites_coalesce(ctx):
         m.umount()
 
 
+def t_edited_files_wait(ctx):
+    """writeback.rewrite_delay holds back every change but a file written
+    front to back and closed once: a file written before or beyond its
+    end, or truncated, an empty file, a new directory, a delete (fsstress
+    and editors make such changes and undo them within seconds).  A file
+    written front to back in many writes (a checkpoint) is uploaded at
+    once, as is one truncated to 0 and written again; `tierfs flush`
+    sends the rest."""
+    ctx.bucket.put("old", b"old")
+    cfg = conf(FAST, {"writeback": {"rewrite_delay": "1h"}})
+    m = ctx.mount("edited", cfg).mount()
+    try:
+        with open(os.path.join(m.mnt, "sparse"), "wb") as f:
+            f.write(b"head")
+            f.seek(1 * MIB)
+            f.write(b"tail")  # beyond the end: a hole
+        with open(os.path.join(m.mnt, "inplace"), "wb") as f:
+            f.write(b"x" * 4096)
+            f.seek(0)
+            f.write(b"y")  # before the end
+        with open(os.path.join(m.mnt, "shrunk"), "wb") as f:
+            f.write(b"z" * 4096)
+            f.truncate(100)
+        with open(os.path.join(m.mnt, "again"), "wb") as f:
+            f.write(b"old" * 100)
+            f.seek(0)
+            f.write(b"o")
+            f.truncate(0)  # new again: appending starts over
+            f.seek(0)
+            f.write(b"new")
+        open(os.path.join(m.mnt, "empty"), "wb").close()
+        os.mkdir(os.path.join(m.mnt, "newdir"))
+        os.unlink(os.path.join(m.mnt, "old"))
+        ckpt = data_for("ckpt", 3 * MIB)
+        with open(os.path.join(m.mnt, "ckpt.pt"), "wb") as f:
+            for i in range(0, len(ckpt), 64 * 1024):
+                f.write(ckpt[i:i + 64 * 1024])
+        wait_bucket(ctx.bucket, "ckpt.pt", ckpt)
+        wait_bucket(ctx.bucket, "again", b"new")
+        held = ("sparse", "inplace", "shrunk", "empty", "newdir", "old")
+        poll(lambda: wb(m)["pending_files"] == len(held) and wb(m)["uploading"] == 0, 20,
+             "only the held-back changes to be left")
+        for k in ("sparse", "inplace", "shrunk", "empty"):
+            assert bucket_get(ctx.bucket, k) is None, "'%s' was uploaded at once" % k
+        assert "newdir/" not in bucket_keys(ctx.bucket), "the directory was made at once"
+        assert bucket_get(ctx.bucket, "old") == b"old", "the delete was sent at once"
+        flush(m)  # tierfs flush does not wait for the delay
+        assert bucket_get(ctx.bucket, "inplace") == b"y" + b"x" * 4095
+        assert bucket_get(ctx.bucket, "shrunk") == b"z" * 100
+        assert bucket_get(ctx.bucket, "sparse") == b"head" + bytes(MIB - 4) + b"tail"
+        assert bucket_get(ctx.bucket, "empty") == b""
+        assert "newdir/" in bucket_keys(ctx.bucket)
+        assert bucket_get(ctx.bucket, "old") is None
+    finally:
+        m.umount()
+
+
 def t_server_down_retries_then_uploads(ctx):
     if ctx.bucket.kind == "local":
         return "skip"
@@ -1077,7 +1137,9 @@ def t_reopen_while_uploading(ctx):
     rnd = random.Random(11)
     want = bytearray(data_for("reopen", 65536))
     ctx.bucket.put("r/f", bytes(want))
-    m = ctx.mount("reopen", FAST).mount()
+    # rewrite_delay 0: every close uploads at once (by default these
+    # in-place rewrites would wait for the burst to end)
+    m = ctx.mount("reopen", conf(FAST, {"writeback": {"rewrite_delay": "0s"}})).mount()
     path = os.path.join(m.mnt, "r/f")
     try:
         for i in range(8000):
@@ -2744,6 +2806,7 @@ TESTS = [
     ("crash_rounds", t_crash_rounds),
     ("multipart_resumes_after_kill9", t_multipart_resumes_after_kill9),
     ("rewrites_coalesce", t_rewrites_coalesce),
+    ("edited_files_wait", t_edited_files_wait),
     ("rewrite_during_upload", t_rewrite_during_upload),
     ("server_down_retries_then_uploads", t_server_down_retries_then_uploads),
     ("sync_mode", t_sync_mode),

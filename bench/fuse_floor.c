@@ -175,10 +175,16 @@ static const struct fuse_lowlevel_ops ops = {
 
 int main(int argc, char **argv)
 {
-	int threads = 16, opt;
+	long threads = 16;
+	int opt;
 	while ((opt = getopt(argc, argv, "t:")) != -1) {
-		if (opt != 't' || (threads = atoi(optarg)) < 1) {
-			fprintf(stderr, "usage: fuse_floor [-t THREADS] SOURCE_DIR MOUNTPOINT\n");
+		char *end = NULL;
+		if (opt == 't') {
+			errno = 0;
+			threads = strtol(optarg, &end, 10);
+		}
+		if (opt != 't' || errno || end == optarg || *end || threads < 1 || threads > 256) {
+			fprintf(stderr, "usage: fuse_floor [-t THREADS (1-256)] SOURCE_DIR MOUNTPOINT\n");
 			return 2;
 		}
 	}

@@ -90,8 +90,10 @@ if [ -z "${TIERFS:-}" ] && [ -x "$REPO/build/tierfs" ]; then TIERFS=$REPO/build/
 [ -x "${TIERFS:-}" ] || die "no tierfs binary (set TIERFS)"
 build_tool epoch_reader
 READER=$WORK/bin/epoch_reader
-# shellcheck disable=SC2046 # pkg-config prints a list of words
-build_tool fuse_floor $(pkg-config --cflags --libs fuse3)
+if [ "$DO_HOT" = 1 ]; then
+    # shellcheck disable=SC2046 # pkg-config prints a list of words
+    build_tool fuse_floor $(pkg-config --cflags --libs fuse3)
+fi
 
 DATA=$WORK/dataset-n$SMALL-b$BIG
 if [ ! -f "$DATA/.complete" ]; then
@@ -127,16 +129,18 @@ floor_stop() {
 }
 # shellcheck disable=SC2034 # read by cleanup (common.sh)
 EXTRA_CLEANUP=floor_stop
-mkdir -p "$FLOOR_MNT"
-"$WORK/bin/fuse_floor" -t "${FLOOR_THREADS:-16}" "$DATA/objects" "$FLOOR_MNT" \
-    </dev/null >>"$RUN/logs/fuse_floor.out" 2>&1 &
-FLOOR_PID=$!
-for _ in $(seq 600); do
-    mountpoint -q "$FLOOR_MNT" && break
-    kill -0 "$FLOOR_PID" 2>/dev/null || die "fuse_floor exited before mounting; see $RUN/logs"
-    sleep 0.05
-done
-mountpoint -q "$FLOOR_MNT" || die "fuse_floor did not mount within 30 s"
+if [ "$DO_HOT" = 1 ]; then
+    mkdir -p "$FLOOR_MNT"
+    "$WORK/bin/fuse_floor" -t "${FLOOR_THREADS:-16}" "$DATA/objects" "$FLOOR_MNT" \
+        </dev/null >>"$RUN/logs/fuse_floor.out" 2>&1 &
+    FLOOR_PID=$!
+    for _ in $(seq 600); do
+        mountpoint -q "$FLOOR_MNT" && break
+        kill -0 "$FLOOR_PID" 2>/dev/null || die "fuse_floor exited before mounting; see $RUN/logs"
+        sleep 0.05
+    done
+    mountpoint -q "$FLOOR_MNT" || die "fuse_floor did not mount within 30 s"
+fi
 
 # tree_ticks PID: utime+stime (clock ticks) of PID and its children
 tree_ticks() {
@@ -192,11 +196,6 @@ if [ "$DO_SEQ" = 1 ]; then LISTS="$LISTS $DATA/big.tsv"; fi
 if [ "$DO_HOT" = 1 ]; then LISTS="$LISTS $DATA/small.tsv"; fi
 log "filling the SSD tier (tierfs warmup)"
 "$TIERFS" warmup --quiet "$MNT" "$MNT" >&2 || die "tierfs warmup failed"
-# the kernel read-ahead tierfs set for its mount (prefetch.readahead, set
-# beside the mount; done by now), for the floor's too
-RA=$(cat "/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb")
-echo "$RA" >"/sys/class/bdi/$(mountpoint -d "$FLOOR_MNT")/read_ahead_kb"
-meta read_ahead_kb "$RA"
 # the epoch's first read through the mount fills the page cache for "hot"
 DPID=$CUR_PID
 for round in $(seq "$ROUNDS"); do

@@ -446,6 +446,9 @@ def t_kill9_recovery(ctx):
     m = ctx.mount("kill").mount()
     for k, v in list(files.items())[:20]:
         assert read(os.path.join(m.mnt, k)) == v
+    # Fills are written and committed by background threads after the
+    # reader has its bytes: the kill comes once they have landed.
+    poll(lambda: m.stats()["ssd"]["fill_queue_bytes"] == 0, 20, "the fills to land")
     pid = m.pid()
     os.kill(pid, signal.SIGKILL)
     poll(lambda: process_gone(pid), 10, "the daemon to die")

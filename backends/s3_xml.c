@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,6 +374,23 @@ static const char *xp_text_trimmed(struct xp *xp)
 	return trim(xp->text.buf, &xp->text.len);
 }
 
+/* An ETag element's text into out, in the quotes the ETag header has
+ * ("" stays ""): Ceph RGW completes an upload of copied parts with
+ * <ETag>hex-3</ETag>, and HEAD then says "hex-3", so the two must compare
+ * equal.  EIO when it does not fit. */
+static int etag_copy(const char *s, char out[TFS_ETAG_MAX])
+{
+	size_t n = strlen(s);
+	bool quoted = n == 0 || (n >= 2 && s[0] == '"' && s[n - 1] == '"');
+	if (n + (quoted ? 0 : 2) >= TFS_ETAG_MAX)
+		return EIO;
+	if (quoted)
+		memcpy(out, s, n + 1);
+	else
+		snprintf(out, TFS_ETAG_MAX, "\"%s\"", s);
+	return 0;
+}
+
 /* The captured text exactly, as a malloc'd string (NULL on ENOMEM). */
 static char *xp_text_steal(struct xp *xp)
 {
@@ -440,9 +458,6 @@ static int list_start(struct xp *xp, enum xp_name id)
 
 static int list_end_contents_field(struct xp *xp, struct list_ctx *lc, enum xp_name id)
 {
-	const char *s;
-	size_t n;
-
 	switch (id) {
 	case N_KEY:
 		free(lc->cur.key);
@@ -455,12 +470,7 @@ static int list_end_contents_field(struct xp *xp, struct list_ctx *lc, enum xp_n
 			return EIO;
 		return 0;
 	case N_ETAG:
-		s = xp_text_trimmed(xp);
-		n = strlen(s);
-		if (n >= TFS_ETAG_MAX)
-			return EIO;
-		memcpy(lc->cur.etag, s, n + 1);
-		return 0;
+		return etag_copy(xp_text_trimmed(xp), lc->cur.etag);
 	case N_LAST_MODIFIED:
 		/* A date we cannot read is not worth failing a listing for. */
 		if (tfs_s3_parse_time(xp_text_trimmed(xp), &lc->cur.mtime) != 0)
@@ -831,13 +841,8 @@ static int etag_end(struct xp *xp, enum xp_name id, bool captured)
 		return error_fill(xp, &ec->err, id);
 	if (id != N_ETAG || ec->have_etag)
 		return 0;
-	const char *s = xp_text_trimmed(xp);
-	size_t n = strlen(s);
-	if (n >= TFS_ETAG_MAX)
-		return EIO;
-	memcpy(ec->etag, s, n + 1);
 	ec->have_etag = true;
-	return 0;
+	return etag_copy(xp_text_trimmed(xp), ec->etag);
 }
 
 static const struct xp_kind etag_kind = { etag_start, etag_end };

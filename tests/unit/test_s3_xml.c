@@ -467,6 +467,8 @@ Test(list, etag_and_mtime_limits)
 {
 	char etag[TFS_ETAG_MAX + 1];
 	memset(etag, 'e', sizeof(etag));
+	etag[0] = '"';
+	etag[TFS_ETAG_MAX - 2] = '"';
 	etag[TFS_ETAG_MAX - 1] = '\0'; /* 127 chars: fits */
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 4096);
@@ -480,7 +482,8 @@ Test(list, etag_and_mtime_limits)
 	cr_assert_str_eq(pg.entries[0].etag, etag);
 	tfs_list_page_clear(&pg);
 
-	etag[TFS_ETAG_MAX - 1] = 'e';
+	etag[TFS_ETAG_MAX - 2] = 'e';
+	etag[TFS_ETAG_MAX - 1] = '"';
 	etag[TFS_ETAG_MAX] = '\0'; /* 128 chars: too long */
 	tfs_dbuf_reset(&d);
 	cr_assert_eq(tfs_dbuf_addf(&d,
@@ -1166,6 +1169,7 @@ Test(etag, wrong_root_and_too_long)
 
 	char big[TFS_ETAG_MAX + 1];
 	memset(big, 'a', sizeof(big) - 1);
+	big[0] = big[sizeof(big) - 2] = '"';
 	big[sizeof(big) - 1] = '\0';
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 4096);
@@ -1173,12 +1177,44 @@ Test(etag, wrong_root_and_too_long)
 		     0);
 	cr_assert_eq(tfs_s3_xml_parse_etag(d.buf, d.len, etag, NULL, 0, NULL, 0), EIO);
 	tfs_dbuf_reset(&d);
+	big[TFS_ETAG_MAX - 2] = '"';
 	big[TFS_ETAG_MAX - 1] = '\0';
 	cr_assert_eq(tfs_dbuf_addf(&d, "<CopyObjectResult><ETag>%s</ETag></CopyObjectResult>", big),
 		     0);
 	cr_assert_eq(tfs_s3_xml_parse_etag(d.buf, d.len, etag, NULL, 0, NULL, 0), 0);
 	cr_assert_str_eq(etag, big);
+	/* Without its quotes it gets them, and must still fit with them. */
+	tfs_dbuf_reset(&d);
+	cr_assert_eq(tfs_dbuf_addf(&d, "<CopyObjectResult><ETag>%.*s</ETag></CopyObjectResult>",
+				   TFS_ETAG_MAX - 3, big + 1),
+		     0);
+	cr_assert_eq(tfs_s3_xml_parse_etag(d.buf, d.len, etag, NULL, 0, NULL, 0), 0);
+	cr_assert_str_eq(etag, big);
+	tfs_dbuf_reset(&d);
+	cr_assert_eq(tfs_dbuf_addf(&d, "<CopyObjectResult><ETag>a%.*s</ETag></CopyObjectResult>",
+				   TFS_ETAG_MAX - 3, big + 1),
+		     0);
+	cr_assert_eq(tfs_s3_xml_parse_etag(d.buf, d.len, etag, NULL, 0, NULL, 0), EIO);
 	tfs_dbuf_free(&d);
+}
+
+/* Ceph RGW completes an upload of copied parts with an ETag without its
+ * quotes; HEAD and listings quote it, so the parsers add them. */
+Test(etag, unquoted_gets_quotes)
+{
+	char etag[TFS_ETAG_MAX];
+	cr_assert_eq(tfs_s3_xml_parse_etag(BODY("<CompleteMultipartUploadResult><ETag>"
+						"44d40951fde7bf277f713fc5b1736b78-3</ETag>"
+						"</CompleteMultipartUploadResult>"),
+					   etag, NULL, 0, NULL, 0),
+		     0);
+	cr_assert_str_eq(etag, "\"44d40951fde7bf277f713fc5b1736b78-3\"");
+	struct tfs_list_page pg;
+	list_ok(BODY("<ListBucketResult><Contents><Key>k</Key><ETag>abc</ETag>"
+		     "</Contents></ListBucketResult>"),
+		NULL, &pg);
+	cr_assert_str_eq(pg.entries[0].etag, "\"abc\"");
+	tfs_list_page_clear(&pg);
 }
 
 /* ---- time ---- */

@@ -569,7 +569,7 @@ int tfs_backend_delete(struct tfs_backend *be, const char *key)
 	return account(be, TFS_OP_DELETE, be->ops->del(be->priv, key), 0, t0);
 }
 
-int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
+int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst, uint64_t size,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	char etag[TFS_ETAG_MAX] = "";
@@ -577,7 +577,7 @@ int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
 
 	if (!key_ok(src) || !key_ok(dst))
 		return EINVAL;
-	int rc = be->ops->copy(be->priv, src, dst, meta, etag);
+	int rc = be->ops->copy(be->priv, src, dst, size, meta, etag);
 	if (etag_out)
 		memcpy(etag_out, etag, TFS_ETAG_MAX);
 	return account(be, TFS_OP_COPY, rc, 0, t0);

@@ -406,10 +406,17 @@ int tfs_backend_count_uploads(struct tfs_backend *be, const char *prefix, size_t
 /* DELETE `key`.  Deleting a missing key succeeds, as on S3. */
 int tfs_backend_delete(struct tfs_backend *be, const char *key);
 
+/* A size the caller does not know (tfs_backend_copy()). */
+#define TFS_SIZE_UNKNOWN UINT64_MAX
+
 /* Server-side COPY of `src` to `dst`.  With `meta` NULL the source's user
- * metadata is kept; otherwise it is replaced by meta->user.  ENOENT when
- * `src` is missing. */
-int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst,
+ * metadata is kept; otherwise it is replaced by meta->user.  `size` is
+ * the source's size as the caller last saw it, or TFS_SIZE_UNKNOWN: S3
+ * copies an object larger than its copy_part_size in parts (UploadPartCopy,
+ * as S3 copies at most 5 GiB in one request), after a HEAD that gives the
+ * real size; a wrong `size` costs a request, never the copy.  ENOENT when
+ * `src` is missing; ESTALE when it was replaced during a copy in parts. */
+int tfs_backend_copy(struct tfs_backend *be, const char *src, const char *dst, uint64_t size,
 		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 
 /* Whether `key` (a file's key, or a directory marker ending in '/') is a

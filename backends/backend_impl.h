@@ -23,8 +23,8 @@ struct tfs_backend_ops {
 	int (*put)(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		   const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 	int (*del)(void *priv, const char *key);
-	int (*copy)(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
-		    char etag_out[TFS_ETAG_MAX]);
+	int (*copy)(void *priv, const char *src, const char *dst, uint64_t size,
+		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 	/* Multipart, optional: all NULL for a backend without it (the
 	 * wrappers then fall back to put and report no uploads).
 	 * wants_multipart: whether a put of `len` bytes is a multipart upload

@@ -992,9 +992,10 @@ static int copy_to_link(struct local *lb, int fd, const struct stat *st, const c
 	return rc ? rc : replace_link(lb, dst, target, meta, NULL, etag_out);
 }
 
-static int local_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
-		      char etag_out[TFS_ETAG_MAX])
+static int local_copy(void *priv, const char *src, const char *dst, uint64_t size,
+		      const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
+	(void)size; /* a local copy is one file copy, whatever its size */
 	struct local *lb = priv;
 	struct stat st;
 	bool dir;

@@ -644,11 +644,11 @@ static int near_del(void *priv, const char *key)
 	return tfs_backend_delete(n->far, key);
 }
 
-static int near_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
-		     char etag_out[TFS_ETAG_MAX])
+static int near_copy(void *priv, const char *src, const char *dst, uint64_t size,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
 	struct near *n = priv;
-	return tfs_backend_copy(n->far, src, dst, meta, etag_out);
+	return tfs_backend_copy(n->far, src, dst, size, meta, etag_out);
 }
 
 static bool near_wants_multipart(void *priv, uint64_t len)

@@ -250,37 +250,27 @@ static int s3_delete(void *priv, const char *key)
 	return rc;
 }
 
-static int s3_copy(void *priv, const char *src, const char *dst, const struct tfs_obj_meta *meta,
-		   char etag_out[TFS_ETAG_MAX])
+/* CopyObject of full key `fs` (x-amz-copy-source `source`) to full key
+ * `fd`, keeping the source's metadata (meta NULL) or replacing it. */
+static int copy_once(struct s3 *s, const char *source, const char *fs, const char *fd,
+		     const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
 {
-	struct s3 *s = priv;
 	struct tfs_http_resp r;
 	struct tfs_kv *h = NULL;
 	size_t nh = 0;
 	char what[1024];
-	struct tfs_dbuf source;
-	char *fs = s3_full_key(s, src);
-	char *fd = s3_full_key(s, dst);
-	int rc = (fs && fd) ? 0 : ENOMEM;
 
-	tfs_dbuf_init(&source, 8192);
-	if (rc == 0)
-		rc = tfs_dbuf_adds(&source, s->copy_base);
-	if (rc == 0)
-		rc = tfs_uri_encode(&source, fs, true);
-	if (rc == 0)
-		rc = s3_meta_headers(meta, 2, &h, &nh);
-	if (rc) {
-		free(fs);
-		free(fd);
-		tfs_dbuf_free(&source);
+	int rc = s3_meta_headers(meta, 2, &h, &nh);
+	if (rc)
 		return rc == ENOMEM ? ENOMEM : EINVAL;
-	}
-	h[0] = (struct tfs_kv){ "x-amz-copy-source", tfs_dbuf_str(&source) };
+	h[0] = (struct tfs_kv){ "x-amz-copy-source", source };
 	h[1] = (struct tfs_kv){ "x-amz-metadata-directive", meta ? "REPLACE" : "COPY" };
 	snprintf(what, sizeof(what), "COPY s3://%s/%s to %s", s->cfg.bucket, fs, fd);
 	tfs_http_resp_init(&r);
-	struct s3_call c = { .method = "PUT", .key = fd, .headers = h, .n_headers = nh };
+	/* The server copies the bytes before it answers. */
+	struct s3_call c = {
+		.method = "PUT", .key = fd, .headers = h, .n_headers = nh, .slow_reply = true
+	};
 	rc = s3_call(s, &c, what, &r);
 	if (rc == 0 && r.status != 200)
 		rc = s3_fail(s, what, &r);
@@ -295,6 +285,46 @@ static int s3_copy(void *priv, const char *src, const char *dst, const struct tf
 	}
 	tfs_http_resp_clear(&r);
 	s3_meta_headers_free(h, 2, nh);
+	return rc;
+}
+
+/* One CopyObject when the caller's size says it fits, else a HEAD and a
+ * copy in parts when the object is larger than copy_part_size.  S3 refuses
+ * one copy of more than 5 GiB with 400 (EINVAL): when the size was wrong
+ * (the object grew), the HEAD tells and the copy is made in parts. */
+static int s3_copy(void *priv, const char *src, const char *dst, uint64_t size,
+		   const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+{
+	struct s3 *s = priv;
+	struct tfs_dbuf source;
+	struct tfs_obj_meta hm = { 0 };
+	char *fs = s3_full_key(s, src);
+	char *fd = s3_full_key(s, dst);
+	int rc = (fs && fd) ? 0 : ENOMEM;
+
+	tfs_dbuf_init(&source, 8192);
+	if (rc == 0)
+		rc = tfs_dbuf_adds(&source, s->copy_base);
+	if (rc == 0)
+		rc = tfs_uri_encode(&source, fs, true);
+	if (rc) {
+		rc = rc == ENOMEM ? ENOMEM : EINVAL;
+		goto out;
+	}
+	bool fits = size <= s->cfg.copy_part_size; /* TFS_SIZE_UNKNOWN does not */
+	if (fits) {
+		rc = copy_once(s, tfs_dbuf_str(&source), fs, fd, meta, etag_out);
+		if (rc != EINVAL)
+			goto out;
+	}
+	int hrc = s3_head_full(s, fs, &hm);
+	if (hrc == 0 && hm.size > s->cfg.copy_part_size)
+		rc = s3_copy_multipart(s, tfs_dbuf_str(&source), fs, fd, hm.size, hm.etag,
+				       meta ? meta : &hm, etag_out);
+	else if (!fits)
+		rc = hrc ? hrc : copy_once(s, tfs_dbuf_str(&source), fs, fd, meta, etag_out);
+out:
+	tfs_obj_meta_clear(&hm);
 	tfs_dbuf_free(&source);
 	free(fs);
 	free(fd);
@@ -520,6 +550,13 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	}
 	if (s->cfg.part_size < 5u * 1024 * 1024) {
 		tfs_err(log, "s3: part_size must be at least 5 MiB");
+		s3_destroy(s);
+		return EINVAL;
+	}
+	if (s->cfg.copy_part_size == 0)
+		s->cfg.copy_part_size = S3_MAX_COPY;
+	if (s->cfg.copy_part_size < 5u * 1024 * 1024 || s->cfg.copy_part_size > S3_MAX_COPY) {
+		tfs_err(log, "s3: copy_part_size must be 5 MiB to 5 GiB");
 		s3_destroy(s);
 		return EINVAL;
 	}

@@ -34,7 +34,9 @@ struct tfs_s3_config {
 	unsigned retry_max_ms;        /* backoff cap */
 	uint64_t multipart_threshold; /* PUTs of at least this size use multipart */
 	uint64_t part_size;           /* multipart part size (5 MiB .. 5 GiB) */
-	unsigned upload_parallel;     /* parts in flight per multipart upload */
+	unsigned upload_parallel;     /* parts in flight per multipart upload or copy */
+	uint64_t copy_part_size;      /* copies of larger objects go in parts of this size
+				  * (5 MiB .. 5 GiB; 0: 5 GiB, S3's limit for one copy) */
 	unsigned max_connections;     /* connection pool size */
 };
 

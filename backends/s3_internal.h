@@ -62,6 +62,23 @@ void s3_describe_op(char *buf, size_t len, const char *op, const struct s3 *s, c
  * reply without Content-Length. */
 int s3_head_full(struct s3 *s, const char *full_key, struct tfs_obj_meta *out);
 
+/* The most S3 copies in one CopyObject or UploadPartCopy request. */
+#define S3_MAX_COPY (5ull << 30)
+
+/* Copy of full key `fsrc` to full key `fdst` in parts (UploadPartCopy,
+ * s3_multipart.c): `size` bytes and ETag `etag` as a HEAD of the source
+ * just gave them, `source` the x-amz-copy-source value, meta's user
+ * metadata for the new object.  Parts of cfg.copy_part_size (doubled
+ * while more than 10,000 would be needed), upload_parallel at once, each
+ * copied only while the source still has `etag`
+ * (x-amz-copy-source-if-match), so a source replaced meanwhile fails the
+ * copy with ESTALE instead of mixing two objects.  The upload is aborted
+ * on any failure.  Returns 0 and the new ETag in etag_out, or the errors
+ * of s3_call() and s3_fail(). */
+int s3_copy_multipart(struct s3 *s, const char *source, const char *fsrc, const char *fdst,
+		      uint64_t size, const char *etag, const struct tfs_obj_meta *meta,
+		      char etag_out[TFS_ETAG_MAX]);
+
 /* Multipart PUT of `len` bytes from `src` as backend-relative `key`
  * (s3_multipart.c), aborting the upload on any failure. */
 int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,

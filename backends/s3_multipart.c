@@ -1,7 +1,9 @@
 /* s3_multipart.c - multipart uploads: create, parts in parallel, complete;
  * resumable (the caller keeps the upload id and the parts' ETags in a
  * struct tfs_mpu and hands it back after a crash), abort, and counting the
- * uploads in progress.
+ * uploads in progress.  A copy of an object too large for one CopyObject
+ * is a multipart upload whose parts are copied from the source
+ * (UploadPartCopy) by the same workers.
  *
  * tfs_backend_put() uploads through the same code with a throwaway state
  * and aborts the upload on any failure, so that no orphan is left behind.
@@ -29,10 +31,12 @@
 struct mpu {
 	struct s3 *s;
 	const char *key;
-	struct tfs_io src;
+	struct tfs_io src; /* unused when copying */
 	uint64_t len;
-	struct tfs_mpu *st; /* part_size, nparts; etags written under `report` */
-	tfs_mpu_fn fn;      /* may be NULL */
+	const char *copy_source;   /* non-NULL: parts are copied from this x-amz-copy-source */
+	const char *copy_if_match; /* the source's ETag, or "" */
+	struct tfs_mpu *st;        /* part_size, nparts; etags written under `report` */
+	tfs_mpu_fn fn;             /* may be NULL */
 	void *ctx;
 	pthread_mutex_t lock;   /* protects next and err */
 	unsigned next;          /* next part index to look at */
@@ -46,10 +50,9 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 	return a / b + (a % b != 0);
 }
 
-/* cfg.part_size, doubled until the object needs at most 10,000 parts. */
-static uint64_t choose_part_size(const struct s3 *s, uint64_t len)
+/* `ps`, doubled until the object needs at most 10,000 parts. */
+static uint64_t choose_part_size(uint64_t ps, uint64_t len)
 {
-	uint64_t ps = s->cfg.part_size;
 	while (div_up(len, ps) > MAX_PARTS)
 		ps *= 2;
 	return ps;
@@ -155,10 +158,59 @@ static int put_part(struct s3 *s, const char *fk, const char *upload_id, unsigne
 	return rc;
 }
 
+/* UploadPartCopy: part `idx` of upload `upload_id` of full key `fk` is
+ * bytes off .. off + len - 1 of `source`, while it has ETag `if_match`
+ * (412, ESTALE, once it has another).  The server copies before it
+ * answers, and a 200 may still carry an <Error>. */
+static int copy_part(struct s3 *s, const char *fk, const char *upload_id, unsigned idx,
+		     unsigned nparts, const char *source, const char *if_match, uint64_t off,
+		     uint64_t len, char etag[TFS_ETAG_MAX])
+{
+	struct tfs_http_resp r;
+	char num[16], range[64], what[600];
+
+	snprintf(num, sizeof(num), "%u", idx + 1);
+	snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	struct tfs_kv q[2] = { { "partNumber", num }, { "uploadId", upload_id } };
+	struct tfs_kv h[3] = { { "x-amz-copy-source", source },
+			       { "x-amz-copy-source-range", range },
+			       { "x-amz-copy-source-if-match", if_match } };
+	snprintf(what, sizeof(what), "UploadPartCopy s3://%s/%s part %u/%u", s->cfg.bucket, fk,
+		 idx + 1, nparts);
+	tfs_http_resp_init(&r);
+	struct s3_call c = { .method = "PUT",
+			     .key = fk,
+			     .query = q,
+			     .n_query = 2,
+			     .headers = h,
+			     .n_headers = if_match[0] ? 3 : 2,
+			     .slow_reply = true };
+	int rc = s3_call(s, &c, what, &r);
+	if (rc == 0 && r.status != 200)
+		rc = s3_fail(s, what, &r);
+	if (rc == 0) {
+		char code[128] = "", msg[512] = "";
+		rc = tfs_s3_xml_parse_etag(tfs_dbuf_str(&r.body), tfs_dbuf_len(&r.body), etag, code,
+					   sizeof(code), msg, sizeof(msg));
+		if (rc)
+			tfs_err(s->log, "s3: %s: %s %s", what, code[0] ? code : "malformed reply",
+				msg);
+	}
+	if (rc == 0 && (etag[0] == '\0' || strpbrk(etag, "<>&") != NULL)) {
+		tfs_err(s->log, "s3: %s: reply has no usable ETag", what);
+		rc = EIO;
+	}
+	tfs_http_resp_clear(&r);
+	return rc;
+}
+
 static int upload_part(struct mpu *m, unsigned idx, char etag[TFS_ETAG_MAX])
 {
 	uint64_t off = (uint64_t)idx * m->st->part_size;
 	uint64_t len = m->len - off < m->st->part_size ? m->len - off : m->st->part_size;
+	if (m->copy_source)
+		return copy_part(m->s, m->key, m->st->upload_id, idx, m->st->nparts, m->copy_source,
+				 m->copy_if_match, off, len, etag);
 	struct tfs_io src = m->src;
 	if (src.kind == TFS_IO_BUF)
 		src.cbuf = (const char *)src.cbuf + off;
@@ -212,15 +264,14 @@ static void *worker(void *arg)
 	}
 }
 
-/* Upload the parts of st that have no ETag yet, upload_parallel at once.
- * Returns fn's error if it stopped the run (*by_fn set), else the first
- * part's failure. */
-static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
-			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx, bool *by_fn)
+/* Upload (or copy) the parts of m->st that have no ETag yet,
+ * upload_parallel at once; m's fields up to copy_if_match are set by the
+ * caller.  Returns fn's error if it stopped the run (*by_fn set), else the
+ * first part's failure. */
+static int run_parts(struct mpu *m, bool *by_fn)
 {
-	struct mpu m = {
-		.s = s, .key = key, .src = src, .len = len, .st = st, .fn = fn, .ctx = ctx
-	};
+	struct s3 *s = m->s;
+	const struct tfs_mpu *st = m->st;
 	pthread_t tids[MAX_THREADS];
 	unsigned todo = 0, started = 0;
 
@@ -231,21 +282,30 @@ static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64
 		nthreads = todo;
 	if (nthreads > MAX_THREADS)
 		nthreads = MAX_THREADS;
-	pthread_mutex_init(&m.lock, NULL);
-	pthread_mutex_init(&m.report, NULL);
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->report, NULL);
 	/* The calling thread works too; helpers take the other parts. */
 	for (unsigned i = 1; i < nthreads; i++) {
-		if (pthread_create(&tids[started], NULL, worker, &m) != 0)
+		if (pthread_create(&tids[started], NULL, worker, m) != 0)
 			break;
 		started++;
 	}
-	worker(&m);
+	worker(m);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
-	pthread_mutex_destroy(&m.report);
-	pthread_mutex_destroy(&m.lock);
-	*by_fn = m.fn_err != 0;
-	return m.fn_err ? m.fn_err : m.err;
+	pthread_mutex_destroy(&m->report);
+	pthread_mutex_destroy(&m->lock);
+	*by_fn = m->fn_err != 0;
+	return m->fn_err ? m->fn_err : m->err;
+}
+
+static int upload_parts(struct s3 *s, const char *key, struct tfs_io src, uint64_t len,
+			struct tfs_mpu *st, tfs_mpu_fn fn, void *ctx, bool *by_fn)
+{
+	struct mpu m = {
+		.s = s, .key = key, .src = src, .len = len, .st = st, .fn = fn, .ctx = ctx
+	};
+	return run_parts(&m, by_fn);
 }
 
 /* CreateMultipartUpload of full key `fk` with meta's headers; the new
@@ -295,7 +355,7 @@ static int start_upload(struct s3 *s, const char *key, uint64_t len,
 			const struct tfs_obj_meta *meta, struct tfs_mpu *st, tfs_mpu_fn fn,
 			void *ctx)
 {
-	uint64_t part_size = choose_part_size(s, len);
+	uint64_t part_size = choose_part_size(s->cfg.part_size, len);
 
 	st->upload_id[0] = '\0';
 	int rc = tfs_mpu_alloc(st, (unsigned)div_up(len, part_size));
@@ -527,6 +587,40 @@ int s3_put_multipart(struct s3 *s, const char *key, struct tfs_io src, uint64_t 
 	int rc = s3_put_resumable(s, key, src, len, meta, &st, NULL, NULL, etag_out);
 	if (rc && st.upload_id[0])
 		s3_abort_upload(s, key, st.upload_id);
+	tfs_mpu_clear(&st);
+	return rc;
+}
+
+int s3_copy_multipart(struct s3 *s, const char *source, const char *fsrc, const char *fdst,
+		      uint64_t size, const char *etag, const struct tfs_obj_meta *meta,
+		      char etag_out[TFS_ETAG_MAX])
+{
+	struct tfs_mpu st = { .upload_id = "" };
+	uint64_t part_size = choose_part_size(s->cfg.copy_part_size, size);
+	bool by_fn = false;
+
+	if (size == 0 || strpbrk(etag, "\r\n") != NULL)
+		return EINVAL;
+	int rc = tfs_mpu_alloc(&st, (unsigned)div_up(size, part_size));
+	if (rc)
+		return rc;
+	st.part_size = part_size;
+	tfs_info(s->log, "s3: copying s3://%s/%s (%" PRIu64 " bytes) to %s in %u parts",
+		 s->cfg.bucket, fsrc, size, fdst, st.nparts);
+	rc = create_upload(s, fdst, meta, st.upload_id);
+	if (rc == 0) {
+		struct mpu m = { .s = s,
+				 .key = fdst,
+				 .len = size,
+				 .st = &st,
+				 .copy_source = source,
+				 .copy_if_match = etag };
+		rc = run_parts(&m, &by_fn);
+	}
+	if (rc == 0)
+		rc = complete_upload(s, fdst, &st, etag_out);
+	if (rc && st.upload_id[0])
+		(void)abort_upload(s, fdst, st.upload_id);
 	tfs_mpu_clear(&st);
 	return rc;
 }

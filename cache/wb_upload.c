@@ -344,7 +344,7 @@ static int run_job(struct tfs_wb *wb, const char *path, uint64_t gen, bool *reti
 		struct tfs_obj_meta om = { 0 };
 		char etag[TFS_ETAG_MAX] = "";
 		wb_set_meta_headers(&om, &r, false, true);
-		rc = tfs_backend_copy(wb->be, r.path, r.path, &om, etag);
+		rc = tfs_backend_copy(wb->be, r.path, r.path, r.size, &om, etag);
 		tfs_obj_meta_clear(&om);
 		if (rc == ENOENT) {
 			/* Gone from the bucket: nothing to change. */

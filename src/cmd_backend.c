@@ -243,7 +243,7 @@ static int op_cp(struct tfs_backend *be, int argc, char **argv)
 		usage(stderr);
 		return EINVAL;
 	}
-	int rc = tfs_backend_copy(be, argv[0], argv[1], NULL, NULL);
+	int rc = tfs_backend_copy(be, argv[0], argv[1], TFS_SIZE_UNKNOWN, NULL, NULL);
 	if (rc)
 		fprintf(stderr, "tierfs: cp '%s' '%s': %s\n", argv[0], argv[1], strerror(rc));
 	return rc;

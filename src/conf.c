@@ -135,6 +135,8 @@ static const struct opt options[] = {
 	  .def = "16M" },
 	{ KEY("backend", "upload_parallel", OPT_UINT), FIELD(backend.upload_parallel), RANGE(1, 64),
 	  .def = "4" },
+	{ KEY("backend", "copy_part_size", OPT_SIZE), FIELD(backend.copy_part_size),
+	  RANGE(5 * MIB, 5 * GIB), .def = "5G" },
 	{ KEY("backend", "max_connections", OPT_UINT), FIELD(backend.max_connections),
 	  RANGE(1, 1024), .def = "64" },
 	{ KEY("backend", "bucket", OPT_SOURCE), FIELD(backend.bucket),

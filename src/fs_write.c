@@ -958,7 +958,7 @@ static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
 static int copy_clean(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
 {
 	char etag[TFS_ETAG_MAX] = "";
-	int rc = tfs_backend_copy(fs->be, from, to, NULL, etag);
+	int rc = tfs_backend_copy(fs->be, from, to, a->size, NULL, etag);
 	if (rc == 0)
 		rc = tfs_backend_delete(fs->be, from);
 	if (rc == 0) {

@@ -472,6 +472,31 @@ def t_rename(ctx):
         m.umount()
 
 
+def t_large_copies_in_parts(ctx):
+    """A rename or chmod of a file in the bucket larger than
+    backend.copy_part_size is a copy in parts (S3 copies at most 5 GiB in
+    one request: a larger checkpoint could not be renamed otherwise)."""
+    data = data_for("large", 12 * 2**20 + 999)
+    ctx.bucket.put("large.bin", data)
+    m = ctx.mount("large-copy", conf(FAST, backend={"copy_part_size": "5M"})).mount()
+    try:
+        moved = os.path.join(m.mnt, "moved.bin")
+        os.rename(os.path.join(m.mnt, "large.bin"), moved)
+        assert read(moved) == data
+        assert bucket_get(ctx.bucket, "large.bin") is None
+        os.chmod(moved, 0o600)
+        poll(lambda: drained(m), 20, "write-back to finish")
+        assert bucket_get(ctx.bucket, "moved.bin") == data
+        if ctx.bucket.kind != "local":
+            h = ctx.bucket.s3.head_object(Bucket=BUCKET, Key=ctx.bucket.prefix + "moved.bin")
+            assert h["ETag"].endswith('-3"'), "not copied in 3 parts: %s" % h["ETag"]
+            assert int(h["Metadata"]["mode"]) & 0o7777 == 0o600, h["Metadata"]
+        assert os.stat(moved).st_mode & 0o7777 == 0o600
+        assert read(moved) == data
+    finally:
+        m.umount()
+
+
 def t_names_the_backend_refuses(ctx):
     """Names the backend cannot store are refused at create, mkdir, mknod
     and rename (ENAMETOOLONG: S3 keys over 1,024 bytes with the prefix;
@@ -2797,6 +2822,7 @@ TESTS = [
     ("overwrite_is_copy_on_write", t_overwrite_is_copy_on_write),
     ("truncate_unlink_mkdir_rmdir", t_truncate_unlink_mkdir_rmdir),
     ("rename", t_rename),
+    ("large_copies_in_parts", t_large_copies_in_parts),
     ("rename_dir_bound", t_rename_dir_bound),
     ("names_the_backend_refuses", t_names_the_backend_refuses),
     ("attrs_and_unsupported", t_attrs_and_unsupported),

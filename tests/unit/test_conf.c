@@ -162,6 +162,7 @@ Test(config, defaults)
 	cr_assert_eq(cfg.backend.multipart_threshold, 64 * MIB);
 	cr_assert_eq(cfg.backend.part_size, 16 * MIB);
 	cr_assert_eq(cfg.backend.upload_parallel, 4);
+	cr_assert_eq(cfg.backend.copy_part_size, 5 * GIB);
 	cr_assert_eq(cfg.backend.max_connections, 64);
 	cr_assert_eq(cfg.ram.size, GIB);
 	cr_assert_str_eq(cfg.ssd.dir, "/var/cache/tierfs");
@@ -211,6 +212,7 @@ Test(config, load_every_type)
 		"multipart_threshold = 5G\n"
 		"part_size = 5M\n"
 		"upload_parallel = 64\n"
+		"copy_part_size = 512M\n"
 		"max_connections = 1024\n"
 		"[ram]\n"
 		"size = 1.5G\n"
@@ -250,6 +252,7 @@ Test(config, load_every_type)
 	cr_assert_eq(cfg.backend.multipart_threshold, 5 * GIB);
 	cr_assert_eq(cfg.backend.part_size, 5 * MIB);
 	cr_assert_eq(cfg.backend.upload_parallel, 64);
+	cr_assert_eq(cfg.backend.copy_part_size, 512 * MIB);
 	cr_assert_eq(cfg.backend.max_connections, 1024);
 	cr_assert_eq(cfg.ram.size, GIB + GIB / 2);
 	cr_assert_str_eq(cfg.ssd.dir, "/mnt/nvme/tierfs");
@@ -378,7 +381,8 @@ Test(config, unknown_key_backend_list)
 						  "low_speed_time, low_speed_limit, retries, "
 						  "retry_base, retry_max, "
 						  "multipart_threshold, part_size, "
-						  "upload_parallel, max_connections)");
+						  "upload_parallel, copy_part_size, "
+						  "max_connections)");
 }
 
 Test(config, bucket_is_not_a_key)
@@ -463,6 +467,8 @@ Test(config, out_of_range)
 	load_fails("[backend]\nmultipart_threshold = 6G\n", "2: [backend] multipart_threshold: "
 							    "'6G' is out of range (allowed: 5M to "
 							    "5G)");
+	load_fails("[backend]\ncopy_part_size = 6G\n", "2: [backend] copy_part_size: '6G' is out "
+						       "of range (allowed: 5M to 5G)");
 	load_fails("[backend]\nupload_parallel = 0\n", "2: [backend] upload_parallel: '0' is out "
 						       "of range (allowed: 1 to 64)");
 	load_fails("[backend]\nlow_speed_time = 1500ms\n", "2: [backend] low_speed_time: '1500ms' "

@@ -341,14 +341,16 @@ BOTH(writes_never_land_outside)
 	cr_assert_eq(tfs_backend_put(be, "ckpt/", tfs_io_cbuf(""), 0, NULL, NULL), EACCES);
 	cr_assert_eq(tfs_backend_put(be, "d/inner/m/", tfs_io_cbuf(""), 0, NULL, NULL), EACCES);
 	/* Copies: from a real object to a key through a symlink, and back. */
-	cr_assert_eq(tfs_backend_copy(be, "d/ok", "ckpt/copied", NULL, NULL), EACCES);
-	cr_assert_eq(tfs_backend_copy(be, "ckpt/secret", "d/stolen", NULL, NULL), ENOENT);
+	cr_assert_eq(tfs_backend_copy(be, "d/ok", "ckpt/copied", TFS_SIZE_UNKNOWN, NULL, NULL),
+		     EACCES);
+	cr_assert_eq(tfs_backend_copy(be, "ckpt/secret", "d/stolen", TFS_SIZE_UNKNOWN, NULL, NULL),
+		     ENOENT);
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_backend_head(be, "d/stolen", &m), ENOENT);
 	/* Copying a symlink copies the link, not what it points to. */
 	char target[512], buf[PATH_MAX];
 	path_of(target, sizeof(target), outside, "secret");
-	cr_assert_eq(tfs_backend_copy(be, "x", "d/stolen", NULL, NULL), 0);
+	cr_assert_eq(tfs_backend_copy(be, "x", "d/stolen", TFS_SIZE_UNKNOWN, NULL, NULL), 0);
 	cr_assert(is_symlink("d/stolen"));
 	cr_assert_eq(get_str("d/stolen", buf, sizeof(buf), NULL), 0);
 	cr_assert_str_eq(buf, target);
@@ -577,7 +579,7 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	/* COPY with meta NULL: the same target, owner and times. */
 	struct stat src;
 	lstat_root("l/link", &src);
-	cr_assert_eq(tfs_backend_copy(be, "l/link", "l/copy", NULL, NULL), 0);
+	cr_assert_eq(tfs_backend_copy(be, "l/link", "l/copy", TFS_SIZE_UNKNOWN, NULL, NULL), 0);
 	lstat_root("l/copy", &st);
 	cr_assert(S_ISLNK(st.st_mode));
 	cr_assert_eq(st.st_mtim.tv_sec, 1700000000);
@@ -591,7 +593,7 @@ BOTH(symlink_put_head_get_list_copy_delete)
 	char id[32];
 	snprintf(id, sizeof(id), "%u", getuid() == 0 ? 4321u : (unsigned)getuid());
 	cr_assert_eq(tfs_obj_meta_set(&meta, "uid", id), 0);
-	cr_assert_eq(tfs_backend_copy(be, "l/copy", "l/copy", &meta, etag), 0);
+	cr_assert_eq(tfs_backend_copy(be, "l/copy", "l/copy", TFS_SIZE_UNKNOWN, &meta, etag), 0);
 	tfs_obj_meta_clear(&meta);
 	cr_assert(is_symlink("l/copy"));
 	readlink_is("l/copy", "../target/fil2");
@@ -723,11 +725,11 @@ BOTH(copy_changes_kind_with_the_mode)
 	char buf[PATH_MAX];
 	cr_assert_eq(tfs_backend_put(be, "k/f", tfs_io_cbuf("t/x"), 3, NULL, NULL), 0);
 	link_meta(&meta, LINK_MODE_STR, NULL, NULL);
-	cr_assert_eq(tfs_backend_copy(be, "k/f", "k/l", &meta, NULL), 0);
+	cr_assert_eq(tfs_backend_copy(be, "k/f", "k/l", TFS_SIZE_UNKNOWN, &meta, NULL), 0);
 	tfs_obj_meta_clear(&meta);
 	readlink_is("k/l", "t/x");
 	link_meta(&meta, "33188", NULL, NULL); /* S_IFREG|0644 */
-	cr_assert_eq(tfs_backend_copy(be, "k/l", "k/g", &meta, NULL), 0);
+	cr_assert_eq(tfs_backend_copy(be, "k/l", "k/g", TFS_SIZE_UNKNOWN, &meta, NULL), 0);
 	tfs_obj_meta_clear(&meta);
 	cr_assert(!is_symlink("k/g"));
 	cr_assert_eq(get_str("k/g", buf, sizeof(buf), NULL), 0);
@@ -735,7 +737,7 @@ BOTH(copy_changes_kind_with_the_mode)
 	/* A link's own key given metadata without a mode stays a link. */
 	struct tfs_obj_meta m = { 0 };
 	cr_assert_eq(tfs_obj_meta_set(&m, "mtime", "1400000000"), 0);
-	cr_assert_eq(tfs_backend_copy(be, "k/l", "k/l", &m, NULL), 0);
+	cr_assert_eq(tfs_backend_copy(be, "k/l", "k/l", TFS_SIZE_UNKNOWN, &m, NULL), 0);
 	tfs_obj_meta_clear(&m);
 	readlink_is("k/l", "t/x");
 }

@@ -61,10 +61,10 @@ static int fake_del(void *p, const char *k)
 	(void)p, (void)k;
 	return EIO;
 }
-static int fake_copy(void *p, const char *s, const char *d, const struct tfs_obj_meta *m,
-		     char e[TFS_ETAG_MAX])
+static int fake_copy(void *p, const char *s, const char *d, uint64_t size,
+		     const struct tfs_obj_meta *m, char e[TFS_ETAG_MAX])
 {
-	(void)p, (void)s, (void)d, (void)m, (void)e;
+	(void)p, (void)s, (void)d, (void)size, (void)m, (void)e;
 	return EIO;
 }
 static void fake_destroy(void *p)

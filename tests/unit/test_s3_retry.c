@@ -50,7 +50,8 @@ static void setup(void)
 		.retry_max_ms = 4,
 		.multipart_threshold = 64u << 20,
 		.part_size = 8u << 20,
-		.upload_parallel = 2,
+		.upload_parallel = 1, /* parts in a fixed order, for the scripts */
+		.copy_part_size = 5u << 20,
 		.max_connections = 4,
 	};
 	cr_assert_eq(tfs_s3_create(&c, &tlog, &be), 0);
@@ -458,4 +459,89 @@ Test(s3_retry, a_listing_that_loops_is_cut_off)
 	cr_assert_eq(walk_all(&pages), EIO);
 	cr_assert_lt(mini_http_count(srv), 2 + 12, "the loop was not noticed soon");
 	cr_assert_eq(atomic_load(&tfs_backend_stats(be)->list_loops), 2);
+}
+
+/* ---- copies of objects too large for one CopyObject ---- */
+
+#define COPY_PART_OK \
+	R(.status = 200, .body = "<CopyPartResult><ETag>&quot;p&quot;</ETag></CopyPartResult>")
+#define HEAD_11M                                                                        \
+	R(.status = 200, .headers = "ETag: \"src-etag\"\r\nx-amz-meta-mode: 33188\r\n", \
+	  .content_length = 11u << 20)
+#define CREATED                                                                            \
+	R(.status = 200, .body = "<InitiateMultipartUploadResult><UploadId>up1</UploadId>" \
+				 "</InitiateMultipartUploadResult>")
+
+/* S3 refuses one CopyObject of more than 5 GiB with 400 InvalidRequest.
+ * A rename that believed the object small (it grew since) still copies
+ * it: a HEAD gives the real size, then the parts are copied from the
+ * version the HEAD saw, with its metadata. */
+Test(s3_retry, a_copy_refused_as_too_large_is_made_in_parts)
+{
+	mini_http_push(srv, R(.status = 400, .body = "<Error><Code>InvalidRequest</Code><Message>"
+						     "The specified copy source is larger than "
+						     "the maximum allowable size for a copy "
+						     "source: 5368709120</Message></Error>"));
+	mini_http_push(srv, HEAD_11M);
+	mini_http_push(srv, CREATED);
+	for (int i = 0; i < 3; i++)
+		mini_http_push(srv, COPY_PART_OK);
+	mini_http_push(srv, R(.status = 200, .body = "<CompleteMultipartUploadResult><ETag>"
+						     "&quot;whole-3&quot;</ETag>"
+						     "</CompleteMultipartUploadResult>"));
+	char etag[TFS_ETAG_MAX] = "";
+	cr_assert_eq(tfs_backend_copy(be, "src", "dst", 100, NULL, etag), 0);
+	cr_assert_str_eq(etag, "\"whole-3\"");
+	cr_assert_eq(mini_http_count(srv), 7);
+	cr_assert_eq(strncmp(mini_http_request(srv, 1), "HEAD /bkt/pre/src ", 18), 0);
+	const char *create = mini_http_request(srv, 2);
+	cr_assert_eq(strncmp(create, "POST /bkt/pre/dst?uploads", 25), 0, "%s", create);
+	cr_assert_not_null(strcasestr(create, "\r\nx-amz-meta-mode: 33188\r\n"),
+			   "the source's metadata is not kept: %s", create);
+	const char *range[3] = { "bytes=0-5242879", "bytes=5242880-10485759",
+				 "bytes=10485760-11534335" };
+	for (int i = 0; i < 3; i++) {
+		const char *req = mini_http_request(srv, 3 + i);
+		char want[64];
+		snprintf(want, sizeof(want), "\r\nx-amz-copy-source-range: %s\r\n", range[i]);
+		cr_assert_eq(strncmp(req, "PUT /bkt/pre/dst?", 17), 0, "%s", req);
+		cr_assert_not_null(strcasestr(req, want), "part %d: %s", i + 1, req);
+		cr_assert_not_null(strcasestr(req, "\r\nx-amz-copy-source: /bkt/pre/src\r\n"), "%s",
+				   req);
+		cr_assert_not_null(strcasestr(req, "\r\nx-amz-copy-source-if-match: "
+						   "\"src-etag\"\r\n"),
+				   "part %d may copy another version: %s", i + 1, req);
+	}
+	cr_assert_eq(strncmp(mini_http_request(srv, 6), "POST /bkt/pre/dst?uploadId=up1", 30), 0);
+}
+
+/* The source replaced during a copy in parts: the part copy fails its
+ * x-amz-copy-source-if-match (412), the copy fails with ESTALE instead of
+ * joining two versions, and the upload is aborted. */
+Test(s3_retry, a_source_replaced_during_a_copy_in_parts_is_estale)
+{
+	mini_http_push(srv, HEAD_11M);
+	mini_http_push(srv, CREATED);
+	mini_http_push(srv, COPY_PART_OK);
+	mini_http_push(srv, R(.status = 412, .body = "<Error><Code>PreconditionFailed</Code>"
+						     "</Error>"));
+	mini_http_push(srv, R(.status = 204, .body = ""));
+	cr_assert_eq(tfs_backend_copy(be, "src", "dst", TFS_SIZE_UNKNOWN, NULL, NULL), ESTALE);
+	cr_assert_eq(mini_http_count(srv), 5);
+	cr_assert_eq(strncmp(mini_http_request(srv, 4), "DELETE /bkt/pre/dst?uploadId=up1", 32), 0,
+		     "%s", mini_http_request(srv, 4));
+}
+
+/* An object the caller knows to be small is one CopyObject, no HEAD. */
+Test(s3_retry, a_small_copy_is_one_request)
+{
+	mini_http_push(srv, R(.status = 200, .body = "<CopyObjectResult><ETag>&quot;c&quot;</ETag>"
+						     "</CopyObjectResult>"));
+	char etag[TFS_ETAG_MAX] = "";
+	cr_assert_eq(tfs_backend_copy(be, "src", "dst", 5u << 20, NULL, etag), 0);
+	cr_assert_str_eq(etag, "\"c\"");
+	cr_assert_eq(mini_http_count(srv), 1);
+	const char *req = mini_http_request(srv, 0);
+	cr_assert_eq(strncmp(req, "PUT /bkt/pre/dst ", 17), 0, "%s", req);
+	cr_assert_null(strcasestr(req, "x-amz-copy-source-range"), "%s", req);
 }

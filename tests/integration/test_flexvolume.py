@@ -1297,6 +1297,9 @@ class FlexVolumeTests(unittest.TestCase):
                 for k, v in files.items():
                     with open(os.path.join(t, k), "rb") as f:
                         self.assertEqual(f.read(), v)
+                # Blocks reach the shared cache by background fills
+                # after the reader got them.
+                poll(lambda: stats(t)["ssd"]["fill_queue_bytes"] == 0, 20, "the fills to land")
             gets = sum(stats(t)["backend"]["get"]["requests"] for t in (ta, tb))
             self.assertEqual(gets, len(files), "the node fetched the dataset %.1f times" %
                              (gets / len(files)))

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
+
 struct key_esc local_esc(const char *key)
 {
 	struct key_esc e;
@@ -77,11 +79,8 @@ void local_make_etag(const struct stat *st, char etag[TFS_ETAG_MAX])
 void local_make_link_etag(const struct stat *st, const char *target, size_t n,
 			  char etag[TFS_ETAG_MAX])
 {
-	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
-	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)target[i];
-		h *= 0x100000001b3u;
-	}
+	/* FNV-1a from its standard offset basis (kept: the ETag is stored) */
+	uint64_t h = tfs_fnv1a_mem(0xcbf29ce484222325u, target, n);
 	uint64_t ns = (uint64_t)st->st_ctim.tv_sec * 1000000000u + (uint64_t)st->st_ctim.tv_nsec;
 	snprintf(etag, TFS_ETAG_MAX, "\"%" PRIx64 "-%" PRIx64 "-%" PRIx64 "-l%016" PRIx64 "\"",
 		 (uint64_t)n, ns, (uint64_t)st->st_ino, h);

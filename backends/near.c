@@ -178,7 +178,7 @@ static void near_result(struct near *n, bool ok)
 static uint64_t version_hash(const char *key, const char *etag)
 {
 	uint64_t h = tfs_fnv1a_str(TFS_FNV1A_INIT, key);
-	h = (h ^ 0xff) * 1099511628211ull; /* a separator no key holds */
+	h = tfs_fnv1a_byte(h, 0xff); /* a separator no key holds */
 	h = tfs_fnv1a_str(h, etag);
 	return h ? h : 1;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "hash.h"
 #include "path.h"
 #include "ram.h"
 #include "workers.h"
@@ -109,10 +110,7 @@ static void sleep_ms(long ms)
 
 static uint64_t hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	return tfs_fnv1a_str(TFS_FNV1A_INIT, s);
 }
 
 /* ---- the policy ---- */

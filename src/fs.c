@@ -19,6 +19,7 @@
 
 #include "fs.h"
 #include "clock.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -365,12 +366,8 @@ static uint64_t name_ino(const struct tfs_inode *dir, const char *dirpath, const
 {
 	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return dir->ino;
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = dirpath; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ '/') * 1099511628211ull;
-	for (const char *p = name; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	uint64_t h = tfs_fnv1a_str(TFS_FNV1A_INIT, dirpath);
+	h = tfs_fnv1a_str(tfs_fnv1a_byte(h, '/'), name);
 	return h | (1ull << 63); /* apart from the counter's numbers */
 }
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 #define FUSE_ROOT 1
 
 struct tfs_itable {
@@ -74,10 +76,7 @@ static void free_inode(struct tfs_itable *t, struct tfs_inode *in)
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+	return tfs_fnv1a_str(TFS_FNV1A_INIT, s);
 }
 
 static size_t ino_bucket(const struct tfs_itable *t, uint64_t ino)

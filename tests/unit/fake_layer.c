@@ -8,13 +8,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash.h"
+
 unsigned char fake_byte(const char *key, const char *etag, uint64_t off)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	for (const char *p = etag; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	uint64_t h = tfs_fnv1a_str(tfs_fnv1a_str(TFS_FNV1A_INIT, key), etag);
 	h ^= off * 0x9E3779B97F4A7C15ull;
 	h ^= h >> 31;
 	return (unsigned char)(h * 0xBF58476D1CE4E5B9ull >> 56);

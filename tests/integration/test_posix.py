@@ -15,6 +15,8 @@ kernel enforces permissions (default_permissions), as in pjdfstest's runs
 "posix: N passed, N failed".
 """
 import errno
+import hashlib
+import mmap
 import os
 import socket
 import stat
@@ -452,6 +454,42 @@ def t_setid_cleared_by_write(ctx):
         assert stat.S_IMODE(os.stat(p).st_mode) == want, (name, oct(os.stat(p).st_mode))
 
 
+def t_mmap(ctx):
+    """Memory-mapped files, as safetensors, numpy.memmap and Arrow (Hugging
+    Face datasets) use them: a mapping of an object reads its bytes across
+    blocks; a shared writable mapping's stores reach the file, the bucket
+    and a fresh cache; a private one's never do."""
+    n = 3 * 2**20 + 4321  # beyond three 1 MiB blocks
+    data = bytes((i * 7 + i // 4096) & 0xFF for i in range(n))
+    ctx.bucket.put("mm/data.bin", data)
+    m = mount(ctx)
+    try:
+        p = os.path.join(m.mnt, "mm/data.bin")
+        with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            assert len(mm) == n
+            for off in (0, 2**20 - 3, 2 * 2**20 + 17, n - 100):
+                assert mm[off:off + 100] == data[off:off + 100], "mapped bytes at %d" % off
+            assert hashlib.sha256(mm).digest() == hashlib.sha256(data).digest()
+        w = os.path.join(m.mnt, "mm/w.bin")
+        want = bytearray(b"\0" * (2 * 2**20 + 123))
+        with open(w, "wb") as f:
+            f.write(want)
+        with open(w, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+            for off in (5, 2**20 - 4, 2 * 2**20 + 100):  # one store across a block boundary
+                mm[off:off + 8] = b"MAPPED!!"
+                want[off:off + 8] = b"MAPPED!!"
+            mm.flush()
+        with open(w, "r+b") as f, mmap.mmap(f.fileno(), 0, flags=mmap.MAP_PRIVATE) as mm:
+            mm[0:4] = b"PRIV"
+        assert read(w) == bytes(want)
+        m = remount_fresh(ctx, m, "m2")
+        assert read(os.path.join(m.mnt, "mm/w.bin")) == bytes(want), "lost after write-back"
+        if ctx.bucket.kind != "local":
+            assert body(ctx, "mm/w.bin") == bytes(want)
+    finally:
+        m.umount()
+
+
 def t_small_objects_headed(ctx):
     """Listed objects under 4 KiB are HEADed once on their first lookup
     (cache.fetch_headers = small, the default): a symlink another client
@@ -497,6 +535,7 @@ TESTS = [
     ("small_objects_headed", t_small_objects_headed),
     ("directory_times_follow_entries", t_directory_times_follow_entries),
     ("setid_cleared_by_write", t_setid_cleared_by_write),
+    ("mmap", t_mmap),
 ]
 
 

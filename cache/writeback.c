@@ -566,7 +566,8 @@ static int wait_upload(struct tfs_wb *wb, const char *path, uint64_t gen)
 	return rc;
 }
 
-int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
+/* tfs_wb_commit(); `wait`: in sync mode, upload now. */
+static int commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable, bool wait)
 {
 	int rc = 0;
 	uint64_t gen = 0;
@@ -607,10 +608,20 @@ int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
 	}
 	if (fd >= 0)
 		close(fd);
-	if (rc == 0 && path && wb->cfg.mode == TFS_WB_SYNC)
+	if (rc == 0 && path && wait && wb->cfg.mode == TFS_WB_SYNC)
 		rc = wait_upload(wb, path, gen);
 	free(path);
 	return rc;
+}
+
+int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable)
+{
+	return commit(wb, f, durable, true);
+}
+
+int tfs_wb_commit_record(struct tfs_wb *wb, struct tfs_wb_file *f)
+{
+	return commit(wb, f, false, false);
 }
 
 int tfs_wb_setattr(struct tfs_wb *wb, const char *path, const struct tfs_attr *clean, unsigned mask,

@@ -203,6 +203,12 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size);
  * error.  Returns 0, EIO, ENOSPC, or (sync) the backend's error. */
 int tfs_wb_commit(struct tfs_wb *wb, struct tfs_wb_file *f, bool durable);
 
+/* Persist the file's current state in the journal (if it changed since
+ * the last commit) and return, in every mode: for a rename, which moves
+ * the record next (in sync mode tfs_wb_commit() would upload the old name
+ * and retire the record first).  Returns 0, EIO, ENOSPC. */
+int tfs_wb_commit_record(struct tfs_wb *wb, struct tfs_wb_file *f);
+
 /* Change mode/uid/gid/times (fields set in `mask`, TFS_WB_SET_*) of `path`:
  * a dirty file's attributes change in place; a clean object (`clean`, its
  * attributes; NULL as for tfs_wb_open_write()) gets a META record.

@@ -1009,7 +1009,7 @@ static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
 	if (rc)
 		return rc;
 	rc = tfs_wb_truncate(fs->wb, wf, a->size); /* a change, so it is journalled */
-	int crc = tfs_wb_commit(fs->wb, wf, false);
+	int crc = tfs_wb_commit_record(fs->wb, wf);
 	if (rc == 0)
 		rc = crc;
 	if (rc == 0)

@@ -538,7 +538,10 @@ def wait_uploaded(path, timeout=None):
 
 def save(obj, path, durable=False, timeout=None, **torch_save_kwargs):
     """torch.save(obj) to `path` atomically for readers: into a temporary
-    name in the same directory, fsync, then os.replace().  With
+    name in the same directory, fsync, then os.replace() before the file is
+    closed (on a tierfs mount its upload starts at close, so it is made
+    once, under `path`; renamed after close, the upload of the temporary
+    name would be cancelled or copied).  With
     durable=True, on a tierfs mount, return only once the bucket has it
     (wait_uploaded(); `timeout` in seconds, None waits as long as the
     upload is retried); on another filesystem durable=True also fsyncs the
@@ -551,7 +554,7 @@ def save(obj, path, durable=False, timeout=None, **torch_save_kwargs):
             torch.save(obj, f, **torch_save_kwargs)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -373,6 +373,48 @@ def t_durable_save_kill9(ctx):
         m.umount()
 
 
+def t_durable_save_uploads_once(ctx):
+    """save() renames the checkpoint into place while the file is still
+    open: its upload starts at close, so it is made once, under its name.
+    Renamed after the close, the upload of the temporary name could start
+    first (writeback.delay = 0), to be cancelled or wasted."""
+    m = ctx.mount("once").mount()
+    real_replace = os.replace
+    open_at_rename = []
+
+    def spy(src, dst, *args, **kwargs):
+        fds = "/proc/self/fd"
+        targets = []
+        for fd in os.listdir(fds):
+            try:
+                targets.append(os.readlink(os.path.join(fds, fd)))
+            except OSError:
+                pass  # the listing's own fd, closed meanwhile
+        open_at_rename.append(os.path.abspath(src) in targets)
+        return real_replace(src, dst, *args, **kwargs)
+    try:
+        os.makedirs(os.path.join(m.mnt, "once"))
+        path = os.path.join(m.mnt, "once", "model.pt")
+        b0 = m.stats()["backend"]
+        os.replace = spy
+        try:
+            tierfs.torch.save({"w": torch.arange(100_000, dtype=torch.float32)}, path,
+                              durable=True, timeout=60)
+        finally:
+            os.replace = real_replace
+        assert open_at_rename == [True], "renamed after the close: %s" % open_at_rename
+        b1 = m.stats()["backend"]
+        size = os.stat(path).st_size
+        assert bucket_bytes(ctx.bucket, "once/model.pt") == read(path)
+        assert b1["copy"]["requests"] == b0["copy"]["requests"], "the rename copied in the bucket"
+        sent = b1["put"]["payload_bytes"] - b0["put"]["payload_bytes"]
+        assert sent == size, "%d bytes sent for a checkpoint of %d" % (sent, size)
+        keys = [k for k in bucket_keys(ctx.bucket, "once/") if not k.endswith("/")]
+        assert keys == ["once/model.pt"], keys
+    finally:
+        m.umount()
+
+
 def t_durable_save_errors(ctx):
     """Uploads that fail (503 for every PUT): save(durable=True, timeout=)
     raises TimeoutError while they are retried, OSError(EIO) with the
@@ -705,6 +747,7 @@ TESTS = [
     ("sampler_order_2x", t_sampler_order_2x),
     ("two_ranks_order", t_two_ranks_order),
     ("durable_save_kill9", t_durable_save_kill9),
+    ("durable_save_uploads_once", t_durable_save_uploads_once),
     ("durable_save_errors", t_durable_save_errors),
     ("sampler_semantics", t_sampler_semantics),
     ("errors", t_errors),

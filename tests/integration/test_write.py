@@ -859,12 +859,31 @@ def t_server_down_retries_then_uploads(ctx):
         m.umount()
 
 
+def sync_rename_open(m, ctx):
+    """Sync mode: a file fsynced (so uploaded) and renamed while still open
+    keeps its handle: later writes land under the new name (the rename
+    once failed with ENOENT: its commit uploaded and retired the record
+    it was to move)."""
+    with open(os.path.join(m.mnt, "t.tmp"), "wb") as f:
+        f.write(b"first")
+        f.flush()
+        os.fsync(f.fileno())
+        assert bucket_get(ctx.bucket, "t.tmp") == b"first", "fsync returned before the upload"
+        os.replace(os.path.join(m.mnt, "t.tmp"), os.path.join(m.mnt, "t"))
+        f.write(b"+more")
+    assert read(os.path.join(m.mnt, "t")) == b"first+more"
+    assert not os.path.exists(os.path.join(m.mnt, "t.tmp"))
+    assert bucket_get(ctx.bucket, "t") == b"first+more", "close returned before the upload"
+    wait_gone(ctx.bucket, "t.tmp")
+
+
 def t_sync_mode(ctx):
     if ctx.bucket.kind == "local":
         m = ctx.mount("sync", conf({"writeback": {"mode": "sync"}})).mount()
         try:
             write(os.path.join(m.mnt, "s"), b"sync")
             assert bucket_get(ctx.bucket, "s") == b"sync", "close returned before the upload"
+            sync_rename_open(m, ctx)
         finally:
             m.umount()
         return None
@@ -874,6 +893,7 @@ def t_sync_mode(ctx):
     try:
         write(os.path.join(m.mnt, "s"), b"sync")
         assert bucket_get(ctx.bucket, "s") == b"sync", "close returned before the upload"
+        sync_rename_open(m, ctx)
         pid = moto_pid(ctx.bucket)
         os.listdir(m.mnt)  # a cached listing answers "no such name" offline
         os.kill(pid, signal.SIGSTOP)

@@ -1,8 +1,9 @@
-/* conf.c - the configuration: the option table, defaults, the INI file
- * (parsed by libinih), -o overrides, validation and dump. */
+/* conf.c - the configuration: defaults, the INI file (parsed by
+ * libinih), -o overrides, validation, reload and dump, over the option
+ * table of conf_keys.c. */
 #include "config.h"
 
-#include "conf.h"
+#include "conf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,233 +26,10 @@
 #define SYSCONFDIR "/etc"
 #endif
 
-#define KIB (UINT64_C(1) << 10)
-#define MIB (UINT64_C(1) << 20)
-#define GIB (UINT64_C(1) << 30)
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
-#define HOUR (60 * MIN)
-
 #define MAX_FILE (1024 * 1024) /* bytes in a configuration file */
 #define MAX_QUOTE 100          /* bytes of a bad value shown in a message */
 #define MAX_NAME 64            /* section and key names, with the NUL */
 #define MIN_TIER_BLOCKS 4      /* a cache tier holds at least this many blocks */
-
-/* ---- the option table ---- */
-
-enum opt_type {
-	OPT_STR,      /* char *; "" stores NULL */
-	OPT_PATH,     /* char *; an absolute path; "" stores NULL */
-	OPT_URL,      /* char *; http[s]://host[:port][/]; "" stores NULL */
-	OPT_LISTEN,   /* char *; loopback HOST:PORT or unix:/PATH; "" stores NULL */
-	OPT_BOOL,     /* bool */
-	OPT_UINT,     /* unsigned or uint64_t, in [min, max] */
-	OPT_SIZE,     /* unsigned or uint64_t bytes, in [min, max] */
-	OPT_SIZE_PCT, /* uint64_t bytes in [min, max], or "N%" into pct_off */
-	OPT_DURATION, /* unsigned or uint64_t in units of `scale` ms; range in ms */
-	OPT_PERCENT,  /* double in [min, max] */
-	OPT_ENUM,     /* an int-sized enum named by `names` */
-	OPT_LOGLEVEL, /* enum tfs_log_level (tfs_log_level_parse) */
-	OPT_SOURCE,   /* not a key: set from the mount source; `hint` says so */
-};
-
-enum {
-	OPTF_REQUIRED = 1 << 0, /* strings: must not be empty */
-	OPTF_POW2 = 1 << 1,     /* sizes: a power of two */
-	OPTF_FOREVER = 1 << 2,  /* durations: "forever" is allowed */
-	OPTF_TOKEN = 1 << 3,    /* strings: letters, digits, '-', '_', '.' */
-	OPTF_RELOAD = 1 << 4,   /* applied by a reload without a remount */
-};
-
-struct opt_name {
-	const char *name;
-	int value;
-};
-
-struct opt {
-	const char *section;
-	const char *key;
-	enum opt_type type;
-	unsigned flags;
-	size_t off;     /* offsetof(struct tfs_config, field) */
-	size_t size;    /* sizeof(field) */
-	size_t pct_off; /* OPT_SIZE_PCT: the double holding "N%" */
-	uint64_t min;
-	uint64_t max;
-	uint64_t scale; /* OPT_DURATION: milliseconds per stored unit */
-	const struct opt_name *names;
-	const char *def;  /* default, in the file syntax */
-	const char *hint; /* OPT_SOURCE */
-};
-
-static const struct opt_name policy_names[] = {
-	{ "lru", TFS_POLICY_LRU },
-	{ "epoch", TFS_POLICY_EPOCH },
-	{ NULL, 0 },
-};
-
-static const struct opt_name headers_names[] = {
-	{ "false", TFS_HEADERS_NONE },
-	{ "small", TFS_HEADERS_SMALL },
-	{ "true", TFS_HEADERS_ALL },
-	{ NULL, 0 },
-};
-
-static const struct opt_name wb_names[] = {
-	{ "async", TFS_WB_ASYNC },
-	{ "sync", TFS_WB_SYNC },
-	{ "off", TFS_WB_OFF },
-	{ NULL, 0 },
-};
-
-#define KEY(s, k, t) .section = (s), .key = (k), .type = (t)
-#define FIELD(f) \
-	.off = offsetof(struct tfs_config, f), .size = sizeof(((struct tfs_config *)NULL)->f)
-#define RANGE(lo, hi) .min = (lo), .max = (hi)
-
-static const struct opt options[] = {
-	{ KEY("backend", "endpoint", OPT_URL), FIELD(backend.endpoint), .def = "" },
-	{ KEY("backend", "region", OPT_STR), FIELD(backend.region),
-	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("backend", "path_style", OPT_BOOL), FIELD(backend.path_style), .def = "true" },
-	{ KEY("backend", "credentials_file", OPT_PATH), FIELD(backend.credentials_file),
-	  .def = "" },
-	{ KEY("backend", "profile", OPT_STR), FIELD(backend.profile), .def = "" },
-	{ KEY("backend", "ca_file", OPT_PATH), FIELD(backend.ca_file), .def = "" },
-	{ KEY("backend", "connect_timeout", OPT_DURATION), FIELD(backend.connect_timeout_ms),
-	  RANGE(100, 5 * MIN), .scale = 1, .def = "10s" },
-	{ KEY("backend", "low_speed_time", OPT_DURATION), FIELD(backend.low_speed_time_s),
-	  RANGE(SEC, HOUR), .scale = SEC, .def = "30s" },
-	{ KEY("backend", "low_speed_limit", OPT_SIZE), FIELD(backend.low_speed_limit),
-	  RANGE(1, GIB), .def = "1K" },
-	{ KEY("backend", "retries", OPT_UINT), FIELD(backend.retries), RANGE(0, 100), .def = "5" },
-	{ KEY("backend", "retry_base", OPT_DURATION), FIELD(backend.retry_base_ms), RANGE(1, MIN),
-	  .scale = 1, .def = "100ms" },
-	{ KEY("backend", "retry_max", OPT_DURATION), FIELD(backend.retry_max_ms), RANGE(1, HOUR),
-	  .scale = 1, .def = "20s" },
-	{ KEY("backend", "multipart_threshold", OPT_SIZE), FIELD(backend.multipart_threshold),
-	  RANGE(5 * MIB, 5 * GIB), .def = "64M" },
-	{ KEY("backend", "part_size", OPT_SIZE), FIELD(backend.part_size), RANGE(5 * MIB, 5 * GIB),
-	  .def = "16M" },
-	{ KEY("backend", "upload_parallel", OPT_UINT), FIELD(backend.upload_parallel), RANGE(1, 64),
-	  .def = "4" },
-	{ KEY("backend", "copy_part_size", OPT_SIZE), FIELD(backend.copy_part_size),
-	  RANGE(5 * MIB, 5 * GIB), .def = "5G" },
-	{ KEY("backend", "max_connections", OPT_UINT), FIELD(backend.max_connections),
-	  RANGE(1, 1024), .def = "64" },
-	{ KEY("backend", "bucket", OPT_SOURCE), FIELD(backend.bucket),
-	  .hint = "the bucket comes from the mount source (s3://BUCKET[/PREFIX])" },
-	{ KEY("backend", "prefix", OPT_SOURCE), FIELD(backend.prefix),
-	  .hint = "the prefix comes from the mount source (s3://BUCKET[/PREFIX])" },
-
-	/* [near]: a copy in the cluster (backends/near.h); off while bucket
-	 * is empty.  The store's own settings, then the copies'. */
-	{ KEY("near", "bucket", OPT_STR), FIELD(near_store.bucket), .flags = OPTF_TOKEN,
-	  .def = "" },
-	{ KEY("near", "prefix", OPT_STR), FIELD(near_store.prefix), .def = "" },
-	{ KEY("near", "endpoint", OPT_URL), FIELD(near_store.endpoint), .def = "" },
-	{ KEY("near", "region", OPT_STR), FIELD(near_store.region),
-	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("near", "path_style", OPT_BOOL), FIELD(near_store.path_style), .def = "true" },
-	{ KEY("near", "credentials_file", OPT_PATH), FIELD(near_store.credentials_file),
-	  .def = "" },
-	{ KEY("near", "profile", OPT_STR), FIELD(near_store.profile), .def = "" },
-	{ KEY("near", "ca_file", OPT_PATH), FIELD(near_store.ca_file), .def = "" },
-	{ KEY("near", "connect_timeout", OPT_DURATION), FIELD(near_store.connect_timeout_ms),
-	  RANGE(100, 5 * MIN), .scale = 1, .def = "1s" },
-	{ KEY("near", "low_speed_time", OPT_DURATION), FIELD(near_store.low_speed_time_s),
-	  RANGE(SEC, HOUR), .scale = SEC, .def = "5s" },
-	{ KEY("near", "retries", OPT_UINT), FIELD(near_store.retries), RANGE(0, 100), .def = "1" },
-	{ KEY("near", "copiers", OPT_UINT), FIELD(near.copiers), RANGE(1, 64), .def = "16" },
-	{ KEY("near", "copy_budget", OPT_SIZE), FIELD(near.copy_budget), RANGE(MIB, 64 * GIB),
-	  .def = "256M" },
-	{ KEY("near", "breaker_errors", OPT_UINT), FIELD(near.breaker_errors), RANGE(1, 1000),
-	  .def = "3" },
-	{ KEY("near", "retry_after", OPT_DURATION), FIELD(near.breaker_ms), RANGE(100, HOUR),
-	  .scale = 1, .def = "30s" },
-	{ KEY("near", "write_through", OPT_BOOL), FIELD(near.write_through), .def = "false" },
-	{ KEY("near", "spool_size", OPT_SIZE), FIELD(near.spool_size), RANGE(0, UINT64_MAX),
-	  .def = "4G" },
-
-	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "1G" },
-
-	{ KEY("ssd", "dir", OPT_PATH), FIELD(ssd.dir), .flags = OPTF_REQUIRED,
-	  .def = "/var/cache/tierfs" },
-	{ KEY("ssd", "size", OPT_SIZE_PCT), FIELD(ssd.size),
-	  .pct_off = offsetof(struct tfs_config, ssd.size_pct), RANGE(16 * MIB, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "80%" },
-	{ KEY("ssd", "pin_max", OPT_SIZE_PCT), FIELD(ssd.pin_max),
-	  .pct_off = offsetof(struct tfs_config, ssd.pin_max_pct), RANGE(0, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "50%" },
-	{ KEY("ssd", "high_watermark", OPT_PERCENT), FIELD(ssd.high_watermark), RANGE(1, 100),
-	  .flags = OPTF_RELOAD, .def = "90" },
-	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
-	  .flags = OPTF_RELOAD, .def = "80" },
-	{ KEY("ssd", "direct_io", OPT_BOOL), FIELD(ssd.direct_io), .def = "true" },
-	{ KEY("ssd", "fill_queue", OPT_SIZE), FIELD(ssd.fill_queue), RANGE(0, 4 * GIB),
-	  .def = "32M" },
-
-	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
-	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },
-	{ KEY("cache", "policy", OPT_ENUM), FIELD(cache.policy), .names = policy_names,
-	  .def = "epoch" },
-	{ KEY("cache", "metadata_ttl", OPT_DURATION), FIELD(cache.metadata_ttl_ms),
-	  .flags = OPTF_FOREVER | OPTF_RELOAD, RANGE(0, TFS_DURATION_FOREVER), .scale = 1,
-	  .def = "5m" },
-	{ KEY("cache", "fetch_headers", OPT_ENUM), FIELD(cache.fetch_headers),
-	  .names = headers_names, .def = "small" },
-	{ KEY("cache", "list_ahead", OPT_BOOL), FIELD(cache.list_ahead), .def = "true" },
-
-	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
-	  .def = "async" },
-	{ KEY("writeback", "delay", OPT_DURATION), FIELD(writeback.delay_ms), RANGE(0, HOUR),
-	  .scale = 1, .def = "0s" },
-	{ KEY("writeback", "rewrite_delay", OPT_DURATION), FIELD(writeback.rewrite_delay_ms),
-	  RANGE(0, HOUR), .scale = 1, .def = "5s" },
-	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders),
-	  RANGE(1, TFS_WB_MAX_UPLOADERS), .flags = OPTF_RELOAD, .def = "4" },
-	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries),
-	  RANGE(0, 1000000), .def = "0" },
-	{ KEY("writeback", "retry_base", OPT_DURATION), FIELD(writeback.retry_base_ms),
-	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
-	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
-	  RANGE(1, HOUR), .scale = 1, .def = "5m" },
-	{ KEY("writeback", "stream", OPT_BOOL), FIELD(writeback.stream), .def = "false" },
-	{ KEY("writeback", "staging_size", OPT_SIZE_PCT), FIELD(writeback.staging_size),
-	  .pct_off = offsetof(struct tfs_config, writeback.staging_size_pct),
-	  RANGE(MIB, UINT64_MAX), .def = "20%" },
-	{ KEY("writeback", "drain_timeout", OPT_DURATION), FIELD(writeback.drain_timeout_ms),
-	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
-
-	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers),
-	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "32" },
-	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
-	  .def = "16M" },
-	{ KEY("prefetch", "stream_gets", OPT_UINT), FIELD(prefetch.stream_gets),
-	  RANGE(1, TFS_PREFETCH_MAX_WORKERS), .def = "4" },
-	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
-	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
-	{ KEY("prefetch", "stall", OPT_DURATION), FIELD(prefetch.stall_ms), RANGE(0, HOUR),
-	  .scale = 1, .def = "10s" },
-
-	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD,
-	  .def = "info" },
-	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },
-
-	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
-
-	{ KEY("mount", "trusted", OPT_BOOL), FIELD(mount.trusted), .def = "false" },
-	{ KEY("mount", "max_inodes", OPT_UINT), FIELD(mount.max_inodes), RANGE(0, UINT64_MAX),
-	  .def = "262144" },
-};
-
-#define NOPTS (sizeof(options) / sizeof(options[0]))
-
-_Static_assert(NOPTS <= TFS_CONFIG_MAX_OPTIONS, "raise TFS_CONFIG_MAX_OPTIONS");
-_Static_assert(sizeof(enum tfs_policy) == sizeof(int), "enums are stored as int");
-_Static_assert(sizeof(enum tfs_wb_mode) == sizeof(int), "enums are stored as int");
-_Static_assert(sizeof(enum tfs_log_level) == sizeof(int), "enums are stored as int");
 
 const char *tfs_config_default_path(void)
 {
@@ -320,149 +98,6 @@ static const char *escape(char *buf, size_t cap, const char *s, size_t max, bool
 }
 
 #define QBUF (4 * MAX_QUOTE + 8)
-
-static void *field(struct tfs_config *cfg, size_t off)
-{
-	return (char *)cfg + off;
-}
-
-static const void *cfield(const struct tfs_config *cfg, size_t off)
-{
-	return (const char *)cfg + off;
-}
-
-static uint64_t load_uint(const struct tfs_config *cfg, const struct opt *o)
-{
-	const void *p = cfield(cfg, o->off);
-	uint64_t v;
-
-	if (o->size == sizeof(unsigned)) {
-		unsigned u;
-
-		memcpy(&u, p, sizeof(u));
-		v = u;
-	} else {
-		memcpy(&v, p, sizeof(v));
-	}
-	if (o->type == OPT_DURATION && o->scale != 1)
-		v *= o->scale;
-	return v;
-}
-
-/* Store v (already checked against the range, so it fits the field). */
-static void store_uint(struct tfs_config *cfg, const struct opt *o, uint64_t v)
-{
-	void *p = field(cfg, o->off);
-
-	if (o->type == OPT_DURATION && o->scale != 1)
-		v /= o->scale;
-	if (o->size == sizeof(unsigned)) {
-		unsigned u = (unsigned)v;
-
-		memcpy(p, &u, sizeof(u));
-	} else {
-		memcpy(p, &v, sizeof(v));
-	}
-}
-
-static double load_double(const struct tfs_config *cfg, size_t off)
-{
-	double d;
-
-	memcpy(&d, cfield(cfg, off), sizeof(d));
-	return d;
-}
-
-static int load_int(const struct tfs_config *cfg, const struct opt *o)
-{
-	int v;
-
-	memcpy(&v, cfield(cfg, o->off), sizeof(v));
-	return v;
-}
-
-static const char *load_str(const struct tfs_config *cfg, const struct opt *o)
-{
-	const char *s;
-
-	memcpy(&s, cfield(cfg, o->off), sizeof(s));
-	return s;
-}
-
-static bool is_string(const struct opt *o)
-{
-	return o->type == OPT_STR || o->type == OPT_PATH || o->type == OPT_URL ||
-	       o->type == OPT_LISTEN;
-}
-
-static size_t opt_index(const struct opt *o)
-{
-	return (size_t)(o - options);
-}
-
-static const struct opt *opt_by_field(size_t off)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (options[i].type != OPT_SOURCE && options[i].off == off)
-			return &options[i];
-	}
-	return NULL;
-}
-
-static bool section_known(const char *section)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (strcasecmp(options[i].section, section) == 0)
-			return true;
-	}
-	return false;
-}
-
-static const struct opt *find_opt(const char *section, const char *key)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (strcasecmp(options[i].section, section) == 0 &&
-		    strcasecmp(options[i].key, key) == 0)
-			return &options[i];
-	}
-	return NULL;
-}
-
-/* "backend, ram, ..." (sections) or the keys of `section`, into buf. */
-static const char *list_names(char *buf, size_t cap, const char *section)
-{
-	size_t o = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct opt *op = &options[i];
-		const char *name;
-
-		if (section) {
-			if (strcasecmp(op->section, section) != 0 || op->type == OPT_SOURCE)
-				continue;
-			name = op->key;
-		} else {
-			if (i > 0 && strcmp(options[i - 1].section, op->section) == 0)
-				continue;
-			name = op->section;
-		}
-		int n = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", name);
-		if (n < 0 || (size_t)n >= cap - o)
-			break;
-		o += (size_t)n;
-	}
-	return buf;
-}
-
-static const char *enum_name(const struct opt_name *names, int v)
-{
-	for (const struct opt_name *n = names; n->name; n++) {
-		if (n->value == v)
-			return n->name;
-	}
-	return NULL;
-}
 
 /* ---- what a key allows, for messages ---- */
 
@@ -926,35 +561,35 @@ static int store_value(struct tfs_config *cfg, const struct opt *o, const union 
 			if (s == NULL)
 				return ENOMEM;
 		}
-		memcpy(&old, field(cfg, o->off), sizeof(old));
+		memcpy(&old, tfs_conf_field(cfg, o->off), sizeof(old));
 		free(old);
-		memcpy(field(cfg, o->off), &s, sizeof(s));
+		memcpy(tfs_conf_field(cfg, o->off), &s, sizeof(s));
 		break;
 	}
 	case OPT_BOOL:
-		memcpy(field(cfg, o->off), &val->b, sizeof(bool));
+		memcpy(tfs_conf_field(cfg, o->off), &val->b, sizeof(bool));
 		break;
 	case OPT_UINT:
 	case OPT_SIZE:
 	case OPT_DURATION:
-		store_uint(cfg, o, val->u);
+		tfs_conf_store_uint(cfg, o, val->u);
 		break;
 	case OPT_SIZE_PCT:
-		store_uint(cfg, o, val->sp.bytes);
-		memcpy(field(cfg, o->pct_off), &val->sp.pct, sizeof(double));
+		tfs_conf_store_uint(cfg, o, val->sp.bytes);
+		memcpy(tfs_conf_field(cfg, o->pct_off), &val->sp.pct, sizeof(double));
 		break;
 	case OPT_PERCENT:
-		memcpy(field(cfg, o->off), &val->d, sizeof(double));
+		memcpy(tfs_conf_field(cfg, o->off), &val->d, sizeof(double));
 		break;
 	case OPT_ENUM:
 	case OPT_LOGLEVEL:
-		memcpy(field(cfg, o->off), &val->e, sizeof(int));
+		memcpy(tfs_conf_field(cfg, o->off), &val->e, sizeof(int));
 		break;
 	case OPT_SOURCE:
 		return EINVAL;
 	}
 
-	struct tfs_config_origin *org = &cfg->origin[opt_index(o)];
+	struct tfs_config_origin *org = &cfg->origin[tfs_conf_opt_index(o)];
 
 	if (w->src == SRC_DEFAULT) {
 		*org = (struct tfs_config_origin){ 0 };
@@ -984,17 +619,17 @@ static int apply(struct tfs_config *cfg, const struct where *w, const char *sect
 		     "key outside of any section (a [section] line must come first)");
 		return EINVAL;
 	}
-	if (!section_known(section)) {
+	if (!tfs_conf_section_known(section)) {
 		fail(err, w, section, key, "unknown section [%s] (allowed: %s)",
 		     escape(esc, sizeof(esc), section, MAX_QUOTE, false),
-		     list_names(names, sizeof(names), NULL));
+		     tfs_conf_list_names(names, sizeof(names), NULL));
 		return EINVAL;
 	}
-	o = find_opt(section, key);
+	o = tfs_conf_find_opt(section, key);
 	if (o == NULL) {
 		fail(err, w, section, key, "unknown key '%s' in section [%s] (allowed: %s)",
 		     escape(esc, sizeof(esc), key, MAX_QUOTE, false), section,
-		     list_names(names, sizeof(names), section));
+		     tfs_conf_list_names(names, sizeof(names), section));
 		return EINVAL;
 	}
 	rc = parse_value(o, value, &val, &slen, msg, sizeof(msg));
@@ -1012,11 +647,11 @@ static int apply(struct tfs_config *cfg, const struct where *w, const char *sect
 
 void tfs_config_clear(struct tfs_config *cfg)
 {
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (is_string(&options[i])) {
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		if (tfs_conf_is_string(&tfs_conf_options[i])) {
 			char *s;
 
-			memcpy(&s, field(cfg, options[i].off), sizeof(s));
+			memcpy(&s, tfs_conf_field(cfg, tfs_conf_options[i].off), sizeof(s));
 			free(s);
 		}
 	}
@@ -1032,15 +667,15 @@ int tfs_config_defaults(struct tfs_config *cfg)
 	char msg[768];
 
 	memset(cfg, 0, sizeof(*cfg));
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		union value val;
 		size_t slen = 0;
 		int rc;
 
 		if (o->type == OPT_SOURCE)
 			continue;
-		/* a default that does not parse is a bug in the table above */
+		/* a default that does not parse is a bug in the table (conf_keys.c) */
 		rc = parse_value(o, o->def, &val, &slen, msg, sizeof(msg));
 		if (rc == 0)
 			rc = store_value(cfg, o, &val, slen, &w);
@@ -1257,7 +892,7 @@ int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, s
 	free(cfg->path);
 	cfg->path = copy;
 	/* line numbers of an earlier file no longer mean anything */
-	for (size_t i = 0; i < NOPTS; i++)
+	for (size_t i = 0; i < tfs_conf_nopts; i++)
 		cfg->origin[i].line = 0;
 
 	c.data = tfs_dbuf_str(&data);
@@ -1322,7 +957,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 /* Prefix for a message about option o: where it was set last. */
 static struct where where_of(const struct tfs_config *cfg, const struct opt *o)
 {
-	const struct tfs_config_origin *org = &cfg->origin[opt_index(o)];
+	const struct tfs_config_origin *org = &cfg->origin[tfs_conf_opt_index(o)];
 	struct where w = { .src = SRC_DEFAULT };
 
 	if (org->cmdline) {
@@ -1351,7 +986,7 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 	case OPT_PATH:
 	case OPT_URL:
 	case OPT_LISTEN: {
-		const char *s = load_str(cfg, o);
+		const char *s = tfs_conf_load_str(cfg, o);
 		char why[160];
 		size_t len;
 
@@ -1379,29 +1014,29 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 		return 0;
 	}
 	case OPT_UINT: {
-		uint64_t u = load_uint(cfg, o);
+		uint64_t u = tfs_conf_load_uint(cfg, o);
 
 		snprintf(v, sizeof(v), "%" PRIu64, u);
 		bad = !range_ok(o, u);
 		break;
 	}
 	case OPT_SIZE: {
-		uint64_t u = load_uint(cfg, o);
+		uint64_t u = tfs_conf_load_uint(cfg, o);
 
 		fmt_size(u, v, sizeof(v));
 		bad = !range_ok(o, u) || !pow2_ok(o, u);
 		break;
 	}
 	case OPT_DURATION: {
-		uint64_t u = load_uint(cfg, o);
+		uint64_t u = tfs_conf_load_uint(cfg, o);
 
 		fmt_duration(u, v, sizeof(v));
 		bad = !range_ok(o, u);
 		break;
 	}
 	case OPT_SIZE_PCT: {
-		uint64_t u = load_uint(cfg, o);
-		double pct = load_double(cfg, o->pct_off);
+		uint64_t u = tfs_conf_load_uint(cfg, o);
+		double pct = tfs_conf_load_double(cfg, o->pct_off);
 
 		if (pct != 0.0) {
 			fmt_pct(pct, v, sizeof(v) - 1);
@@ -1415,23 +1050,23 @@ static int check_one(const struct tfs_config *cfg, const struct opt *o, struct t
 		break;
 	}
 	case OPT_PERCENT: {
-		double d = load_double(cfg, o->off);
+		double d = tfs_conf_load_double(cfg, o->off);
 
 		fmt_pct(d, v, sizeof(v));
 		bad = !(d >= (double)o->min && d <= (double)o->max);
 		break;
 	}
 	case OPT_ENUM:
-		if (enum_name(o->names, load_int(cfg, o)) == NULL) {
-			snprintf(v, sizeof(v), "%d", load_int(cfg, o));
+		if (tfs_conf_enum_name(o->names, tfs_conf_load_int(cfg, o)) == NULL) {
+			snprintf(v, sizeof(v), "%d", tfs_conf_load_int(cfg, o));
 			fail(err, &w, o->section, o->key, "invalid value %s (allowed: %s)", v,
 			     describe_syntax(o, allowed, sizeof(allowed)));
 			return EINVAL;
 		}
 		return 0;
 	case OPT_LOGLEVEL:
-		if ((unsigned)load_int(cfg, o) > TFS_LOG_DEBUG) {
-			snprintf(v, sizeof(v), "%d", load_int(cfg, o));
+		if ((unsigned)tfs_conf_load_int(cfg, o) > TFS_LOG_DEBUG) {
+			snprintf(v, sizeof(v), "%d", tfs_conf_load_int(cfg, o));
 			fail(err, &w, o->section, o->key, "invalid log level %s (allowed: %s)", v,
 			     describe_syntax(o, allowed, sizeof(allowed)));
 			return EINVAL;
@@ -1455,8 +1090,8 @@ __attribute__((format(printf, 5, 6))) static int
 cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt *a,
 	   const struct opt *b, const char *fmt, ...)
 {
-	const struct tfs_config_origin *oa = &cfg->origin[opt_index(a)];
-	const struct tfs_config_origin *ob = &cfg->origin[opt_index(b)];
+	const struct tfs_config_origin *oa = &cfg->origin[tfs_conf_opt_index(a)];
+	const struct tfs_config_origin *ob = &cfg->origin[tfs_conf_opt_index(b)];
 	struct where w = where_of(cfg, oa->seq >= ob->seq ? a : b);
 	char msg[768];
 	va_list ap;
@@ -1468,7 +1103,7 @@ cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt 
 	return EINVAL;
 }
 
-#define OPT_OF(f) opt_by_field(offsetof(struct tfs_config, f))
+#define OPT_OF(f) tfs_conf_opt_by_field(offsetof(struct tfs_config, f))
 
 int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 {
@@ -1477,8 +1112,8 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 
 	if (err)
 		tfs_dbuf_reset(err);
-	for (size_t i = 0; i < NOPTS; i++) {
-		rc = check_one(cfg, &options[i], err);
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		rc = check_one(cfg, &tfs_conf_options[i], err);
 		if (rc)
 			return rc;
 	}
@@ -1549,7 +1184,7 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 
 bool tfs_config_reloadable(const char *section, const char *key)
 {
-	const struct opt *o = find_opt(section, key);
+	const struct opt *o = tfs_conf_find_opt(section, key);
 
 	return o && (o->flags & OPTF_RELOAD);
 }
@@ -1560,22 +1195,23 @@ static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct 
  * ENOMEM (to unchanged). */
 static int copy_value(struct tfs_config *to, const struct tfs_config *from, const struct opt *o)
 {
-	if (is_string(o)) {
-		const char *s = load_str(from, o);
+	if (tfs_conf_is_string(o)) {
+		const char *s = tfs_conf_load_str(from, o);
 		char *dup = s ? strdup(s) : NULL;
 		char *old;
 
 		if (s && dup == NULL)
 			return ENOMEM;
-		memcpy(&old, field(to, o->off), sizeof(old));
+		memcpy(&old, tfs_conf_field(to, o->off), sizeof(old));
 		free(old);
-		memcpy(field(to, o->off), &dup, sizeof(dup));
+		memcpy(tfs_conf_field(to, o->off), &dup, sizeof(dup));
 	} else {
-		memcpy(field(to, o->off), cfield(from, o->off), o->size);
+		memcpy(tfs_conf_field(to, o->off), tfs_conf_cfield(from, o->off), o->size);
 		if (o->type == OPT_SIZE_PCT)
-			memcpy(field(to, o->pct_off), cfield(from, o->pct_off), sizeof(double));
+			memcpy(tfs_conf_field(to, o->pct_off), tfs_conf_cfield(from, o->pct_off),
+			       sizeof(double));
 	}
-	to->origin[opt_index(o)] = from->origin[opt_index(o)];
+	to->origin[tfs_conf_opt_index(o)] = from->origin[tfs_conf_opt_index(o)];
 	return 0;
 }
 
@@ -1587,8 +1223,8 @@ int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cu
 
 	tfs_dbuf_init(&a, 64 * 1024);
 	tfs_dbuf_init(&b, 64 * 1024);
-	for (size_t i = 0; i < NOPTS && rc == 0; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts && rc == 0; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		bool reload = (o->flags & OPTF_RELOAD) != 0;
 
 		if (o->type == OPT_SOURCE)
@@ -1624,44 +1260,45 @@ static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct 
 	case OPT_PATH:
 	case OPT_URL:
 	case OPT_LISTEN: {
-		const char *s = load_str(cfg, o);
+		const char *s = tfs_conf_load_str(cfg, o);
 
 		return s ? tfs_dbuf_adds(out, s) : 0;
 	}
 	case OPT_BOOL: {
 		bool b;
 
-		memcpy(&b, cfield(cfg, o->off), sizeof(b));
+		memcpy(&b, tfs_conf_cfield(cfg, o->off), sizeof(b));
 		return tfs_dbuf_adds(out, b ? "true" : "false");
 	}
 	case OPT_UINT:
-		return tfs_dbuf_addf(out, "%" PRIu64, load_uint(cfg, o));
+		return tfs_dbuf_addf(out, "%" PRIu64, tfs_conf_load_uint(cfg, o));
 	case OPT_SIZE:
-		fmt_size(load_uint(cfg, o), buf, sizeof(buf));
+		fmt_size(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
 		break;
 	case OPT_SIZE_PCT: {
-		double pct = load_double(cfg, o->pct_off);
+		double pct = tfs_conf_load_double(cfg, o->pct_off);
 
 		if (pct != 0.0) {
 			fmt_pct(pct, buf, sizeof(buf));
 			return tfs_dbuf_addf(out, "%s%%", buf);
 		}
-		fmt_size(load_uint(cfg, o), buf, sizeof(buf));
+		fmt_size(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
 		break;
 	}
 	case OPT_DURATION:
-		fmt_duration(load_uint(cfg, o), buf, sizeof(buf));
+		fmt_duration(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
 		break;
 	case OPT_PERCENT:
-		fmt_pct(load_double(cfg, o->off), buf, sizeof(buf));
+		fmt_pct(tfs_conf_load_double(cfg, o->off), buf, sizeof(buf));
 		break;
 	case OPT_ENUM: {
-		const char *n = enum_name(o->names, load_int(cfg, o));
+		const char *n = tfs_conf_enum_name(o->names, tfs_conf_load_int(cfg, o));
 
 		return tfs_dbuf_adds(out, n ? n : "?");
 	}
 	case OPT_LOGLEVEL:
-		return tfs_dbuf_adds(out, tfs_log_level_name((enum tfs_log_level)load_int(cfg, o)));
+		return tfs_dbuf_adds(
+			out, tfs_log_level_name((enum tfs_log_level)tfs_conf_load_int(cfg, o)));
 	case OPT_SOURCE:
 		break;
 	}
@@ -1675,17 +1312,17 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 	if (origins)
 		rc = tfs_dbuf_addf(out, "# tierfs configuration from %s\n",
 				   cfg->path ? cfg->path : "built-in defaults (no file)");
-	for (size_t i = 0; i < NOPTS && rc == 0; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts && rc == 0; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		const struct tfs_config_origin *org = &cfg->origin[i];
-		bool first = i == 0 || strcmp(options[i - 1].section, o->section) != 0;
+		bool first = i == 0 || strcmp(tfs_conf_options[i - 1].section, o->section) != 0;
 
 		if (first)
 			rc = tfs_dbuf_addf(out, "%s[%s]\n", i ? "\n" : "", o->section);
 		if (rc)
 			break;
 		if (o->type == OPT_SOURCE) {
-			const char *s = load_str(cfg, o);
+			const char *s = tfs_conf_load_str(cfg, o);
 
 			if (origins && s)
 				rc = tfs_dbuf_addf(out, "; %s = %s (from the mount source)\n",
@@ -1694,7 +1331,7 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 		}
 		rc = tfs_dbuf_addf(out, "%s =", o->key);
 		/* "key =" for an empty string, "key = value" otherwise */
-		if (rc == 0 && !(is_string(o) && load_str(cfg, o) == NULL))
+		if (rc == 0 && !(tfs_conf_is_string(o) && tfs_conf_load_str(cfg, o) == NULL))
 			rc = tfs_dbuf_addc(out, ' ');
 		if (rc == 0)
 			rc = dump_value(cfg, o, out);

@@ -1,20 +1,18 @@
 /* conf.c - the configuration: defaults, the INI file (parsed by
  * libinih), -o overrides, validation, reload and dump, over the option
- * table of conf_keys.c. */
+ * table of conf_keys.c and the one-value code of conf_value.c
+ * (conf_internal.h). */
 #include "config.h"
 
 #include "conf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +25,6 @@
 #endif
 
 #define MAX_FILE (1024 * 1024) /* bytes in a configuration file */
-#define MAX_QUOTE 100          /* bytes of a bad value shown in a message */
 #define MAX_NAME 64            /* section and key names, with the NUL */
 #define MIN_TIER_BLOCKS 4      /* a cache tier holds at least this many blocks */
 
@@ -43,16 +40,6 @@ static bool is_blank(char c)
 	return c == ' ' || c == '\t';
 }
 
-static bool is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool is_ctrl(unsigned char c)
-{
-	return c < 0x20 || c == 0x7f;
-}
-
 /* Copy s[0..n) without surrounding blanks into dst (truncated to cap-1). */
 static void copy_trimmed(char *dst, size_t cap, const char *s, size_t n)
 {
@@ -66,581 +53,6 @@ static void copy_trimmed(char *dst, size_t cap, const char *s, size_t n)
 		n = cap - 1;
 	memcpy(dst, s, n);
 	dst[n] = '\0';
-}
-
-/* Write s into buf for a message: control characters as \xNN, cut after
- * `max` bytes with "...", in single quotes when `quote`. */
-static const char *escape(char *buf, size_t cap, const char *s, size_t max, bool quote)
-{
-	size_t o = 0;
-	size_t i;
-
-	/* the loop stops while there is room for one escape, "...", the quote
-	 * and the NUL (callers pass QBUF bytes for max = MAX_QUOTE) */
-	if (quote)
-		buf[o++] = '\'';
-	for (i = 0; i < max && s[i] && o + 8 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (is_ctrl(c))
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	if (s[i]) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	if (quote)
-		buf[o++] = '\'';
-	buf[o] = '\0';
-	return buf;
-}
-
-#define QBUF (4 * MAX_QUOTE + 8)
-
-/* ---- what a key allows, for messages ---- */
-
-static void fmt_size(uint64_t v, char *buf, size_t cap)
-{
-	if (tfs_format_size_exact(v, buf, cap))
-		buf[0] = '\0';
-}
-
-static void fmt_duration(uint64_t v, char *buf, size_t cap)
-{
-	if (tfs_format_duration(v, buf, cap))
-		buf[0] = '\0';
-}
-
-/* The range of a numeric key, e.g. "5M to 5G" or "16M or more". */
-static const char *describe_range(const struct opt *o, char *buf, size_t cap)
-{
-	char lo[TFS_UNITS_BUFLEN], hi[TFS_UNITS_BUFLEN];
-
-	switch (o->type) {
-	case OPT_UINT:
-		snprintf(lo, sizeof(lo), "%" PRIu64, o->min);
-		snprintf(hi, sizeof(hi), "%" PRIu64, o->max);
-		break;
-	case OPT_SIZE:
-	case OPT_SIZE_PCT:
-		fmt_size(o->min, lo, sizeof(lo));
-		fmt_size(o->max, hi, sizeof(hi));
-		break;
-	case OPT_DURATION:
-		if (o->min == 0 && o->max == TFS_DURATION_FOREVER) {
-			snprintf(buf, cap, "any duration, or forever");
-			return buf;
-		}
-		fmt_duration(o->min, lo, sizeof(lo));
-		fmt_duration(o->max, hi, sizeof(hi));
-		break;
-	case OPT_PERCENT:
-		snprintf(buf, cap, "%" PRIu64 " to %" PRIu64 ", optionally followed by %%", o->min,
-			 o->max);
-		return buf;
-	default:
-		buf[0] = '\0';
-		return buf;
-	}
-	if (o->max == UINT64_MAX)
-		snprintf(buf, cap, "%s or more%s", lo,
-			 o->type == OPT_SIZE_PCT ? ", or N% with 0 < N <= 100" : "");
-	else
-		snprintf(buf, cap, "%s to %s%s", lo, hi,
-			 o->flags & OPTF_POW2 ? ", a power of two" : "");
-	return buf;
-}
-
-/* What a well-formed value of the key looks like. */
-static const char *describe_syntax(const struct opt *o, char *buf, size_t cap)
-{
-	switch (o->type) {
-	case OPT_SIZE:
-		snprintf(buf, cap, "bytes with K/M/G/T suffix");
-		break;
-	case OPT_SIZE_PCT:
-		snprintf(buf, cap, "bytes with K/M/G/T suffix or N%%");
-		break;
-	case OPT_DURATION:
-		snprintf(buf, cap, "a number with ms/s/m/h suffix%s",
-			 o->flags & OPTF_FOREVER ? " or forever" : "");
-		break;
-	case OPT_BOOL:
-		snprintf(buf, cap, "true/false, yes/no, on/off, 1/0");
-		break;
-	case OPT_ENUM: {
-		size_t n = 0;
-
-		buf[0] = '\0';
-		for (const struct opt_name *e = o->names; e->name && n < cap; e++) {
-			int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", e->name);
-			if (r < 0)
-				break;
-			n += (size_t)r;
-		}
-		break;
-	}
-	case OPT_LOGLEVEL: {
-		size_t n = 0;
-
-		buf[0] = '\0';
-		for (int l = TFS_LOG_ERROR; l <= TFS_LOG_DEBUG && n < cap; l++) {
-			int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "",
-					 tfs_log_level_name((enum tfs_log_level)l));
-			if (r < 0)
-				break;
-			n += (size_t)r;
-		}
-		break;
-	}
-	case OPT_PATH:
-		snprintf(buf, cap, "an absolute path%s",
-			 o->flags & OPTF_REQUIRED ? "" : ", or empty");
-		break;
-	case OPT_URL:
-		snprintf(buf, cap, "http://HOST[:PORT] or https://HOST[:PORT], or empty");
-		break;
-	case OPT_LISTEN:
-		snprintf(buf, cap,
-			 "127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, [::1]:PORT, "
-			 "unix:/ABSOLUTE/PATH, or empty for none");
-		break;
-	case OPT_STR:
-		snprintf(buf, cap, "%s%s",
-			 o->flags & OPTF_TOKEN ? "letters, digits, '-', '_' and '.'" : "any text",
-			 o->flags & OPTF_REQUIRED ? "" : ", or empty");
-		break;
-	default:
-		describe_range(o, buf, cap);
-		break;
-	}
-	return buf;
-}
-
-static const char *type_name(const struct opt *o)
-{
-	switch (o->type) {
-	case OPT_SIZE:
-	case OPT_SIZE_PCT:
-		return "size";
-	case OPT_DURATION:
-		return "duration";
-	case OPT_BOOL:
-		return "boolean";
-	case OPT_UINT:
-		return "integer";
-	case OPT_PERCENT:
-		return "percentage";
-	case OPT_LOGLEVEL:
-		return "log level";
-	case OPT_URL:
-		return "URL";
-	case OPT_LISTEN:
-		return "listen address";
-	default:
-		return "value";
-	}
-}
-
-/* ---- messages ---- */
-
-enum src {
-	SRC_DEFAULT,
-	SRC_FILE,
-	SRC_CMDLINE
-};
-
-/* Where an assignment comes from, for messages and origins. */
-struct where {
-	enum src src;
-	const char *file;       /* SRC_FILE */
-	unsigned line;          /* SRC_FILE */
-	const char *origin;     /* SRC_CMDLINE: printed before the assignment */
-	const char *assignment; /* SRC_CMDLINE */
-};
-
-/* Replace err with "<where><message>".  For a file the prefix is
- * "FILE:LINE: [section] key: " (parts that are NULL are left out); for
- * the command line "ORIGIN ASSIGNMENT: ". */
-__attribute__((format(printf, 5, 6))) static void fail(struct tfs_dbuf *err, const struct where *w,
-						       const char *section, const char *key,
-						       const char *fmt, ...)
-{
-	char msg[1024];
-	char esc[QBUF];
-	va_list ap;
-
-	if (err == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-
-	tfs_dbuf_reset(err);
-	if (w->src == SRC_CMDLINE) {
-		tfs_dbuf_addf(err, "%s %s: ", w->origin,
-			      escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, false));
-	} else if (w->src == SRC_FILE) {
-		tfs_dbuf_adds(err, w->file);
-		if (w->line)
-			tfs_dbuf_addf(err, ":%u", w->line);
-		tfs_dbuf_adds(err, ": ");
-		if (section && *section)
-			tfs_dbuf_addf(err, "[%s] ",
-				      escape(esc, sizeof(esc), section, MAX_QUOTE, false));
-		if (key)
-			tfs_dbuf_addf(err, "%s: ", escape(esc, sizeof(esc), key, MAX_QUOTE, false));
-	} else {
-		if (section && *section)
-			tfs_dbuf_addf(err, "[%s] ", section);
-		if (key)
-			tfs_dbuf_addf(err, "%s: ", key);
-	}
-	tfs_dbuf_adds(err, msg);
-}
-
-/* ---- parsing one value ---- */
-
-union value {
-	uint64_t u;
-	double d;
-	bool b;
-	int e;
-	struct {
-		uint64_t bytes;
-		double pct;
-	} sp;
-	const char *s; /* points into the input, len bytes */
-};
-
-static bool range_ok(const struct opt *o, uint64_t v)
-{
-	return v >= o->min && v <= o->max;
-}
-
-static bool pow2_ok(const struct opt *o, uint64_t v)
-{
-	return !(o->flags & OPTF_POW2) || (v && (v & (v - 1)) == 0);
-}
-
-/* http[s]://host[:port][/]: host a name or a [v6] literal; port 1..65535.
- * Sets *len to the length without the trailing '/'. */
-static bool url_ok(const char *v, size_t *len)
-{
-	const char *p;
-
-	if (strncasecmp(v, "http://", 7) == 0)
-		p = v + 7;
-	else if (strncasecmp(v, "https://", 8) == 0)
-		p = v + 8;
-	else
-		return false;
-
-	if (*p == '[') {
-		const char *h = ++p;
-
-		while (is_alnum(*p) || *p == ':' || *p == '.')
-			p++;
-		if (p == h || *p != ']')
-			return false;
-		p++;
-	} else {
-		const char *h = p;
-
-		while (is_alnum(*p) || *p == '-' || *p == '.' || *p == '_')
-			p++;
-		if (p == h)
-			return false;
-	}
-	if (*p == ':') {
-		unsigned port = 0;
-		const char *d = ++p;
-
-		while (*p >= '0' && *p <= '9' && p - d < 5)
-			port = port * 10 + (unsigned)(*p++ - '0');
-		if (p == d || port == 0 || port > 65535)
-			return false;
-	}
-	*len = (size_t)(p - v);
-	if (*p == '/')
-		p++;
-	return *p == '\0';
-}
-
-/* Parse and check `v` for option o.  Returns 0 with *out set, or EINVAL
- * with the reason (without the location) in msg. */
-/* The longest "key = value" line the file reader takes (libinih's line
- * buffer as Debian builds it), so that every value a dump writes loads
- * back. */
-#define LINE_CHARS_MAX 199
-
-/* Percentages keep six decimals: what the dump prints is what was parsed,
- * so a dump loads back to the same values (and validates the same way). */
-static double round_pct(double d)
-{
-	char t[64];
-	snprintf(t, sizeof(t), "%.6f", d);
-	return strtod(t, NULL);
-}
-
-/* A percentage as the file syntax writes it: fixed point, no exponent,
- * no trailing zeros. */
-static void fmt_pct(double d, char *buf, size_t len)
-{
-	snprintf(buf, len, "%.6f", d);
-	char *dot = strchr(buf, '.');
-	if (dot) {
-		char *e = buf + strlen(buf);
-		while (e > dot + 1 && e[-1] == '0')
-			*--e = '\0';
-		if (e == dot + 1)
-			*dot = '\0';
-	}
-}
-
-static int parse_value(const struct opt *o, const char *v, union value *out, size_t *slen,
-		       char *msg, size_t cap)
-{
-	char q[QBUF];
-	char allowed[256];
-	int rc = 0;
-
-	escape(q, sizeof(q), v, MAX_QUOTE, true);
-
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN:
-		*slen = strlen(v);
-		for (const char *p = v; *p; p++) {
-			if (is_ctrl((unsigned char)*p)) {
-				snprintf(msg, cap, "%s contains a control character (allowed: %s)",
-					 q, describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		}
-		if (strlen(o->key) + 3 + strlen(v) > LINE_CHARS_MAX) {
-			snprintf(msg, cap,
-				 "the value is too long: a configuration line holds at most "
-				 "%d characters",
-				 LINE_CHARS_MAX);
-			return EINVAL;
-		}
-		if (*v == ';' || strstr(v, " ;") || strstr(v, "\t;")) {
-			snprintf(msg, cap,
-				 "%s: a ';' at the start or after a blank starts a comment in the "
-				 "configuration file",
-				 q);
-			return EINVAL;
-		}
-		if (*v == '\0') {
-			if (o->flags & OPTF_REQUIRED) {
-				snprintf(msg, cap, "a value is required (allowed: %s)",
-					 describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		} else if (o->type == OPT_PATH && *v != '/') {
-			snprintf(msg, cap, "%s is not an absolute path (allowed: %s)", q,
-				 describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		} else if (o->type == OPT_URL && !url_ok(v, slen)) {
-			rc = EINVAL;
-		} else if (o->type == OPT_LISTEN) {
-			char why[160];
-
-			if (tfs_metrics_parse_listen(v, NULL, why, sizeof(why)) != 0) {
-				snprintf(msg, cap, "invalid %s %s: %s (allowed: %s)", type_name(o),
-					 q, why, describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		} else if (o->flags & OPTF_TOKEN) {
-			for (const char *p = v; *p; p++) {
-				if (!is_alnum(*p) && *p != '-' && *p != '_' && *p != '.')
-					rc = EINVAL;
-			}
-		}
-		out->s = v;
-		break;
-	case OPT_BOOL:
-		rc = tfs_parse_bool(v, &out->b);
-		break;
-	case OPT_UINT:
-		rc = tfs_parse_uint(v, &out->u);
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		break;
-	case OPT_SIZE:
-		rc = tfs_parse_size(v, &out->u);
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		if (rc == 0 && !pow2_ok(o, out->u)) {
-			snprintf(msg, cap, "%s is not a power of two (allowed: %s)", q,
-				 describe_range(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		break;
-	case OPT_SIZE_PCT:
-		rc = tfs_parse_size_or_pct(v, &out->sp.bytes, &out->sp.pct);
-		if (rc == 0)
-			out->sp.pct = round_pct(out->sp.pct);
-		if (rc == 0 && out->sp.pct == 0.0 && !range_ok(o, out->sp.bytes))
-			rc = ERANGE;
-		break;
-	case OPT_DURATION:
-		rc = tfs_parse_duration(v, &out->u);
-		if (rc == 0 && out->u == TFS_DURATION_FOREVER && !(o->flags & OPTF_FOREVER))
-			rc = EINVAL;
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		if (rc == 0 && out->u % o->scale != 0) {
-			snprintf(msg, cap, "%s is not a whole number of seconds (allowed: %s)", q,
-				 describe_range(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		break;
-	case OPT_PERCENT:
-		rc = tfs_parse_percent(v, &out->d);
-		if (rc == 0)
-			out->d = round_pct(out->d);
-		if (rc == 0 && (out->d < (double)o->min || out->d > (double)o->max))
-			rc = ERANGE;
-		break;
-	case OPT_ENUM:
-		rc = EINVAL;
-		for (const struct opt_name *n = o->names; n->name; n++) {
-			if (strcasecmp(n->name, v) == 0) {
-				out->e = n->value;
-				rc = 0;
-				break;
-			}
-		}
-		break;
-	case OPT_LOGLEVEL: {
-		enum tfs_log_level l;
-
-		rc = tfs_log_level_parse(v, &l);
-		out->e = (int)l;
-		break;
-	}
-	case OPT_SOURCE:
-		snprintf(msg, cap, "not a configuration key: %s", o->hint);
-		return EINVAL;
-	}
-
-	if (rc == ERANGE) {
-		snprintf(msg, cap, "%s is out of range (allowed: %s)", q,
-			 describe_range(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	if (rc) {
-		snprintf(msg, cap, "invalid %s %s (allowed: %s)", type_name(o), q,
-			 describe_syntax(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	return 0;
-}
-
-/* Store a parsed value and remember where it came from.  Returns 0 or
- * ENOMEM (then nothing changed). */
-static int store_value(struct tfs_config *cfg, const struct opt *o, const union value *val,
-		       size_t slen, const struct where *w)
-{
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		char *s = NULL;
-		char *old;
-
-		if (slen) {
-			s = strndup(val->s, slen);
-			if (s == NULL)
-				return ENOMEM;
-		}
-		memcpy(&old, tfs_conf_field(cfg, o->off), sizeof(old));
-		free(old);
-		memcpy(tfs_conf_field(cfg, o->off), &s, sizeof(s));
-		break;
-	}
-	case OPT_BOOL:
-		memcpy(tfs_conf_field(cfg, o->off), &val->b, sizeof(bool));
-		break;
-	case OPT_UINT:
-	case OPT_SIZE:
-	case OPT_DURATION:
-		tfs_conf_store_uint(cfg, o, val->u);
-		break;
-	case OPT_SIZE_PCT:
-		tfs_conf_store_uint(cfg, o, val->sp.bytes);
-		memcpy(tfs_conf_field(cfg, o->pct_off), &val->sp.pct, sizeof(double));
-		break;
-	case OPT_PERCENT:
-		memcpy(tfs_conf_field(cfg, o->off), &val->d, sizeof(double));
-		break;
-	case OPT_ENUM:
-	case OPT_LOGLEVEL:
-		memcpy(tfs_conf_field(cfg, o->off), &val->e, sizeof(int));
-		break;
-	case OPT_SOURCE:
-		return EINVAL;
-	}
-
-	struct tfs_config_origin *org = &cfg->origin[tfs_conf_opt_index(o)];
-
-	if (w->src == SRC_DEFAULT) {
-		*org = (struct tfs_config_origin){ 0 };
-	} else {
-		org->line = w->src == SRC_FILE ? w->line : 0;
-		org->cmdline = w->src == SRC_CMDLINE;
-		org->seq = ++cfg->seq;
-	}
-	return 0;
-}
-
-/* Apply "[section] key = value" from w.  Returns 0, EINVAL or ENOMEM, with
- * the message in err. */
-static int apply(struct tfs_config *cfg, const struct where *w, const char *section,
-		 const char *key, const char *value, struct tfs_dbuf *err)
-{
-	char names[512];
-	char msg[768];
-	char esc[QBUF];
-	union value val;
-	size_t slen = 0;
-	const struct opt *o;
-	int rc;
-
-	if (*section == '\0') {
-		fail(err, w, NULL, key,
-		     "key outside of any section (a [section] line must come first)");
-		return EINVAL;
-	}
-	if (!tfs_conf_section_known(section)) {
-		fail(err, w, section, key, "unknown section [%s] (allowed: %s)",
-		     escape(esc, sizeof(esc), section, MAX_QUOTE, false),
-		     tfs_conf_list_names(names, sizeof(names), NULL));
-		return EINVAL;
-	}
-	o = tfs_conf_find_opt(section, key);
-	if (o == NULL) {
-		fail(err, w, section, key, "unknown key '%s' in section [%s] (allowed: %s)",
-		     escape(esc, sizeof(esc), key, MAX_QUOTE, false), section,
-		     tfs_conf_list_names(names, sizeof(names), section));
-		return EINVAL;
-	}
-	rc = parse_value(o, value, &val, &slen, msg, sizeof(msg));
-	if (rc) {
-		fail(err, w, section, key, "%s", msg);
-		return rc;
-	}
-	rc = store_value(cfg, o, &val, slen, w);
-	if (rc)
-		fail(err, w, section, key, "out of memory");
-	return rc;
 }
 
 /* ---- defaults, clear ---- */
@@ -676,9 +88,9 @@ int tfs_config_defaults(struct tfs_config *cfg)
 		if (o->type == OPT_SOURCE)
 			continue;
 		/* a default that does not parse is a bug in the table (conf_keys.c) */
-		rc = parse_value(o, o->def, &val, &slen, msg, sizeof(msg));
+		rc = tfs_conf_parse_value(o, o->def, &val, &slen, msg, sizeof(msg));
 		if (rc == 0)
-			rc = store_value(cfg, o, &val, slen, &w);
+			rc = tfs_conf_store_value(cfg, o, &val, slen, &w);
 		if (rc) {
 			tfs_config_clear(cfg);
 			return rc;
@@ -739,7 +151,7 @@ static char *read_line(char *str, int num, void *stream)
 		return str;
 	}
 	if (memchr(start, '\0', n)) {
-		fail(c->err, &w, NULL, NULL, "NUL byte in line");
+		tfs_conf_fail(c->err, &w, NULL, NULL, "NUL byte in line");
 		c->err_line = c->lineno;
 		c->rc = EINVAL;
 		return NULL;
@@ -757,7 +169,8 @@ static char *read_line(char *str, int num, void *stream)
 		}
 	}
 	if (num < 1 || n >= (size_t)num) {
-		fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)", num - 1);
+		tfs_conf_fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)",
+			      num - 1);
 		c->err_line = c->lineno;
 		c->rc = EINVAL;
 		return NULL;
@@ -780,7 +193,7 @@ static int on_value(void *user, const char *section, const char *key, const char
 		return 0;
 	/* inih keeps the blanks inside "[ ssd ]" */
 	copy_trimmed(sec, sizeof(sec), section, strlen(section));
-	rc = apply(c->cfg, &w, sec, key, value, c->err);
+	rc = tfs_conf_apply(c->cfg, &w, sec, key, value, c->err);
 	if (rc) {
 		c->err_line = c->lineno;
 		c->rc = rc;
@@ -803,13 +216,14 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 	if (fd < 0) {
 		rc = errno;
 		if (rc != ENOENT || must_exist)
-			fail(err, &w, NULL, NULL, "cannot open: %s",
-			     strerror_r(rc, ebuf, sizeof(ebuf)));
+			tfs_conf_fail(err, &w, NULL, NULL, "cannot open: %s",
+				      strerror_r(rc, ebuf, sizeof(ebuf)));
 		return rc;
 	}
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		rc = EISDIR;
-		fail(err, &w, NULL, NULL, "cannot read: %s", strerror_r(rc, ebuf, sizeof(ebuf)));
+		tfs_conf_fail(err, &w, NULL, NULL, "cannot read: %s",
+			      strerror_r(rc, ebuf, sizeof(ebuf)));
 		goto out;
 	}
 	for (;;) {
@@ -819,8 +233,8 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 			continue;
 		if (n < 0) {
 			rc = errno;
-			fail(err, &w, NULL, NULL, "cannot read: %s",
-			     strerror_r(rc, ebuf, sizeof(ebuf)));
+			tfs_conf_fail(err, &w, NULL, NULL, "cannot read: %s",
+				      strerror_r(rc, ebuf, sizeof(ebuf)));
 			goto out;
 		}
 		if (n == 0)
@@ -828,11 +242,12 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 		rc = tfs_dbuf_add(d, buf, (size_t)n);
 		if (rc == EOVERFLOW) {
 			rc = EFBIG;
-			fail(err, &w, NULL, NULL, "file too large (more than %d bytes)", MAX_FILE);
+			tfs_conf_fail(err, &w, NULL, NULL, "file too large (more than %d bytes)",
+				      MAX_FILE);
 			goto out;
 		}
 		if (rc) {
-			fail(err, &w, NULL, NULL, "out of memory");
+			tfs_conf_fail(err, &w, NULL, NULL, "out of memory");
 			goto out;
 		}
 	}
@@ -859,8 +274,9 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 	if (eol > p && eol[-1] == '\r')
 		eol--;
 	copy_trimmed(text, sizeof(text), p, (size_t)(eol - p));
-	fail(c->err, &w, NULL, NULL, "syntax error: expected '[section]' or 'key = value', got %s",
-	     escape(q, sizeof(q), text, MAX_QUOTE, true));
+	tfs_conf_fail(c->err, &w, NULL, NULL,
+		      "syntax error: expected '[section]' or 'key = value', got %s",
+		      tfs_conf_escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
 int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)
@@ -939,7 +355,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 		copy_trimmed(key, sizeof(key), dot + 1, (size_t)(eq - dot - 1));
 	}
 	if (dot == NULL || sec[0] == '\0' || key[0] == '\0') {
-		fail(err, &w, NULL, NULL, "expected section.key=value");
+		tfs_conf_fail(err, &w, NULL, NULL, "expected section.key=value");
 		return EINVAL;
 	}
 	vlen = strlen(eq + 1);
@@ -947,7 +363,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 	if (value == NULL)
 		return ENOMEM;
 	copy_trimmed(value, vlen + 1, eq + 1, vlen);
-	rc = apply(cfg, &w, sec, key, value, err);
+	rc = tfs_conf_apply(cfg, &w, sec, key, value, err);
 	free(value);
 	return rc;
 }
@@ -971,119 +387,6 @@ static struct where where_of(const struct tfs_config *cfg, const struct opt *o)
 	return w;
 }
 
-/* Check the current value of one option (a caller may have changed a
- * field since it was parsed).  Returns 0 or EINVAL. */
-static int check_one(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *err)
-{
-	const struct where w = where_of(cfg, o);
-	char allowed[256];
-	char v[TFS_UNITS_BUFLEN];
-	bool bad = false;
-
-	v[0] = '\0';
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		const char *s = tfs_conf_load_str(cfg, o);
-		char why[160];
-		size_t len;
-
-		if (s == NULL || *s == '\0') {
-			if (o->flags & OPTF_REQUIRED) {
-				fail(err, &w, o->section, o->key,
-				     "a value is required (allowed: %s)",
-				     describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-			return 0;
-		}
-		why[0] = '\0';
-		if ((o->type == OPT_PATH && *s != '/') ||
-		    (o->type == OPT_URL && !url_ok(s, &len)) ||
-		    (o->type == OPT_LISTEN &&
-		     tfs_metrics_parse_listen(s, NULL, why, sizeof(why)))) {
-			char q[QBUF];
-
-			fail(err, &w, o->section, o->key, "invalid %s %s%s%s (allowed: %s)",
-			     type_name(o), escape(q, sizeof(q), s, MAX_QUOTE, true),
-			     why[0] ? ": " : "", why, describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	}
-	case OPT_UINT: {
-		uint64_t u = tfs_conf_load_uint(cfg, o);
-
-		snprintf(v, sizeof(v), "%" PRIu64, u);
-		bad = !range_ok(o, u);
-		break;
-	}
-	case OPT_SIZE: {
-		uint64_t u = tfs_conf_load_uint(cfg, o);
-
-		fmt_size(u, v, sizeof(v));
-		bad = !range_ok(o, u) || !pow2_ok(o, u);
-		break;
-	}
-	case OPT_DURATION: {
-		uint64_t u = tfs_conf_load_uint(cfg, o);
-
-		fmt_duration(u, v, sizeof(v));
-		bad = !range_ok(o, u);
-		break;
-	}
-	case OPT_SIZE_PCT: {
-		uint64_t u = tfs_conf_load_uint(cfg, o);
-		double pct = tfs_conf_load_double(cfg, o->pct_off);
-
-		if (pct != 0.0) {
-			fmt_pct(pct, v, sizeof(v) - 1);
-			size_t vl = strlen(v);
-			snprintf(v + vl, sizeof(v) - vl, "%%");
-			bad = !(pct > 0.0 && pct <= 100.0) || u != 0;
-		} else {
-			fmt_size(u, v, sizeof(v));
-			bad = !range_ok(o, u);
-		}
-		break;
-	}
-	case OPT_PERCENT: {
-		double d = tfs_conf_load_double(cfg, o->off);
-
-		fmt_pct(d, v, sizeof(v));
-		bad = !(d >= (double)o->min && d <= (double)o->max);
-		break;
-	}
-	case OPT_ENUM:
-		if (tfs_conf_enum_name(o->names, tfs_conf_load_int(cfg, o)) == NULL) {
-			snprintf(v, sizeof(v), "%d", tfs_conf_load_int(cfg, o));
-			fail(err, &w, o->section, o->key, "invalid value %s (allowed: %s)", v,
-			     describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	case OPT_LOGLEVEL:
-		if ((unsigned)tfs_conf_load_int(cfg, o) > TFS_LOG_DEBUG) {
-			snprintf(v, sizeof(v), "%d", tfs_conf_load_int(cfg, o));
-			fail(err, &w, o->section, o->key, "invalid log level %s (allowed: %s)", v,
-			     describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	case OPT_BOOL:
-	case OPT_SOURCE:
-		return 0;
-	}
-	if (bad) {
-		fail(err, &w, o->section, o->key, "%s is out of range (allowed: %s)", v,
-		     describe_range(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	return 0;
-}
-
 /* Report a rule between options a and b that does not hold, at the place
  * where the later of the two was set. */
 __attribute__((format(printf, 5, 6))) static int
@@ -1099,7 +402,7 @@ cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fail(err, &w, NULL, NULL, "%s", msg);
+	tfs_conf_fail(err, &w, NULL, NULL, "%s", msg);
 	return EINVAL;
 }
 
@@ -1113,7 +416,9 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 	if (err)
 		tfs_dbuf_reset(err);
 	for (size_t i = 0; i < tfs_conf_nopts; i++) {
-		rc = check_one(cfg, &tfs_conf_options[i], err);
+		const struct where w = where_of(cfg, &tfs_conf_options[i]);
+
+		rc = tfs_conf_check_value(cfg, &tfs_conf_options[i], &w, err);
 		if (rc)
 			return rc;
 	}
@@ -1125,16 +430,16 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  cfg->ssd.low_watermark, cfg->ssd.high_watermark);
 
 	if (cfg->writeback.retry_base_ms > cfg->writeback.retry_max_ms) {
-		fmt_duration(cfg->writeback.retry_base_ms, x, sizeof(x));
-		fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
+		tfs_conf_fmt_duration(cfg->writeback.retry_base_ms, x, sizeof(x));
+		tfs_conf_fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
 		return cross_fail(cfg, err, OPT_OF(writeback.retry_base_ms),
 				  OPT_OF(writeback.retry_max_ms),
 				  "[writeback] retry_base (%s) must not exceed retry_max (%s)", x,
 				  y);
 	}
 	if (cfg->backend.retry_base_ms > cfg->backend.retry_max_ms) {
-		fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
-		fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));
+		tfs_conf_fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
+		tfs_conf_fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));
 		return cross_fail(cfg, err, OPT_OF(backend.retry_base_ms),
 				  OPT_OF(backend.retry_max_ms),
 				  "[backend] retry_base (%s) must not exceed retry_max (%s)", x, y);
@@ -1152,8 +457,8 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  "[near] endpoint and prefix need [near] bucket");
 
 	if (cfg->backend.part_size > cfg->backend.multipart_threshold) {
-		fmt_size(cfg->backend.part_size, x, sizeof(x));
-		fmt_size(cfg->backend.multipart_threshold, y, sizeof(y));
+		tfs_conf_fmt_size(cfg->backend.part_size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->backend.multipart_threshold, y, sizeof(y));
 		return cross_fail(
 			cfg, err, OPT_OF(backend.part_size), OPT_OF(backend.multipart_threshold),
 			"[backend] part_size (%s) must not exceed multipart_threshold (%s)", x, y);
@@ -1162,16 +467,16 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 	/* block_size <= 64M, so this does not overflow */
 	uint64_t min_tier = MIN_TIER_BLOCKS * cfg->cache.block_size;
 
-	fmt_size(cfg->cache.block_size, y, sizeof(y));
+	tfs_conf_fmt_size(cfg->cache.block_size, y, sizeof(y));
 	if (cfg->ram.size < min_tier) {
-		fmt_size(cfg->ram.size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->ram.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ram.size), OPT_OF(cache.block_size),
 				  "[ram] size (%s) must be at least %d times [cache] block_size "
 				  "(%s)",
 				  x, MIN_TIER_BLOCKS, y);
 	}
 	if (cfg->ssd.size_pct == 0.0 && cfg->ssd.size < min_tier) {
-		fmt_size(cfg->ssd.size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->ssd.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ssd.size), OPT_OF(cache.block_size),
 				  "[ssd] size (%s) must be at least %d times [cache] block_size "
 				  "(%s)",
@@ -1188,8 +493,6 @@ bool tfs_config_reloadable(const char *section, const char *key)
 
 	return o && (o->flags & OPTF_RELOAD);
 }
-
-static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out);
 
 /* Copy option o's value and origin from `from` into `to`.  Returns 0 or
  * ENOMEM (to unchanged). */
@@ -1231,9 +534,9 @@ int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cu
 			continue;
 		tfs_dbuf_reset(&a);
 		tfs_dbuf_reset(&b);
-		rc = dump_value(cur, o, &a);
+		rc = tfs_conf_format_value(cur, o, &a);
 		if (rc == 0)
-			rc = dump_value(next, o, &b);
+			rc = tfs_conf_format_value(next, o, &b);
 		if (rc)
 			break;
 		if (strcmp(tfs_dbuf_str(&a), tfs_dbuf_str(&b)) == 0)
@@ -1249,61 +552,6 @@ int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cu
 }
 
 /* ---- dump ---- */
-
-static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out)
-{
-	char buf[TFS_UNITS_BUFLEN];
-
-	buf[0] = '\0';
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		const char *s = tfs_conf_load_str(cfg, o);
-
-		return s ? tfs_dbuf_adds(out, s) : 0;
-	}
-	case OPT_BOOL: {
-		bool b;
-
-		memcpy(&b, tfs_conf_cfield(cfg, o->off), sizeof(b));
-		return tfs_dbuf_adds(out, b ? "true" : "false");
-	}
-	case OPT_UINT:
-		return tfs_dbuf_addf(out, "%" PRIu64, tfs_conf_load_uint(cfg, o));
-	case OPT_SIZE:
-		fmt_size(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	case OPT_SIZE_PCT: {
-		double pct = tfs_conf_load_double(cfg, o->pct_off);
-
-		if (pct != 0.0) {
-			fmt_pct(pct, buf, sizeof(buf));
-			return tfs_dbuf_addf(out, "%s%%", buf);
-		}
-		fmt_size(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	}
-	case OPT_DURATION:
-		fmt_duration(tfs_conf_load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	case OPT_PERCENT:
-		fmt_pct(tfs_conf_load_double(cfg, o->off), buf, sizeof(buf));
-		break;
-	case OPT_ENUM: {
-		const char *n = tfs_conf_enum_name(o->names, tfs_conf_load_int(cfg, o));
-
-		return tfs_dbuf_adds(out, n ? n : "?");
-	}
-	case OPT_LOGLEVEL:
-		return tfs_dbuf_adds(
-			out, tfs_log_level_name((enum tfs_log_level)tfs_conf_load_int(cfg, o)));
-	case OPT_SOURCE:
-		break;
-	}
-	return tfs_dbuf_adds(out, buf);
-}
 
 int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf *out)
 {
@@ -1334,7 +582,7 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 		if (rc == 0 && !(tfs_conf_is_string(o) && tfs_conf_load_str(cfg, o) == NULL))
 			rc = tfs_dbuf_addc(out, ' ');
 		if (rc == 0)
-			rc = dump_value(cfg, o, out);
+			rc = tfs_conf_format_value(cfg, o, out);
 		if (rc == 0 && origins && org->cmdline)
 			rc = tfs_dbuf_adds(out, "  ; -o");
 		else if (rc == 0 && origins && org->line)

@@ -105,8 +105,8 @@ bool tfs_conf_section_known(const char *section);
  * included), or NULL. */
 const struct opt *tfs_conf_find_opt(const char *section, const char *key);
 /* Write "backend, near, ..." (the sections, section NULL) or the keys of
- * `section` (OPT_SOURCE entries left out) into buf, cut at the last name
- * that fits cap bytes.  Returns buf. */
+ * `section` (OPT_SOURCE entries left out) into buf, truncated to cap
+ * bytes with the NUL.  Returns buf. */
 const char *tfs_conf_list_names(char *buf, size_t cap, const char *section);
 /* The name of value v in `names` (ended by a NULL name), or NULL. */
 const char *tfs_conf_enum_name(const struct opt_name *names, int v);

@@ -1,19 +1,18 @@
-/* conf.c - the configuration: the option table, defaults, the INI file
- * (parsed by libinih), -o overrides, validation and dump. */
+/* conf.c - the configuration: defaults, the INI file (parsed by
+ * libinih), -o overrides, validation, reload and dump, over the option
+ * table of conf_keys.c and the one-value code of conf_value.c
+ * (conf_internal.h). */
 #include "config.h"
 
-#include "conf.h"
+#include "conf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,233 +24,9 @@
 #define SYSCONFDIR "/etc"
 #endif
 
-#define KIB (UINT64_C(1) << 10)
-#define MIB (UINT64_C(1) << 20)
-#define GIB (UINT64_C(1) << 30)
-#define SEC UINT64_C(1000)
-#define MIN (60 * SEC)
-#define HOUR (60 * MIN)
-
 #define MAX_FILE (1024 * 1024) /* bytes in a configuration file */
-#define MAX_QUOTE 100          /* bytes of a bad value shown in a message */
 #define MAX_NAME 64            /* section and key names, with the NUL */
 #define MIN_TIER_BLOCKS 4      /* a cache tier holds at least this many blocks */
-
-/* ---- the option table ---- */
-
-enum opt_type {
-	OPT_STR,      /* char *; "" stores NULL */
-	OPT_PATH,     /* char *; an absolute path; "" stores NULL */
-	OPT_URL,      /* char *; http[s]://host[:port][/]; "" stores NULL */
-	OPT_LISTEN,   /* char *; loopback HOST:PORT or unix:/PATH; "" stores NULL */
-	OPT_BOOL,     /* bool */
-	OPT_UINT,     /* unsigned or uint64_t, in [min, max] */
-	OPT_SIZE,     /* unsigned or uint64_t bytes, in [min, max] */
-	OPT_SIZE_PCT, /* uint64_t bytes in [min, max], or "N%" into pct_off */
-	OPT_DURATION, /* unsigned or uint64_t in units of `scale` ms; range in ms */
-	OPT_PERCENT,  /* double in [min, max] */
-	OPT_ENUM,     /* an int-sized enum named by `names` */
-	OPT_LOGLEVEL, /* enum tfs_log_level (tfs_log_level_parse) */
-	OPT_SOURCE,   /* not a key: set from the mount source; `hint` says so */
-};
-
-enum {
-	OPTF_REQUIRED = 1 << 0, /* strings: must not be empty */
-	OPTF_POW2 = 1 << 1,     /* sizes: a power of two */
-	OPTF_FOREVER = 1 << 2,  /* durations: "forever" is allowed */
-	OPTF_TOKEN = 1 << 3,    /* strings: letters, digits, '-', '_', '.' */
-	OPTF_RELOAD = 1 << 4,   /* applied by a reload without a remount */
-};
-
-struct opt_name {
-	const char *name;
-	int value;
-};
-
-struct opt {
-	const char *section;
-	const char *key;
-	enum opt_type type;
-	unsigned flags;
-	size_t off;     /* offsetof(struct tfs_config, field) */
-	size_t size;    /* sizeof(field) */
-	size_t pct_off; /* OPT_SIZE_PCT: the double holding "N%" */
-	uint64_t min;
-	uint64_t max;
-	uint64_t scale; /* OPT_DURATION: milliseconds per stored unit */
-	const struct opt_name *names;
-	const char *def;  /* default, in the file syntax */
-	const char *hint; /* OPT_SOURCE */
-};
-
-static const struct opt_name policy_names[] = {
-	{ "lru", TFS_POLICY_LRU },
-	{ "epoch", TFS_POLICY_EPOCH },
-	{ NULL, 0 },
-};
-
-static const struct opt_name headers_names[] = {
-	{ "false", TFS_HEADERS_NONE },
-	{ "small", TFS_HEADERS_SMALL },
-	{ "true", TFS_HEADERS_ALL },
-	{ NULL, 0 },
-};
-
-static const struct opt_name wb_names[] = {
-	{ "async", TFS_WB_ASYNC },
-	{ "sync", TFS_WB_SYNC },
-	{ "off", TFS_WB_OFF },
-	{ NULL, 0 },
-};
-
-#define KEY(s, k, t) .section = (s), .key = (k), .type = (t)
-#define FIELD(f) \
-	.off = offsetof(struct tfs_config, f), .size = sizeof(((struct tfs_config *)NULL)->f)
-#define RANGE(lo, hi) .min = (lo), .max = (hi)
-
-static const struct opt options[] = {
-	{ KEY("backend", "endpoint", OPT_URL), FIELD(backend.endpoint), .def = "" },
-	{ KEY("backend", "region", OPT_STR), FIELD(backend.region),
-	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("backend", "path_style", OPT_BOOL), FIELD(backend.path_style), .def = "true" },
-	{ KEY("backend", "credentials_file", OPT_PATH), FIELD(backend.credentials_file),
-	  .def = "" },
-	{ KEY("backend", "profile", OPT_STR), FIELD(backend.profile), .def = "" },
-	{ KEY("backend", "ca_file", OPT_PATH), FIELD(backend.ca_file), .def = "" },
-	{ KEY("backend", "connect_timeout", OPT_DURATION), FIELD(backend.connect_timeout_ms),
-	  RANGE(100, 5 * MIN), .scale = 1, .def = "10s" },
-	{ KEY("backend", "low_speed_time", OPT_DURATION), FIELD(backend.low_speed_time_s),
-	  RANGE(SEC, HOUR), .scale = SEC, .def = "30s" },
-	{ KEY("backend", "low_speed_limit", OPT_SIZE), FIELD(backend.low_speed_limit),
-	  RANGE(1, GIB), .def = "1K" },
-	{ KEY("backend", "retries", OPT_UINT), FIELD(backend.retries), RANGE(0, 100), .def = "5" },
-	{ KEY("backend", "retry_base", OPT_DURATION), FIELD(backend.retry_base_ms), RANGE(1, MIN),
-	  .scale = 1, .def = "100ms" },
-	{ KEY("backend", "retry_max", OPT_DURATION), FIELD(backend.retry_max_ms), RANGE(1, HOUR),
-	  .scale = 1, .def = "20s" },
-	{ KEY("backend", "multipart_threshold", OPT_SIZE), FIELD(backend.multipart_threshold),
-	  RANGE(5 * MIB, 5 * GIB), .def = "64M" },
-	{ KEY("backend", "part_size", OPT_SIZE), FIELD(backend.part_size), RANGE(5 * MIB, 5 * GIB),
-	  .def = "16M" },
-	{ KEY("backend", "upload_parallel", OPT_UINT), FIELD(backend.upload_parallel), RANGE(1, 64),
-	  .def = "4" },
-	{ KEY("backend", "copy_part_size", OPT_SIZE), FIELD(backend.copy_part_size),
-	  RANGE(5 * MIB, 5 * GIB), .def = "5G" },
-	{ KEY("backend", "max_connections", OPT_UINT), FIELD(backend.max_connections),
-	  RANGE(1, 1024), .def = "64" },
-	{ KEY("backend", "bucket", OPT_SOURCE), FIELD(backend.bucket),
-	  .hint = "the bucket comes from the mount source (s3://BUCKET[/PREFIX])" },
-	{ KEY("backend", "prefix", OPT_SOURCE), FIELD(backend.prefix),
-	  .hint = "the prefix comes from the mount source (s3://BUCKET[/PREFIX])" },
-
-	/* [near]: a copy in the cluster (backends/near.h); off while bucket
-	 * is empty.  The store's own settings, then the copies'. */
-	{ KEY("near", "bucket", OPT_STR), FIELD(near_store.bucket), .flags = OPTF_TOKEN,
-	  .def = "" },
-	{ KEY("near", "prefix", OPT_STR), FIELD(near_store.prefix), .def = "" },
-	{ KEY("near", "endpoint", OPT_URL), FIELD(near_store.endpoint), .def = "" },
-	{ KEY("near", "region", OPT_STR), FIELD(near_store.region),
-	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("near", "path_style", OPT_BOOL), FIELD(near_store.path_style), .def = "true" },
-	{ KEY("near", "credentials_file", OPT_PATH), FIELD(near_store.credentials_file),
-	  .def = "" },
-	{ KEY("near", "profile", OPT_STR), FIELD(near_store.profile), .def = "" },
-	{ KEY("near", "ca_file", OPT_PATH), FIELD(near_store.ca_file), .def = "" },
-	{ KEY("near", "connect_timeout", OPT_DURATION), FIELD(near_store.connect_timeout_ms),
-	  RANGE(100, 5 * MIN), .scale = 1, .def = "1s" },
-	{ KEY("near", "low_speed_time", OPT_DURATION), FIELD(near_store.low_speed_time_s),
-	  RANGE(SEC, HOUR), .scale = SEC, .def = "5s" },
-	{ KEY("near", "retries", OPT_UINT), FIELD(near_store.retries), RANGE(0, 100), .def = "1" },
-	{ KEY("near", "copiers", OPT_UINT), FIELD(near.copiers), RANGE(1, 64), .def = "16" },
-	{ KEY("near", "copy_budget", OPT_SIZE), FIELD(near.copy_budget), RANGE(MIB, 64 * GIB),
-	  .def = "256M" },
-	{ KEY("near", "breaker_errors", OPT_UINT), FIELD(near.breaker_errors), RANGE(1, 1000),
-	  .def = "3" },
-	{ KEY("near", "retry_after", OPT_DURATION), FIELD(near.breaker_ms), RANGE(100, HOUR),
-	  .scale = 1, .def = "30s" },
-	{ KEY("near", "write_through", OPT_BOOL), FIELD(near.write_through), .def = "false" },
-	{ KEY("near", "spool_size", OPT_SIZE), FIELD(near.spool_size), RANGE(0, UINT64_MAX),
-	  .def = "4G" },
-
-	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "1G" },
-
-	{ KEY("ssd", "dir", OPT_PATH), FIELD(ssd.dir), .flags = OPTF_REQUIRED,
-	  .def = "/var/cache/tierfs" },
-	{ KEY("ssd", "size", OPT_SIZE_PCT), FIELD(ssd.size),
-	  .pct_off = offsetof(struct tfs_config, ssd.size_pct), RANGE(16 * MIB, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "80%" },
-	{ KEY("ssd", "pin_max", OPT_SIZE_PCT), FIELD(ssd.pin_max),
-	  .pct_off = offsetof(struct tfs_config, ssd.pin_max_pct), RANGE(0, UINT64_MAX),
-	  .flags = OPTF_RELOAD, .def = "50%" },
-	{ KEY("ssd", "high_watermark", OPT_PERCENT), FIELD(ssd.high_watermark), RANGE(1, 100),
-	  .flags = OPTF_RELOAD, .def = "90" },
-	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
-	  .flags = OPTF_RELOAD, .def = "80" },
-	{ KEY("ssd", "direct_io", OPT_BOOL), FIELD(ssd.direct_io), .def = "true" },
-	{ KEY("ssd", "fill_queue", OPT_SIZE), FIELD(ssd.fill_queue), RANGE(0, 4 * GIB),
-	  .def = "32M" },
-
-	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
-	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },
-	{ KEY("cache", "policy", OPT_ENUM), FIELD(cache.policy), .names = policy_names,
-	  .def = "epoch" },
-	{ KEY("cache", "metadata_ttl", OPT_DURATION), FIELD(cache.metadata_ttl_ms),
-	  .flags = OPTF_FOREVER | OPTF_RELOAD, RANGE(0, TFS_DURATION_FOREVER), .scale = 1,
-	  .def = "5m" },
-	{ KEY("cache", "fetch_headers", OPT_ENUM), FIELD(cache.fetch_headers),
-	  .names = headers_names, .def = "small" },
-	{ KEY("cache", "list_ahead", OPT_BOOL), FIELD(cache.list_ahead), .def = "true" },
-
-	{ KEY("writeback", "mode", OPT_ENUM), FIELD(writeback.mode), .names = wb_names,
-	  .def = "async" },
-	{ KEY("writeback", "delay", OPT_DURATION), FIELD(writeback.delay_ms), RANGE(0, HOUR),
-	  .scale = 1, .def = "0s" },
-	{ KEY("writeback", "rewrite_delay", OPT_DURATION), FIELD(writeback.rewrite_delay_ms),
-	  RANGE(0, HOUR), .scale = 1, .def = "5s" },
-	{ KEY("writeback", "uploaders", OPT_UINT), FIELD(writeback.uploaders),
-	  RANGE(1, TFS_WB_MAX_UPLOADERS), .flags = OPTF_RELOAD, .def = "4" },
-	{ KEY("writeback", "max_retries", OPT_UINT), FIELD(writeback.max_retries),
-	  RANGE(0, 1000000), .def = "0" },
-	{ KEY("writeback", "retry_base", OPT_DURATION), FIELD(writeback.retry_base_ms),
-	  RANGE(1, HOUR), .scale = 1, .def = "1s" },
-	{ KEY("writeback", "retry_max", OPT_DURATION), FIELD(writeback.retry_max_ms),
-	  RANGE(1, HOUR), .scale = 1, .def = "5m" },
-	{ KEY("writeback", "stream", OPT_BOOL), FIELD(writeback.stream), .def = "false" },
-	{ KEY("writeback", "staging_size", OPT_SIZE_PCT), FIELD(writeback.staging_size),
-	  .pct_off = offsetof(struct tfs_config, writeback.staging_size_pct),
-	  RANGE(MIB, UINT64_MAX), .def = "20%" },
-	{ KEY("writeback", "drain_timeout", OPT_DURATION), FIELD(writeback.drain_timeout_ms),
-	  RANGE(0, 24 * HOUR), .scale = 1, .def = "1m" },
-
-	{ KEY("prefetch", "workers", OPT_UINT), FIELD(prefetch.workers),
-	  RANGE(0, TFS_PREFETCH_MAX_WORKERS), .flags = OPTF_RELOAD, .def = "32" },
-	{ KEY("prefetch", "readahead", OPT_SIZE), FIELD(prefetch.readahead), RANGE(0, GIB),
-	  .def = "16M" },
-	{ KEY("prefetch", "stream_gets", OPT_UINT), FIELD(prefetch.stream_gets),
-	  RANGE(1, TFS_PREFETCH_MAX_WORKERS), .def = "4" },
-	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
-	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
-	{ KEY("prefetch", "stall", OPT_DURATION), FIELD(prefetch.stall_ms), RANGE(0, HOUR),
-	  .scale = 1, .def = "10s" },
-
-	{ KEY("log", "level", OPT_LOGLEVEL), FIELD(log.level), .flags = OPTF_RELOAD,
-	  .def = "info" },
-	{ KEY("log", "file", OPT_PATH), FIELD(log.file), .def = "" },
-
-	{ KEY("metrics", "listen", OPT_LISTEN), FIELD(metrics.listen), .def = "" },
-
-	{ KEY("mount", "trusted", OPT_BOOL), FIELD(mount.trusted), .def = "false" },
-	{ KEY("mount", "max_inodes", OPT_UINT), FIELD(mount.max_inodes), RANGE(0, UINT64_MAX),
-	  .def = "262144" },
-};
-
-#define NOPTS (sizeof(options) / sizeof(options[0]))
-
-_Static_assert(NOPTS <= TFS_CONFIG_MAX_OPTIONS, "raise TFS_CONFIG_MAX_OPTIONS");
-_Static_assert(sizeof(enum tfs_policy) == sizeof(int), "enums are stored as int");
-_Static_assert(sizeof(enum tfs_wb_mode) == sizeof(int), "enums are stored as int");
-_Static_assert(sizeof(enum tfs_log_level) == sizeof(int), "enums are stored as int");
 
 const char *tfs_config_default_path(void)
 {
@@ -263,16 +38,6 @@ const char *tfs_config_default_path(void)
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t';
-}
-
-static bool is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool is_ctrl(unsigned char c)
-{
-	return c < 0x20 || c == 0x7f;
 }
 
 /* Copy s[0..n) without surrounding blanks into dst (truncated to cap-1). */
@@ -290,733 +55,15 @@ static void copy_trimmed(char *dst, size_t cap, const char *s, size_t n)
 	dst[n] = '\0';
 }
 
-/* Write s into buf for a message: control characters as \xNN, cut after
- * `max` bytes with "...", in single quotes when `quote`. */
-static const char *escape(char *buf, size_t cap, const char *s, size_t max, bool quote)
-{
-	size_t o = 0;
-	size_t i;
-
-	/* the loop stops while there is room for one escape, "...", the quote
-	 * and the NUL (callers pass QBUF bytes for max = MAX_QUOTE) */
-	if (quote)
-		buf[o++] = '\'';
-	for (i = 0; i < max && s[i] && o + 8 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (is_ctrl(c))
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	if (s[i]) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	if (quote)
-		buf[o++] = '\'';
-	buf[o] = '\0';
-	return buf;
-}
-
-#define QBUF (4 * MAX_QUOTE + 8)
-
-static void *field(struct tfs_config *cfg, size_t off)
-{
-	return (char *)cfg + off;
-}
-
-static const void *cfield(const struct tfs_config *cfg, size_t off)
-{
-	return (const char *)cfg + off;
-}
-
-static uint64_t load_uint(const struct tfs_config *cfg, const struct opt *o)
-{
-	const void *p = cfield(cfg, o->off);
-	uint64_t v;
-
-	if (o->size == sizeof(unsigned)) {
-		unsigned u;
-
-		memcpy(&u, p, sizeof(u));
-		v = u;
-	} else {
-		memcpy(&v, p, sizeof(v));
-	}
-	if (o->type == OPT_DURATION && o->scale != 1)
-		v *= o->scale;
-	return v;
-}
-
-/* Store v (already checked against the range, so it fits the field). */
-static void store_uint(struct tfs_config *cfg, const struct opt *o, uint64_t v)
-{
-	void *p = field(cfg, o->off);
-
-	if (o->type == OPT_DURATION && o->scale != 1)
-		v /= o->scale;
-	if (o->size == sizeof(unsigned)) {
-		unsigned u = (unsigned)v;
-
-		memcpy(p, &u, sizeof(u));
-	} else {
-		memcpy(p, &v, sizeof(v));
-	}
-}
-
-static double load_double(const struct tfs_config *cfg, size_t off)
-{
-	double d;
-
-	memcpy(&d, cfield(cfg, off), sizeof(d));
-	return d;
-}
-
-static int load_int(const struct tfs_config *cfg, const struct opt *o)
-{
-	int v;
-
-	memcpy(&v, cfield(cfg, o->off), sizeof(v));
-	return v;
-}
-
-static const char *load_str(const struct tfs_config *cfg, const struct opt *o)
-{
-	const char *s;
-
-	memcpy(&s, cfield(cfg, o->off), sizeof(s));
-	return s;
-}
-
-static bool is_string(const struct opt *o)
-{
-	return o->type == OPT_STR || o->type == OPT_PATH || o->type == OPT_URL ||
-	       o->type == OPT_LISTEN;
-}
-
-static size_t opt_index(const struct opt *o)
-{
-	return (size_t)(o - options);
-}
-
-static const struct opt *opt_by_field(size_t off)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (options[i].type != OPT_SOURCE && options[i].off == off)
-			return &options[i];
-	}
-	return NULL;
-}
-
-static bool section_known(const char *section)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (strcasecmp(options[i].section, section) == 0)
-			return true;
-	}
-	return false;
-}
-
-static const struct opt *find_opt(const char *section, const char *key)
-{
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (strcasecmp(options[i].section, section) == 0 &&
-		    strcasecmp(options[i].key, key) == 0)
-			return &options[i];
-	}
-	return NULL;
-}
-
-/* "backend, ram, ..." (sections) or the keys of `section`, into buf. */
-static const char *list_names(char *buf, size_t cap, const char *section)
-{
-	size_t o = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct opt *op = &options[i];
-		const char *name;
-
-		if (section) {
-			if (strcasecmp(op->section, section) != 0 || op->type == OPT_SOURCE)
-				continue;
-			name = op->key;
-		} else {
-			if (i > 0 && strcmp(options[i - 1].section, op->section) == 0)
-				continue;
-			name = op->section;
-		}
-		int n = snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", name);
-		if (n < 0 || (size_t)n >= cap - o)
-			break;
-		o += (size_t)n;
-	}
-	return buf;
-}
-
-static const char *enum_name(const struct opt_name *names, int v)
-{
-	for (const struct opt_name *n = names; n->name; n++) {
-		if (n->value == v)
-			return n->name;
-	}
-	return NULL;
-}
-
-/* ---- what a key allows, for messages ---- */
-
-static void fmt_size(uint64_t v, char *buf, size_t cap)
-{
-	if (tfs_format_size_exact(v, buf, cap))
-		buf[0] = '\0';
-}
-
-static void fmt_duration(uint64_t v, char *buf, size_t cap)
-{
-	if (tfs_format_duration(v, buf, cap))
-		buf[0] = '\0';
-}
-
-/* The range of a numeric key, e.g. "5M to 5G" or "16M or more". */
-static const char *describe_range(const struct opt *o, char *buf, size_t cap)
-{
-	char lo[TFS_UNITS_BUFLEN], hi[TFS_UNITS_BUFLEN];
-
-	switch (o->type) {
-	case OPT_UINT:
-		snprintf(lo, sizeof(lo), "%" PRIu64, o->min);
-		snprintf(hi, sizeof(hi), "%" PRIu64, o->max);
-		break;
-	case OPT_SIZE:
-	case OPT_SIZE_PCT:
-		fmt_size(o->min, lo, sizeof(lo));
-		fmt_size(o->max, hi, sizeof(hi));
-		break;
-	case OPT_DURATION:
-		if (o->min == 0 && o->max == TFS_DURATION_FOREVER) {
-			snprintf(buf, cap, "any duration, or forever");
-			return buf;
-		}
-		fmt_duration(o->min, lo, sizeof(lo));
-		fmt_duration(o->max, hi, sizeof(hi));
-		break;
-	case OPT_PERCENT:
-		snprintf(buf, cap, "%" PRIu64 " to %" PRIu64 ", optionally followed by %%", o->min,
-			 o->max);
-		return buf;
-	default:
-		buf[0] = '\0';
-		return buf;
-	}
-	if (o->max == UINT64_MAX)
-		snprintf(buf, cap, "%s or more%s", lo,
-			 o->type == OPT_SIZE_PCT ? ", or N% with 0 < N <= 100" : "");
-	else
-		snprintf(buf, cap, "%s to %s%s", lo, hi,
-			 o->flags & OPTF_POW2 ? ", a power of two" : "");
-	return buf;
-}
-
-/* What a well-formed value of the key looks like. */
-static const char *describe_syntax(const struct opt *o, char *buf, size_t cap)
-{
-	switch (o->type) {
-	case OPT_SIZE:
-		snprintf(buf, cap, "bytes with K/M/G/T suffix");
-		break;
-	case OPT_SIZE_PCT:
-		snprintf(buf, cap, "bytes with K/M/G/T suffix or N%%");
-		break;
-	case OPT_DURATION:
-		snprintf(buf, cap, "a number with ms/s/m/h suffix%s",
-			 o->flags & OPTF_FOREVER ? " or forever" : "");
-		break;
-	case OPT_BOOL:
-		snprintf(buf, cap, "true/false, yes/no, on/off, 1/0");
-		break;
-	case OPT_ENUM: {
-		size_t n = 0;
-
-		buf[0] = '\0';
-		for (const struct opt_name *e = o->names; e->name && n < cap; e++) {
-			int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", e->name);
-			if (r < 0)
-				break;
-			n += (size_t)r;
-		}
-		break;
-	}
-	case OPT_LOGLEVEL: {
-		size_t n = 0;
-
-		buf[0] = '\0';
-		for (int l = TFS_LOG_ERROR; l <= TFS_LOG_DEBUG && n < cap; l++) {
-			int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "",
-					 tfs_log_level_name((enum tfs_log_level)l));
-			if (r < 0)
-				break;
-			n += (size_t)r;
-		}
-		break;
-	}
-	case OPT_PATH:
-		snprintf(buf, cap, "an absolute path%s",
-			 o->flags & OPTF_REQUIRED ? "" : ", or empty");
-		break;
-	case OPT_URL:
-		snprintf(buf, cap, "http://HOST[:PORT] or https://HOST[:PORT], or empty");
-		break;
-	case OPT_LISTEN:
-		snprintf(buf, cap,
-			 "127.0.0.1:PORT (any 127.x.y.z), localhost:PORT, [::1]:PORT, "
-			 "unix:/ABSOLUTE/PATH, or empty for none");
-		break;
-	case OPT_STR:
-		snprintf(buf, cap, "%s%s",
-			 o->flags & OPTF_TOKEN ? "letters, digits, '-', '_' and '.'" : "any text",
-			 o->flags & OPTF_REQUIRED ? "" : ", or empty");
-		break;
-	default:
-		describe_range(o, buf, cap);
-		break;
-	}
-	return buf;
-}
-
-static const char *type_name(const struct opt *o)
-{
-	switch (o->type) {
-	case OPT_SIZE:
-	case OPT_SIZE_PCT:
-		return "size";
-	case OPT_DURATION:
-		return "duration";
-	case OPT_BOOL:
-		return "boolean";
-	case OPT_UINT:
-		return "integer";
-	case OPT_PERCENT:
-		return "percentage";
-	case OPT_LOGLEVEL:
-		return "log level";
-	case OPT_URL:
-		return "URL";
-	case OPT_LISTEN:
-		return "listen address";
-	default:
-		return "value";
-	}
-}
-
-/* ---- messages ---- */
-
-enum src {
-	SRC_DEFAULT,
-	SRC_FILE,
-	SRC_CMDLINE
-};
-
-/* Where an assignment comes from, for messages and origins. */
-struct where {
-	enum src src;
-	const char *file;       /* SRC_FILE */
-	unsigned line;          /* SRC_FILE */
-	const char *origin;     /* SRC_CMDLINE: printed before the assignment */
-	const char *assignment; /* SRC_CMDLINE */
-};
-
-/* Replace err with "<where><message>".  For a file the prefix is
- * "FILE:LINE: [section] key: " (parts that are NULL are left out); for
- * the command line "ORIGIN ASSIGNMENT: ". */
-__attribute__((format(printf, 5, 6))) static void fail(struct tfs_dbuf *err, const struct where *w,
-						       const char *section, const char *key,
-						       const char *fmt, ...)
-{
-	char msg[1024];
-	char esc[QBUF];
-	va_list ap;
-
-	if (err == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-
-	tfs_dbuf_reset(err);
-	if (w->src == SRC_CMDLINE) {
-		tfs_dbuf_addf(err, "%s %s: ", w->origin,
-			      escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, false));
-	} else if (w->src == SRC_FILE) {
-		tfs_dbuf_adds(err, w->file);
-		if (w->line)
-			tfs_dbuf_addf(err, ":%u", w->line);
-		tfs_dbuf_adds(err, ": ");
-		if (section && *section)
-			tfs_dbuf_addf(err, "[%s] ",
-				      escape(esc, sizeof(esc), section, MAX_QUOTE, false));
-		if (key)
-			tfs_dbuf_addf(err, "%s: ", escape(esc, sizeof(esc), key, MAX_QUOTE, false));
-	} else {
-		if (section && *section)
-			tfs_dbuf_addf(err, "[%s] ", section);
-		if (key)
-			tfs_dbuf_addf(err, "%s: ", key);
-	}
-	tfs_dbuf_adds(err, msg);
-}
-
-/* ---- parsing one value ---- */
-
-union value {
-	uint64_t u;
-	double d;
-	bool b;
-	int e;
-	struct {
-		uint64_t bytes;
-		double pct;
-	} sp;
-	const char *s; /* points into the input, len bytes */
-};
-
-static bool range_ok(const struct opt *o, uint64_t v)
-{
-	return v >= o->min && v <= o->max;
-}
-
-static bool pow2_ok(const struct opt *o, uint64_t v)
-{
-	return !(o->flags & OPTF_POW2) || (v && (v & (v - 1)) == 0);
-}
-
-/* http[s]://host[:port][/]: host a name or a [v6] literal; port 1..65535.
- * Sets *len to the length without the trailing '/'. */
-static bool url_ok(const char *v, size_t *len)
-{
-	const char *p;
-
-	if (strncasecmp(v, "http://", 7) == 0)
-		p = v + 7;
-	else if (strncasecmp(v, "https://", 8) == 0)
-		p = v + 8;
-	else
-		return false;
-
-	if (*p == '[') {
-		const char *h = ++p;
-
-		while (is_alnum(*p) || *p == ':' || *p == '.')
-			p++;
-		if (p == h || *p != ']')
-			return false;
-		p++;
-	} else {
-		const char *h = p;
-
-		while (is_alnum(*p) || *p == '-' || *p == '.' || *p == '_')
-			p++;
-		if (p == h)
-			return false;
-	}
-	if (*p == ':') {
-		unsigned port = 0;
-		const char *d = ++p;
-
-		while (*p >= '0' && *p <= '9' && p - d < 5)
-			port = port * 10 + (unsigned)(*p++ - '0');
-		if (p == d || port == 0 || port > 65535)
-			return false;
-	}
-	*len = (size_t)(p - v);
-	if (*p == '/')
-		p++;
-	return *p == '\0';
-}
-
-/* Parse and check `v` for option o.  Returns 0 with *out set, or EINVAL
- * with the reason (without the location) in msg. */
-/* The longest "key = value" line the file reader takes (libinih's line
- * buffer as Debian builds it), so that every value a dump writes loads
- * back. */
-#define LINE_CHARS_MAX 199
-
-/* Percentages keep six decimals: what the dump prints is what was parsed,
- * so a dump loads back to the same values (and validates the same way). */
-static double round_pct(double d)
-{
-	char t[64];
-	snprintf(t, sizeof(t), "%.6f", d);
-	return strtod(t, NULL);
-}
-
-/* A percentage as the file syntax writes it: fixed point, no exponent,
- * no trailing zeros. */
-static void fmt_pct(double d, char *buf, size_t len)
-{
-	snprintf(buf, len, "%.6f", d);
-	char *dot = strchr(buf, '.');
-	if (dot) {
-		char *e = buf + strlen(buf);
-		while (e > dot + 1 && e[-1] == '0')
-			*--e = '\0';
-		if (e == dot + 1)
-			*dot = '\0';
-	}
-}
-
-static int parse_value(const struct opt *o, const char *v, union value *out, size_t *slen,
-		       char *msg, size_t cap)
-{
-	char q[QBUF];
-	char allowed[256];
-	int rc = 0;
-
-	escape(q, sizeof(q), v, MAX_QUOTE, true);
-
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN:
-		*slen = strlen(v);
-		for (const char *p = v; *p; p++) {
-			if (is_ctrl((unsigned char)*p)) {
-				snprintf(msg, cap, "%s contains a control character (allowed: %s)",
-					 q, describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		}
-		if (strlen(o->key) + 3 + strlen(v) > LINE_CHARS_MAX) {
-			snprintf(msg, cap,
-				 "the value is too long: a configuration line holds at most "
-				 "%d characters",
-				 LINE_CHARS_MAX);
-			return EINVAL;
-		}
-		if (*v == ';' || strstr(v, " ;") || strstr(v, "\t;")) {
-			snprintf(msg, cap,
-				 "%s: a ';' at the start or after a blank starts a comment in the "
-				 "configuration file",
-				 q);
-			return EINVAL;
-		}
-		if (*v == '\0') {
-			if (o->flags & OPTF_REQUIRED) {
-				snprintf(msg, cap, "a value is required (allowed: %s)",
-					 describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		} else if (o->type == OPT_PATH && *v != '/') {
-			snprintf(msg, cap, "%s is not an absolute path (allowed: %s)", q,
-				 describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		} else if (o->type == OPT_URL && !url_ok(v, slen)) {
-			rc = EINVAL;
-		} else if (o->type == OPT_LISTEN) {
-			char why[160];
-
-			if (tfs_metrics_parse_listen(v, NULL, why, sizeof(why)) != 0) {
-				snprintf(msg, cap, "invalid %s %s: %s (allowed: %s)", type_name(o),
-					 q, why, describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-		} else if (o->flags & OPTF_TOKEN) {
-			for (const char *p = v; *p; p++) {
-				if (!is_alnum(*p) && *p != '-' && *p != '_' && *p != '.')
-					rc = EINVAL;
-			}
-		}
-		out->s = v;
-		break;
-	case OPT_BOOL:
-		rc = tfs_parse_bool(v, &out->b);
-		break;
-	case OPT_UINT:
-		rc = tfs_parse_uint(v, &out->u);
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		break;
-	case OPT_SIZE:
-		rc = tfs_parse_size(v, &out->u);
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		if (rc == 0 && !pow2_ok(o, out->u)) {
-			snprintf(msg, cap, "%s is not a power of two (allowed: %s)", q,
-				 describe_range(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		break;
-	case OPT_SIZE_PCT:
-		rc = tfs_parse_size_or_pct(v, &out->sp.bytes, &out->sp.pct);
-		if (rc == 0)
-			out->sp.pct = round_pct(out->sp.pct);
-		if (rc == 0 && out->sp.pct == 0.0 && !range_ok(o, out->sp.bytes))
-			rc = ERANGE;
-		break;
-	case OPT_DURATION:
-		rc = tfs_parse_duration(v, &out->u);
-		if (rc == 0 && out->u == TFS_DURATION_FOREVER && !(o->flags & OPTF_FOREVER))
-			rc = EINVAL;
-		if (rc == 0 && !range_ok(o, out->u))
-			rc = ERANGE;
-		if (rc == 0 && out->u % o->scale != 0) {
-			snprintf(msg, cap, "%s is not a whole number of seconds (allowed: %s)", q,
-				 describe_range(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		break;
-	case OPT_PERCENT:
-		rc = tfs_parse_percent(v, &out->d);
-		if (rc == 0)
-			out->d = round_pct(out->d);
-		if (rc == 0 && (out->d < (double)o->min || out->d > (double)o->max))
-			rc = ERANGE;
-		break;
-	case OPT_ENUM:
-		rc = EINVAL;
-		for (const struct opt_name *n = o->names; n->name; n++) {
-			if (strcasecmp(n->name, v) == 0) {
-				out->e = n->value;
-				rc = 0;
-				break;
-			}
-		}
-		break;
-	case OPT_LOGLEVEL: {
-		enum tfs_log_level l;
-
-		rc = tfs_log_level_parse(v, &l);
-		out->e = (int)l;
-		break;
-	}
-	case OPT_SOURCE:
-		snprintf(msg, cap, "not a configuration key: %s", o->hint);
-		return EINVAL;
-	}
-
-	if (rc == ERANGE) {
-		snprintf(msg, cap, "%s is out of range (allowed: %s)", q,
-			 describe_range(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	if (rc) {
-		snprintf(msg, cap, "invalid %s %s (allowed: %s)", type_name(o), q,
-			 describe_syntax(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	return 0;
-}
-
-/* Store a parsed value and remember where it came from.  Returns 0 or
- * ENOMEM (then nothing changed). */
-static int store_value(struct tfs_config *cfg, const struct opt *o, const union value *val,
-		       size_t slen, const struct where *w)
-{
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		char *s = NULL;
-		char *old;
-
-		if (slen) {
-			s = strndup(val->s, slen);
-			if (s == NULL)
-				return ENOMEM;
-		}
-		memcpy(&old, field(cfg, o->off), sizeof(old));
-		free(old);
-		memcpy(field(cfg, o->off), &s, sizeof(s));
-		break;
-	}
-	case OPT_BOOL:
-		memcpy(field(cfg, o->off), &val->b, sizeof(bool));
-		break;
-	case OPT_UINT:
-	case OPT_SIZE:
-	case OPT_DURATION:
-		store_uint(cfg, o, val->u);
-		break;
-	case OPT_SIZE_PCT:
-		store_uint(cfg, o, val->sp.bytes);
-		memcpy(field(cfg, o->pct_off), &val->sp.pct, sizeof(double));
-		break;
-	case OPT_PERCENT:
-		memcpy(field(cfg, o->off), &val->d, sizeof(double));
-		break;
-	case OPT_ENUM:
-	case OPT_LOGLEVEL:
-		memcpy(field(cfg, o->off), &val->e, sizeof(int));
-		break;
-	case OPT_SOURCE:
-		return EINVAL;
-	}
-
-	struct tfs_config_origin *org = &cfg->origin[opt_index(o)];
-
-	if (w->src == SRC_DEFAULT) {
-		*org = (struct tfs_config_origin){ 0 };
-	} else {
-		org->line = w->src == SRC_FILE ? w->line : 0;
-		org->cmdline = w->src == SRC_CMDLINE;
-		org->seq = ++cfg->seq;
-	}
-	return 0;
-}
-
-/* Apply "[section] key = value" from w.  Returns 0, EINVAL or ENOMEM, with
- * the message in err. */
-static int apply(struct tfs_config *cfg, const struct where *w, const char *section,
-		 const char *key, const char *value, struct tfs_dbuf *err)
-{
-	char names[512];
-	char msg[768];
-	char esc[QBUF];
-	union value val;
-	size_t slen = 0;
-	const struct opt *o;
-	int rc;
-
-	if (*section == '\0') {
-		fail(err, w, NULL, key,
-		     "key outside of any section (a [section] line must come first)");
-		return EINVAL;
-	}
-	if (!section_known(section)) {
-		fail(err, w, section, key, "unknown section [%s] (allowed: %s)",
-		     escape(esc, sizeof(esc), section, MAX_QUOTE, false),
-		     list_names(names, sizeof(names), NULL));
-		return EINVAL;
-	}
-	o = find_opt(section, key);
-	if (o == NULL) {
-		fail(err, w, section, key, "unknown key '%s' in section [%s] (allowed: %s)",
-		     escape(esc, sizeof(esc), key, MAX_QUOTE, false), section,
-		     list_names(names, sizeof(names), section));
-		return EINVAL;
-	}
-	rc = parse_value(o, value, &val, &slen, msg, sizeof(msg));
-	if (rc) {
-		fail(err, w, section, key, "%s", msg);
-		return rc;
-	}
-	rc = store_value(cfg, o, &val, slen, w);
-	if (rc)
-		fail(err, w, section, key, "out of memory");
-	return rc;
-}
-
 /* ---- defaults, clear ---- */
 
 void tfs_config_clear(struct tfs_config *cfg)
 {
-	for (size_t i = 0; i < NOPTS; i++) {
-		if (is_string(&options[i])) {
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		if (tfs_conf_is_string(&tfs_conf_options[i])) {
 			char *s;
 
-			memcpy(&s, field(cfg, options[i].off), sizeof(s));
+			memcpy(&s, tfs_conf_field(cfg, tfs_conf_options[i].off), sizeof(s));
 			free(s);
 		}
 	}
@@ -1032,18 +79,18 @@ int tfs_config_defaults(struct tfs_config *cfg)
 	char msg[768];
 
 	memset(cfg, 0, sizeof(*cfg));
-	for (size_t i = 0; i < NOPTS; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		union value val;
 		size_t slen = 0;
 		int rc;
 
 		if (o->type == OPT_SOURCE)
 			continue;
-		/* a default that does not parse is a bug in the table above */
-		rc = parse_value(o, o->def, &val, &slen, msg, sizeof(msg));
+		/* a default that does not parse is a bug in the table (conf_keys.c) */
+		rc = tfs_conf_parse_value(o, o->def, &val, &slen, msg, sizeof(msg));
 		if (rc == 0)
-			rc = store_value(cfg, o, &val, slen, &w);
+			rc = tfs_conf_store_value(cfg, o, &val, slen, &w);
 		if (rc) {
 			tfs_config_clear(cfg);
 			return rc;
@@ -1104,7 +151,7 @@ static char *read_line(char *str, int num, void *stream)
 		return str;
 	}
 	if (memchr(start, '\0', n)) {
-		fail(c->err, &w, NULL, NULL, "NUL byte in line");
+		tfs_conf_fail(c->err, &w, NULL, NULL, "NUL byte in line");
 		c->err_line = c->lineno;
 		c->rc = EINVAL;
 		return NULL;
@@ -1122,7 +169,8 @@ static char *read_line(char *str, int num, void *stream)
 		}
 	}
 	if (num < 1 || n >= (size_t)num) {
-		fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)", num - 1);
+		tfs_conf_fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)",
+			      num - 1);
 		c->err_line = c->lineno;
 		c->rc = EINVAL;
 		return NULL;
@@ -1145,7 +193,7 @@ static int on_value(void *user, const char *section, const char *key, const char
 		return 0;
 	/* inih keeps the blanks inside "[ ssd ]" */
 	copy_trimmed(sec, sizeof(sec), section, strlen(section));
-	rc = apply(c->cfg, &w, sec, key, value, c->err);
+	rc = tfs_conf_apply(c->cfg, &w, sec, key, value, c->err);
 	if (rc) {
 		c->err_line = c->lineno;
 		c->rc = rc;
@@ -1168,13 +216,14 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 	if (fd < 0) {
 		rc = errno;
 		if (rc != ENOENT || must_exist)
-			fail(err, &w, NULL, NULL, "cannot open: %s",
-			     strerror_r(rc, ebuf, sizeof(ebuf)));
+			tfs_conf_fail(err, &w, NULL, NULL, "cannot open: %s",
+				      strerror_r(rc, ebuf, sizeof(ebuf)));
 		return rc;
 	}
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		rc = EISDIR;
-		fail(err, &w, NULL, NULL, "cannot read: %s", strerror_r(rc, ebuf, sizeof(ebuf)));
+		tfs_conf_fail(err, &w, NULL, NULL, "cannot read: %s",
+			      strerror_r(rc, ebuf, sizeof(ebuf)));
 		goto out;
 	}
 	for (;;) {
@@ -1184,8 +233,8 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 			continue;
 		if (n < 0) {
 			rc = errno;
-			fail(err, &w, NULL, NULL, "cannot read: %s",
-			     strerror_r(rc, ebuf, sizeof(ebuf)));
+			tfs_conf_fail(err, &w, NULL, NULL, "cannot read: %s",
+				      strerror_r(rc, ebuf, sizeof(ebuf)));
 			goto out;
 		}
 		if (n == 0)
@@ -1193,11 +242,12 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 		rc = tfs_dbuf_add(d, buf, (size_t)n);
 		if (rc == EOVERFLOW) {
 			rc = EFBIG;
-			fail(err, &w, NULL, NULL, "file too large (more than %d bytes)", MAX_FILE);
+			tfs_conf_fail(err, &w, NULL, NULL, "file too large (more than %d bytes)",
+				      MAX_FILE);
 			goto out;
 		}
 		if (rc) {
-			fail(err, &w, NULL, NULL, "out of memory");
+			tfs_conf_fail(err, &w, NULL, NULL, "out of memory");
 			goto out;
 		}
 	}
@@ -1224,8 +274,9 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 	if (eol > p && eol[-1] == '\r')
 		eol--;
 	copy_trimmed(text, sizeof(text), p, (size_t)(eol - p));
-	fail(c->err, &w, NULL, NULL, "syntax error: expected '[section]' or 'key = value', got %s",
-	     escape(q, sizeof(q), text, MAX_QUOTE, true));
+	tfs_conf_fail(c->err, &w, NULL, NULL,
+		      "syntax error: expected '[section]' or 'key = value', got %s",
+		      tfs_conf_escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
 int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)
@@ -1257,7 +308,7 @@ int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, s
 	free(cfg->path);
 	cfg->path = copy;
 	/* line numbers of an earlier file no longer mean anything */
-	for (size_t i = 0; i < NOPTS; i++)
+	for (size_t i = 0; i < tfs_conf_nopts; i++)
 		cfg->origin[i].line = 0;
 
 	c.data = tfs_dbuf_str(&data);
@@ -1304,7 +355,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 		copy_trimmed(key, sizeof(key), dot + 1, (size_t)(eq - dot - 1));
 	}
 	if (dot == NULL || sec[0] == '\0' || key[0] == '\0') {
-		fail(err, &w, NULL, NULL, "expected section.key=value");
+		tfs_conf_fail(err, &w, NULL, NULL, "expected section.key=value");
 		return EINVAL;
 	}
 	vlen = strlen(eq + 1);
@@ -1312,7 +363,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 	if (value == NULL)
 		return ENOMEM;
 	copy_trimmed(value, vlen + 1, eq + 1, vlen);
-	rc = apply(cfg, &w, sec, key, value, err);
+	rc = tfs_conf_apply(cfg, &w, sec, key, value, err);
 	free(value);
 	return rc;
 }
@@ -1322,7 +373,7 @@ int tfs_config_set(struct tfs_config *cfg, const char *assignment, const char *o
 /* Prefix for a message about option o: where it was set last. */
 static struct where where_of(const struct tfs_config *cfg, const struct opt *o)
 {
-	const struct tfs_config_origin *org = &cfg->origin[opt_index(o)];
+	const struct tfs_config_origin *org = &cfg->origin[tfs_conf_opt_index(o)];
 	struct where w = { .src = SRC_DEFAULT };
 
 	if (org->cmdline) {
@@ -1336,127 +387,14 @@ static struct where where_of(const struct tfs_config *cfg, const struct opt *o)
 	return w;
 }
 
-/* Check the current value of one option (a caller may have changed a
- * field since it was parsed).  Returns 0 or EINVAL. */
-static int check_one(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *err)
-{
-	const struct where w = where_of(cfg, o);
-	char allowed[256];
-	char v[TFS_UNITS_BUFLEN];
-	bool bad = false;
-
-	v[0] = '\0';
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		const char *s = load_str(cfg, o);
-		char why[160];
-		size_t len;
-
-		if (s == NULL || *s == '\0') {
-			if (o->flags & OPTF_REQUIRED) {
-				fail(err, &w, o->section, o->key,
-				     "a value is required (allowed: %s)",
-				     describe_syntax(o, allowed, sizeof(allowed)));
-				return EINVAL;
-			}
-			return 0;
-		}
-		why[0] = '\0';
-		if ((o->type == OPT_PATH && *s != '/') ||
-		    (o->type == OPT_URL && !url_ok(s, &len)) ||
-		    (o->type == OPT_LISTEN &&
-		     tfs_metrics_parse_listen(s, NULL, why, sizeof(why)))) {
-			char q[QBUF];
-
-			fail(err, &w, o->section, o->key, "invalid %s %s%s%s (allowed: %s)",
-			     type_name(o), escape(q, sizeof(q), s, MAX_QUOTE, true),
-			     why[0] ? ": " : "", why, describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	}
-	case OPT_UINT: {
-		uint64_t u = load_uint(cfg, o);
-
-		snprintf(v, sizeof(v), "%" PRIu64, u);
-		bad = !range_ok(o, u);
-		break;
-	}
-	case OPT_SIZE: {
-		uint64_t u = load_uint(cfg, o);
-
-		fmt_size(u, v, sizeof(v));
-		bad = !range_ok(o, u) || !pow2_ok(o, u);
-		break;
-	}
-	case OPT_DURATION: {
-		uint64_t u = load_uint(cfg, o);
-
-		fmt_duration(u, v, sizeof(v));
-		bad = !range_ok(o, u);
-		break;
-	}
-	case OPT_SIZE_PCT: {
-		uint64_t u = load_uint(cfg, o);
-		double pct = load_double(cfg, o->pct_off);
-
-		if (pct != 0.0) {
-			fmt_pct(pct, v, sizeof(v) - 1);
-			size_t vl = strlen(v);
-			snprintf(v + vl, sizeof(v) - vl, "%%");
-			bad = !(pct > 0.0 && pct <= 100.0) || u != 0;
-		} else {
-			fmt_size(u, v, sizeof(v));
-			bad = !range_ok(o, u);
-		}
-		break;
-	}
-	case OPT_PERCENT: {
-		double d = load_double(cfg, o->off);
-
-		fmt_pct(d, v, sizeof(v));
-		bad = !(d >= (double)o->min && d <= (double)o->max);
-		break;
-	}
-	case OPT_ENUM:
-		if (enum_name(o->names, load_int(cfg, o)) == NULL) {
-			snprintf(v, sizeof(v), "%d", load_int(cfg, o));
-			fail(err, &w, o->section, o->key, "invalid value %s (allowed: %s)", v,
-			     describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	case OPT_LOGLEVEL:
-		if ((unsigned)load_int(cfg, o) > TFS_LOG_DEBUG) {
-			snprintf(v, sizeof(v), "%d", load_int(cfg, o));
-			fail(err, &w, o->section, o->key, "invalid log level %s (allowed: %s)", v,
-			     describe_syntax(o, allowed, sizeof(allowed)));
-			return EINVAL;
-		}
-		return 0;
-	case OPT_BOOL:
-	case OPT_SOURCE:
-		return 0;
-	}
-	if (bad) {
-		fail(err, &w, o->section, o->key, "%s is out of range (allowed: %s)", v,
-		     describe_range(o, allowed, sizeof(allowed)));
-		return EINVAL;
-	}
-	return 0;
-}
-
 /* Report a rule between options a and b that does not hold, at the place
  * where the later of the two was set. */
 __attribute__((format(printf, 5, 6))) static int
 cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt *a,
 	   const struct opt *b, const char *fmt, ...)
 {
-	const struct tfs_config_origin *oa = &cfg->origin[opt_index(a)];
-	const struct tfs_config_origin *ob = &cfg->origin[opt_index(b)];
+	const struct tfs_config_origin *oa = &cfg->origin[tfs_conf_opt_index(a)];
+	const struct tfs_config_origin *ob = &cfg->origin[tfs_conf_opt_index(b)];
 	struct where w = where_of(cfg, oa->seq >= ob->seq ? a : b);
 	char msg[768];
 	va_list ap;
@@ -1464,11 +402,11 @@ cross_fail(const struct tfs_config *cfg, struct tfs_dbuf *err, const struct opt 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fail(err, &w, NULL, NULL, "%s", msg);
+	tfs_conf_fail(err, &w, NULL, NULL, "%s", msg);
 	return EINVAL;
 }
 
-#define OPT_OF(f) opt_by_field(offsetof(struct tfs_config, f))
+#define OPT_OF(f) tfs_conf_opt_by_field(offsetof(struct tfs_config, f))
 
 int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 {
@@ -1477,8 +415,10 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 
 	if (err)
 		tfs_dbuf_reset(err);
-	for (size_t i = 0; i < NOPTS; i++) {
-		rc = check_one(cfg, &options[i], err);
+	for (size_t i = 0; i < tfs_conf_nopts; i++) {
+		const struct where w = where_of(cfg, &tfs_conf_options[i]);
+
+		rc = tfs_conf_check_value(cfg, &tfs_conf_options[i], &w, err);
 		if (rc)
 			return rc;
 	}
@@ -1490,16 +430,16 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  cfg->ssd.low_watermark, cfg->ssd.high_watermark);
 
 	if (cfg->writeback.retry_base_ms > cfg->writeback.retry_max_ms) {
-		fmt_duration(cfg->writeback.retry_base_ms, x, sizeof(x));
-		fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
+		tfs_conf_fmt_duration(cfg->writeback.retry_base_ms, x, sizeof(x));
+		tfs_conf_fmt_duration(cfg->writeback.retry_max_ms, y, sizeof(y));
 		return cross_fail(cfg, err, OPT_OF(writeback.retry_base_ms),
 				  OPT_OF(writeback.retry_max_ms),
 				  "[writeback] retry_base (%s) must not exceed retry_max (%s)", x,
 				  y);
 	}
 	if (cfg->backend.retry_base_ms > cfg->backend.retry_max_ms) {
-		fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
-		fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));
+		tfs_conf_fmt_duration(cfg->backend.retry_base_ms, x, sizeof(x));
+		tfs_conf_fmt_duration(cfg->backend.retry_max_ms, y, sizeof(y));
 		return cross_fail(cfg, err, OPT_OF(backend.retry_base_ms),
 				  OPT_OF(backend.retry_max_ms),
 				  "[backend] retry_base (%s) must not exceed retry_max (%s)", x, y);
@@ -1517,8 +457,8 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 				  "[near] endpoint and prefix need [near] bucket");
 
 	if (cfg->backend.part_size > cfg->backend.multipart_threshold) {
-		fmt_size(cfg->backend.part_size, x, sizeof(x));
-		fmt_size(cfg->backend.multipart_threshold, y, sizeof(y));
+		tfs_conf_fmt_size(cfg->backend.part_size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->backend.multipart_threshold, y, sizeof(y));
 		return cross_fail(
 			cfg, err, OPT_OF(backend.part_size), OPT_OF(backend.multipart_threshold),
 			"[backend] part_size (%s) must not exceed multipart_threshold (%s)", x, y);
@@ -1527,16 +467,16 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 	/* block_size <= 64M, so this does not overflow */
 	uint64_t min_tier = MIN_TIER_BLOCKS * cfg->cache.block_size;
 
-	fmt_size(cfg->cache.block_size, y, sizeof(y));
+	tfs_conf_fmt_size(cfg->cache.block_size, y, sizeof(y));
 	if (cfg->ram.size < min_tier) {
-		fmt_size(cfg->ram.size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->ram.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ram.size), OPT_OF(cache.block_size),
 				  "[ram] size (%s) must be at least %d times [cache] block_size "
 				  "(%s)",
 				  x, MIN_TIER_BLOCKS, y);
 	}
 	if (cfg->ssd.size_pct == 0.0 && cfg->ssd.size < min_tier) {
-		fmt_size(cfg->ssd.size, x, sizeof(x));
+		tfs_conf_fmt_size(cfg->ssd.size, x, sizeof(x));
 		return cross_fail(cfg, err, OPT_OF(ssd.size), OPT_OF(cache.block_size),
 				  "[ssd] size (%s) must be at least %d times [cache] block_size "
 				  "(%s)",
@@ -1549,33 +489,32 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 
 bool tfs_config_reloadable(const char *section, const char *key)
 {
-	const struct opt *o = find_opt(section, key);
+	const struct opt *o = tfs_conf_find_opt(section, key);
 
 	return o && (o->flags & OPTF_RELOAD);
 }
-
-static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out);
 
 /* Copy option o's value and origin from `from` into `to`.  Returns 0 or
  * ENOMEM (to unchanged). */
 static int copy_value(struct tfs_config *to, const struct tfs_config *from, const struct opt *o)
 {
-	if (is_string(o)) {
-		const char *s = load_str(from, o);
+	if (tfs_conf_is_string(o)) {
+		const char *s = tfs_conf_load_str(from, o);
 		char *dup = s ? strdup(s) : NULL;
 		char *old;
 
 		if (s && dup == NULL)
 			return ENOMEM;
-		memcpy(&old, field(to, o->off), sizeof(old));
+		memcpy(&old, tfs_conf_field(to, o->off), sizeof(old));
 		free(old);
-		memcpy(field(to, o->off), &dup, sizeof(dup));
+		memcpy(tfs_conf_field(to, o->off), &dup, sizeof(dup));
 	} else {
-		memcpy(field(to, o->off), cfield(from, o->off), o->size);
+		memcpy(tfs_conf_field(to, o->off), tfs_conf_cfield(from, o->off), o->size);
 		if (o->type == OPT_SIZE_PCT)
-			memcpy(field(to, o->pct_off), cfield(from, o->pct_off), sizeof(double));
+			memcpy(tfs_conf_field(to, o->pct_off), tfs_conf_cfield(from, o->pct_off),
+			       sizeof(double));
 	}
-	to->origin[opt_index(o)] = from->origin[opt_index(o)];
+	to->origin[tfs_conf_opt_index(o)] = from->origin[tfs_conf_opt_index(o)];
 	return 0;
 }
 
@@ -1587,17 +526,17 @@ int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cu
 
 	tfs_dbuf_init(&a, 64 * 1024);
 	tfs_dbuf_init(&b, 64 * 1024);
-	for (size_t i = 0; i < NOPTS && rc == 0; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts && rc == 0; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		bool reload = (o->flags & OPTF_RELOAD) != 0;
 
 		if (o->type == OPT_SOURCE)
 			continue;
 		tfs_dbuf_reset(&a);
 		tfs_dbuf_reset(&b);
-		rc = dump_value(cur, o, &a);
+		rc = tfs_conf_format_value(cur, o, &a);
 		if (rc == 0)
-			rc = dump_value(next, o, &b);
+			rc = tfs_conf_format_value(next, o, &b);
 		if (rc)
 			break;
 		if (strcmp(tfs_dbuf_str(&a), tfs_dbuf_str(&b)) == 0)
@@ -1614,60 +553,6 @@ int tfs_config_merge_reload(struct tfs_config *next, const struct tfs_config *cu
 
 /* ---- dump ---- */
 
-static int dump_value(const struct tfs_config *cfg, const struct opt *o, struct tfs_dbuf *out)
-{
-	char buf[TFS_UNITS_BUFLEN];
-
-	buf[0] = '\0';
-	switch (o->type) {
-	case OPT_STR:
-	case OPT_PATH:
-	case OPT_URL:
-	case OPT_LISTEN: {
-		const char *s = load_str(cfg, o);
-
-		return s ? tfs_dbuf_adds(out, s) : 0;
-	}
-	case OPT_BOOL: {
-		bool b;
-
-		memcpy(&b, cfield(cfg, o->off), sizeof(b));
-		return tfs_dbuf_adds(out, b ? "true" : "false");
-	}
-	case OPT_UINT:
-		return tfs_dbuf_addf(out, "%" PRIu64, load_uint(cfg, o));
-	case OPT_SIZE:
-		fmt_size(load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	case OPT_SIZE_PCT: {
-		double pct = load_double(cfg, o->pct_off);
-
-		if (pct != 0.0) {
-			fmt_pct(pct, buf, sizeof(buf));
-			return tfs_dbuf_addf(out, "%s%%", buf);
-		}
-		fmt_size(load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	}
-	case OPT_DURATION:
-		fmt_duration(load_uint(cfg, o), buf, sizeof(buf));
-		break;
-	case OPT_PERCENT:
-		fmt_pct(load_double(cfg, o->off), buf, sizeof(buf));
-		break;
-	case OPT_ENUM: {
-		const char *n = enum_name(o->names, load_int(cfg, o));
-
-		return tfs_dbuf_adds(out, n ? n : "?");
-	}
-	case OPT_LOGLEVEL:
-		return tfs_dbuf_adds(out, tfs_log_level_name((enum tfs_log_level)load_int(cfg, o)));
-	case OPT_SOURCE:
-		break;
-	}
-	return tfs_dbuf_adds(out, buf);
-}
-
 int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf *out)
 {
 	int rc = 0;
@@ -1675,17 +560,17 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 	if (origins)
 		rc = tfs_dbuf_addf(out, "# tierfs configuration from %s\n",
 				   cfg->path ? cfg->path : "built-in defaults (no file)");
-	for (size_t i = 0; i < NOPTS && rc == 0; i++) {
-		const struct opt *o = &options[i];
+	for (size_t i = 0; i < tfs_conf_nopts && rc == 0; i++) {
+		const struct opt *o = &tfs_conf_options[i];
 		const struct tfs_config_origin *org = &cfg->origin[i];
-		bool first = i == 0 || strcmp(options[i - 1].section, o->section) != 0;
+		bool first = i == 0 || strcmp(tfs_conf_options[i - 1].section, o->section) != 0;
 
 		if (first)
 			rc = tfs_dbuf_addf(out, "%s[%s]\n", i ? "\n" : "", o->section);
 		if (rc)
 			break;
 		if (o->type == OPT_SOURCE) {
-			const char *s = load_str(cfg, o);
+			const char *s = tfs_conf_load_str(cfg, o);
 
 			if (origins && s)
 				rc = tfs_dbuf_addf(out, "; %s = %s (from the mount source)\n",
@@ -1694,10 +579,10 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 		}
 		rc = tfs_dbuf_addf(out, "%s =", o->key);
 		/* "key =" for an empty string, "key = value" otherwise */
-		if (rc == 0 && !(is_string(o) && load_str(cfg, o) == NULL))
+		if (rc == 0 && !(tfs_conf_is_string(o) && tfs_conf_load_str(cfg, o) == NULL))
 			rc = tfs_dbuf_addc(out, ' ');
 		if (rc == 0)
-			rc = dump_value(cfg, o, out);
+			rc = tfs_conf_format_value(cfg, o, out);
 		if (rc == 0 && origins && org->cmdline)
 			rc = tfs_dbuf_adds(out, "  ; -o");
 		else if (rc == 0 && origins && org->line)

@@ -66,7 +66,7 @@ CFLAGS="-std=gnu11 -g -O1 -DFUZZING $SAN -I$out/include \
 
 # The code each harness is about: without it the harness is skipped.
 declare -A needs=(
-	[conf]="src/conf.c"
+	[conf]="src/conf.c src/conf_value.c src/conf_keys.c"
 	[s3_xml]="backends/s3_xml.c"
 	[sigv4]="backends/s3_sigv4.c"
 	[flexvolume]="flexvolume/fv_volume.c flexvolume/fv_opts.c"

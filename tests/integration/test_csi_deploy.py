@@ -62,7 +62,7 @@ def known_names():
     options = re.findall(r'\[FV_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
     limits = re.findall(r'FV_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
     node = re.findall(r'NK\("(\w+)"', node_c)
-    conf_c = read(os.path.join(TOP, "src", "conf.c"))
+    conf_c = read(os.path.join(TOP, "src", "conf_keys.c"))
     tierfs = re.findall(r'KEY\("(\w+)",\s*"(\w+)"', conf_c)
     assert len(options) >= 14 and len(limits) >= 4 and len(node) >= 16, (options, limits, node)
     assert ("backend", "ca_file") in tierfs, tierfs

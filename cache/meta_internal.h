@@ -2,14 +2,17 @@
  * cache.  Not for use outside cache/meta*.c: the cache's interface is
  * meta.h.
  *
- *   meta.c          lookups, listings and listing ahead, local changes
- *                   from write-back, inode numbers, stats, open/close
+ *   meta.c          lookups (revalidation, HEADs of unsettled entries),
+ *                   local changes from write-back, inode numbers, stats,
+ *                   open/close
+ *   meta_list.c     listings (refresh, prune, readdir) and listing ahead
+ *                   of lookups (the lister threads)
  *   meta_store.c    the LMDB records: their encoding, entry and directory
  *                   reads and writes, tombstones, inode numbers given out
  *   meta_headers.c  what s3fs's x-amz-meta-* headers say (pure)
  *
- * Calls go one way: meta.c -> meta_store.c; meta.c also calls
- * meta_headers.c.
+ * Calls go one way: meta.c -> meta_list.c -> meta_store.c; meta.c calls
+ * meta_store.c too, and meta.c and meta_list.c both call meta_headers.c.
  * No file calls one above it.
  *
  * LOCKING
@@ -72,7 +75,7 @@ struct tfs_meta {
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
 	atomic_bool stop;                 /* closing: refresh() gives up between pages */
-	/* Listing ahead of lookups (see the top of meta.c).  `list_lock` protects the
+	/* Listing ahead of lookups (see the top of meta_list.c).  `list_lock` protects the
 	 * queue, `running` and `list_failed_ms`; `list_work` is signalled when
 	 * a directory is queued or on stop. */
 	bool list_ahead;
@@ -162,7 +165,7 @@ int meta_store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name
 /* A tombstone: the entry of a name known to be gone since now.  It
  * answers nothing (a lookup asks the backend, readdir skips it), but a
  * listing that began before it cannot bring the name back (store_page()
- * in meta.c keeps entries newer than the listing), and the next
+ * in meta_list.c keeps entries newer than the listing), and the next
  * complete listing prunes it.  Inside the caller's write transaction.
  * Returns 0 or an LMDB code (not logged). */
 int meta_put_tombstone(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name);
@@ -191,5 +194,34 @@ int meta_path_entry(const char *path, uint8_t h[HLEN], const char **name);
  * an LMDB errno (logged with `what`). */
 int meta_edit_entry(struct tfs_meta *m, const char *path, void (*fn)(struct tfs_attr *a, void *ctx),
 		    void *ctx, const char *what);
+
+/* ---- meta_list.c: listings and listing ahead ---- */
+
+/* Count a lookup in the directory with hash h for a lister listing it
+ * (the demand that keeps a listing ahead going).  Atomics only; cannot
+ * fail. */
+void meta_note_lookup(struct tfs_meta *m, const uint8_t h[HLEN]);
+
+/* Queue `dir` for a background listing, unless listing ahead is off, the
+ * TTL is 0 (a listing would never be trusted), a listing failed less than
+ * LIST_RETRY_MS ago, or it is queued or being listed already.  A full
+ * queue (or no memory for the copy) drops the request: the lookups still
+ * work, by HEAD.  Takes list_lock.  Cannot fail. */
+void meta_list_ahead(struct tfs_meta *m, const char *dir);
+
+/* Start the lister threads when m->list_ahead is set (once, from
+ * tfs_meta_open(), after list_lock and list_work are initialised).  A
+ * thread that cannot start is logged and no more are started; with none
+ * started, m->list_ahead is turned off.  Cannot fail. */
+void meta_listers_start(struct tfs_meta *m);
+
+/* Set `stop`, wake and join the lister threads (a listing in progress
+ * stops at its next page) and free the queue (once, from
+ * tfs_meta_close(), before list_lock is destroyed).  Takes list_lock. */
+void meta_listers_stop(struct tfs_meta *m);
+
+/* The directories queued for listing ahead or being listed.  Takes
+ * list_lock.  Cannot fail. */
+size_t meta_list_pending(struct tfs_meta *m);
 
 #endif

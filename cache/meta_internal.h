@@ -17,9 +17,9 @@
  *
  * LOCKING
  *
- *   stripes    (mutexes) single-flight listing: a listing of a directory
- *              holds stripes[h[0] % STRIPES] from its check of the cached
- *              listing to its end, backend calls included.
+ *   stripes    (mutexes) single-flight listing: ensure_listed() holds
+ *              stripes[h[0] % STRIPES] while it checks the cached listing
+ *              again and lists the directory, backend calls included.
  *   list_lock  (mutex) the queue of listing ahead, `running` and
  *              `list_failed_ms`.  Condition `list_work`: a directory was
  *              queued, or stop.  A leaf: never held across LMDB or a
@@ -75,9 +75,9 @@ struct tfs_meta {
 	const struct tfs_log *log;
 	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
 	atomic_bool stop;                 /* closing: refresh() gives up between pages */
-	/* Listing ahead of lookups (see the top of meta_list.c).  `list_lock` protects the
-	 * queue, `running` and `list_failed_ms`; `list_work` is signalled when
-	 * a directory is queued or on stop. */
+	/* Listing ahead of lookups (see the top of meta_list.c).
+	 * `list_lock` protects the queue, `running` and `list_failed_ms`;
+	 * `list_work` is signalled when a directory is queued or on stop. */
 	bool list_ahead;
 	pthread_mutex_t list_lock;
 	pthread_cond_t list_work;
@@ -100,9 +100,9 @@ struct tfs_meta {
 };
 
 /* ---- meta_store.c: records, entries, directories ----
- * `h` is always H(dir) of HLEN bytes and `name` a name of at most NAME_MAX
- * bytes (the callers check).  None of these takes a lock of struct
- * tfs_meta; those that open a transaction say so. */
+ * Where they take them, `h` is H(dir) (HLEN bytes) and `name` a name of
+ * at most NAME_MAX bytes (the callers check).  None of these takes a lock
+ * of struct tfs_meta; those that open a transaction say so. */
 
 /* Was something fetched at `fetched` (wall ms) still fresh at `now` under
  * the TTL?  UINT64_MAX trusts it forever; a time after `now` counts as
@@ -150,10 +150,10 @@ int meta_get_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name, 
 int meta_txn_get(struct tfs_meta *m, MDB_txn *txn, const uint8_t h[HLEN], const char *name,
 		 struct tfs_attr *a, uint64_t *fetched);
 
-/* Read the listing record of directory h in a read transaction of its own
- * into *d (zeroed first; an 8-byte record from before flags existed reads
- * with flags 0).  Returns 0, ENOENT (none, or a record of another size)
- * or an LMDB errno (EIO, logged). */
+/* Read the listing record of directory h in a read transaction of its
+ * own.  Returns 0 (*d set; an 8-byte record from before flags existed
+ * reads with flags 0), ENOENT (*d zeroed: none, or a record of another
+ * size) or an LMDB errno (EIO, logged). */
 int meta_get_dir(struct tfs_meta *m, const uint8_t h[HLEN], struct dirrec *d);
 
 /* Store entry `name` of directory h in a write transaction of its own;
@@ -203,10 +203,11 @@ int meta_edit_entry(struct tfs_meta *m, const char *path, void (*fn)(struct tfs_
 void meta_note_lookup(struct tfs_meta *m, const uint8_t h[HLEN]);
 
 /* Queue `dir` for a background listing, unless listing ahead is off, the
- * TTL is 0 (a listing would never be trusted), a listing failed less than
- * LIST_RETRY_MS ago, or it is queued or being listed already.  A full
- * queue (or no memory for the copy) drops the request: the lookups still
- * work, by HEAD.  Takes list_lock.  Cannot fail. */
+ * TTL is 0 (a listing would never be trusted), the cache is closing, a
+ * listing failed less than LIST_RETRY_MS (meta_list.c) ago, or it is
+ * queued or being listed already.  A full queue (or no memory for the
+ * copy) drops the request: the lookups still work, by HEAD.  Takes
+ * list_lock.  Cannot fail. */
 void meta_list_ahead(struct tfs_meta *m, const char *dir);
 
 /* Start the lister threads when m->list_ahead is set (once, from

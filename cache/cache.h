@@ -42,7 +42,7 @@ struct tfs_cache_config {
 				   * UINT64_MAX (TFS_DURATION_FOREVER): forever */
 	enum tfs_fetch_headers fetch_headers;
 	bool list_ahead; /* a lookup miss lists its directory in the
-				   * background (meta.c) */
+				   * background (meta_list.c) */
 };
 
 #endif

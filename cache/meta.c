@@ -1,238 +1,36 @@
 /* meta.c - metadata cache: listings and attributes in LMDB, revalidated
- * against the backend after the TTL.
+ * against the backend after the TTL.  This file: lookups, the local
+ * changes of write-back, inode numbers, stats, open and close.  Listings
+ * and listing ahead of lookups are in meta_list.c (its top explains
+ * them), the LMDB records in meta_store.c; meta_internal.h lists the
+ * files, their calls and their locks.
  *
- * Two named DBs in the shared environment:
- *   meta_entries  key = H(dir) || name        value = struct rec + etag
- *   meta_dirs     key = H(dir)                value = struct dirrec (8 bytes
- *                                             before flags existed: flags 0)
- * H(dir) is the first 16 bytes of SHA-256(dir), which keeps keys far below
- * LMDB's 511-byte limit for any S3 key and groups a directory's entries in
- * name order, so readdir is a cursor walk in bounded memory.
- *
- * A listing refresh writes each page in one short write transaction with
- * fetched = the refresh's start time, then deletes the directory's entries
- * older than that start: concurrent lookups keep being served meanwhile.
- *
- * Listing ahead (cache.list_ahead): a lookup that finds nothing cached in
- * a directory without a fresh listing HEADs its name, as always, and also
- * queues that directory for a listing by one of LISTER_THREADS background
- * threads.  Once it is listed, the directory's other lookups of names it
- * holds are answered from the cache: a cold epoch over a directory of N
- * files costs N/1000 LISTs instead of N HEADs.  A name such a listing
- * lacks is still HEADed (DIR_AHEAD), so that an object created after it
- * is found at once.  A HEAD that returns s3fs's
- * x-amz-meta-mode/uid/gid/mtime queues nothing: a listing does not carry
- * them, so the lookups of such a directory keep asking for them (unless
- * cache.fetch_headers makes listings HEAD each object).
- *
- * A listing ahead goes on to its next page only while lookups keep coming:
- * page k+1 is fetched only if at least k lookups in the directory arrived
- * since the listing began (struct lister's `demand`).  So it costs at most
- * one LIST more than the lookups made in that directory while it ran, and
- * a job that reads a few files of a directory of millions lists a page or
- * two of it, not all of it.
- * Stopped early, the listing is kept as DIR_PARTIAL (see there).
+ * A lookup answers from the cached entry while it is fresh, or LOCAL;
+ * an entry a listing left unsettled (tfs_meta_settled()) is HEADed once
+ * first.  A stale entry is HEADed again, and so is a name with no entry
+ * unless a fresh listing made for a readdir says it does not exist (no
+ * object: a one-key listing of "name/", and a HEAD of that marker if
+ * there is one, tell whether it is a directory); such a miss also queues
+ * the directory for listing ahead.  When the backend cannot be reached
+ * (EIO) a stale entry is served; when the index cannot be read, the
+ * backend answers uncached.
  */
 #include "config.h"
 
 #include "meta.h"
+#include "meta_internal.h"
 #include "clock.h"
 
 #include "lmdb_env.h"
 #include "meta_headers.h"
-#include "path.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <time.h>
-
-#define HLEN 16
-#define STRIPES 64
-#define LISTER_THREADS 2   /* background listings at a time */
-#define LIST_QUEUE 64      /* directories waiting for one; more are not queued */
-#define LIST_RETRY_MS 1000 /* after a failed background listing, queue none for this long */
-#define REC_VERSION 3      /* 2: without the fields after fetched_ms */
-#define REC_HEADERS 0x1    /* flags: attributes from a HEAD */
-#define REC_LOCAL 0x2      /* flags: written through the mount, not in the bucket yet */
-#define TYPE_WHITEOUT 0    /* a LOCAL entry hiding a name being deleted */
-
-struct rec {
-	uint8_t version;
-	uint8_t type;
-	uint8_t flags;
-	uint8_t pad;
-	uint16_t etag_len;
-	uint16_t pad2;
-	uint32_t mode, uid, gid;
-	uint64_t size;
-	int64_t mtime;
-	uint64_t fetched_ms;
-	/* Version 3: */
-	uint32_t fmt, pad3;
-	uint64_t rdev;
-	int64_t atime, ctime;
-	uint64_t ino;
-	uint32_t mtime_ns, atime_ns, ctime_ns, pad4;
-};
-
-#define REC_V2_SIZE offsetof(struct rec, fmt)
-/* The key in meta_dirs (whose other keys are HLEN bytes long) of the next
- * inode number to give out; numbers start at INO_FIRST. */
-#define INO_KEY "next_ino"
-#define INO_FIRST 16
-
-struct dirrec {
-	uint64_t listed_ms; /* start of the last listing (complete unless
-			     * DIR_PARTIAL); 0: never */
-	uint64_t flags;     /* DIR_AHEAD, DIR_PARTIAL */
-};
-
-/* Listed ahead of lookups, not for a readdir: its entries answer lookups,
- * but a name it lacks is still asked for (HEAD).  An object created after
- * such a listing is thus found at once; only a listing the user saw
- * (readdir) answers "no such name" for the TTL. */
-#define DIR_AHEAD 0x1
-/* With DIR_AHEAD: the listing stopped early for lack of lookups, so it
- * holds only the first names of the directory.  Its entries answer
- * lookups; a readdir lists the directory afresh; and until it expires it
- * stops lookups from queueing the directory again (a name beyond it is
- * HEADed, as without listing ahead). */
-#define DIR_PARTIAL 0x2
-
-struct tfs_meta {
-	MDB_env *env;
-	char *mount; /* tfs_meta_set_mount(), or NULL */
-	MDB_dbi entries, dirs;
-	struct tfs_backend *be;
-	_Atomic uint64_t ttl_ms; /* changed by tfs_meta_set_ttl() */
-	enum tfs_fetch_headers fetch_headers;
-	const struct tfs_log *log;
-	pthread_mutex_t stripes[STRIPES]; /* single-flight listing per directory */
-	atomic_bool stop;                 /* closing: refresh() gives up between pages */
-	/* Listing ahead of lookups (see the top).  `list_lock` protects the
-	 * queue, `running` and `list_failed_ms`; `list_work` is signalled when
-	 * a directory is queued or on stop. */
-	bool list_ahead;
-	pthread_mutex_t list_lock;
-	pthread_cond_t list_work;
-	char *queue[LIST_QUEUE]; /* directories to list, oldest at qhead (owned) */
-	size_t qhead, qlen;
-	char *running[LISTER_THREADS]; /* being listed (owned by the lister) */
-	uint64_t list_failed_ms;       /* when the last background listing failed */
-	struct lister {
-		struct tfs_meta *m;
-		int slot; /* its index in running[] */
-		pthread_t thread;
-		/* While it lists a directory: dir_tag() of it (0: none), and
-		 * the lookups in that directory since the listing began. */
-		_Atomic uint64_t tag;
-		atomic_uint_fast64_t demand;
-	} listers[LISTER_THREADS];
-	int nlisters;
-	atomic_uint_fast64_t hits, neg_hits, backend_lookups, listings, list_pages, stale_served,
-		errors, listed_ahead, listed_partial;
-};
-
-/* Was something fetched at `fetched` still fresh at `now`? */
-static bool fresh(struct tfs_meta *m, uint64_t fetched, uint64_t now)
-{
-	uint64_t max_age = atomic_load(&m->ttl_ms);
-
-	if (max_age == UINT64_MAX)
-		return true;
-	return now >= fetched ? now - fetched < max_age : true;
-}
-
-static void dir_hash(const char *dir, uint8_t h[HLEN])
-{
-	uint8_t full[32];
-	unsigned int len = 0;
-	EVP_Digest(dir, strlen(dir), full, &len, EVP_sha256(), NULL);
-	memcpy(h, full, HLEN);
-}
-
-/* A directory's tag for struct lister: never 0 (0 means "none"). */
-static uint64_t dir_tag(const uint8_t h[HLEN])
-{
-	uint64_t t;
-	memcpy(&t, h, sizeof(t));
-	return t ? t : 1;
-}
-
-int tfs_meta_join(const char *dir, const char *name, char *buf, size_t len)
-{
-	int n = dir[0] ? snprintf(buf, len, "%s/%s", dir, name) : snprintf(buf, len, "%s", name);
-	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
-}
-
-/* An LMDB result as an errno (tfs_lmdb_errno()), logged unless it is 0 or
- * MDB_NOTFOUND (ENOENT: an answer, not a failure). */
-static int mdb_errno(const struct tfs_meta *m, int rc, const char *what)
-{
-	if (rc == MDB_NOTFOUND)
-		return ENOENT;
-	return tfs_lmdb_fail(m->log, rc, "meta: %s", what);
-}
-
-/* ---- record encoding ---- */
-
-/* The size of a record's fixed part: version 2 records (written before
- * the fields of version 3) are read too, with those fields 0. */
-static size_t rec_size(uint8_t version)
-{
-	return version == REC_VERSION ? sizeof(struct rec) : version == 2 ? REC_V2_SIZE : 0;
-}
-
-static void decode(const MDB_val *v, struct tfs_attr *a, uint64_t *fetched)
-{
-	struct rec r;
-	memset(&r, 0, sizeof(r));
-	memcpy(&r, v->mv_data, REC_V2_SIZE);
-	size_t hs = rec_size(r.version);
-	memcpy(&r, v->mv_data, hs);
-	memset(a, 0, sizeof(*a));
-	a->type = (enum tfs_ftype)r.type;
-	a->size = r.size;
-	a->mtime = r.mtime;
-	a->atime = r.atime;
-	a->ctime = r.ctime;
-	a->mode = r.mode;
-	a->fmt = r.fmt;
-	a->uid = r.uid;
-	a->gid = r.gid;
-	a->rdev = r.rdev;
-	a->ino = r.ino;
-	a->mtime_ns = r.mtime_ns;
-	a->atime_ns = r.atime_ns;
-	a->ctime_ns = r.ctime_ns;
-	a->headers = (r.flags & REC_HEADERS) != 0;
-	a->local = (r.flags & REC_LOCAL) != 0;
-	size_t el = r.etag_len < TFS_ETAG_MAX ? r.etag_len : TFS_ETAG_MAX - 1;
-	memcpy(a->etag, (const char *)v->mv_data + hs, el);
-	a->etag[el] = '\0';
-	*fetched = r.fetched_ms;
-}
-
-static bool valid_rec(const MDB_val *v)
-{
-	struct rec r;
-	if (v->mv_size < REC_V2_SIZE)
-		return false;
-	memcpy(&r, v->mv_data, REC_V2_SIZE);
-	size_t hs = rec_size(r.version);
-	return hs && v->mv_size == hs + r.etag_len;
-}
 
 bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a)
 {
@@ -240,187 +38,6 @@ bool tfs_meta_settled(const struct tfs_meta *m, const struct tfs_attr *a)
 		return true;
 	return a->type == TFS_FT_FILE &&
 	       (m->fetch_headers != TFS_HEADERS_SMALL || a->size >= TFS_META_PROBE_SIZE);
-}
-
-/* A new inode number, from the counter in meta_dirs (inside the caller's
- * write transaction, which serializes it).  Returns 0 or an LMDB error. */
-static int next_ino(MDB_txn *txn, struct tfs_meta *m, uint64_t *ino)
-{
-	MDB_val k = { sizeof(INO_KEY) - 1, (void *)INO_KEY }, v;
-	uint64_t n = INO_FIRST;
-	int rc = mdb_get(txn, m->dirs, &k, &v);
-	if (rc == 0 && v.mv_size == sizeof(n))
-		memcpy(&n, v.mv_data, sizeof(n));
-	else if (rc != 0 && rc != MDB_NOTFOUND)
-		return rc;
-	if (n < INO_FIRST)
-		n = INO_FIRST;
-	*ino = n++;
-	v.mv_size = sizeof(n);
-	v.mv_data = &n;
-	return mdb_put(txn, m->dirs, &k, &v, 0);
-}
-
-/* Whether two attributes are of the same kind of file (a name that keeps
- * its kind keeps its inode number). */
-static bool same_kind(const struct tfs_attr *a, const struct tfs_attr *b)
-{
-	return a->type == b->type && (a->type != TFS_FT_FILE || a->fmt == b->fmt);
-}
-
-/* Write the entry `name` of directory h with attributes `a` inside `txn`.
- * An entry without an inode number keeps the one stored under its name
- * while its kind stays (same_kind()), else gets a new one; *ino_out (may
- * be NULL) receives the number written.  Returns 0 or an LMDB error. */
-static int put_entry(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
-		     const struct tfs_attr *a, uint64_t fetched, uint64_t *ino_out)
-{
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	uint8_t vbuf[sizeof(struct rec) + TFS_ETAG_MAX];
-	size_t nlen = strlen(name);
-	struct rec r = {
-		.version = REC_VERSION,
-		.type = (uint8_t)a->type,
-		.flags = (uint8_t)((a->headers ? REC_HEADERS : 0) | (a->local ? REC_LOCAL : 0)),
-		.etag_len = (uint16_t)strlen(a->etag),
-		.mode = a->mode,
-		.uid = a->uid,
-		.gid = a->gid,
-		.size = a->size,
-		.mtime = a->mtime,
-		.fetched_ms = fetched,
-		.fmt = a->fmt,
-		.rdev = a->rdev,
-		.atime = a->atime,
-		.ctime = a->ctime,
-		.ino = a->ino,
-		.mtime_ns = a->mtime_ns,
-		.atime_ns = a->atime_ns,
-		.ctime_ns = a->ctime_ns,
-	};
-	memcpy(kbuf, h, HLEN);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf }, v;
-	if (r.ino == 0 && a->type != TYPE_WHITEOUT) {
-		/* The name keeps its number while it keeps its kind. */
-		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
-			struct tfs_attr old;
-			uint64_t f;
-			decode(&v, &old, &f);
-			if (same_kind(&old, a))
-				r.ino = old.ino;
-		}
-		if (r.ino == 0) {
-			int rc = next_ino(txn, m, &r.ino);
-			if (rc)
-				return rc;
-		}
-	}
-	memcpy(vbuf, &r, sizeof(r));
-	memcpy(vbuf + sizeof(r), a->etag, r.etag_len);
-	v.mv_size = sizeof(r) + r.etag_len;
-	v.mv_data = vbuf;
-	if (ino_out)
-		*ino_out = r.ino;
-	return mdb_put(txn, m->entries, &k, &v, 0);
-}
-
-/* Read one entry: 0, ENOENT, EIO. */
-static int get_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
-		     struct tfs_attr *a, uint64_t *fetched)
-{
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	size_t nlen = strlen(name);
-	MDB_txn *txn;
-	memcpy(kbuf, h, HLEN);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf }, v;
-	int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return mdb_errno(m, rc, "read txn");
-	rc = mdb_get(txn, m->entries, &k, &v);
-	if (rc == 0 && !valid_rec(&v))
-		rc = MDB_NOTFOUND;
-	if (rc == 0)
-		decode(&v, a, fetched);
-	mdb_txn_abort(txn);
-	return mdb_errno(m, rc, "get entry");
-}
-
-static int get_dir(struct tfs_meta *m, const uint8_t h[HLEN], struct dirrec *d)
-{
-	MDB_txn *txn;
-	MDB_val k = { HLEN, (void *)h }, v;
-	int rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return mdb_errno(m, rc, "read txn");
-	rc = mdb_get(txn, m->dirs, &k, &v);
-	memset(d, 0, sizeof(*d));
-	if (rc == 0 && (v.mv_size == sizeof(*d) || v.mv_size == sizeof(d->listed_ms)))
-		memcpy(d, v.mv_data, v.mv_size);
-	else if (rc == 0)
-		rc = MDB_NOTFOUND;
-	mdb_txn_abort(txn);
-	return mdb_errno(m, rc, "get dir");
-}
-
-/* Store entry `name` of directory h in a transaction of its own; a->ino
- * gets the number stored (put_entry()) once it is committed. */
-static int store_entry(struct tfs_meta *m, const uint8_t h[HLEN], const char *name,
-		       struct tfs_attr *a, uint64_t fetched)
-{
-	MDB_txn *txn;
-	uint64_t ino = 0;
-	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc == 0) {
-		rc = put_entry(txn, m, h, name, a, fetched, &ino);
-		if (rc == 0)
-			rc = mdb_txn_commit(txn);
-		else
-			mdb_txn_abort(txn);
-	}
-	if (rc == 0)
-		a->ino = ino;
-	return mdb_errno(m, rc, "store entry");
-}
-
-/* A tombstone: the entry of a name known to be gone since now.  It
- * answers nothing (a lookup asks the backend, readdir skips it), but a
- * listing that began before it cannot bring the name back (store_page()
- * keeps entries newer than the listing), and the next complete listing
- * prunes it.  Inside the caller's transaction.  Returns 0 or an LMDB
- * error. */
-static int put_tombstone(MDB_txn *txn, struct tfs_meta *m, const uint8_t h[HLEN], const char *name)
-{
-	struct tfs_attr a;
-	memset(&a, 0, sizeof(a));
-	a.type = (enum tfs_ftype)TYPE_WHITEOUT;
-	return put_entry(txn, m, h, name, &a, tfs_wall_ms(), NULL);
-}
-
-/* Is `a` a tombstone (put_tombstone())? */
-static bool tombstone(const struct tfs_attr *a)
-{
-	return a->type == TYPE_WHITEOUT && !a->local;
-}
-
-/* Forget a cached entry (the object is gone): a tombstone.  Cannot fail. */
-static void forget(struct tfs_meta *m, const char *dir, const char *name)
-{
-	uint8_t h[HLEN];
-	MDB_txn *txn;
-	if (strlen(name) > NAME_MAX)
-		return;
-	dir_hash(dir, h);
-	if (mdb_txn_begin(m->env, NULL, 0, &txn) != 0)
-		return;
-	if (put_tombstone(txn, m, h, name) != 0) {
-		mdb_txn_abort(txn);
-		tfs_warn(m->log, "meta: cannot forget '%s' in '%s'", name, dir);
-		return;
-	}
-	if (mdb_txn_commit(txn) != 0)
-		tfs_warn(m->log, "meta: cannot forget '%s' in '%s'", name, dir);
 }
 
 /* ---- attributes from the backend ---- */
@@ -521,22 +138,10 @@ static int settle(struct tfs_meta *m, const uint8_t h[HLEN], const char *dir, co
 	}
 	if (rc)
 		return rc;
-	n.ino = same_kind(&n, a) ? a->ino : 0;
+	n.ino = meta_same_kind(&n, a) ? a->ino : 0;
 	*a = n;
-	store_entry(m, h, name, a, fetched);
+	meta_store_entry(m, h, name, a, fetched);
 	return 0;
-}
-
-static void list_ahead(struct tfs_meta *m, const char *dir);
-
-/* Count a lookup in the directory with hash h for a lister listing it
- * (the demand that keeps a listing ahead going). */
-static void note_lookup(struct tfs_meta *m, const uint8_t h[HLEN])
-{
-	uint64_t t = dir_tag(h);
-	for (int i = 0; i < m->nlisters; i++)
-		if (atomic_load(&m->listers[i].tag) == t)
-			atomic_fetch_add(&m->listers[i].demand, 1);
 }
 
 int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struct tfs_attr *out,
@@ -551,10 +156,10 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		*changed = false;
 	if (strlen(name) > NAME_MAX)
 		return ENAMETOOLONG;
-	dir_hash(dir, h);
-	note_lookup(m, h);
-	int have = get_entry(m, h, name, &cached, &fetched);
-	if (have == 0 && tombstone(&cached))
+	meta_dir_hash(dir, h);
+	meta_note_lookup(m, h);
+	int have = meta_get_entry(m, h, name, &cached, &fetched);
+	if (have == 0 && meta_tombstone(&cached))
 		have = ENOENT; /* gone since then: ask again */
 	if (have == EIO) {
 		/* The index is unreadable (damaged under us): answer from the
@@ -562,7 +167,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		atomic_fetch_add(&m->errors, 1);
 		return backend_lookup(m, dir, name, out, NULL);
 	}
-	if (have == 0 && (cached.local || fresh(m, fetched, now))) {
+	if (have == 0 && (cached.local || meta_fresh(m, fetched, now))) {
 		if (cached.type == TYPE_WHITEOUT) {
 			atomic_fetch_add(&m->hits, 1);
 			return ENOENT;
@@ -570,7 +175,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		if (!tfs_meta_settled(m, &cached)) {
 			int src = settle(m, h, dir, name, &cached, fetched, changed);
 			if (src == ENOENT) {
-				forget(m, dir, name);
+				meta_forget(m, dir, name);
 				if (changed)
 					*changed = true;
 				return ENOENT;
@@ -583,8 +188,8 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		*out = cached;
 		return 0;
 	}
-	bool listed = have == ENOENT && get_dir(m, h, &d) == 0 && d.listed_ms &&
-		      fresh(m, d.listed_ms, now);
+	bool listed = have == ENOENT && meta_get_dir(m, h, &d) == 0 && d.listed_ms &&
+		      meta_fresh(m, d.listed_ms, now);
 	if (listed && !(d.flags & DIR_AHEAD)) {
 		atomic_fetch_add(&m->neg_hits, 1);
 		return ENOENT;
@@ -592,7 +197,7 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 	bool s3fs_meta = false;
 	int rc = backend_lookup(m, dir, name, out, &s3fs_meta);
 	if (have == ENOENT && !listed && !s3fs_meta && (rc == 0 || rc == ENOENT))
-		list_ahead(m, dir);
+		meta_list_ahead(m, dir);
 	if (rc == 0) {
 		if (have == 0 && cached.type == TFS_FT_FILE && out->type == TFS_FT_FILE) {
 			if (strcmp(cached.etag, out->etag) != 0 && changed)
@@ -601,12 +206,12 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 		if (have == 0 && out->type == TFS_FT_DIR && cached.type == TFS_FT_DIR &&
 		    !out->headers)
 			*out = cached; /* its marker did not answer: keep what it had */
-		store_entry(m, h, name, out, now);
+		meta_store_entry(m, h, name, out, now);
 		return 0;
 	}
 	if (rc == ENOENT) {
 		if (have == 0) {
-			forget(m, dir, name);
+			meta_forget(m, dir, name);
 			if (changed)
 				*changed = true;
 		}
@@ -622,653 +227,6 @@ int tfs_meta_lookup(struct tfs_meta *m, const char *dir, const char *name, struc
 	return rc;
 }
 
-/* ---- listings ---- */
-
-static bool name_ok(const char *name)
-{
-	size_t n = strlen(name);
-	return n > 0 && n <= NAME_MAX && strchr(name, '/') == NULL && strcmp(name, ".") != 0 &&
-	       strcmp(name, "..") != 0;
-}
-
-/* Delete the entries of directory `h` fetched before `start`. */
-/* Does directory `dir` hold, at any depth, an entry this mount wrote and
- * has not written back (inside the caller's transaction)?  Such a
- * directory stays although the bucket no longer lists it.  Bounded: past
- * the bounds the answer is "yes" (keeping a directory is the safe side). */
-static bool local_below(struct tfs_meta *m, MDB_txn *txn, const char *dir, unsigned depth,
-			unsigned *budget)
-{
-	uint8_t h[HLEN];
-	MDB_cursor *c;
-	bool found = false;
-	if (depth > 32 || *budget == 0)
-		return true;
-	dir_hash(dir, h);
-	if (mdb_cursor_open(txn, m->entries, &c) != 0)
-		return true;
-	MDB_val k = { HLEN, h }, v;
-	int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	while (!found && rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
-		struct tfs_attr a;
-		uint64_t f;
-		(*budget)--;
-		if (*budget == 0) {
-			found = true;
-			break;
-		}
-		if (valid_rec(&v)) {
-			decode(&v, &a, &f);
-			if (a.local && a.type != TYPE_WHITEOUT) {
-				found = true;
-			} else if (a.type == TFS_FT_DIR && k.mv_size - HLEN <= NAME_MAX) {
-				char name[NAME_MAX + 1], sub[4096];
-				memcpy(name, (const char *)k.mv_data + HLEN, k.mv_size - HLEN);
-				name[k.mv_size - HLEN] = '\0';
-				if (tfs_meta_join(dir, name, sub, sizeof(sub)) == 0) {
-					/* The recursion has its own cursor; ours stays valid. */
-					found = local_below(m, txn, sub, depth + 1, budget);
-				}
-			}
-		}
-		if (!found)
-			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-	}
-	mdb_cursor_close(c);
-	return found;
-}
-
-/* Delete the entries of directory `dir` (hash `h`) fetched before `start`,
- * except this mount's own (LOCAL) entries and directories that hold some. */
-static int prune(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t start)
-{
-	MDB_txn *txn;
-	MDB_cursor *c;
-	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc)
-		return rc;
-	rc = mdb_cursor_open(txn, m->entries, &c);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return rc;
-	}
-	MDB_val k = { HLEN, (void *)h }, v;
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	while (rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
-		uint64_t fetched = 0;
-		struct tfs_attr a;
-		if (!valid_rec(&v)) {
-			rc = mdb_cursor_del(c, 0);
-		} else {
-			decode(&v, &a, &fetched);
-			bool keep = a.local || fetched >= start;
-			if (!keep && a.type == TFS_FT_DIR && k.mv_size - HLEN <= NAME_MAX) {
-				char name[NAME_MAX + 1], sub[4096];
-				unsigned budget = 100000;
-				memcpy(name, (const char *)k.mv_data + HLEN, k.mv_size - HLEN);
-				name[k.mv_size - HLEN] = '\0';
-				keep = tfs_meta_join(dir, name, sub, sizeof(sub)) == 0 &&
-				       local_below(m, txn, sub, 0, &budget);
-			}
-			if (!keep)
-				rc = mdb_cursor_del(c, 0);
-		}
-		if (rc == 0)
-			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-	}
-	mdb_cursor_close(c);
-	if (rc != MDB_NOTFOUND && rc != 0) {
-		mdb_txn_abort(txn);
-		return rc;
-	}
-	return mdb_txn_commit(txn);
-}
-
-/* The part of a listed name after its directory's prefix of plen bytes, or
- * "" (never a valid name) when the name is shorter: tfs_backend_list()
- * drops names outside the prefix, and this never reads past a name's end
- * whatever a backend returns. */
-static const char *after_prefix(const char *name, size_t plen)
-{
-	return strnlen(name, plen) == plen ? name + plen : "";
-}
-
-static int store_page(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
-		      const struct tfs_list_page *p, uint64_t start, bool *any)
-{
-	MDB_txn *txn;
-	int rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc)
-		return rc;
-	for (size_t i = 0; rc == 0 && i < p->n_entries; i++) {
-		const struct tfs_list_entry *e = &p->entries[i];
-		const char *name = after_prefix(e->key, plen);
-		*any = true;
-		if (!name_ok(name))
-			continue; /* the directory's own marker, or unrepresentable */
-		struct tfs_attr a = { .type = TFS_FT_FILE, .size = e->size, .mtime = e->mtime };
-		a.mode = a.uid = a.gid = TFS_META_UNSET;
-		snprintf(a.etag, sizeof(a.etag), "%s", e->etag);
-		/* Keep what a HEAD learned (x-amz-meta-*) while the ETag holds. */
-		uint8_t kbuf[HLEN + NAME_MAX + 1];
-		size_t nlen = strlen(name);
-		memcpy(kbuf, h, HLEN);
-		memcpy(kbuf + HLEN, name, nlen);
-		MDB_val k = { HLEN + nlen, kbuf }, v;
-		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
-			struct tfs_attr old;
-			uint64_t f;
-			decode(&v, &old, &f);
-			if (old.local)
-				continue; /* the mount's own change wins until written back */
-			if (f > start)
-				continue; /* learned after this listing began (a HEAD, a
-					   * tombstone): newer than what it says */
-			if (old.type == TFS_FT_FILE && strcmp(old.etag, a.etag) == 0)
-				a = old; /* the same version: all a HEAD learned stays */
-		}
-		rc = put_entry(txn, m, h, name, &a, start, NULL);
-	}
-	for (size_t i = 0; rc == 0 && i < p->n_prefixes; i++) {
-		char name[NAME_MAX + 2];
-		const char *s = after_prefix(p->prefixes[i], plen);
-		size_t n = strlen(s);
-		*any = true;
-		if (n < 2 || n - 1 > NAME_MAX)
-			continue;
-		memcpy(name, s, n - 1);
-		name[n - 1] = '\0';
-		if (!name_ok(name))
-			continue;
-		/* A file of the same name listed in this refresh wins. */
-		uint8_t kbuf[HLEN + NAME_MAX + 1];
-		memcpy(kbuf, h, HLEN);
-		memcpy(kbuf + HLEN, name, n - 1);
-		MDB_val k = { HLEN + n - 1, kbuf }, v;
-		if (mdb_get(txn, m->entries, &k, &v) == 0 && valid_rec(&v)) {
-			struct tfs_attr old;
-			uint64_t f;
-			decode(&v, &old, &f);
-			if (old.local || f > start || (old.type == TFS_FT_FILE && f >= start))
-				continue;
-			if (old.type == TFS_FT_DIR) {
-				/* Still a directory: what its marker said stays. */
-				rc = put_entry(txn, m, h, name, &old, start, NULL);
-				continue;
-			}
-		}
-		struct tfs_attr a;
-		tfs_meta_dir_attr(&a);
-		rc = put_entry(txn, m, h, name, &a, start, NULL);
-	}
-	if (rc) {
-		mdb_txn_abort(txn);
-		return rc;
-	}
-	return mdb_txn_commit(txn);
-}
-
-/* HEAD the files of a listed page whose x-amz-meta-* are not known yet. */
-static void fetch_headers(struct tfs_meta *m, const uint8_t h[HLEN], size_t plen,
-			  const struct tfs_list_page *p, uint64_t start)
-{
-	for (size_t i = 0; i < p->n_entries; i++) {
-		const char *name = after_prefix(p->entries[i].key, plen);
-		struct tfs_attr a;
-		uint64_t f;
-		if (!name_ok(name) || get_entry(m, h, name, &a, &f) != 0 || a.type != TFS_FT_FILE)
-			continue;
-		if (a.headers)
-			continue; /* kept from an earlier HEAD of this ETag */
-		struct tfs_obj_meta om = { 0 };
-		atomic_fetch_add(&m->backend_lookups, 1);
-		if (tfs_backend_head(m->be, p->entries[i].key, &om) != 0)
-			continue; /* the listing's attributes stay */
-		tfs_meta_attr_from_head(&om, &a);
-		tfs_obj_meta_clear(&om);
-		store_entry(m, h, name, &a, start);
-	}
-}
-
-/* Split "a/b/c" into "a/b" and "c" (dir "" at the root): tfs_path_split(),
- * and ENAMETOOLONG for a last component over NAME_MAX as well. */
-static int split_path(const char *path, char *dir, size_t dlen, const char **name)
-{
-	int rc = tfs_path_split(path, dir, dlen, name);
-	return rc == 0 && strlen(*name) > NAME_MAX ? ENAMETOOLONG : rc;
-}
-
-/* The hash of the directory of `path` and its last name (*name points
- * into `path`).  Returns 0 or ENAMETOOLONG. */
-static int path_entry(const char *path, uint8_t h[HLEN], const char **name)
-{
-	char dir[4096];
-	int rc = split_path(path, dir, sizeof(dir), name);
-	if (rc == 0)
-		dir_hash(dir, h);
-	return rc;
-}
-
-/* Read entry `name` of directory h inside `txn`.  Returns 0, or
- * MDB_NOTFOUND (also for a record that does not decode). */
-static int txn_get(struct tfs_meta *m, MDB_txn *txn, const uint8_t h[HLEN], const char *name,
-		   struct tfs_attr *a, uint64_t *fetched)
-{
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	size_t nlen = strlen(name);
-	memcpy(kbuf, h, HLEN);
-	memcpy(kbuf + HLEN, name, nlen);
-	MDB_val k = { HLEN + nlen, kbuf }, v;
-	int rc = mdb_get(txn, m->entries, &k, &v);
-	if (rc == 0 && !valid_rec(&v))
-		rc = MDB_NOTFOUND;
-	if (rc == 0)
-		decode(&v, a, fetched);
-	return rc;
-}
-
-/* Change the entry at `path` in a transaction of its own: `fn` edits its
- * attributes (not a whiteout), which are written back with the time they
- * were fetched.  Returns 0, ENOENT (no such entry), ENAMETOOLONG or an
- * LMDB errno (logged with `what`). */
-static int edit_entry(struct tfs_meta *m, const char *path,
-		      void (*fn)(struct tfs_attr *a, void *ctx), void *ctx, const char *what)
-{
-	uint8_t h[HLEN];
-	const char *name;
-	struct tfs_attr a;
-	uint64_t f;
-	MDB_txn *txn;
-	int rc = path_entry(path, h, &name);
-	if (rc)
-		return rc;
-	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
-	if (rc)
-		return mdb_errno(m, rc, what);
-	rc = txn_get(m, txn, h, name, &a, &f);
-	if (rc == 0 && a.type == TYPE_WHITEOUT)
-		rc = MDB_NOTFOUND;
-	if (rc == 0) {
-		fn(&a, ctx);
-		rc = put_entry(txn, m, h, name, &a, f, NULL);
-	}
-	if (rc == 0)
-		return mdb_errno(m, mdb_txn_commit(txn), what);
-	mdb_txn_abort(txn);
-	return mdb_errno(m, rc, what);
-}
-
-/* A directory with no key in the bucket still exists if this mount made
- * it, or made something in it, and has not written that back yet. */
-static bool exists_locally(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN])
-{
-	char parent[4096];
-	const char *name;
-	struct tfs_attr a;
-	uint64_t f;
-	uint8_t ph[HLEN];
-	if (split_path(dir, parent, sizeof(parent), &name) == 0) {
-		dir_hash(parent, ph);
-		if (get_entry(m, ph, name, &a, &f) == 0 && a.local && a.type == TFS_FT_DIR)
-			return true;
-	}
-	MDB_txn *txn;
-	MDB_cursor *c;
-	bool found = false;
-	if (mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn) != 0)
-		return false;
-	if (mdb_cursor_open(txn, m->entries, &c) == 0) {
-		MDB_val k = { HLEN, (void *)h }, v;
-		int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		while (!found && rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
-			if (valid_rec(&v)) {
-				decode(&v, &a, &f);
-				found = a.local && a.type != TYPE_WHITEOUT;
-			}
-			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		}
-		mdb_cursor_close(c);
-	}
-	mdb_txn_abort(txn);
-	return found;
-}
-
-/* List `dir` (hash h) from the backend into the cache and record the
- * listing with `flags`.  With `demand` (a listing ahead: struct lister),
- * page k+1 is fetched only if *demand >= k; stopping before the last page
- * records DIR_PARTIAL, prunes nothing and does not conclude that the
- * directory is gone.  Returns 0, ENOENT (no such directory), ECANCELED
- * (closing) or an errno (backend or LMDB, logged). */
-static int refresh(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags,
-		   atomic_uint_fast64_t *demand)
-{
-	char prefix[4096];
-	uint64_t start = tfs_wall_ms(), pages = 0;
-	struct tfs_list_walk w = { 0 };
-	bool any = false, partial = false;
-	int rc = 0;
-
-	if (dir[0]) {
-		int n = snprintf(prefix, sizeof(prefix), "%s/", dir);
-		if (n < 0 || (size_t)n >= sizeof(prefix))
-			return ENAMETOOLONG;
-	} else {
-		prefix[0] = '\0';
-	}
-	size_t plen = strlen(prefix);
-	atomic_fetch_add(&m->listings, 1);
-	do {
-		struct tfs_list_page p = { 0 };
-		if (atomic_load(&m->stop)) {
-			rc = ECANCELED;
-			break;
-		}
-		rc = tfs_backend_list_walk(m->be, m->log, &w, prefix, "/", 1000, &p);
-		if (rc)
-			break;
-		atomic_fetch_add(&m->list_pages, 1);
-		pages++;
-		int mrc = store_page(m, h, plen, &p, start, &any);
-		if (mrc)
-			rc = mdb_errno(m, mrc, "store listing");
-		if (rc == 0 && m->fetch_headers == TFS_HEADERS_ALL)
-			fetch_headers(m, h, plen, &p, start);
-		tfs_list_page_clear(&p);
-		if (!w.done && demand && atomic_load(demand) < pages)
-			partial = true;
-	} while (rc == 0 && !w.done && !partial);
-	tfs_list_walk_clear(&w);
-	if (rc)
-		return rc;
-	int mrc = 0;
-	if (partial) {
-		flags |= DIR_PARTIAL;
-		atomic_fetch_add(&m->listed_partial, 1);
-		tfs_debug(m->log,
-			  "meta: listing '%s' ahead stopped after %" PRIu64 " pages: few lookups "
-			  "there",
-			  dir, pages);
-	} else if (!any && dir[0] && !exists_locally(m, dir, h)) {
-		/* No key has this prefix: the directory is gone. */
-		int prc = prune(m, dir, h, UINT64_MAX);
-		if (prc)
-			mdb_errno(m, prc, "prune");
-		return ENOENT;
-	} else {
-		mrc = prune(m, dir, h, start);
-	}
-	if (mrc == 0) {
-		MDB_txn *txn;
-		struct dirrec d = { .listed_ms = start, .flags = flags };
-		MDB_val k = { HLEN, (void *)h }, v = { sizeof(d), &d };
-		mrc = mdb_txn_begin(m->env, NULL, 0, &txn);
-		if (mrc == 0) {
-			mrc = mdb_put(txn, m->dirs, &k, &v, 0);
-			if (mrc == 0)
-				mrc = mdb_txn_commit(txn);
-			else
-				mdb_txn_abort(txn);
-		}
-	}
-	return mdb_errno(m, mrc, "finish listing");
-}
-
-/* The index is unreadable: list the backend directly, in name order
- * (entries and prefixes of a page merged), nothing cached. */
-static int readdir_direct(struct tfs_meta *m, const char *dir, const char *after,
-			  tfs_meta_entry_fn fn, void *ctx)
-{
-	char prefix[4096];
-	int n = snprintf(prefix, sizeof(prefix), "%s%s", dir, dir[0] ? "/" : "");
-	if (n < 0 || (size_t)n >= sizeof(prefix))
-		return ENAMETOOLONG;
-	size_t plen = (size_t)n;
-	struct tfs_list_walk w = { 0 };
-	int rc = 0, cb = 0;
-	bool any = false;
-	atomic_fetch_add(&m->errors, 1);
-	do {
-		struct tfs_list_page p = { 0 };
-		rc = tfs_backend_list_walk(m->be, m->log, &w, prefix, "/", 1000, &p);
-		if (rc)
-			break;
-		size_t i = 0, j = 0;
-		while (cb == 0 && (i < p.n_entries || j < p.n_prefixes)) {
-			const char *e = i < p.n_entries ? after_prefix(p.entries[i].key, plen)
-							: NULL;
-			char pname[NAME_MAX + 2] = "";
-			if (j < p.n_prefixes) {
-				const char *ps = after_prefix(p.prefixes[j], plen);
-				size_t pl = strlen(ps);
-				if (pl >= 2 && pl - 1 <= NAME_MAX) {
-					memcpy(pname, ps, pl - 1);
-					pname[pl - 1] = '\0';
-				}
-			}
-			bool take_entry = e && (j >= p.n_prefixes || strcmp(e, pname) <= 0);
-			struct tfs_attr a;
-			const char *name;
-			if (take_entry) {
-				name = e;
-				memset(&a, 0, sizeof(a));
-				a.type = TFS_FT_FILE;
-				a.size = p.entries[i].size;
-				a.mtime = p.entries[i].mtime;
-				a.mode = a.uid = a.gid = TFS_META_UNSET;
-				snprintf(a.etag, sizeof(a.etag), "%s", p.entries[i].etag);
-				i++;
-			} else {
-				name = pname;
-				tfs_meta_dir_attr(&a);
-				j++;
-			}
-			any = true;
-			if (!name_ok(name) || strcmp(name, after) <= 0)
-				continue;
-			cb = fn(ctx, name, &a);
-		}
-		tfs_list_page_clear(&p);
-	} while (rc == 0 && cb == 0 && !w.done);
-	tfs_list_walk_clear(&w);
-	if (cb)
-		return cb;
-	if (rc == 0 && !any && dir[0])
-		return ENOENT;
-	return rc;
-}
-
-/* A readdir is served from a listing made ahead of lookups: from now on it
- * answers "no such name" too, as a listing made for a readdir does (the
- * caller has seen what it holds).  Best effort: on failure the flag stays
- * and the lookups keep asking. */
-static void shown_dir(struct tfs_meta *m, const uint8_t h[HLEN], const struct dirrec *d)
-{
-	MDB_txn *txn;
-	struct dirrec nd = { .listed_ms = d->listed_ms, .flags = d->flags & ~(uint64_t)DIR_AHEAD };
-	MDB_val k = { HLEN, (void *)h }, v = { sizeof(nd), &nd }, old;
-	if (mdb_txn_begin(m->env, NULL, 0, &txn) != 0)
-		return;
-	/* Only if no newer listing replaced it meanwhile. */
-	if (mdb_get(txn, m->dirs, &k, &old) == 0 && old.mv_size == sizeof(nd) &&
-	    memcmp(old.mv_data, d, sizeof(nd)) == 0 && mdb_put(txn, m->dirs, &k, &v, 0) == 0)
-		(void)mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-}
-
-/* Does the cached listing d serve a caller that wants a listing with
- * `flags`?  It must be fresh; a partial one serves only listing ahead. */
-static bool serves(struct tfs_meta *m, const struct dirrec *d, uint64_t flags)
-{
-	if (!d->listed_ms || !fresh(m, d->listed_ms, tfs_wall_ms()))
-		return false;
-	return !(d->flags & DIR_PARTIAL) || (flags & DIR_AHEAD);
-}
-
-/* List `dir` (hash h) unless a fresh listing that serves `flags` is cached
- * (serves()), marking a new listing with `flags` (DIR_AHEAD or 0); one
- * listing per directory at a time (its stripe's mutex), the others wait
- * for it.  `demand`: refresh()'s, for a listing ahead (NULL: list it all).
- * *listed (may be NULL) says whether this call listed it.  Returns 0,
- * ENOENT (no such directory), ECANCELED (closing) or the backend's error
- * (counted). */
-static int ensure_listed(struct tfs_meta *m, const char *dir, const uint8_t h[HLEN], uint64_t flags,
-			 atomic_uint_fast64_t *demand, bool *listed)
-{
-	struct dirrec d = { 0 };
-	int rc = 0;
-
-	if (listed)
-		*listed = false;
-	if (get_dir(m, h, &d) == 0 && serves(m, &d, flags)) {
-		if ((d.flags & DIR_AHEAD) && !(flags & DIR_AHEAD))
-			shown_dir(m, h, &d);
-		return 0;
-	}
-	pthread_mutex_t *mu = &m->stripes[h[0] % STRIPES];
-	pthread_mutex_lock(mu);
-	/* Someone may have listed it while we waited. */
-	if (get_dir(m, h, &d) != 0 || !serves(m, &d, flags)) {
-		rc = refresh(m, dir, h, flags, demand);
-		if (listed)
-			*listed = true;
-	}
-	pthread_mutex_unlock(mu);
-	if (rc && rc != ENOENT && rc != ECANCELED)
-		atomic_fetch_add(&m->errors, 1);
-	return rc;
-}
-
-/* ---- listing ahead of lookups ---- */
-
-/* Queue `dir` for a background listing, unless listing ahead is off, the
- * TTL is 0 (a listing would never be trusted), a listing failed less than
- * LIST_RETRY_MS ago, or it is queued or being listed already.  A full
- * queue drops the request: the lookups still work, by HEAD. */
-static void list_ahead(struct tfs_meta *m, const char *dir)
-{
-	if (!m->list_ahead || atomic_load(&m->ttl_ms) == 0)
-		return;
-	uint64_t now = tfs_wall_ms();
-	pthread_mutex_lock(&m->list_lock);
-	bool skip = m->stop || m->qlen == LIST_QUEUE ||
-		    (m->list_failed_ms && now - m->list_failed_ms < LIST_RETRY_MS);
-	for (size_t i = 0; !skip && i < m->qlen; i++)
-		skip = strcmp(m->queue[(m->qhead + i) % LIST_QUEUE], dir) == 0;
-	for (int i = 0; !skip && i < LISTER_THREADS; i++)
-		skip = m->running[i] && strcmp(m->running[i], dir) == 0;
-	char *copy = skip ? NULL : strdup(dir);
-	if (copy) {
-		m->queue[(m->qhead + m->qlen) % LIST_QUEUE] = copy;
-		m->qlen++;
-		pthread_cond_signal(&m->list_work);
-	}
-	pthread_mutex_unlock(&m->list_lock);
-}
-
-/* A background lister (arg: its struct lister): takes directories off the
- * queue and lists them (ensure_listed(), so a directory listed meanwhile
- * costs nothing). */
-static void *lister_main(void *arg)
-{
-	struct tfs_meta *m = ((struct lister *)arg)->m;
-	int slot = ((struct lister *)arg)->slot;
-	pthread_mutex_lock(&m->list_lock);
-	for (;;) {
-		while (!m->stop && m->qlen == 0)
-			pthread_cond_wait(&m->list_work, &m->list_lock);
-		if (m->stop)
-			break;
-		char *dir = m->queue[m->qhead];
-		m->qhead = (m->qhead + 1) % LIST_QUEUE;
-		m->qlen--;
-		m->running[slot] = dir;
-		pthread_mutex_unlock(&m->list_lock);
-
-		uint8_t h[HLEN];
-		bool listed;
-		struct lister *me = &m->listers[slot];
-		dir_hash(dir, h);
-		atomic_store(&me->demand, 0);
-		atomic_store(&me->tag, dir_tag(h));
-		int rc = ensure_listed(m, dir, h, DIR_AHEAD, &me->demand, &listed);
-		atomic_store(&me->tag, 0);
-		if (listed)
-			atomic_fetch_add(&m->listed_ahead, 1);
-		if (rc && rc != ENOENT && rc != ECANCELED)
-			tfs_debug(m->log, "meta: listing '%s' ahead of its lookups failed: %s", dir,
-				  strerror(rc));
-
-		pthread_mutex_lock(&m->list_lock);
-		if (rc && rc != ENOENT)
-			m->list_failed_ms = tfs_wall_ms();
-		m->running[slot] = NULL;
-		free(dir);
-	}
-	pthread_mutex_unlock(&m->list_lock);
-	return NULL;
-}
-
-int tfs_meta_readdir(struct tfs_meta *m, const char *dir, const char *after, tfs_meta_entry_fn fn,
-		     void *ctx)
-{
-	uint8_t h[HLEN];
-	struct dirrec d = { 0 };
-	int rc;
-
-	dir_hash(dir, h);
-	int drc = get_dir(m, h, &d);
-	if (drc == EIO)
-		return readdir_direct(m, dir, after, fn, ctx);
-	rc = ensure_listed(m, dir, h, 0, NULL, NULL);
-	if (rc)
-		return rc;
-
-	MDB_txn *txn;
-	MDB_cursor *c;
-	uint8_t kbuf[HLEN + NAME_MAX + 1];
-	size_t alen = strlen(after);
-	if (alen > NAME_MAX)
-		return EINVAL;
-	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return mdb_errno(m, rc, "read txn");
-	rc = mdb_cursor_open(txn, m->entries, &c);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return mdb_errno(m, rc, "cursor");
-	}
-	memcpy(kbuf, h, HLEN);
-	memcpy(kbuf + HLEN, after, alen);
-	MDB_val k = { HLEN + alen, kbuf }, v;
-	int cb = 0;
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	while (rc == 0 && k.mv_size >= HLEN && memcmp(k.mv_data, h, HLEN) == 0) {
-		char name[NAME_MAX + 1];
-		size_t nlen = k.mv_size - HLEN;
-		if (nlen <= NAME_MAX && valid_rec(&v)) {
-			memcpy(name, (const char *)k.mv_data + HLEN, nlen);
-			name[nlen] = '\0';
-			if (!(alen && strcmp(name, after) == 0)) {
-				struct tfs_attr a;
-				uint64_t f;
-				decode(&v, &a, &f);
-				if (a.type != TYPE_WHITEOUT) {
-					cb = fn(ctx, name, &a);
-					if (cb)
-						break;
-				}
-			}
-		}
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-	}
-	mdb_cursor_close(c);
-	mdb_txn_abort(txn);
-	if (cb)
-		return cb;
-	return rc == MDB_NOTFOUND || rc == 0 ? 0 : mdb_errno(m, rc, "readdir");
-}
-
 /* ---- local changes ---- */
 
 static int txn_put(struct tfs_meta *m, MDB_txn *txn, const char *path, const struct tfs_attr *a,
@@ -1276,10 +234,11 @@ static int txn_put(struct tfs_meta *m, MDB_txn *txn, const char *path, const str
 {
 	const char *name;
 	uint8_t h[HLEN];
-	int rc = path_entry(path, h, &name);
+	int rc = meta_path_entry(path, h, &name);
 	if (rc)
 		return rc;
-	return mdb_errno(m, put_entry(txn, m, h, name, a, fetched, NULL), "store local entry");
+	return meta_errno(m, meta_put_entry(txn, m, h, name, a, fetched, NULL),
+			  "store local entry");
 }
 
 int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
@@ -1292,11 +251,11 @@ int tfs_meta_txn_set_local(struct tfs_meta *m, MDB_txn *txn, const char *path,
 		/* A new directory: its (empty) listing is complete. */
 		uint8_t h[HLEN];
 		struct dirrec d = { .listed_ms = tfs_wall_ms() };
-		dir_hash(path, h);
+		meta_dir_hash(path, h);
 		MDB_val k = { HLEN, h }, v = { sizeof(d), &d };
 		MDB_val old;
 		if (mdb_get(txn, m->dirs, &k, &old) == MDB_NOTFOUND)
-			rc = mdb_errno(m, mdb_put(txn, m->dirs, &k, &v, 0), "store local dir");
+			rc = meta_errno(m, mdb_put(txn, m->dirs, &k, &v, 0), "store local dir");
 	}
 	return rc;
 }
@@ -1352,7 +311,7 @@ int tfs_meta_touch_dir(struct tfs_meta *m, const char *path, int64_t sec, uint32
 	struct touch t = { sec, ns };
 	if (path[0] == '\0')
 		return 0;
-	int rc = edit_entry(m, path, touch_fn, &t, "touch dir");
+	int rc = meta_edit_entry(m, path, touch_fn, &t, "touch dir");
 	return rc == ENOENT ? 0 : rc; /* nothing cached: nothing to change */
 }
 
@@ -1364,8 +323,8 @@ int tfs_meta_txn_set_clean(struct tfs_meta *m, MDB_txn *txn, const char *path,
 	const char *name;
 	uint64_t f;
 	c.local = false;
-	if (c.type == TFS_FT_DIR && path_entry(path, h, &name) == 0 &&
-	    txn_get(m, txn, h, name, &old, &f) == 0 && old.type == TFS_FT_DIR)
+	if (c.type == TFS_FT_DIR && meta_path_entry(path, h, &name) == 0 &&
+	    meta_txn_get(m, txn, h, name, &old, &f) == 0 && old.type == TFS_FT_DIR)
 		keep_later_times(&old, &c);
 	return txn_put(m, txn, path, &c, tfs_wall_ms());
 }
@@ -1374,11 +333,13 @@ int tfs_meta_txn_forget(struct tfs_meta *m, MDB_txn *txn, const char *path)
 {
 	const char *name;
 	uint8_t h[HLEN];
-	int rc = path_entry(path, h, &name);
+	int rc = meta_path_entry(path, h, &name);
 	if (rc)
 		return rc;
-	return mdb_errno(m, put_tombstone(txn, m, h, name), "forget entry");
+	return meta_errno(m, meta_put_tombstone(txn, m, h, name), "forget entry");
 }
+
+/* ---- inode numbers ---- */
 
 uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path)
 {
@@ -1386,9 +347,9 @@ uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path)
 	uint8_t h[HLEN];
 	struct tfs_attr a;
 	uint64_t f;
-	if (path_entry(path, h, &name) != 0)
+	if (meta_path_entry(path, h, &name) != 0)
 		return 0;
-	return get_entry(m, h, name, &a, &f) == 0 && a.type != TYPE_WHITEOUT ? a.ino : 0;
+	return meta_get_entry(m, h, name, &a, &f) == 0 && a.type != TYPE_WHITEOUT ? a.ino : 0;
 }
 
 static void set_ino_fn(struct tfs_attr *a, void *ctx)
@@ -1398,8 +359,10 @@ static void set_ino_fn(struct tfs_attr *a, void *ctx)
 
 int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino)
 {
-	return ino ? edit_entry(m, path, set_ino_fn, &ino, "set ino") : 0;
+	return ino ? meta_edit_entry(m, path, set_ino_fn, &ino, "set ino") : 0;
 }
+
+/* ---- stats, open and close ---- */
 
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 {
@@ -1421,12 +384,8 @@ void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 			       json_object_new_uint64(atomic_load(&m->listed_ahead)));
 	json_object_object_add(o, "listed_ahead_partial",
 			       json_object_new_uint64(atomic_load(&m->listed_partial)));
-	pthread_mutex_lock(&m->list_lock);
-	size_t busy = m->qlen;
-	for (int i = 0; i < LISTER_THREADS; i++)
-		busy += m->running[i] != NULL;
-	pthread_mutex_unlock(&m->list_lock);
-	json_object_object_add(o, "list_ahead_pending", json_object_new_uint64(busy));
+	json_object_object_add(o, "list_ahead_pending",
+			       json_object_new_uint64(meta_list_pending(m)));
 	json_object_object_add(o, "ttl_ms", json_object_new_uint64(atomic_load(&m->ttl_ms)));
 	json_object_object_add(out, "metadata", o);
 }
@@ -1468,17 +427,7 @@ int tfs_meta_open(MDB_env *env, struct tfs_backend *be, const struct tfs_cache_c
 		pthread_mutex_init(&m->stripes[i], NULL);
 	pthread_mutex_init(&m->list_lock, NULL);
 	pthread_cond_init(&m->list_work, NULL);
-	for (int i = 0; m->list_ahead && i < LISTER_THREADS; i++) {
-		m->listers[i] = (struct lister){ .m = m, .slot = i };
-		if (pthread_create(&m->listers[i].thread, NULL, lister_main, &m->listers[i]) != 0) {
-			tfs_warn(log, "meta: cannot start a background lister; lookups HEAD "
-				      "instead");
-			break;
-		}
-		m->nlisters++;
-	}
-	if (m->nlisters == 0)
-		m->list_ahead = false;
+	meta_listers_start(m);
 	*out = m;
 	return 0;
 }
@@ -1487,14 +436,7 @@ void tfs_meta_close(struct tfs_meta *m)
 {
 	if (m == NULL)
 		return;
-	pthread_mutex_lock(&m->list_lock);
-	atomic_store(&m->stop, true);
-	pthread_cond_broadcast(&m->list_work);
-	pthread_mutex_unlock(&m->list_lock);
-	for (int i = 0; i < m->nlisters; i++)
-		pthread_join(m->listers[i].thread, NULL);
-	for (size_t i = 0; i < m->qlen; i++)
-		free(m->queue[(m->qhead + i) % LIST_QUEUE]);
+	meta_listers_stop(m);
 	pthread_cond_destroy(&m->list_work);
 	pthread_mutex_destroy(&m->list_lock);
 	for (int i = 0; i < STRIPES; i++)

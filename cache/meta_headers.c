@@ -1,5 +1,5 @@
 /* meta_headers.c - the attributes s3fs-style x-amz-meta-* headers give an
- * object or a directory marker (meta_headers.h).  Called by meta.c only;
+ * object or a directory marker (meta_headers.h).  Called by meta.c and meta_list.c only;
  * calls nothing of the cache.
  */
 #include "config.h"

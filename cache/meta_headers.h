@@ -1,7 +1,7 @@
 /* meta_headers.h - what an object's x-amz-meta-* headers say of it: the
  * attributes of a file (its kind, mode, owner, times to the nanosecond,
  * a device's number) and of a directory from its marker object, as s3fs
- * writes them.  For meta.c only.  Pure functions: no state, no I/O,
+ * writes them.  For meta.c and meta_list.c only.  Pure functions: no state, no I/O,
  * thread safe.
  */
 #ifndef TFS_META_HEADERS_H

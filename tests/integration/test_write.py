@@ -1612,7 +1612,7 @@ def t_directory_of_staged_file_stays(ctx):
         assert os.listdir(P("b/c")) == ["old"]
         write(P("b/c/new"), b"staged")
         os.rename(P("b/c/old"), P("old"))
-        expect_all("orphaned-staged-file (cache/meta.c refresh -> prune drops the entry of a child "
+        expect_all("orphaned-staged-file (cache/meta_list.c refresh -> prune drops the entry of a child "
                    "directory missing from the bucket listing although LOCAL entries live below it)", [
             ("listing of b", lambda: sorted(os.listdir(P("b"))), ["c", "f"]),
             ("listing of b/c", lambda: sorted(os.listdir(P("b/c"))), ["new"]),

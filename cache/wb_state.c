@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -245,6 +246,22 @@ void wb_note_upload(struct tfs_wb *wb, const char *path)
 	wb->recent_up[h % RECENT_UPLOADS].ms = tfs_wall_ms();
 }
 
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+	return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+}
+
+bool wb_temp_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	size_t n = strlen(name);
+	return ends_with(name, n, ".tmp") || ends_with(name, n, ".temp") ||
+	       strcasestr(name, ".tmp.") != NULL || strcasestr(name, ".tempstate") != NULL ||
+	       strncasecmp(name, "tmp", 3) == 0;
+}
+
 uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
 {
 	uint64_t now = tfs_wall_ms();
@@ -254,15 +271,17 @@ uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
 	if (rw > delay) {
 		/* Only a file written front to back (a checkpoint, a log) goes
 		 * after `delay`, unless it was closed again while, or soon
-		 * after, it was uploaded.  Every other change settles first: a
-		 * file changed in place or left empty, a directory, a delete,
-		 * new attributes. */
+		 * after, it was uploaded, or its name says it is temporary (a
+		 * rename into place comes next: the upload it would start at
+		 * once is cancelled or copied).  Every other change settles
+		 * first: a file changed in place or left empty, a directory, a
+		 * delete, new attributes. */
 		uint64_t h = path_hash(e->path);
 		uint64_t at = wb->recent_up[h % RECENT_UPLOADS].hash == h
 				      ? wb->recent_up[h % RECENT_UPLOADS].ms
 				      : 0;
 		bool written = e->op == TFS_J_PUT && e->file && !e->file->edited &&
-			       e->file->size > 0;
+			       e->file->size > 0 && !wb_temp_name(e->path);
 		if (!written || e->running || (at && now - at < rw))
 			delay = rw;
 	}

@@ -218,11 +218,18 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
 int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
 	       const char *what, uint64_t *gen);
 
+/* Whether the last component of `path` names a temporary file, one
+ * usually renamed into place right after its close: it ends in ".tmp" or
+ * ".temp", holds ".tmp." or ".tempstate" (TensorFlow's checkpoints), or
+ * starts with "tmp" (Python's tempfile), letters in either case.  Cannot
+ * fail. */
+bool wb_temp_name(const char *path);
+
 /* When a job of `e` closed now may start: now plus writeback.delay for a
- * PUT of a non-empty file only ever appended to, else (any other job, or
- * that file being uploaded, or its last upload started less than
- * rewrite_delay ago) now plus rewrite_delay if that is longer.  Lock
- * held. */
+ * PUT of a non-empty file only ever appended to, else (any other job,
+ * that file being uploaded, its last upload started less than
+ * rewrite_delay ago, or a temporary name: wb_temp_name()) now plus
+ * rewrite_delay if that is longer.  Lock held. */
 uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e);
 
 /* Note that an upload of `path` starts now.  Lock held. */

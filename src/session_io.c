@@ -20,6 +20,21 @@
 #include "clock.h"
 #include "fdio.h"
 
+/* The kernel orders every reply written to the FUSE device before the
+ * requests read after it: a RELEASE comes only once each request on its
+ * handle has been answered, so the handle is freed after their last use.
+ * ThreadSanitizer sees that through the device's fd only when it saw the
+ * fd opened, and this device came from the keeper: a release before each
+ * write and an acquire after each read tell it (a TSan build only). */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define DEVICE_WRITTEN(io) __tsan_release(io)
+#define DEVICE_READ(io) __tsan_acquire(io)
+#else
+#define DEVICE_WRITTEN(io) ((void)(io))
+#define DEVICE_READ(io) ((void)(io))
+#endif
+
 #define REC_MAGIC "TFSSESS1"
 #define REC_REQ_OFF 64
 #define REC_REPLY_OFF (REC_REQ_OFF + TFS_SESSION_MAX_MSG)
@@ -167,6 +182,8 @@ static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct tfs_session_io *io = userdata ? tfs_fs_io(userdata) : NULL;
 	size_t total = 0;
+	if (io)
+		DEVICE_WRITTEN(io);
 	for (int i = 0; i < count; i++)
 		total += iov[i].iov_len;
 	if (io == NULL || atomic_load(&io->init_done) || io->req_len == 0 ||
@@ -241,6 +258,8 @@ static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
 	/* A request is ours now: nothing below may be a cancellation point. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 	if (io != NULL) {
+		if (n >= 0)
+			DEVICE_READ(io);
 		if (n < 0 && err == ENODEV)
 			atomic_store(&io->unmounted, true);
 		if (n >= (ssize_t)sizeof(struct fuse_in_header) && !atomic_load(&io->recorded) &&

@@ -511,7 +511,7 @@ Test(resume, fresh_daemon_refuses_old_handles_and_ids)
 	const char *o;
 	size_t ol;
 	cr_assert_eq(call(&d, FUSE_GETATTR, h.clean, &gi, sizeof(gi), NULL, 0, &o, &ol), ESTALE);
-	uint64_t node;
+	uint64_t node = 0;
 	cr_assert_eq(lookup(&d, 1, "data.bin", &node), 0);
 	cr_assert_eq(do_read(&d, node, h.data_fh, O_RDONLY, 0, 4096, &data, &len), EBADF);
 	cr_assert_eq(do_write(&d, node, h.out_fh, O_WRONLY, 0, "x", 1), EBADF);
@@ -523,7 +523,7 @@ Test(resume, own_released_handle_is_ebadf)
 	struct daemon d;
 	const char *data;
 	size_t len;
-	uint64_t node, fh;
+	uint64_t node = 0, fh = 0;
 	daemon_start(&d, true, 3);
 	cr_assert_eq(lookup(&d, 1, "data.bin", &node), 0);
 	cr_assert_eq(do_open(&d, node, FUSE_OPEN, O_RDONLY, &fh), 0);

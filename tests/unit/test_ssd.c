@@ -995,7 +995,7 @@ Test(ssd, direct_io_hits_skip_the_page_cache)
 {
 	char path[256];
 	uint64_t size = obj_size(3) + 1000; /* a last block of 1000 bytes */
-	unsigned char *al;
+	unsigned char *al = NULL;
 	struct t t;
 	cr_assert_eq(posix_memalign((void **)&al, TFS_PAGE_ALIGN, BS + TFS_PAGE_ALIGN), 0);
 	t_init(&t, TFS_POLICY_LRU, 64ull << 20);

@@ -273,7 +273,7 @@ uint64_t wb_due_ms(const struct tfs_wb *wb, const struct wb_ent *e)
 		 * after `delay`, unless it was closed again while, or soon
 		 * after, it was uploaded, or its name says it is temporary (a
 		 * rename into place comes next: the upload it would start at
-		 * once is cancelled or copied).  Every other change settles
+		 * once is wasted, cancelled or deleted).  Every other change settles
 		 * first: a file changed in place or left empty, a directory, a
 		 * delete, new attributes. */
 		uint64_t h = path_hash(e->path);

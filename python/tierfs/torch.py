@@ -540,8 +540,8 @@ def save(obj, path, durable=False, timeout=None, **torch_save_kwargs):
     """torch.save(obj) to `path` atomically for readers: into a temporary
     name in the same directory, fsync, then os.replace() before the file is
     closed (on a tierfs mount its upload starts at close, so it is made
-    once, under `path`; renamed after close, the upload of the temporary
-    name would be cancelled or copied).  With
+    once, under `path`; renamed after the close, the upload of the
+    temporary name could start first, to be cancelled and wasted).  With
     durable=True, on a tierfs mount, return only once the bucket has it
     (wait_uploaded(); `timeout` in seconds, None waits as long as the
     upload is retried); on another filesystem durable=True also fsyncs the

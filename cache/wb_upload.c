@@ -237,6 +237,8 @@ static int do_put(struct tfs_wb *wb, struct tfs_jrec *r, bool *retired)
 	if (rc == 0) {
 		pthread_mutex_lock(&wb->lock);
 		bool same = f == NULL || (e->file == f && f->seq == seq0);
+		if (same && e && e->gen == r->gen && e->durable_gen < r->gen)
+			e->durable_gen = r->gen; /* in the bucket: what follows is local */
 		pthread_mutex_unlock(&wb->lock);
 		if (same)
 			adopt(wb, r->path, fd, size, etag);
@@ -506,9 +508,12 @@ enum tfs_wb_upload_state tfs_wb_upload_state(struct tfs_wb *wb, const char *path
 	if (e) {
 		struct tfs_wb_file *f = e->file;
 		last = e->attempts ? e->last_err : 0;
+		/* Its last committed version in the bucket: the rest of its
+		 * job (the cache's copy, retiring the record) is local. */
+		bool in_bucket = e->durable_gen == e->gen;
 		if (e->has_job && e->failed)
 			st = TFS_WB_FAILED;
-		else if (e->has_job || e->running ||
+		else if (((e->has_job || e->running) && !in_bucket) ||
 			 (f && (f->writers > 0 || f->seq != f->committed_seq)))
 			st = TFS_WB_PENDING;
 	}

@@ -117,7 +117,9 @@ void tfs_wb_destroy(struct tfs_wb *wb);
 int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64_t *bytes);
 
 /* Whether what was closed under `path` is in the backend:
- *   TFS_WB_CLEAN    nothing of it is pending (or it was never written here);
+ *   TFS_WB_CLEAN    nothing of it is pending (or it was never written here),
+ *                   or the bucket has its last version and its job only
+ *                   copies it into the cache tiers and retires its record;
  *   TFS_WB_PENDING  a change waits for its upload, is being uploaded, is
  *                   being retried, or a writer still has the file open;
  *   TFS_WB_FAILED   its upload gave up (writeback.max_retries); it is

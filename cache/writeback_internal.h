@@ -104,7 +104,12 @@ struct wb_ent {
 	enum tfs_jop op;
 	uint64_t gen;      /* latest committed generation of the record */
 	uint64_t done_gen; /* highest generation retired */
-	int last_err;      /* result of the last attempt */
+	/* Highest generation whose PUT reached the bucket, set as soon as
+	 * it did: the job may still be copying it into the cache tiers
+	 * before it retires the record, but the bucket has it
+	 * (tfs_wb_upload_state() says "clean"). */
+	uint64_t durable_gen;
+	int last_err; /* result of the last attempt */
 	uint64_t due_ms, next_try_ms, bytes;
 	unsigned attempts;
 	struct tfs_upload_stream *stream; /* handed over at close, for generation stream_gen */

@@ -159,7 +159,7 @@ run "pyapi local" /usr/bin/python3 tests/integration/test_pyapi.py "$top/build/t
 run "python local" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend local
 run "python moto" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend moto
 run "python rgw" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend rgw \
-	--only sampler_order_2x,two_ranks_order
+	--only sampler_order,two_ranks_order
 
 step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), logging"
 # A copy in the cluster (docs/cluster.md): far is the suite's server,

@@ -709,6 +709,34 @@ static void tmp_name(char tmp[64], int attempt)
 	snprintf(tmp, 64, "%u-%08x", (unsigned)getpid(), r);
 }
 
+/* Make a new entry in TMP_DIR (`tfd`) under a fresh name, written to
+ * `tmp`: make(ctx, tfd, tmp) creates it and returns 0 or an errno; on
+ * EEXIST another name is tried, 100 names at most.  Returns make's last
+ * result. */
+typedef int (*make_fn)(void *ctx, int tfd, const char *tmp);
+
+static int make_tmp(int tfd, char tmp[64], make_fn make, void *ctx)
+{
+	int rc = EEXIST;
+	for (int attempt = 0; attempt < 100 && rc == EEXIST; attempt++) {
+		tmp_name(tmp, attempt);
+		rc = make(ctx, tfd, tmp);
+	}
+	return rc;
+}
+
+static int make_file(void *ctx, int tfd, const char *tmp)
+{
+	int *fd = ctx;
+	*fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	return *fd < 0 ? errno : 0;
+}
+
+static int make_link(void *ctx, int tfd, const char *tmp)
+{
+	return symlinkat(ctx, tfd, tmp) < 0 ? errno : 0;
+}
+
 /* The backend errno of a failed write of `key`, logged. */
 static int write_failed(struct local *lb, const char *key, int rc)
 {
@@ -737,18 +765,10 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 	int rc, fd = -1, pfd = -1, tfd = -1;
 
 	rc = open_dirs(lb, key, &pfd, &name, &tfd);
+	if (rc == 0)
+		rc = make_tmp(tfd, tmp, make_file, &fd);
 	if (rc)
 		goto fail_nofile;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		tmp_name(tmp, attempt);
-		fd = openat(tfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-	}
-	if (fd < 0) {
-		rc = errno;
-		goto fail_nofile;
-	}
 	rc = fill(ctx, fd);
 	if (rc == 0)
 		rc = store_meta(lb, fd, key, meta);
@@ -827,14 +847,8 @@ static int replace_link(struct local *lb, const char *key, const char *target,
 	int rc, lfd = -1, pfd = -1, tfd = -1;
 
 	rc = open_dirs(lb, key, &pfd, &name, &tfd);
-	if (rc)
-		goto out;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		tmp_name(tmp, attempt);
-		rc = symlinkat(target, tfd, tmp) < 0 ? errno : 0;
-		if (rc != EEXIST)
-			break;
-	}
+	if (rc == 0)
+		rc = make_tmp(tfd, tmp, make_link, (void *)target);
 	if (rc)
 		goto out;
 	/* The link itself, to stat it once it is in place. */

@@ -189,6 +189,38 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 	return 0;
 }
 
+/* Delete key `kb` of `dbi`; an absent key is no error. */
+static int del_key(MDB_txn *txn, MDB_dbi dbi, uint8_t kb[KEY_LEN])
+{
+	MDB_val k = { KEY_LEN, kb };
+	int rc = mdb_del(txn, dbi, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+}
+
+/* Call visit(ctx, value) for each record of `dbi` keyed under this
+ * journal's owner, in key order, until it returns non-zero (returned). */
+typedef int (*visit_fn)(void *ctx, const MDB_val *v);
+
+static int each_owned(MDB_txn *txn, const struct tfs_journal *j, MDB_dbi dbi, visit_fn visit,
+		      void *ctx)
+{
+	MDB_cursor *c;
+	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
+	int rc = mdb_cursor_open(txn, dbi, &c);
+	if (rc)
+		return tfs_lmdb_errno(rc);
+	int ret = 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
+	     memcmp(k.mv_data, j->owner, TFS_JOURNAL_OWNER_LEN) == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		ret = visit(ctx, &v);
+	mdb_cursor_close(c);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+}
+
 int tfs_journal_open(MDB_txn *txn, const char *owner, struct tfs_journal *out)
 {
 	uint8_t md[32];
@@ -238,36 +270,29 @@ int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
 {
 	uint8_t kb[KEY_LEN];
 	key_of(j, path, kb);
-	MDB_val k = { sizeof(kb), kb };
-	int rc = mdb_del(txn, j->dbi, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+	return del_key(txn, j->dbi, kb);
+}
+
+struct visit_rec {
+	tfs_journal_fn fn;
+	void *ctx;
+};
+
+static int visit_rec(void *ctx, const MDB_val *v)
+{
+	struct visit_rec *vr = ctx;
+	struct tfs_jrec r;
+	if (tfs_jrec_decode(v->mv_data, v->mv_size, &r) == ENOMEM)
+		return ENOMEM;
+	int ret = vr->fn(vr->ctx, &r); /* r.path NULL when undecodable */
+	tfs_jrec_clear(&r);
+	return ret;
 }
 
 int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn fn, void *ctx)
 {
-	MDB_cursor *c;
-	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
-	int rc = mdb_cursor_open(txn, j->dbi, &c);
-	if (rc)
-		return tfs_lmdb_errno(rc);
-	int ret = 0;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
-	     memcmp(k.mv_data, j->owner, TFS_JOURNAL_OWNER_LEN) == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct tfs_jrec r;
-		int d = tfs_jrec_decode(v.mv_data, v.mv_size, &r);
-		if (d == ENOMEM) {
-			ret = ENOMEM;
-			break;
-		}
-		ret = fn(ctx, &r); /* r.path NULL when undecodable */
-		tfs_jrec_clear(&r);
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+	struct visit_rec vr = { fn, ctx };
+	return each_owned(txn, j, j->dbi, visit_rec, &vr);
 }
 
 /* ---- streams ---- */
@@ -300,33 +325,28 @@ int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char
 {
 	uint8_t kb[KEY_LEN];
 	stream_key(j, upload_id, kb);
-	MDB_val k = { sizeof(kb), kb };
-	int rc = mdb_del(txn, j->streams, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+	return del_key(txn, j->streams, kb);
+}
+
+struct visit_stream {
+	tfs_journal_stream_fn fn;
+	void *ctx;
+};
+
+static int visit_stream(void *ctx, const MDB_val *v)
+{
+	struct visit_stream *vs = ctx;
+	const char *p = v->mv_data, *end = p + v->mv_size;
+	const char *z = v->mv_size ? memchr(p, '\0', v->mv_size) : NULL;
+	if (z == NULL || z + 1 >= end || end[-1] != '\0' ||
+	    memchr(z + 1, '\0', (size_t)(end - z - 1)) != end - 1)
+		return 0; /* undecodable: skipped */
+	return vs->fn(vs->ctx, p, z + 1);
 }
 
 int tfs_journal_stream_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_stream_fn fn,
 			    void *ctx)
 {
-	MDB_cursor *c;
-	MDB_val k = { TFS_JOURNAL_OWNER_LEN, (void *)j->owner }, v;
-	int rc = mdb_cursor_open(txn, j->streams, &c);
-	if (rc)
-		return tfs_lmdb_errno(rc);
-	int ret = 0;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	     rc == 0 && ret == 0 && k.mv_size == KEY_LEN &&
-	     memcmp(k.mv_data, j->owner, TFS_JOURNAL_OWNER_LEN) == 0;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		const char *p = v.mv_data, *end = p + v.mv_size;
-		const char *z = v.mv_size ? memchr(p, '\0', v.mv_size) : NULL;
-		if (z == NULL || z + 1 >= end || end[-1] != '\0' ||
-		    memchr(z + 1, '\0', (size_t)(end - z - 1)) != end - 1)
-			continue; /* undecodable: skipped */
-		ret = fn(ctx, p, z + 1);
-	}
-	mdb_cursor_close(c);
-	if (ret)
-		return ret;
-	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
+	struct visit_stream vs = { fn, ctx };
+	return each_owned(txn, j, j->streams, visit_stream, &vs);
 }

@@ -83,6 +83,20 @@ static int reserve(struct tfs_wb *wb, uint64_t more, const char *path)
 	return ENOSPC;
 }
 
+/* Hold room for f growing to `end` bytes while its staged copy is written:
+ * the growth counts as staged from the check on, so concurrent writers
+ * cannot all pass the check and together exceed the bound.  Lock held.
+ * Returns 0 (*held bytes are held: the caller subtracts them from
+ * wb->staged once the I/O is done) or ENOSPC (nothing held). */
+static int hold_growth(struct tfs_wb *wb, const struct tfs_wb_file *f, uint64_t end, uint64_t *held)
+{
+	uint64_t more = end > f->size ? end - f->size : 0;
+	int rc = reserve(wb, more, f->path);
+	*held = rc ? 0 : more;
+	wb->staged += *held;
+	return rc;
+}
+
 /* Make sure f->fd is open (files recovered from the journal open lazily). */
 static int file_fd(struct tfs_wb *wb, struct tfs_wb_file *f)
 {
@@ -459,13 +473,9 @@ int tfs_wb_read(struct tfs_wb_file *f, void *buf, size_t len, uint64_t off, size
 int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size_t len,
 		 uint64_t off)
 {
+	uint64_t held;
 	pthread_mutex_lock(&wb->lock);
-	/* The growth is counted as staged from the check on, so concurrent
-	 * writers cannot all pass it and together exceed the bound. */
-	uint64_t held = off + len > f->size ? off + len - f->size : 0;
-	int rc = reserve(wb, held, f->path);
-	if (rc == 0)
-		wb->staged += held;
+	int rc = hold_growth(wb, f, off + len, &held);
 	if (f->appending && (off != f->size || f->writers > 1))
 		wb_file_stream_break(f);
 	if (rc == 0 && off != f->size)
@@ -497,11 +507,9 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 
 int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 {
+	uint64_t held;
 	pthread_mutex_lock(&wb->lock);
-	uint64_t held = size > f->size ? size - f->size : 0; /* as in tfs_wb_write */
-	int rc = reserve(wb, held, f->path);
-	if (rc == 0)
-		wb->staged += held;
+	int rc = hold_growth(wb, f, size, &held);
 	pthread_mutex_unlock(&wb->lock);
 	if (rc)
 		return rc;

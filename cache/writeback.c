@@ -4,9 +4,11 @@
  * journal reloaded, staged files without a record moved to lost+found)
  * and shutdown.  Namespace changes are in wb_namespace.c, the job queue
  * and the uploaders in wb_upload.c, write-back's side of streaming in
- * wb_stream_glue.c, and what they all share (the entry table, staged
- * files, journal transactions) in wb_state.c.  The shared state, the
- * locking and the cross-file contracts are in writeback_internal.h.
+ * wb_stream_glue.c, and what they all share in wb_txn.c (journal
+ * transactions), wb_due.c (when a job is due), wb_state.c (the entry
+ * table, staged files) and wb_attr.c (attribute conversions).  The shared
+ * state, the locking and the cross-file contracts are in
+ * writeback_internal.h.
  */
 #include "config.h"
 

@@ -12,14 +12,20 @@
  *   wb_stream_glue.c  write-back's side of upload_stream.h: which files
  *                     stream, the table of their uploads in the journal,
  *                     and the start-up sweep of the uploads a crash left
- *   wb_state.c        what they all share: the entry table, staged files'
- *                     names, journal transactions (a record with its
- *                     metadata-cache change and its job), record headers
+ *   wb_txn.c          journal transactions: a record with its
+ *                     metadata-cache change, a closed file's record
+ *   wb_due.c          when a job is due: queueing it, recent uploads,
+ *                     temporary names
+ *   wb_state.c        the entry table and staged files
+ *   wb_attr.c         attributes as the API, a record, the metadata
+ *                     cache and an upload's headers write them down
  *
  * Calls go one way: writeback.c -> wb_namespace.c, wb_upload.c,
- * wb_stream_glue.c -> wb_state.c -> journal.c, upload_stream.c, meta.c.
- * writeback.c calls wb_state.c and journal.c too; no file calls one above
- * it, and the three in the middle never call each other.
+ * wb_stream_glue.c -> wb_txn.c, wb_due.c, wb_state.c, wb_attr.c ->
+ * journal.c, upload_stream.c, meta.c (wb_txn.c calls wb_attr.c; the last
+ * four call nothing else of the layer's files).  writeback.c calls them
+ * and journal.c too; no file calls one above it, and the three in the
+ * middle never call each other.
  *
  * STATE
  *
@@ -157,7 +163,7 @@ struct tfs_wb {
 	uint64_t uploads, upload_bytes, deletes, mkdirs, metas, failures, reuploads, recovered;
 };
 
-/* ---- wb_state.c: entries, staged files, journal transactions ---- */
+/* ---- wb_state.c: entries, staged files ---- */
 
 /* The entry of `path`, or NULL.  wb->lock held. */
 struct wb_ent *wb_ent_find(struct tfs_wb *wb, const char *path);
@@ -183,12 +189,27 @@ int wb_open_staged(struct tfs_wb *wb, uint64_t id, int flags);
  * wb->lock held. */
 void wb_free_file(struct tfs_wb *wb, struct tfs_wb_file *f, bool delete_staged);
 
+/* `f` is no longer written by appending only: cancel its stream (its
+ * upload is aborted in the background).  Cannot fail.  wb->lock held. */
+void wb_file_stream_break(struct tfs_wb_file *f);
+
+/* ---- wb_attr.c: attributes written down ---- */
+
+/* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
+ * decimal, with S_IFDIR if `dir`, else the record's S_IFMT bits or
+ * S_IFREG) and rdev for a device, uid and gid when set, and mtime, atime
+ * and ctime (those set) if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
+ * cannot be allocated is left out.  No lock. */
+void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
+
 /* The attributes of `f` as FUSE and the metadata cache see them: a LOCAL
  * file of the size written so far.  Cannot fail.  wb->lock held. */
 void wb_file_tfs_attr(const struct tfs_wb_file *f, struct tfs_attr *a);
 /* A record's attribute fields from `a`, and back.  Pure. */
 void wb_jrec_set_attr(struct tfs_jrec *r, const struct tfs_wb_attr *a);
 struct tfs_wb_attr wb_jrec_attr(const struct tfs_jrec *r);
+
+/* ---- wb_txn.c: journal transactions ---- */
 
 /* Begin a write transaction on the shared environment.  Returns 0, or
  * (logged) ENOSPC when the map is full, else EIO.  Takes no lock itself
@@ -223,6 +244,8 @@ int wb_put_record(struct tfs_wb *wb, MDB_txn *txn, struct tfs_jrec *r);
 int wb_journal(struct tfs_wb *wb, struct tfs_jrec *r, const struct tfs_attr *local,
 	       const char *what, uint64_t *gen);
 
+/* ---- wb_due.c: when a job is due ---- */
+
 /* Whether the last component of `path` names a temporary file, one
  * usually renamed into place right after its close: it ends in ".tmp" or
  * ".temp", holds ".tmp." or ".tempstate" (TensorFlow's checkpoints), or
@@ -245,17 +268,6 @@ void wb_note_upload(struct tfs_wb *wb, const char *path);
  * wb->lock held. */
 void wb_schedule(struct tfs_wb *wb, struct wb_ent *e, enum tfs_jop op, uint64_t gen,
 		 uint64_t bytes);
-
-/* Set in *om the s3fs-style x-amz-meta-* headers of record `r`: mode (in
- * decimal, with S_IFDIR if `dir`, else the record's S_IFMT bits or
- * S_IFREG) and rdev for a device, uid and gid when set, and mtime, atime
- * and ctime (those set) if `mtime`.  *om owns them (tfs_obj_meta_clear()); a header that
- * cannot be allocated is left out.  No lock. */
-void wb_set_meta_headers(struct tfs_obj_meta *om, const struct tfs_jrec *r, bool dir, bool mtime);
-
-/* `f` is no longer written by appending only: cancel its stream (its
- * upload is aborted in the background).  Cannot fail.  wb->lock held. */
-void wb_file_stream_break(struct tfs_wb_file *f);
 
 /* ---- wb_upload.c: the job queue (called by writeback.c) ---- */
 

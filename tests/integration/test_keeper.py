@@ -506,7 +506,8 @@ def t_restart_runs_original_binary(ctx):
     the binary the mount started with (its /proc/PID/exe is the replaced
     file), never the script; `tierfs upgrade` runs the file now at the
     path (the script, which runs tierfs), and a crash after that restarts
-    the upgraded binary."""
+    the upgraded binary.  An upgrade to a file in a directory others can
+    write is refused and logged, and the running binary starts again."""
     files = populate(ctx.bucket, 4)
     names = sorted(files)
     binary = own_binary(ctx, "bin")
@@ -542,6 +543,24 @@ def t_restart_runs_original_binary(ctx):
         with open(marker) as f:
             assert f.read() == "ran\n", "a crash after the upgrade ran another binary"
         assert read(os.path.join(m.mnt, names[2])) == files[names[2]]
+
+        # An upgrade to a binary another user could have replaced (its
+        # directory group-writable now) is refused: the running one again.
+        other = os.path.join(ctx.work, "other-marker")
+        with open(tmp, "w") as f:
+            f.write("#!/bin/sh\necho ran >>%s\nexec %s \"$@\"\n" % (other, ctx.tierfs))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, binary)
+        os.chmod(os.path.dirname(binary), 0o775)
+        r = subprocess.run([ctx.tierfs, "upgrade", m.mnt], capture_output=True, text=True,
+                           timeout=90)
+        assert r.returncode == 0, r.stderr
+        assert keeper_of(m)["generation"] == 4
+        assert not os.path.exists(other), "an upgrade ran a binary others could replace"
+        with open(m.logfile) as f:
+            assert re.search(r"keeper: upgrade refused: the directory \S+/bin is writable by "
+                             r"its group or others", f.read())
+        assert read(os.path.join(m.mnt, names[3])) == files[names[3]]
     finally:
         m.umount()
 

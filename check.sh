@@ -31,16 +31,19 @@ scripts/check_layers.sh
 scripts/check_format.sh
 
 step "build (warnings are errors)"
+# Every test build has the TIERFS_TEST_* hooks (--enable-test-hooks);
+# `make distcheck` below builds without them, as a package does, and its
+# unit tests check that they are ignored there.
 ./autogen.sh >/dev/null 2>&1 || ./autogen.sh
 mkdir -p build
-(cd build && { [ -f Makefile ] || ../configure -q --enable-werror; } && make -s -j"$jobs" && make -s -j"$jobs" check TESTS=)
+(cd build && { grep -qs -- --enable-test-hooks config.status || ../configure -q --enable-werror --enable-test-hooks; } && make -s -j"$jobs" && make -s -j"$jobs" check TESTS=)
 
 step "calls inside each layer go one way, as docs/architecture.md shows"
 python3 scripts/check_calls.py build --doc docs/architecture.md
 
 step "sanitizer build (ASan + UBSan)"
 mkdir -p build-san
-(cd build-san && { [ -f Makefile ] || ../configure -q --enable-werror --enable-sanitizers; } && make -s -j"$jobs" check TESTS=)
+(cd build-san && { grep -qs -- --enable-test-hooks config.status || ../configure -q --enable-werror --enable-sanitizers --enable-test-hooks; } && make -s -j"$jobs" check TESTS=)
 
 passed=0
 failed=0
@@ -230,7 +233,7 @@ if [ $extended = 1 ]; then
 
 	step "extended: ThreadSanitizer (build-tsan): unit tests and the concurrent FUSE suites"
 	mkdir -p build-tsan
-	(cd build-tsan && { [ -f Makefile ] || ../configure -q --enable-werror --enable-tsan; } &&
+	(cd build-tsan && { grep -qs -- --enable-test-hooks config.status || ../configure -q --enable-werror --enable-tsan --enable-test-hooks; } &&
 		make -s -j"$jobs" check TESTS=)
 	for t in build-tsan/tests/unit/test_*; do
 		[ -x "$t" ] && run "tsan $(basename "$t")" $san tsan "$t"

@@ -8,11 +8,14 @@
  *   parent: parse options, load and validate the config, check the
  *           mountpoint, fork; then wait on a pipe for the keeper's verdict
  *           and exit 0 ("mounted") or 1 (the error message).
- *   keeper: setsid, chdir("/"), stdio to /dev/null, then tfs_keeper_run():
- *           mount, start the daemon (this binary, `tierfs mount` with the
- *           same arguments and the keeper's TFS_KEEPER_ENV_* environment),
- *           pass its "ok" on, and restart it when it dies.
- *   daemon: the same command line again, recognised by the environment:
+ *   keeper: setsid, chdir("/"), stdio to /dev/null, close every other
+ *           descriptor but the status pipe, then tfs_keeper_run(): check
+ *           the binary, mount, start the daemon (this binary, `tierfs
+ *           mount` with the same arguments and the keeper's link:
+ *           TFS_KEEPER_LINK_ARG), pass its "ok" on, and restart it when it
+ *           dies.
+ *   daemon: the same command line again, recognised by the link (and it
+ *           closes every descriptor the link does not name):
  *           the checks of the parent (but the mountpoint comes from the
  *           keeper: a stat() of it would wait for this very daemon), then
  *           tfs_daemon_run() in this process: logger, stack, bucket probe,
@@ -317,12 +320,18 @@ static int keeper_log_open(const struct tfs_config *cfg, bool foreground, bool d
 
 /* Run the keeper in this process (see keeper.h); `status_fd` as there. */
 static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
-		      struct fuse_args *args, int argc, char **argv, const char *argv0,
-		      const char *cwd, int status_fd)
+		      struct fuse_args *args, char **argv, const char *argv0, const char *cwd,
+		      int status_fd)
 {
 	char binary[PATH_MAX];
 	struct tfs_log log;
-	int rc = tfs_keeper_binary_path(argv0, cwd, binary, sizeof(binary));
+	/* Nothing of the caller's stays open for the life of the mount (a
+	 * caller that waits for EOF on a pipe would wait that long). */
+	const int keep[] = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, status_fd };
+	int rc = tfs_keeper_close_fds(keep, sizeof(keep) / sizeof(keep[0]));
+	if (rc)
+		fprintf(stderr, "tierfs: closing inherited descriptors: %s\n", strerror(rc));
+	rc = tfs_keeper_binary_path(argv0, cwd, binary, sizeof(binary));
 	if (rc) {
 		char msg[PATH_MAX + 64];
 		snprintf(msg, sizeof(msg), "cannot find the tierfs binary '%s': %s", argv0,
@@ -332,20 +341,11 @@ static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
 			rc = errno;
 		return TFS_EXIT_FAIL;
 	}
-	/* The daemon's argv: this binary, "mount", then the same arguments. */
-	char **dargv = calloc((size_t)argc + 2, sizeof(*dargv));
-	if (dargv == NULL)
+	if (keeper_log_open(cfg, o->foreground, o->debug, status_fd, &log) != 0)
 		return TFS_EXIT_FAIL;
-	dargv[0] = binary;
-	for (int i = 0; i < argc; i++)
-		dargv[i + 1] = argv[i];
-	if (keeper_log_open(cfg, o->foreground, o->debug, status_fd, &log) != 0) {
-		free(dargv);
-		return TFS_EXIT_FAIL;
-	}
 	struct tfs_keeper_opts ko = {
 		.binary = binary,
-		.argv = dargv,
+		.argv = argv,
 		.cwd = cwd,
 		.mountpoint = o->mountpoint,
 		.fargs = args,
@@ -354,13 +354,12 @@ static int run_keeper(const struct tfs_config *cfg, const struct mount_opts *o,
 	};
 	rc = tfs_keeper_run(&ko);
 	tfs_log_close(&log);
-	free(dargv);
 	return rc;
 }
 
 int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 {
-	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_args args;
 	struct mount_opts o = { 0 };
 	struct tfs_config cfg;
 	struct tfs_source src;
@@ -369,8 +368,18 @@ int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 	char err[512];
 	char cwd[PATH_MAX];
 
-	if (tfs_keeper_link_from_env(&link) != 0)
+	if (tfs_keeper_link_take(&argc, argv, &link) != 0)
 		return TFS_EXIT_FAIL;
+	if (link.fuse_fd >= 0) {
+		/* The daemon: only what the keeper gave it (a script binary's
+		 * descriptor, say, is not needed any more). */
+		const int keep[] = { STDIN_FILENO, STDOUT_FILENO,  STDERR_FILENO,
+				     link.fuse_fd, link.record_fd, link.status_fd };
+		int e = tfs_keeper_close_fds(keep, sizeof(keep) / sizeof(keep[0]));
+		if (e)
+			fprintf(stderr, "tierfs: closing inherited descriptors: %s\n", strerror(e));
+	}
+	args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	if (link.fuse_fd >= 0 && link.cwd[0] && chdir(link.cwd) != 0)
 		fprintf(stderr, "tierfs: cannot enter %s (%s): relative paths are taken from /\n",
 			link.cwd, strerror(errno));
@@ -487,7 +496,7 @@ int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 		goto out_src;
 	}
 	if (o.foreground) {
-		rc = run_keeper(&cfg, &o, &args, argc, argv, argv0, cwd, -1);
+		rc = run_keeper(&cfg, &o, &args, argv, argv0, cwd, -1);
 		goto out_src;
 	}
 	int pfd[2];
@@ -521,7 +530,7 @@ int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 		if (nul > STDERR_FILENO)
 			close(nul);
 	}
-	rc = run_keeper(&cfg, &o, &args, argc, argv, argv0, cwd, pfd[1]);
+	rc = run_keeper(&cfg, &o, &args, argv, argv0, cwd, pfd[1]);
 out_src:
 	tfs_source_clear(&src);
 out_cfg:

@@ -77,6 +77,9 @@ static void version(void)
 	printf("inih %s\n", TFS_INIH_VERSION);
 #endif
 	printf("xxhash %u.%u.%u\n", xx / 10000, xx / 100 % 100, xx % 100);
+#ifdef TFS_TEST_HOOKS
+	printf("test hooks: compiled in (--enable-test-hooks; not for production)\n");
+#endif
 }
 
 int main(int argc, char **argv)

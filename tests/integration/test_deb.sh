@@ -135,6 +135,9 @@ for lib in libfuse3 libcurl OpenSSL LMDB expat json-c libmicrohttpd inih xxhash;
 done
 [ -z "$missing" ] && ok "tierfs --version names each library's version" ||
 	bad "tierfs --version names each library's version (missing:$missing)" "$out"
+# debian/rules does not pass --enable-test-hooks: no TIERFS_TEST_* hook.
+! grep -q "^test hooks" <<<"$out" && ! grep -aq TIERFS_TEST_ /usr/bin/tierfs &&
+	ok "the package has no test hooks" || bad "the package has no test hooks" "$out"
 for page in tierfs tierfs.conf tierfs-flexvolume tierfs-csi mount.tierfs mount.fuse.tierfs; do
 	p=$(man -w "$page" 2>/dev/null)
 	case $p in /usr/share/man/*) ok "man $page is installed" ;; *) bad "man $page is installed ($p)" ;; esac

@@ -23,6 +23,7 @@ import errno
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -310,6 +311,14 @@ def abort_connection(mnt):
         f.write("1")
 
 
+def require_test_hooks(ctx):
+    """The TIERFS_TEST_* hooks exist only in a build configured with
+    --enable-test-hooks (check.sh's builds; src/keeper.h)."""
+    r = subprocess.run([ctx.tierfs, "--version"], capture_output=True, text=True, timeout=30)
+    assert "test hooks: compiled in" in r.stdout, \
+        "%s was built without --enable-test-hooks (configure it so, as check.sh does)" % ctx.tierfs
+
+
 def t_no_resend_waits(ctx):
     """Without FUSE_NOTIFY_RESEND (the test-only TIERFS_TEST_NO_RESEND=1),
     a request the dead daemon had read stays unanswered: the process
@@ -318,6 +327,7 @@ def t_no_resend_waits(ctx):
     of the connection ends it (docs/architecture.md)."""
     if ctx.bucket.kind != "moto":
         return "skip"
+    require_test_hooks(ctx)
     ctx.bucket.put("aa.bin", b"first in the listing the mount probes")
     ctx.bucket.put("zz-late.bin", b"x" * 1000)
     m = ctx.mount("noresend")
@@ -361,6 +371,7 @@ def t_resume_refused(ctx):
     max_write, as a binary that negotiates otherwise would) refuses to
     resume: the keeper logs "resume refused" and retries with backoff; an
     unmount meanwhile ends the keeper."""
+    require_test_hooks(ctx)
     populate(ctx.bucket, 2)
     m = ctx.mount("refused")
     m.extra_env = {"TIERFS_TEST_RESUME_MISMATCH": "1"}
@@ -445,6 +456,173 @@ def t_oom_kill_restarts(ctx):
         poll(lambda: open(os.path.join(path, "cgroup.procs")).read().strip() == "", 10,
              "the cgroup to empty")
         os.rmdir(path)
+
+
+def own_binary(ctx, name, dir_mode=0o755, file_mode=0o755):
+    """A copy of the tierfs binary in a directory of the work directory
+    (root's, 0700, in sticky /tmp) with these modes."""
+    d = os.path.join(ctx.work, name)
+    os.mkdir(d)
+    os.chmod(d, dir_mode)
+    b = os.path.join(d, "tierfs")
+    shutil.copy(ctx.tierfs, b)
+    os.chmod(b, file_mode)
+    return b
+
+
+def mount_with(m, binary, **kw):
+    """`tierfs mount` of `m` run from `binary`: the CompletedProcess."""
+    cmd = [binary, "mount", "-c", m.conf] + m.opts + [m.source, m.mnt]
+    return subprocess.run(cmd, env=m.env(), capture_output=True, text=True, timeout=60, **kw)
+
+
+def t_binary_others_can_replace(ctx):
+    """A mount whose binary another user could replace is refused, with
+    the reason: a group-writable directory on its path, a group-writable
+    binary.  A sticky world-writable directory (as /tmp) on the path is
+    allowed."""
+    files = populate(ctx.bucket, 1)
+    m = ctx.mount("replaceable")
+    for name, dmode, fmode, what in (("gw-dir", 0o775, 0o755, "/gw-dir is writable"),
+                                     ("gw-file", 0o755, 0o775, "/gw-file/tierfs is writable")):
+        r = mount_with(m, own_binary(ctx, name, dmode, fmode))
+        assert r.returncode != 0, "mounted from %s" % name
+        assert "refusing to run the daemon" in r.stderr and what in r.stderr \
+            and "by its group or others" in r.stderr, r.stderr
+        assert not os.path.ismount(m.mnt)
+        poll(lambda: processes_of(m.mnt) == [], 10, "no process of the refused mount")
+    r = mount_with(m, own_binary(ctx, "sticky", 0o1777, 0o755))
+    assert r.returncode == 0, r.stderr
+    try:
+        poll(lambda: os.path.ismount(m.mnt), 10, "the mount to appear")
+        assert read(os.path.join(m.mnt, "f00.bin")) == files["f00.bin"]
+    finally:
+        m.umount()
+
+
+def t_restart_runs_original_binary(ctx):
+    """The binary on disk is replaced after the mount (a rename over it,
+    by a script that leaves a marker file): kill -9 of the daemon restarts
+    the binary the mount started with (its /proc/PID/exe is the replaced
+    file), never the script; `tierfs upgrade` runs the file now at the
+    path (the script, which runs tierfs), and a crash after that restarts
+    the upgraded binary.  An upgrade to a file in a directory others can
+    write is refused and logged, and the running binary starts again."""
+    files = populate(ctx.bucket, 4)
+    names = sorted(files)
+    binary = own_binary(ctx, "bin")
+    marker = os.path.join(ctx.work, "marker")
+    m = ctx.mount("orig")
+    r = mount_with(m, binary)
+    assert r.returncode == 0, r.stderr
+    try:
+        poll(lambda: os.path.ismount(m.mnt), 10, "the mount to appear")
+        tmp = binary + ".new"
+        with open(tmp, "w") as f:
+            f.write("#!/bin/sh\necho ran >>%s\nexec %s \"$@\"\n" % (marker, ctx.tierfs))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, binary)
+        k = kill_daemon(m)
+        assert k["generation"] == 1, k
+        assert not os.path.exists(marker), "a crash restart ran the file now at the path"
+        exe = os.readlink("/proc/%d/exe" % m.stats()["pid"])
+        assert exe == binary + " (deleted)", exe
+        assert read(os.path.join(m.mnt, names[0])) == files[names[0]]
+
+        r = subprocess.run([ctx.tierfs, "upgrade", m.mnt], capture_output=True, text=True,
+                           timeout=90)
+        assert r.returncode == 0, r.stderr
+        k = keeper_of(m)
+        assert k["generation"] == 2 and k["last_restart_cause"] == "upgrade", k
+        with open(marker) as f:
+            assert f.read() == "ran\n", "the upgrade did not run the file at the path"
+        assert read(os.path.join(m.mnt, names[1])) == files[names[1]]
+
+        os.unlink(marker)
+        kill_daemon(m)
+        with open(marker) as f:
+            assert f.read() == "ran\n", "a crash after the upgrade ran another binary"
+        assert read(os.path.join(m.mnt, names[2])) == files[names[2]]
+
+        # An upgrade to a binary another user could have replaced (its
+        # directory group-writable now) is refused: the running one again.
+        other = os.path.join(ctx.work, "other-marker")
+        with open(tmp, "w") as f:
+            f.write("#!/bin/sh\necho ran >>%s\nexec %s \"$@\"\n" % (other, ctx.tierfs))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, binary)
+        os.chmod(os.path.dirname(binary), 0o775)
+        r = subprocess.run([ctx.tierfs, "upgrade", m.mnt], capture_output=True, text=True,
+                           timeout=90)
+        assert r.returncode == 0, r.stderr
+        assert keeper_of(m)["generation"] == 4
+        assert not os.path.exists(other), "an upgrade ran a binary others could replace"
+        with open(m.logfile) as f:
+            assert re.search(r"keeper: upgrade refused: the directory \S+/bin is writable by "
+                             r"its group or others", f.read())
+        assert read(os.path.join(m.mnt, names[3])) == files[names[3]]
+    finally:
+        m.umount()
+
+
+def t_caller_descriptors_closed(ctx):
+    """`tierfs mount` started with the write end of a pipe open (as a
+    caller that waits for its children's output would): once the mount
+    command returns, the pipe's reader sees EOF; neither the keeper nor the
+    daemon holds it, nor after a restart."""
+    files = populate(ctx.bucket, 1)
+    m = ctx.mount("fds")
+    rd, wr = os.pipe()
+    try:
+        r = mount_with(m, ctx.tierfs, pass_fds=(wr,))
+        os.close(wr)
+        wr = -1
+        assert r.returncode == 0, r.stderr
+        os.set_blocking(rd, False)
+        try:
+            data = os.read(rd, 1)
+        except BlockingIOError:
+            raise AssertionError("the caller's pipe is still open in %s" % processes_of(m.mnt))
+        assert data == b""
+        st = m.stats()
+        for pid in (st["pid"], st["keeper"]["pid"]):
+            fds = os.listdir("/proc/%d/fd" % pid)
+            assert len(fds) < 200, (pid, len(fds))
+        kill_daemon(m)
+        assert read(os.path.join(m.mnt, "f00.bin")) == files["f00.bin"]
+    finally:
+        os.close(rd)
+        if wr >= 0:
+            os.close(wr)
+        m.umount()
+
+
+def environ_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        return [e.decode(errors="replace") for e in f.read().split(b"\0") if e]
+
+
+def t_no_keeper_values_in_environ(ctx):
+    """The keeper's values reach its daemon through a memfd named on the
+    command line: /proc/PID/environ of the keeper and of the daemon (the
+    first and a restarted one) holds no TIERFS_KEEPER_* variable."""
+    populate(ctx.bucket, 1)
+    m = ctx.mount("environ").mount()
+    try:
+        def check(pid):
+            bad = [e for e in environ_of(pid) if e.startswith("TIERFS_KEEPER")]
+            assert not bad, (pid, bad)
+        st = m.stats()
+        check(st["pid"])
+        check(st["keeper"]["pid"])
+        kill_daemon(m)
+        pid = m.stats()["pid"]
+        check(pid)
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            args = f.read().split(b"\0")
+        assert args[1] == b"mount" and args[2].startswith(b"--keeper-link="), args
+    finally:
+        m.umount()
 
 
 BUCKET = "tierfs-test"
@@ -625,6 +803,10 @@ TESTS = [
     ("epoch_kill9", t_epoch_kill9),
     ("epoch_upgrade", t_epoch_upgrade),
     ("checkpoint_kill9", t_checkpoint_kill9),
+    ("binary_others_can_replace", t_binary_others_can_replace),
+    ("restart_runs_original_binary", t_restart_runs_original_binary),
+    ("caller_descriptors_closed", t_caller_descriptors_closed),
+    ("no_keeper_values_in_environ", t_no_keeper_values_in_environ),
 ]
 
 

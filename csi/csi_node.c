@@ -489,6 +489,15 @@ out:
 
 /* ---- the publish records ---- */
 
+/* Open STATE/`sub` (its path into dir[0..PATH_MAX)); NULL when it is not
+ * there. */
+static DIR *open_state_dir(const struct csi_node *cn, const char *sub, char *dir)
+{
+	if (snprintf(dir, PATH_MAX, "%s/%s", cn->node->state_dir, sub) >= PATH_MAX)
+		return NULL;
+	return opendir(dir);
+}
+
 /* STATE/published/<fv_hash(target)>: the target, its source and volume,
  * written before the bind and removed after the unbind. */
 static int record_path(const struct csi_node *cn, const char *target, char *out, size_t cap)
@@ -570,12 +579,8 @@ static void forget_gone_targets(const struct csi_node *cn)
 {
 	char dir[PATH_MAX], path[PATH_MAX], t[PATH_MAX];
 	struct dirent *e;
-	DIR *d;
+	DIR *d = open_state_dir(cn, PUBLISHED_DIR, dir);
 
-	if (snprintf(dir, sizeof(dir), "%s/%s", cn->node->state_dir, PUBLISHED_DIR) >=
-	    (int)sizeof(dir))
-		return;
-	d = opendir(dir);
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
@@ -737,6 +742,11 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			set_error(r, CSI_ALREADY_EXISTS,
 				  "volume %s is already published on %s %s", in->volume_id,
 				  target, tme.read_only ? "read-only" : "read-write");
+		else if ((rc = record_target(cn, target, src, in->volume_id)) != 0)
+			/* Published by an older plugin, or before a crash:
+			 * recorded now. */
+			set_error(r, CSI_INTERNAL, "cannot record the target %s in %s: %s", target,
+				  cn->node->state_dir, strerror(rc));
 		else
 			tfs_info(cn->log, "NodePublishVolume %s on %s: already published",
 				 in->volume_id, target);
@@ -772,12 +782,8 @@ static void ephemeral_gc(const struct csi_node *cn, const char *only_devno)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	struct dirent *e;
-	DIR *d;
+	DIR *d = open_state_dir(cn, CSI_EPHEMERAL_DIR, dir);
 
-	if (snprintf(dir, sizeof(dir), "%s/%s", cn->node->state_dir, CSI_EPHEMERAL_DIR) >=
-	    (int)sizeof(dir))
-		return;
-	d = opendir(dir);
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {

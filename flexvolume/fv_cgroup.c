@@ -138,7 +138,8 @@ int fv_cgroup_create(const struct fv_node *node, const char *name, uint64_t limi
 	if (rc == 0) {
 		char procs[PATH_MAX];
 
-		if ((size_t)snprintf(procs, sizeof(procs), "%s/cgroup.procs", path) >= sizeof(procs))
+		if ((size_t)snprintf(procs, sizeof(procs), "%s/cgroup.procs", path) >=
+		    sizeof(procs))
 			return ENAMETOOLONG;
 		*procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
 		if (*procs_fd < 0) {

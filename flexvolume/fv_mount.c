@@ -389,6 +389,33 @@ static bool is_hash(const char *s)
 	return n == FV_HASH_LEN;
 }
 
+/* Call fn(state, in, arg) for each volume of state_dir whose volume.json
+ * reads (`state` its directory), but the one named `skip` (a hash, may
+ * be NULL), until fn returns false. */
+static void each_volume(const struct fv_node *node, const char *skip,
+			bool (*fn)(const char *state, const struct info *in, void *arg), void *arg)
+{
+	DIR *d = opendir(node->state_dir);
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char state[PATH_MAX], info[PATH_MAX];
+		struct info in;
+
+		if (!is_hash(e->d_name) || (skip && strcmp(e->d_name, skip) == 0) ||
+		    !fits(snprintf(state, sizeof(state), "%s/%s", node->state_dir, e->d_name),
+			  sizeof(state)) ||
+		    !fits(snprintf(info, sizeof(info), "%s/volume.json", state), sizeof(info)) ||
+		    read_info(info, &in) != 0)
+			continue;
+		if (!fn(state, &in, arg))
+			break;
+	}
+	closedir(d);
+}
+
 /* Clean up after volumes that are gone: not mounted and without a daemon.
  * A read-only volume, or one unmounted cleanly, goes entirely; a writable
  * one that went without a clean drain is kept (PHASE_KEPT).  `skip` is the
@@ -453,63 +480,61 @@ void fv_sweep(const struct fv_node *node, const struct tfs_log *log)
 	sweep(node, log, NULL);
 }
 
+struct devno_search {
+	const char *devno;
+	bool found;
+};
+
+static bool has_devno(const char *state, const struct info *in, void *arg)
+{
+	struct devno_search *ds = arg;
+	struct fv_mount_entry me;
+
+	(void)state;
+	ds->found = fv_mount_lookup(in->target, &me) == 0 && me.mounted &&
+		    strcmp(me.fstype, FSTYPE) == 0 && strcmp(me.devno, ds->devno) == 0;
+	return !ds->found;
+}
+
 int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found)
 {
-	DIR *d = opendir(node->state_dir);
-	struct dirent *e;
+	struct devno_search ds = { .devno = devno };
 
-	*found = false;
-	if (d == NULL)
-		return errno == ENOENT ? 0 : errno;
-	while (!*found && (e = readdir(d)) != NULL) {
-		char info[PATH_MAX];
-		struct info in;
-		struct fv_mount_entry me;
-
-		if (!is_hash(e->d_name) ||
-		    !fits(snprintf(info, sizeof(info), "%s/%s/volume.json", node->state_dir,
-				   e->d_name),
-			  sizeof(info)) ||
-		    read_info(info, &in) != 0 || fv_mount_lookup(in.target, &me) != 0)
-			continue;
-		*found = me.mounted && strcmp(me.fstype, FSTYPE) == 0 &&
-			 strcmp(me.devno, devno) == 0;
-	}
-	closedir(d);
+	each_volume(node, NULL, has_devno, &ds);
+	*found = ds.found;
 	return 0;
+}
+
+struct report {
+	const struct tfs_log *log;
+	unsigned live, dead;
+};
+
+static bool report_one(const char *state, const struct info *in, void *arg)
+{
+	struct report *r = arg;
+	struct fv_mount_entry me;
+
+	(void)state;
+	if (fv_mount_lookup(in->target, &me) != 0 || !me.mounted)
+		return true;
+	int rc = fv_mount_probe(in->target);
+	if (rc == 0) {
+		r->live++;
+		return true;
+	}
+	r->dead++;
+	tfs_warn(r->log, "%s (%s) is mounted but its daemon does not answer: %s", in->target,
+		 me.source, strerror(rc));
+	return true;
 }
 
 void fv_report(const struct fv_node *node, const struct tfs_log *log)
 {
-	DIR *d = opendir(node->state_dir);
-	struct dirent *e;
-	unsigned live = 0, dead = 0;
+	struct report r = { .log = log };
 
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		char info[PATH_MAX];
-		struct info in;
-		struct fv_mount_entry me;
-
-		if (!is_hash(e->d_name) ||
-		    !fits(snprintf(info, sizeof(info), "%s/%s/volume.json", node->state_dir,
-				   e->d_name),
-			  sizeof(info)) ||
-		    read_info(info, &in) != 0 || fv_mount_lookup(in.target, &me) != 0 ||
-		    !me.mounted)
-			continue;
-		int rc = fv_mount_probe(in.target);
-		if (rc == 0) {
-			live++;
-			continue;
-		}
-		dead++;
-		tfs_warn(log, "%s (%s) is mounted but its daemon does not answer: %s", in.target,
-			 me.source, strerror(rc));
-	}
-	closedir(d);
-	tfs_info(log, "found %u live mount(s) of ours%s", live, dead ? ", and dead ones" : "");
+	each_volume(node, NULL, report_one, &r);
+	tfs_info(log, "found %u live mount(s) of ours%s", r.live, r.dead ? ", and dead ones" : "");
 }
 
 /* ---- the node-wide budget ---- */
@@ -550,36 +575,38 @@ struct budget {
 	uint64_t ram, ssd;
 };
 
+struct budget_ctx {
+	const struct fv_node *node;
+	struct budget *b;
+};
+
+static bool add_budget(const char *state, const struct info *in, void *arg)
+{
+	struct budget_ctx *c = arg;
+	char conf[PATH_MAX];
+	uint64_t ram = in->ram, ssd = in->ssd;
+
+	if (!holds_daemon(in))
+		return true;
+	/* A volume mounted by an older driver: its sizes from its config
+	 * (none when unreadable). */
+	if (!in->has_sizes &&
+	    (!fits(snprintf(conf, sizeof(conf), "%s/tierfs.conf", state), sizeof(conf)) ||
+	     conf_sizes(conf, c->node->cache_root, &ram, &ssd) != 0))
+		ram = ssd = 0;
+	c->b->daemons++;
+	c->b->ram += ram;
+	c->b->ssd += ssd;
+	return true;
+}
+
 /* What the node's daemons hold now, but the volume `skip` (a hash). */
 static void node_budget(const struct fv_node *node, const char *skip, struct budget *b)
 {
-	DIR *d = opendir(node->state_dir);
-	struct dirent *e;
+	struct budget_ctx c = { .node = node, .b = b };
 
 	memset(b, 0, sizeof(*b));
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		char state[PATH_MAX], path[PATH_MAX];
-		struct info in;
-
-		if (!is_hash(e->d_name) || strcmp(e->d_name, skip) == 0 ||
-		    !fits(snprintf(state, sizeof(state), "%s/%s", node->state_dir, e->d_name),
-			  sizeof(state)) ||
-		    !fits(snprintf(path, sizeof(path), "%s/volume.json", state), sizeof(path)) ||
-		    read_info(path, &in) != 0 || !holds_daemon(&in))
-			continue;
-		/* A volume mounted by an older driver: its sizes from its
-		 * config (none when unreadable). */
-		if (!in.has_sizes &&
-		    (!fits(snprintf(path, sizeof(path), "%s/tierfs.conf", state), sizeof(path)) ||
-		     conf_sizes(path, node->cache_root, &in.ram, &in.ssd) != 0))
-			in.ram = in.ssd = 0;
-		b->daemons++;
-		b->ram += in.ram;
-		b->ssd += in.ssd;
-	}
-	closedir(d);
+	each_volume(node, skip, add_budget, &c);
 }
 
 /* The refusal of a bound, in msg. */

@@ -94,8 +94,8 @@ void fv_sweep(const struct fv_node *node, const struct tfs_log *log);
 
 /* Whether the tierfs filesystem `devno` ("major:minor", fv_mount_lookup())
  * is mounted on a target that a volume of node.state_dir records: a mount
- * this driver made, which a bind mount of it shares.  Sets *found; returns
- * 0, or the errno of reading state_dir. */
+ * this driver made, which a bind mount of it shares.  Sets *found (false
+ * when state_dir cannot be read); returns 0. */
 int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found);
 
 /* Log how many volumes of node.state_dir are mounted and answer, and each

@@ -49,6 +49,7 @@ M = None  # the module fixture: the moto bucket
 # [node] cgroup_dir of every node config of the suite: below this process's
 # own memory cgroup, inside whatever limits the machine gives the tests.
 CGROUPS = None
+MARGIN = 4 << 30  # [node] memory_margin of the suite
 
 
 def own_memory_cgroup():
@@ -239,7 +240,10 @@ class Kubelet:
         conf = {
             "node": {"tierfs": TIERFS, "cache_root": self.cache, "state_dir": self.state,
                      "log_file": self.log, "daemon_log": self.daemon_log, "log_level": "debug",
-                     "mount_timeout": "30s", "unmount_timeout": "30s", "cgroup_dir": CGROUPS},
+                     "mount_timeout": "30s", "unmount_timeout": "30s", "cgroup_dir": CGROUPS,
+                     # Room for a sanitized daemon (check.sh runs this
+                     # suite under ASan and TSan).
+                     "memory_margin": "%dM" % (MARGIN >> 20)},
             "defaults": {"endpoint": endpoint, "ramSize": "64M", "ssdSize": "256M",
                          "metadataTTL": "forever"},
             "limits": {"maxRamSize": "256M", "minMetadataTTL": "1s"},
@@ -832,8 +836,8 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertIn("--scope", args)
         self.assertIn("--collect", args)
         self.assertTrue(any(a.startswith("--unit=tierfs-fv-") for a in args), args)
-        # The daemon's memory limit: ram.size (64M) + memory_margin (256M).
-        self.assertIn("--property=MemoryMax=%d" % ((64 + 256) << 20), args)
+        # The daemon's memory limit: ram.size (64M) + memory_margin.
+        self.assertIn("--property=MemoryMax=%d" % ((64 << 20) + MARGIN), args)
         self.assertEqual(args[args.index("--") + 1:args.index("--") + 3], [TIERFS, "mount"])
         with open(os.path.join(t, "x"), "rb") as f:
             self.assertEqual(f.read(), b"scoped")
@@ -1297,7 +1301,8 @@ class FlexVolumeTests(unittest.TestCase):
         ini_text = set_ini(load("configmap.yaml")["data"]["flexvolume.conf"], {
             "node": {"tierfs": TIERFS, "cache_root": self.k.cache, "state_dir": self.k.state,
                      "log_file": self.k.log, "daemon_log": self.k.daemon_log,
-                     "systemd": "no", "cgroup_dir": CGROUPS},
+                     "systemd": "no", "cgroup_dir": CGROUPS,
+                     "memory_margin": "%dM" % (MARGIN >> 20)},
             "defaults": {"endpoint": M.env["TFS_S3_ENDPOINT"], "pathStyle": "true",
                          "ssdSize": "256M"}})
         with open(self.k.conf, "w") as f:

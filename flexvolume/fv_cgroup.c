@@ -35,9 +35,10 @@ static int write_to(const char *dir, const char *file, const char *s, struct tfs
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
 		return ENAMETOOLONG;
+	errno = 0;
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, s, n) != (ssize_t)n)
-		rc = errno ? errno : EIO;
+		rc = errno ? errno : EIO; /* a short write sets no errno */
 	if (fd >= 0)
 		close(fd);
 	if (rc) {

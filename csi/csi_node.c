@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "csi.pb-c.h"
 #include "ctl_path.h"
 #include "fv_mount.h"
@@ -23,6 +25,7 @@
 #define FSTYPE "fuse.tierfs"
 #define K8S_PREFIX "csi.storage.k8s.io/"
 #define MAX_ID 1024 /* bytes of a volume_id */
+#define PUBLISHED_DIR "published" /* under node.state_dir: one record per target */
 
 __attribute__((format(printf, 3, 4))) static void set_error(struct csi_reply *r, enum csi_code code,
 							    const char *fmt, ...)
@@ -194,6 +197,52 @@ static int check_path(const char *what, const char *path, char *out, size_t cap,
 	return 0;
 }
 
+/* Whether `path` is below `dir` (both absolute, no trailing '/'). */
+static bool is_below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return strncmp(path, dir, n) == 0 && path[n] == '/' && path[n + 1] != '\0';
+}
+
+/* A path the kubelet gives must be below node.kubelet_dir: as given (no
+ * ".." component, so nothing is created elsewhere), and, once it exists,
+ * canonical (no symbolic link leads out).  `path` is what the request
+ * says or its canonical form. */
+static int check_kubelet(const struct csi_node *cn, const char *what, const char *path,
+			 struct csi_reply *r)
+{
+	char kdir[PATH_MAX];
+	const char *k = cn->node->kubelet_dir;
+
+	if (tfs_ctl_canonical_path(k, kdir, sizeof(kdir)) != 0)
+		snprintf(kdir, sizeof(kdir), "%s", k);
+	bool dotdot = strstr(path, "/../") != NULL || strstr(path, "/./") != NULL ||
+		      (strlen(path) >= 3 && strcmp(path + strlen(path) - 3, "/..") == 0);
+	if (!dotdot && (is_below(path, kdir) || is_below(path, k)))
+		return 0;
+	set_error(r, CSI_INVALID_ARGUMENT,
+		  "%s %.1024s is not below the kubelet's directory %s ([node] kubelet_dir): "
+		  "tierfs-csi touches nothing else",
+		  what, path, k);
+	return EINVAL;
+}
+
+/* check_path() of a kubelet path, which must also be below kubelet_dir
+ * (check_kubelet()) as given and canonical. */
+static int check_kubelet_path(const struct csi_node *cn, const char *what, const char *path,
+			      char *out, size_t cap, struct csi_reply *r)
+{
+	if (check_given(what, path, r) || check_kubelet(cn, what, path, r))
+		return EINVAL;
+	int rc = check_path(what, path, out, cap, r);
+	if (rc)
+		return rc;
+	return check_kubelet(cn, what, out, r);
+}
+
 /* The capability: a mount (not a block device) of type "" or "tierfs",
  * mount flags "ro" at most. */
 static int check_cap(const Csi__V1__VolumeCapability *cap, bool *ro_flag, struct csi_reply *r)
@@ -317,6 +366,8 @@ static enum csi_code mount_code(int rc, const char *msg)
 		return CSI_ALREADY_EXISTS;
 	if (rc == EINVAL)
 		return CSI_INVALID_ARGUMENT;
+	if (rc == EDQUOT) /* a node-wide limit (fv_mount.h) */
+		return CSI_RESOURCE_EXHAUSTED;
 	/* The daemon's words for a bucket that is not there (S3's
 	 * NoSuchBucket, the local backend's missing directory). */
 	if (strstr(msg, "NoSuchBucket") || strstr(msg, "no such bucket") ||
@@ -358,7 +409,8 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 	}
 	if (check_id(in->volume_id, r) || check_cap(in->volume_capability, &ro_flag, r))
 		goto out;
-	if (check_given("staging_target_path", in->staging_target_path, r))
+	if (check_given("staging_target_path", in->staging_target_path, r) ||
+	    check_kubelet(cn, "staging_target_path", in->staging_target_path, r))
 		goto out;
 	int rc = fv_mkdirs(in->staging_target_path, 0750);
 	if (rc) {
@@ -366,8 +418,8 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 			  in->staging_target_path, strerror(rc));
 		goto out;
 	}
-	if (check_path("staging_target_path", in->staging_target_path, staging, sizeof(staging),
-		       r))
+	if (check_kubelet_path(cn, "staging_target_path", in->staging_target_path, staging,
+			       sizeof(staging), r))
 		goto out;
 	struct vol_args a = {
 		.volume_id = in->volume_id,
@@ -406,7 +458,9 @@ static void node_unstage(void *ctx, const uint8_t *req, size_t len, struct csi_r
 		set_error(r, CSI_INVALID_ARGUMENT, "NodeUnstageVolume: the request does not parse");
 		return;
 	}
-	if (check_id(in->volume_id, r))
+	if (check_id(in->volume_id, r) ||
+	    check_given("staging_target_path", in->staging_target_path, r) ||
+	    check_kubelet(cn, "staging_target_path", in->staging_target_path, r))
 		goto out;
 	if (check_path("staging_target_path", in->staging_target_path, staging, sizeof(staging),
 		       r)) {
@@ -414,6 +468,9 @@ static void node_unstage(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			r->code = CSI_OK, r->msg[0] = '\0';
 		goto out;
 	}
+	/* fv_unmount() refuses a tierfs mount it has no state of. */
+	if (check_kubelet(cn, "staging_target_path", staging, r))
+		goto out;
 	tfs_info(cn->log, "NodeUnstageVolume %s: %s", in->volume_id, staging);
 	tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
 	int rc = fv_unmount(cn->node, cn->log, staging, &msg);
@@ -428,6 +485,118 @@ out:
 		pack(r, &o.base);
 	}
 	csi__v1__node_unstage_volume_request__free_unpacked(in, NULL);
+}
+
+/* ---- the publish records ---- */
+
+/* Open STATE/`sub` (its path into dir[0..PATH_MAX)); NULL when it is not
+ * there. */
+static DIR *open_state_dir(const struct csi_node *cn, const char *sub, char *dir)
+{
+	if (snprintf(dir, PATH_MAX, "%s/%s", cn->node->state_dir, sub) >= PATH_MAX)
+		return NULL;
+	return opendir(dir);
+}
+
+/* STATE/published/<fv_hash(target)>: the target, its source and volume,
+ * written before the bind and removed after the unbind. */
+static int record_path(const struct csi_node *cn, const char *target, char *out, size_t cap)
+{
+	char h[FV_HASH_LEN + 1];
+	int rc = fv_hash(target, h, sizeof(h));
+
+	if (rc)
+		return rc;
+	int n = snprintf(out, cap, "%s/%s/%s", cn->node->state_dir, PUBLISHED_DIR, h);
+	return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
+}
+
+static int record_target(const struct csi_node *cn, const char *target, const char *source,
+			 const char *volume_id)
+{
+	char path[PATH_MAX], dir[PATH_MAX];
+	int rc = record_path(cn, target, path, sizeof(path));
+
+	if (rc == 0 && snprintf(dir, sizeof(dir), "%s/%s", cn->node->state_dir, PUBLISHED_DIR) >=
+			       (int)sizeof(dir))
+		rc = ENAMETOOLONG;
+	if (rc == 0)
+		rc = fv_mkdirs(dir, 0700);
+	if (rc)
+		return rc;
+	struct json_object *o = json_object_new_object();
+	if (o == NULL)
+		return ENOMEM;
+	json_object_object_add(o, "target", json_object_new_string(target));
+	json_object_object_add(o, "source", json_object_new_string(source));
+	json_object_object_add(o, "volume_id", json_object_new_string(volume_id));
+	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_NOSLASHESCAPE);
+	rc = txt ? fv_write_file(path, txt, strlen(txt), 0600) : ENOMEM;
+	json_object_put(o);
+	return rc;
+}
+
+static void forget_target(const struct csi_node *cn, const char *target)
+{
+	char path[PATH_MAX];
+
+	if (record_path(cn, target, path, sizeof(path)) == 0 && unlink(path) != 0 &&
+	    errno != ENOENT)
+		tfs_warn(cn->log, "cannot remove %s: %s", path, strerror(errno));
+}
+
+/* The target a record file names, into out ("" when unreadable). */
+static void read_record(const char *path, char *out, size_t cap)
+{
+	struct tfs_dbuf d;
+	struct json_object *o = NULL, *t;
+
+	out[0] = '\0';
+	tfs_dbuf_init(&d, 3 * PATH_MAX + 2 * MAX_ID);
+	if (fv_read_file(path, &d) == 0)
+		o = json_tokener_parse(tfs_dbuf_str(&d));
+	if (o && json_object_object_get_ex(o, "target", &t) &&
+	    json_object_is_type(t, json_type_string))
+		snprintf(out, cap, "%s", json_object_get_string(t));
+	json_object_put(o);
+	tfs_dbuf_free(&d);
+}
+
+/* Whether NodePublishVolume recorded `target` (canonical). */
+static bool recorded_target(const struct csi_node *cn, const char *target)
+{
+	char path[PATH_MAX], t[PATH_MAX];
+
+	if (record_path(cn, target, path, sizeof(path)) != 0)
+		return false;
+	read_record(path, t, sizeof(t));
+	return strcmp(t, target) == 0;
+}
+
+/* At start-up: drop the records of targets that hold no tierfs mount any
+ * more (unpublished while the plugin was down, or a node reboot). */
+static void forget_gone_targets(const struct csi_node *cn)
+{
+	char dir[PATH_MAX], path[PATH_MAX], t[PATH_MAX];
+	struct dirent *e;
+	DIR *d = open_state_dir(cn, PUBLISHED_DIR, dir);
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		struct fv_mount_entry me;
+
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+			continue;
+		read_record(path, t, sizeof(t));
+		if (t[0] && fv_mount_lookup(t, &me) == 0 && me.mounted &&
+		    strcmp(me.fstype, FSTYPE) == 0)
+			continue;
+		tfs_info(cn->log, "forgetting the publish record of %s: not mounted", t[0] ? t : path);
+		(void)unlink(path);
+	}
+	closedir(d);
 }
 
 /* ---- publish ---- */
@@ -451,13 +620,21 @@ static int ephemeral_source(const struct csi_node *cn, const struct vol_args *a,
 
 	if (make_volume(cn, a, ro_flag, &vol, r))
 		return EINVAL;
-	rc = fv_volume_fingerprint(&vol, fp, sizeof(fp));
+	struct tfs_dbuf msg;
+	tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
+	rc = fv_fingerprint(cn->node, &vol, fp, sizeof(fp), &msg);
+	if (rc)
+		set_error(r, CSI_INTERNAL, "the ephemeral volume's fingerprint: %s",
+			  tfs_dbuf_len(&msg) ? tfs_dbuf_str(&msg) : strerror(rc));
+	tfs_dbuf_free(&msg);
 	if (rc == 0)
 		rc = ephemeral_path(cn, fp, src, cap);
 	if (rc == 0)
 		rc = fv_mkdirs(src, 0700);
 	if (rc) {
-		set_error(r, CSI_INTERNAL, "the ephemeral volume's mount point: %s", strerror(rc));
+		if (r->code == CSI_OK)
+			set_error(r, CSI_INTERNAL, "the ephemeral volume's mount point: %s",
+				  strerror(rc));
 	} else {
 		tfs_info(cn->log, "ephemeral volume %s: %s, shared mount %s", a->volume_id,
 			 vol.source, src);
@@ -506,7 +683,8 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 	}
 	if (check_id(in->volume_id, r) || check_cap(in->volume_capability, &ro_flag, r))
 		goto out;
-	if (check_given("target_path", in->target_path, r))
+	if (check_given("target_path", in->target_path, r) ||
+	    check_kubelet(cn, "target_path", in->target_path, r))
 		goto out;
 	struct vol_args a = {
 		.volume_id = in->volume_id,
@@ -528,8 +706,8 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 				  "(tierfs-csi has STAGE_UNSTAGE_VOLUME)");
 			goto out;
 		}
-		if (check_path("staging_target_path", in->staging_target_path, src, sizeof(src),
-			       r)) {
+		if (check_kubelet_path(cn, "staging_target_path", in->staging_target_path, src,
+				       sizeof(src), r)) {
 			if (r->code == CSI_NOT_FOUND)
 				r->code = CSI_FAILED_PRECONDITION;
 			goto out;
@@ -549,7 +727,7 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 		set_error(r, CSI_INTERNAL, "target_path %.1024s: %s", in->target_path, strerror(rc));
 		goto out;
 	}
-	if (check_path("target_path", in->target_path, target, sizeof(target), r))
+	if (check_kubelet_path(cn, "target_path", in->target_path, target, sizeof(target), r))
 		goto out;
 	rc = fv_mount_lookup(target, &tme);
 	if (rc) {
@@ -564,6 +742,11 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			set_error(r, CSI_ALREADY_EXISTS,
 				  "volume %s is already published on %s %s", in->volume_id,
 				  target, tme.read_only ? "read-only" : "read-write");
+		else if ((rc = record_target(cn, target, src, in->volume_id)) != 0)
+			/* Published by an older plugin, or before a crash:
+			 * recorded now. */
+			set_error(r, CSI_INTERNAL, "cannot record the target %s in %s: %s", target,
+				  cn->node->state_dir, strerror(rc));
 		else
 			tfs_info(cn->log, "NodePublishVolume %s on %s: already published",
 				 in->volume_id, target);
@@ -571,7 +754,15 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 	}
 	tfs_info(cn->log, "NodePublishVolume %s: %s on %s%s", in->volume_id, src, target,
 		 ro ? " read-only" : "");
-	(void)bind_target(cn, src, target, ro, r);
+	/* Recorded first: a plugin that dies after the bind still knows it. */
+	rc = record_target(cn, target, src, in->volume_id);
+	if (rc) {
+		set_error(r, CSI_INTERNAL, "cannot record the target %s in %s: %s", target,
+			  cn->node->state_dir, strerror(rc));
+		goto out;
+	}
+	if (bind_target(cn, src, target, ro, r) != 0)
+		forget_target(cn, target);
 out:
 	if (r->code == CSI_OK) {
 		Csi__V1__NodePublishVolumeResponse o = CSI__V1__NODE_PUBLISH_VOLUME_RESPONSE__INIT;
@@ -591,12 +782,8 @@ static void ephemeral_gc(const struct csi_node *cn, const char *only_devno)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	struct dirent *e;
-	DIR *d;
+	DIR *d = open_state_dir(cn, CSI_EPHEMERAL_DIR, dir);
 
-	if (snprintf(dir, sizeof(dir), "%s/%s", cn->node->state_dir, CSI_EPHEMERAL_DIR) >=
-	    (int)sizeof(dir))
-		return;
-	d = opendir(dir);
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
@@ -630,6 +817,23 @@ static void ephemeral_gc(const struct csi_node *cn, const char *only_devno)
 	closedir(d);
 }
 
+/* Whether the tierfs mount `me` on `target` is a bind this plugin made: a
+ * recorded target, or (published before targets were recorded) a bind of
+ * a mount that the state records. */
+static bool ours(const struct csi_node *cn, const char *target, const struct fv_mount_entry *me)
+{
+	bool found = false;
+
+	if (recorded_target(cn, target))
+		return true;
+	if (fv_recorded_devno(cn->node, me->devno, &found) != 0 || !found)
+		return false;
+	tfs_info(cn->log, "%s: an unrecorded bind of a mount of ours (published by an older "
+			  "plugin)",
+		 target);
+	return true;
+}
+
 static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi_reply *r)
 {
 	const struct csi_node *cn = ctx;
@@ -642,13 +846,18 @@ static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi
 		set_error(r, CSI_INVALID_ARGUMENT, "NodeUnpublishVolume: the request does not parse");
 		return;
 	}
-	if (check_id(in->volume_id, r))
+	/* A path the kubelet never gives is refused before anything is
+	 * looked at (INVALID_ARGUMENT: the request is wrong, not the node). */
+	if (check_id(in->volume_id, r) || check_given("target_path", in->target_path, r) ||
+	    check_kubelet(cn, "target_path", in->target_path, r))
 		goto out;
 	if (check_path("target_path", in->target_path, target, sizeof(target), r)) {
 		if (r->code == CSI_NOT_FOUND)
 			r->code = CSI_OK, r->msg[0] = '\0';
 		goto out;
 	}
+	if (check_kubelet(cn, "target_path", target, r))
+		goto out;
 	/* A bind of ours, once or stacked by a retried publish. */
 	for (int tries = 0; tries < 8; tries++) {
 		int rc = fv_mount_lookup(target, &me);
@@ -664,6 +873,16 @@ static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi
 				  target, me.fstype);
 			goto out;
 		}
+		/* FAILED_PRECONDITION: the node holds something at the
+		 * target that the plugin did not put there; a retry cannot
+		 * change that, an admin can. */
+		if (tries == 0 && !ours(cn, target, &me)) {
+			set_error(r, CSI_FAILED_PRECONDITION,
+				  "%s holds a tierfs mount (from %s) that tierfs-csi did not publish: "
+				  "not unmounting it",
+				  target, me.source);
+			goto out;
+		}
 		snprintf(devno, sizeof(devno), "%s", me.devno);
 		if (umount2(target, 0) != 0 && umount2(target, MNT_DETACH) != 0 &&
 		    errno != EINVAL) {
@@ -672,9 +891,12 @@ static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi
 		}
 		tfs_info(cn->log, "NodeUnpublishVolume %s: unmounted %s", in->volume_id, target);
 	}
+	/* An empty directory below kubelet_dir: the target the plugin
+	 * created (rmdir removes nothing else). */
 	if (rmdir(target) != 0 && errno != ENOENT)
 		tfs_warn(cn->log, "NodeUnpublishVolume %s: cannot remove %s: %s", in->volume_id,
 			 target, strerror(errno));
+	forget_target(cn, target);
 	if (devno[0])
 		ephemeral_gc(cn, devno);
 out:
@@ -710,6 +932,7 @@ const struct csi_method *csi_node_methods(size_t *n)
 void csi_node_reconcile(const struct csi_node *cn)
 {
 	fv_sweep(cn->node, cn->log);
+	forget_gone_targets(cn);
 	ephemeral_gc(cn, NULL);
 	fv_report(cn->node, cn->log);
 }

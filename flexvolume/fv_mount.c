@@ -12,18 +12,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
+#include "conf.h"
 #include "ctl_client.h"
 #include "ctl_path.h"
+#include "fv_cgroup.h"
 #include "fv_sys.h"
 #include "fv_volume.h"
+#include "units.h"
 
 #define FSTYPE "fuse.tierfs"
 #define PHASE_MOUNTING "mounting"
@@ -33,7 +38,11 @@
 #define MAX_OUTPUT (64 * 1024)      /* of `tierfs mount`, kept for the message */
 #define MAX_MESSAGE 1500            /* of the daemon's message in a reply */
 #define KILL_GRACE_MS 3000
-#define LAZY_WAIT_MS 2000 /* for a daemon after a lazy unmount */
+#define LAZY_WAIT_MS 2000          /* for a daemon after a lazy unmount */
+#define KEY_FILE "fingerprint.key" /* in node.state_dir: the fingerprints' HMAC key */
+#define KEY_LEN 32
+#define CGROUP_WAIT_MS 2000     /* for the last process to leave a daemon's cgroup */
+#define LOCK_FILE "limits.lock" /* in node.state_dir: admission, one at a time */
 
 /* Where one volume's things are. */
 struct vol {
@@ -44,6 +53,9 @@ struct vol {
 	char conf[PATH_MAX];
 	char creds[PATH_MAX];
 	char cache[PATH_MAX];
+	/* What volume.json records of the daemon's budget (fv_limits). */
+	uint64_t ram, ssd;     /* its ram.size and ssd.size in bytes */
+	char cgroup[PATH_MAX]; /* its own memory cgroup, "" when none */
 };
 
 /* What volume.json says. */
@@ -56,6 +68,9 @@ struct info {
 	long pid;                          /* the daemon, 0: unknown */
 	bool writable;                     /* the daemon took writes (true when unknown) */
 	time_t mtime;                      /* of the file */
+	bool has_sizes;                    /* ram_bytes and ssd_bytes were there */
+	uint64_t ram, ssd;
+	char cgroup[PATH_MAX];
 };
 
 __attribute__((format(printf, 2, 3))) static int say(struct tfs_dbuf *msg, const char *fmt, ...)
@@ -122,10 +137,17 @@ static int write_info(const struct vol *v, const char *phase, const char *source
 	json_object_object_add(o, "source", json_object_new_string(source ? source : ""));
 	json_object_object_add(o, "cache_dir", json_object_new_string(v->cache));
 	json_object_object_add(o, "phase", json_object_new_string(phase));
+	/* "settings_hmac": the keyed fingerprint.  The unkeyed "fingerprint"
+	 * of older drivers is not read: such a volume's settings count as
+	 * unknown. */
 	if (fingerprint && *fingerprint)
-		json_object_object_add(o, "fingerprint", json_object_new_string(fingerprint));
+		json_object_object_add(o, "settings_hmac", json_object_new_string(fingerprint));
 	json_object_object_add(o, "pid", json_object_new_int64(pid));
 	json_object_object_add(o, "writable", json_object_new_boolean(writable));
+	json_object_object_add(o, "ram_bytes", json_object_new_int64((int64_t)v->ram));
+	json_object_object_add(o, "ssd_bytes", json_object_new_int64((int64_t)v->ssd));
+	if (v->cgroup[0])
+		json_object_object_add(o, "cgroup", json_object_new_string(v->cgroup));
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								  JSON_C_TO_STRING_NOSLASHESCAPE);
 	rc = s ? fv_write_file(v->info, s, strlen(s), 0600) : ENOMEM;
@@ -164,9 +186,17 @@ static int read_info(const char *path, struct info *in)
 			copy_str(o, "source", in->source, sizeof(in->source));
 			copy_str(o, "cache_dir", in->cache, sizeof(in->cache));
 			copy_str(o, "target", in->target, sizeof(in->target));
-			copy_str(o, "fingerprint", in->fingerprint, sizeof(in->fingerprint));
+			copy_str(o, "settings_hmac", in->fingerprint, sizeof(in->fingerprint));
+			copy_str(o, "cgroup", in->cgroup, sizeof(in->cgroup));
 			if (json_object_object_get_ex(o, "pid", &f))
 				in->pid = (long)json_object_get_int64(f);
+			struct json_object *r, *sd;
+			if (json_object_object_get_ex(o, "ram_bytes", &r) &&
+			    json_object_object_get_ex(o, "ssd_bytes", &sd)) {
+				in->has_sizes = true;
+				in->ram = (uint64_t)json_object_get_int64(r);
+				in->ssd = (uint64_t)json_object_get_int64(sd);
+			}
 			in->writable = !json_object_object_get_ex(o, "writable", &f) ||
 				       json_object_get_boolean(f);
 		}
@@ -176,6 +206,23 @@ static int read_info(const char *path, struct info *in)
 	}
 	tfs_dbuf_free(&d);
 	return rc;
+}
+
+/* What the state records of the daemon's budget, into v. */
+static void take_budget(struct vol *v, const struct info *in)
+{
+	v->ram = in->ram;
+	v->ssd = in->ssd;
+	snprintf(v->cgroup, sizeof(v->cgroup), "%s", in->cgroup);
+}
+
+/* The daemon's own cgroup, once it has exited: rmdir. */
+static void remove_cgroup(const struct tfs_log *log, const char *cgroup)
+{
+	int rc = cgroup[0] ? fv_cgroup_remove(cgroup, CGROUP_WAIT_MS) : 0;
+
+	if (rc)
+		tfs_warn(log, "cannot remove the cgroup %s: %s", cgroup, strerror(rc));
 }
 
 /* ---- the daemon ---- */
@@ -283,6 +330,7 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool had_
 		}
 	}
 	(void)unlink(v->creds);
+	remove_cgroup(log, v->cgroup);
 	if (had_state) {
 		tfs_warn(log, "%s: keeping the state of an earlier mount (its writes may be in %s)",
 			 v->target, v->cache);
@@ -300,11 +348,12 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool had_
  * cache directory only if it is a per-volume CACHE/<hash> recorded by an
  * older driver; the shared node cache is never removed). */
 static void remove_volume(const struct tfs_log *log, const char *state, const char *cache,
-			  const char *hash)
+			  const char *hash, const char *cgroup)
 {
 	const char *base = strrchr(cache, '/');
 	int rc;
 
+	remove_cgroup(log, cgroup);
 	if (cache[0] && base && strcmp(base + 1, hash) == 0) {
 		rc = fv_rmtree(cache);
 		if (rc) {
@@ -338,6 +387,33 @@ static bool is_hash(const char *s)
 			return false;
 	}
 	return n == FV_HASH_LEN;
+}
+
+/* Call fn(state, in, arg) for each volume of state_dir whose volume.json
+ * reads (`state` its directory), but the one named `skip` (a hash, may
+ * be NULL), until fn returns false. */
+static void each_volume(const struct fv_node *node, const char *skip,
+			bool (*fn)(const char *state, const struct info *in, void *arg), void *arg)
+{
+	DIR *d = opendir(node->state_dir);
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char state[PATH_MAX], info[PATH_MAX];
+		struct info in;
+
+		if (!is_hash(e->d_name) || (skip && strcmp(e->d_name, skip) == 0) ||
+		    !fits(snprintf(state, sizeof(state), "%s/%s", node->state_dir, e->d_name),
+			  sizeof(state)) ||
+		    !fits(snprintf(info, sizeof(info), "%s/volume.json", state), sizeof(info)) ||
+		    read_info(info, &in) != 0)
+			continue;
+		if (!fn(state, &in, arg))
+			break;
+	}
+	closedir(d);
 }
 
 /* Clean up after volumes that are gone: not mounted and without a daemon.
@@ -384,6 +460,7 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 		tfs_dbuf_free(&ignored);
 		if (rc || strcmp(v.hash, e->d_name) != 0)
 			continue;
+		take_budget(&v, &in);
 		if (strcmp(in.phase, PHASE_MOUNTING) == 0)
 			fv_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
 		(void)unlink(v.creds);
@@ -393,7 +470,7 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 		}
 		tfs_info(log, "sweep: removing the state of %s (%s, not mounted)", in.target,
 			 in.phase);
-		remove_volume(log, v.state, in.cache, e->d_name);
+		remove_volume(log, v.state, in.cache, e->d_name, in.cgroup);
 	}
 	closedir(d);
 }
@@ -403,51 +480,207 @@ void fv_sweep(const struct fv_node *node, const struct tfs_log *log)
 	sweep(node, log, NULL);
 }
 
+struct devno_search {
+	const char *devno;
+	bool found;
+};
+
+static bool has_devno(const char *state, const struct info *in, void *arg)
+{
+	struct devno_search *ds = arg;
+	struct fv_mount_entry me;
+
+	(void)state;
+	ds->found = fv_mount_lookup(in->target, &me) == 0 && me.mounted &&
+		    strcmp(me.fstype, FSTYPE) == 0 && strcmp(me.devno, ds->devno) == 0;
+	return !ds->found;
+}
+
+int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found)
+{
+	struct devno_search ds = { .devno = devno };
+
+	each_volume(node, NULL, has_devno, &ds);
+	*found = ds.found;
+	return 0;
+}
+
+struct report {
+	const struct tfs_log *log;
+	unsigned live, dead;
+};
+
+static bool report_one(const char *state, const struct info *in, void *arg)
+{
+	struct report *r = arg;
+	struct fv_mount_entry me;
+
+	(void)state;
+	if (fv_mount_lookup(in->target, &me) != 0 || !me.mounted)
+		return true;
+	int rc = fv_mount_probe(in->target);
+	if (rc == 0) {
+		r->live++;
+		return true;
+	}
+	r->dead++;
+	tfs_warn(r->log, "%s (%s) is mounted but its daemon does not answer: %s", in->target,
+		 me.source, strerror(rc));
+	return true;
+}
+
 void fv_report(const struct fv_node *node, const struct tfs_log *log)
 {
-	DIR *d = opendir(node->state_dir);
-	struct dirent *e;
-	unsigned live = 0, dead = 0;
+	struct report r = { .log = log };
 
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		char info[PATH_MAX];
-		struct info in;
-		struct fv_mount_entry me;
+	each_volume(node, NULL, report_one, &r);
+	tfs_info(log, "found %u live mount(s) of ours%s", r.live, r.dead ? ", and dead ones" : "");
+}
 
-		if (!is_hash(e->d_name) ||
-		    !fits(snprintf(info, sizeof(info), "%s/%s/volume.json", node->state_dir,
-				   e->d_name),
-			  sizeof(info)) ||
-		    read_info(info, &in) != 0 || fv_mount_lookup(in.target, &me) != 0 ||
-		    !me.mounted)
-			continue;
-		int rc = fv_mount_probe(in.target);
-		if (rc == 0) {
-			live++;
-			continue;
-		}
-		dead++;
-		tfs_warn(log, "%s (%s) is mounted but its daemon does not answer: %s", in.target,
-			 me.source, strerror(rc));
+/* ---- the node-wide budget ---- */
+
+/* The ram.size and ssd.size (a relative one resolved against the
+ * filesystem of `cache_root`) of the daemon configured by `conf`. */
+static int conf_sizes(const char *conf, const char *cache_root, uint64_t *ram, uint64_t *ssd)
+{
+	struct tfs_config cfg;
+	struct statvfs sv;
+	int rc = tfs_config_defaults(&cfg);
+
+	if (rc == 0)
+		rc = tfs_config_load(&cfg, conf, true, NULL);
+	if (rc == 0) {
+		*ram = cfg.ram.size;
+		*ssd = cfg.ssd.size;
+		if (cfg.ssd.size_pct > 0 && statvfs(cache_root, &sv) == 0)
+			*ssd = (uint64_t)((double)sv.f_blocks * (double)sv.f_frsize *
+					  cfg.ssd.size_pct / 100.0);
 	}
-	closedir(d);
-	tfs_info(log, "found %u live mount(s) of ours%s", live, dead ? ", and dead ones" : "");
+	tfs_config_clear(&cfg);
+	return rc;
+}
+
+/* Whether the volume of `in` has a daemon (or is starting one): a mount
+ * in progress or live, or an unmounted one whose daemon has not exited. */
+static bool holds_daemon(const struct info *in)
+{
+	if (strcmp(in->phase, PHASE_MOUNTING) == 0 || strcmp(in->phase, PHASE_MOUNTED) == 0)
+		return true;
+	return strcmp(in->phase, PHASE_UNMOUNTED) == 0 && in->pid > 0 &&
+	       !fv_pid_gone((pid_t)in->pid);
+}
+
+struct budget {
+	unsigned daemons;
+	uint64_t ram, ssd;
+};
+
+struct budget_ctx {
+	const struct fv_node *node;
+	struct budget *b;
+};
+
+static bool add_budget(const char *state, const struct info *in, void *arg)
+{
+	struct budget_ctx *c = arg;
+	char conf[PATH_MAX];
+	uint64_t ram = in->ram, ssd = in->ssd;
+
+	if (!holds_daemon(in))
+		return true;
+	/* A volume mounted by an older driver: its sizes from its config
+	 * (none when unreadable). */
+	if (!in->has_sizes &&
+	    (!fits(snprintf(conf, sizeof(conf), "%s/tierfs.conf", state), sizeof(conf)) ||
+	     conf_sizes(conf, c->node->cache_root, &ram, &ssd) != 0))
+		ram = ssd = 0;
+	c->b->daemons++;
+	c->b->ram += ram;
+	c->b->ssd += ssd;
+	return true;
+}
+
+/* What the node's daemons hold now, but the volume `skip` (a hash). */
+static void node_budget(const struct fv_node *node, const char *skip, struct budget *b)
+{
+	struct budget_ctx c = { .node = node, .b = b };
+
+	memset(b, 0, sizeof(*b));
+	each_volume(node, skip, add_budget, &c);
+}
+
+/* The refusal of a bound, in msg. */
+static int over(struct tfs_dbuf *msg, const struct fv_node *node, const char *key, uint64_t have,
+		uint64_t want, uint64_t bound)
+{
+	char h[TFS_UNITS_BUFLEN], w[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
+
+	tfs_format_size(have, h, sizeof(h));
+	tfs_format_size(want, w, sizeof(w));
+	tfs_format_size(bound, b, sizeof(b));
+	say(msg,
+	    "node limit reached: this volume's daemon needs %s more, the node's daemons hold %s, "
+	    "and [node] %s = %s (%s)",
+	    w, h, key, b, node->path ? node->path : "built-in");
+	return EDQUOT;
+}
+
+/* Admit the volume `v` (its sizes set) under the node-wide limits, and
+ * record it as mounting: one call at a time (a lock in state_dir), so the
+ * mounts in progress count too.  Returns 0, EDQUOT with the reason in msg,
+ * or the errno of the lock or the state. */
+static int admit(const struct fv_node *node, const struct vol *v, const char *source,
+		 const char *fp, bool writable, struct tfs_dbuf *msg)
+{
+	char lock[PATH_MAX];
+	struct budget b;
+	int fd, rc = 0;
+
+	if (!fits(snprintf(lock, sizeof(lock), "%s/%s", node->state_dir, LOCK_FILE), sizeof(lock)))
+		return ENAMETOOLONG;
+	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+		rc = errno;
+		say(msg, "cannot lock %s: %s", lock, strerror(rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	node_budget(node, v->hash, &b);
+	if (b.daemons + 1 > node->max_daemons) {
+		say(msg,
+		    "node limit reached: the node runs %u tierfs daemon(s) and [node] max_daemons "
+		    "= %u (%s)",
+		    b.daemons, node->max_daemons, node->path ? node->path : "built-in");
+		rc = EDQUOT;
+	} else if (node->max_total_ram && b.ram + v->ram > node->max_total_ram) {
+		rc = over(msg, node, "max_total_ram", b.ram, v->ram, node->max_total_ram);
+	} else if (node->max_total_ssd && b.ssd + v->ssd > node->max_total_ssd) {
+		rc = over(msg, node, "max_total_ssd", b.ssd, v->ssd, node->max_total_ssd);
+	} else {
+		rc = write_info(v, PHASE_MOUNTING, source, fp, 0, writable);
+		if (rc)
+			say(msg, "cannot write %s: %s", v->info, strerror(rc));
+	}
+	close(fd); /* and the lock with it */
+	return rc;
 }
 
 /* ---- mount ---- */
 
-/* Run `tierfs mount`.  Returns 0 when it reported a live mount; else an
- * errno with the reason in msg. */
-static int start_daemon(const struct fv_node *node, const struct tfs_log *log, const struct vol *v,
+/* Run `tierfs mount` under a memory limit of ram.size + memory_margin:
+ * its systemd scope's MemoryMax=, else a cgroup of its own (v->cgroup).
+ * Returns 0 when it reported a live mount; else an errno with the reason
+ * in msg. */
+static int start_daemon(const struct fv_node *node, const struct tfs_log *log, struct vol *v,
 			const struct fv_volume *vol, struct tfs_dbuf *msg)
 {
-	char unit[128], desc[PATH_MAX + 64], line[MAX_MESSAGE + 8];
+	char unit[128], desc[PATH_MAX + 64], line[MAX_MESSAGE + 8], mem[64];
 	char *argv[24], *env[16];
 	size_t n = 0;
 	struct tfs_dbuf out, opts;
-	int status = 0, rc;
+	int status = 0, rc, cgroup_fd = -1;
+	uint64_t limit = v->ram + node->memory_margin;
 
 	if (use_systemd(node)) {
 		/* A scope outside the kubelet's cgroup: restarting the
@@ -460,9 +693,26 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 		argv[n++] = "--scope";
 		argv[n++] = "--quiet";
 		argv[n++] = "--collect";
+		snprintf(mem, sizeof(mem), "--property=MemoryMax=%llu", (unsigned long long)limit);
 		argv[n++] = unit;
 		argv[n++] = desc;
+		argv[n++] = mem;
 		argv[n++] = "--";
+	} else {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s-%s", node->driver == FV_DRIVER_CSI ? "csi" : "fv",
+			 v->hash);
+		rc = fv_cgroup_create(node, name, limit, v->cgroup, sizeof(v->cgroup), &cgroup_fd,
+				      msg);
+		if (rc) {
+			if (tfs_dbuf_len(msg) == 0)
+				say(msg, "the daemon's memory cgroup: %s", strerror(rc));
+			v->cgroup[0] = '\0';
+			return rc;
+		}
+		tfs_debug(log, "%s: memory limit %llu bytes in %s", v->target,
+			  (unsigned long long)limit, v->cgroup);
 	}
 	argv[n++] = node->tierfs;
 	argv[n++] = "mount";
@@ -473,6 +723,8 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	if (rc) {
 		say(msg, "the mount options: %s", strerror(rc));
 		tfs_dbuf_free(&opts);
+		if (cgroup_fd >= 0)
+			close(cgroup_fd);
 		return rc;
 	}
 	argv[n++] = "-o";
@@ -484,7 +736,9 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 
 	tfs_dbuf_init(&out, MAX_OUTPUT);
 	uint64_t t0 = tfs_mono_ms();
-	rc = fv_run(argv, env, node->mount_timeout_ms, &out, &status);
+	rc = fv_run_in(argv, env, cgroup_fd, node->mount_timeout_ms, &out, &status);
+	if (cgroup_fd >= 0)
+		close(cgroup_fd);
 	one_line(&out, line, sizeof(line));
 	if (rc == ETIMEDOUT) {
 		say(msg, "the mount did not become live within %llu s%s%s",
@@ -508,7 +762,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, c
 	return rc;
 }
 
-static int mount_new(const struct fv_node *node, const struct tfs_log *log, const struct vol *v,
+static int mount_new(const struct fv_node *node, const struct tfs_log *log, struct vol *v,
 		     const struct fv_volume *vol, const char *fp, struct tfs_dbuf *msg)
 {
 	struct tfs_dbuf conf, err;
@@ -568,9 +822,17 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, cons
 	tfs_dbuf_free(&err);
 	if (rc)
 		goto undo;
-	rc = write_info(v, PHASE_MOUNTING, vol->source, fp, 0, writable);
-	if (rc == 0)
-		rc = fv_mkdirs(node->cache_root, 0700);
+	rc = conf_sizes(v->conf, node->cache_root, &v->ram, &v->ssd);
+	if (rc) {
+		say(msg, "cannot read back %s: %s", v->conf, strerror(rc));
+		goto undo;
+	}
+	rc = admit(node, v, vol->source, fp, writable, msg);
+	if (rc) {
+		tfs_warn(log, "%s: %s", v->target, tfs_dbuf_str(msg));
+		goto undo;
+	}
+	rc = fv_mkdirs(node->cache_root, 0700);
 	if (rc == 0 && mkdir(v->cache, 0700) != 0 && errno != EEXIST)
 		rc = errno;
 	if (rc) {
@@ -605,6 +867,38 @@ undo:
 	return rc;
 }
 
+int fv_fingerprint(const struct fv_node *node, const struct fv_volume *vol, char *out, size_t len,
+		   struct tfs_dbuf *msg)
+{
+	unsigned char key[KEY_LEN];
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	rc = fv_mkdirs(node->state_dir, 0700);
+	/* The state is root's alone: the key, the credentials. */
+	if (rc == 0 && stat(node->state_dir, &st) == 0 && (st.st_mode & 077) &&
+	    chmod(node->state_dir, 0700) != 0)
+		rc = errno;
+	if (rc) {
+		say(msg, "state_dir %s: %s", node->state_dir, strerror(rc));
+		return rc;
+	}
+	if (!fits(snprintf(path, sizeof(path), "%s/%s", node->state_dir, KEY_FILE), sizeof(path)))
+		return ENAMETOOLONG;
+	rc = fv_key_file(path, key, sizeof(key));
+	if (rc) {
+		say(msg, "the fingerprint key %s: %s%s", path, strerror(rc),
+		    rc == EPERM ? " (it must be a file of 32 bytes, ours, mode 0600)" : "");
+		return rc;
+	}
+	rc = fv_volume_fingerprint(vol, key, sizeof(key), out, len);
+	explicit_bzero(key, sizeof(key));
+	if (rc)
+		say(msg, "cannot hash the volume's settings: %s", strerror(rc));
+	return rc;
+}
+
 int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
 		    const struct fv_volume *vol, struct tfs_dbuf *msg)
 {
@@ -612,11 +906,9 @@ int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const
 	struct vol v;
 	int rc;
 
-	rc = fv_volume_fingerprint(vol, fp, sizeof(fp));
-	if (rc) {
-		say(msg, "cannot hash the volume's settings: %s", strerror(rc));
+	rc = fv_fingerprint(node, vol, fp, sizeof(fp), msg);
+	if (rc)
 		goto out;
-	}
 	rc = vol_paths(node, target, &v, msg);
 	if (rc)
 		goto out;
@@ -799,6 +1091,8 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 		goto out;
 	uint64_t deadline = tfs_mono_ms() + node->unmount_timeout_ms;
 	bool have_info = read_info(v.info, &in) == 0;
+	if (have_info)
+		take_budget(&v, &in);
 	if (!have_info) {
 		/* Nothing of ours is recorded: the cache is the default one. */
 		memset(&in, 0, sizeof(in));
@@ -818,6 +1112,16 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			rc = EBUSY;
 			say(msg, "%s is mounted (%s from %s), but not by tierfs: not unmounting it",
 			    v.target, me.fstype, me.source);
+			goto out;
+		}
+		if (!have_info) {
+			/* A tierfs mount someone else made (by hand, another
+			 * driver): not ours to drain, unmount or clean. */
+			rc = EBUSY;
+			say(msg,
+			    "%s is a tierfs mount (from %s) that %s did not make (no state in %s): "
+			    "not unmounting it",
+			    v.target, me.source, fv_driver_name(node->driver), node->state_dir);
 			goto out;
 		}
 		pid = daemon_pid(v.target);
@@ -908,7 +1212,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			 v.target, pid);
 		(void)write_info(&v, PHASE_UNMOUNTED, in.source, in.fingerprint, pid, in.writable);
 	} else {
-		remove_volume(log, v.state, in.cache, v.hash);
+		remove_volume(log, v.state, in.cache, v.hash, in.cgroup);
 	}
 	rc = 0;
 	tfs_info(log, "unmount %s: done", v.target);

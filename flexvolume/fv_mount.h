@@ -9,10 +9,14 @@
  *
  *	volume.json   target, source, cache directory, phase (mounting,
  *	              mounted, unmounted, kept), whether it takes writes, the
- *	              daemon's pid, and the fingerprint of the volume's
- *	              settings (fv_volume_fingerprint())
+ *	              daemon's pid, the keyed fingerprint of the volume's
+ *	              settings (fv_fingerprint()), the daemon's ram.size and
+ *	              ssd.size in bytes and its own memory cgroup (if any)
  *	tierfs.conf   the daemon's configuration (fv_volume_tierfs_conf())
  *	credentials   the Secret's keys, mode 0600 (fv_secrets.h)
+ *
+ * STATE/fingerprint.key (0600, 32 random bytes, created once) is the HMAC
+ * key of the fingerprints; STATE/limits.lock serialises admission.
  *
  * Every volume of the node shares one SSD cache, node.cache_root, in
  * which tierfs keeps each source apart (<cache_root>/<source id>/) and each
@@ -24,10 +28,17 @@
  * first); runs `tierfs mount` with fv_volume_mount_opts()
  * (which daemonizes only once the mount is live) detached from the caller,
  * under `systemd-run --scope` when systemd runs, bounded by
- * node.mount_timeout; on failure stops the daemon, unmounts, removes the
+ * node.mount_timeout, and under a memory limit of ram.size +
+ * node.memory_margin (the scope's MemoryMax=, else a cgroup of its own:
+ * fv_cgroup.h).  Before the daemon starts, the node-wide limits are
+ * checked (node.max_daemons, max_total_ram, max_total_ssd, counting every
+ * volume of state_dir that is mounting or mounted, or whose daemon has not
+ * exited): a mount beyond one fails with EDQUOT; on failure stops the daemon, unmounts, removes the
  * state and the cache, and returns the daemon's own message.
  *
- * unmount: for a writable volume, first the daemon's write-back drain,
+ * unmount: a tierfs mount without state of ours in state_dir is refused
+ * (EBUSY) and left alone: the driver unmounts only what it mounted.  For
+ * a writable volume, first the daemon's write-back drain,
  * bounded by node.unmount_timeout: writes not uploaded by then (or a
  * daemon that does not answer) make it a Failure that leaves the volume
  * mounted and uploading, for the kubelet to retry.  Then `tierfs umount`,
@@ -53,10 +64,17 @@
 
 /* Mount the checked volume `vol` on `target`.  Returns 0 (the mount is
  * live); EBUSY when something else, or another volume of ours, is mounted
- * there; EIO, ETIMEDOUT... when the daemon did not start, with the reason
+ * there; EDQUOT beyond a node-wide limit; EIO, ETIMEDOUT... when the daemon did not start, with the reason
  * in `msg` (one line, the daemon's own words; never a secret). */
 int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
 		    const struct fv_volume *vol, struct tfs_dbuf *msg);
+
+/* The fingerprint of `vol` (fv_volume_fingerprint()) under the node's key,
+ * STATE/fingerprint.key: created once (fv_key_file()), state_dir created
+ * 0700 (or made 0700) first.  Returns 0; or an errno with the reason in
+ * `msg` (EPERM: a key file that is not ours and private). */
+int fv_fingerprint(const struct fv_node *node, const struct fv_volume *vol, char *out, size_t len,
+		   struct tfs_dbuf *msg);
 
 /* `mount TARGET JSON`: fv_volume_parse(), then fv_mount_volume().  Returns 0 (the mount is live), or an errno with
  * the reason for the kubelet in `msg` (one line; never a secret). */
@@ -73,6 +91,12 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
  * cleanly unmounted one goes entirely, a writable one is kept.  Problems
  * are logged; cannot fail. */
 void fv_sweep(const struct fv_node *node, const struct tfs_log *log);
+
+/* Whether the tierfs filesystem `devno` ("major:minor", fv_mount_lookup())
+ * is mounted on a target that a volume of node.state_dir records: a mount
+ * this driver made, which a bind mount of it shares.  Sets *found (false
+ * when state_dir cannot be read); returns 0. */
+int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found);
 
 /* Log how many volumes of node.state_dir are mounted and answer, and each
  * one mounted whose daemon does not answer.  Cannot fail. */

@@ -40,6 +40,9 @@ enum node_type {
 	N_BOOL,     /* bool */
 	N_MODE,     /* unsigned: octal, no bit outside FV_FSGROUP_MODE_MASK */
 	N_CONTEXT,  /* char *: an SELinux context, or empty (NULL) */
+	N_COUNT,    /* unsigned: 1 to FV_MAX_DAEMONS_MAX */
+	N_SIZE,     /* uint64_t bytes */
+	N_SIZE_OPT, /* uint64_t bytes, or empty (0: no bound) */
 };
 
 struct node_key {
@@ -71,6 +74,12 @@ static const struct node_key node_keys[] = {
 	NK("fsgroup_dir_mode", N_MODE, fsgroup_dir_mode, "0775"),
 	NK("fsgroup_file_mode", N_MODE, fsgroup_file_mode, "0664"),
 	NK("selinux_context", N_CONTEXT, selinux_context, ""),
+	NK("kubelet_dir", N_PATH, kubelet_dir, "/var/lib/kubelet"),
+	NK("max_daemons", N_COUNT, max_daemons, "32"),
+	NK("max_total_ram", N_SIZE_OPT, max_total_ram, ""),
+	NK("max_total_ssd", N_SIZE_OPT, max_total_ssd, ""),
+	NK("memory_margin", N_SIZE, memory_margin, "256M"),
+	NK("cgroup_dir", N_PATH_OPT, cgroup_dir, ""),
 };
 
 #define N_NODE_KEYS (sizeof(node_keys) / sizeof(node_keys[0]))
@@ -341,6 +350,43 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 					      k->key, fv_quote(q, sizeof(q), value),
 					      FV_FSGROUP_MODE_MASK);
 		memcpy(base + k->off, &m, sizeof(m));
+		return 1;
+	}
+	case N_COUNT: {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(value, &end, 10);
+		if (*value < '0' || *value > '9' || errno || *end || v < 1 ||
+		    v > FV_MAX_DAEMONS_MAX)
+			return builtin ? EINVAL
+				       : fail(c, "[node] %s: %s is not a number from 1 to %d",
+					      k->key, fv_quote(q, sizeof(q), value),
+					      FV_MAX_DAEMONS_MAX);
+		unsigned u = (unsigned)v;
+		memcpy(base + k->off, &u, sizeof(u));
+		return 1;
+	}
+	case N_SIZE:
+	case N_SIZE_OPT: {
+		uint64_t b = 0;
+
+		if ((*value || k->type == N_SIZE) && tfs_parse_size(value, &b))
+			return builtin ? EINVAL
+				       : fail(c,
+					      "[node] %s: %s is not a size (bytes with K/M/G/T "
+					      "suffix%s)",
+					      k->key, fv_quote(q, sizeof(q), value),
+					      k->type == N_SIZE_OPT ? ", or empty for no bound"
+								    : "");
+		if (k->type == N_SIZE_OPT && *value && b == 0)
+			return builtin ? EINVAL
+				       : fail(c,
+					      "[node] %s: 0 bounds nothing (leave it empty for "
+					      "no bound)",
+					      k->key);
+		memcpy(base + k->off, &b, sizeof(b));
 		return 1;
 	}
 	case N_CONTEXT: {

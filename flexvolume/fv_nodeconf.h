@@ -22,6 +22,12 @@
  *	fsgroup_dir_mode = 0775            modes of a volume with an fsGroup
  *	fsgroup_file_mode = 0664
  *	selinux_context =                  context= of every mount (empty: none)
+ *	kubelet_dir = /var/lib/kubelet     the CSI plugin acts only below it
+ *	max_daemons = 32                   node-wide: daemons at once
+ *	max_total_ram =                    node-wide: sum of ram.size (empty: no bound)
+ *	max_total_ssd =                    node-wide: sum of ssd.size (empty: no bound)
+ *	memory_margin = 256M               a daemon's memory limit: ram.size + this
+ *	cgroup_dir =                       parent of the daemons' cgroups (empty: auto)
  *
  *	[defaults]                         any volume option (fv_opts.h)
  *	ramSize = 512M
@@ -79,6 +85,25 @@ enum fv_systemd {
  * user:role:type[:level]; only the admin sets it, never a pod. */
 #define FV_CONTEXT_MAX 160
 
+/* kubelet_dir: the kubelet's root directory (--root-dir).  The CSI plugin
+ * stages, publishes, unpublishes and unstages only paths below it
+ * (csi_node.h); every other path is refused before anything is touched.
+ *
+ * max_daemons, max_total_ram, max_total_ssd: node-wide bounds on the
+ * daemons the driver runs (each with its own RAM and SSD budget, outside
+ * the pod's cgroup).  A mount that would exceed one is refused (EDQUOT;
+ * the CSI plugin answers RESOURCE_EXHAUSTED), naming the bound and what
+ * the node's daemons hold.  A relative ssd.size ("N%") counts as that
+ * share of the filesystem holding cache_root.
+ *
+ * memory_margin, cgroup_dir: each daemon runs under a memory limit of its
+ * ram.size + memory_margin (fv_cgroup.h): a MemoryMax= property of its
+ * systemd scope where systemd runs, else a cgroup of its own,
+ * CGROUP_DIR/<driver>-<volume hash>, where cgroup_dir is a directory of a
+ * cgroup v1 memory hierarchy or of cgroup v2 (empty: /sys/fs/cgroup/tierfs
+ * on cgroup v2, /sys/fs/cgroup/memory/tierfs on v1 or hybrid). */
+#define FV_MAX_DAEMONS_MAX 100000
+
 /* The environment variables naming the node config file (for tests and
  * unusual installs); when set, the file must exist. */
 #define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
@@ -121,6 +146,12 @@ struct fv_node {
 	unsigned fsgroup_dir_mode;
 	unsigned fsgroup_file_mode;
 	char *selinux_context; /* NULL: no context= option */
+	char *kubelet_dir;
+	unsigned max_daemons;
+	uint64_t max_total_ram; /* 0: no bound */
+	uint64_t max_total_ssd; /* 0: no bound */
+	uint64_t memory_margin;
+	char *cgroup_dir; /* NULL: auto */
 
 	struct fv_node_default def[FV_OPT_COUNT];
 	struct fv_node_limit limit[FV_OPT_COUNT];

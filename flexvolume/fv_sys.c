@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 void fv_sleep_ms(unsigned ms)
 {
@@ -35,9 +36,13 @@ void fv_sleep_ms(unsigned ms)
 /* In the child, between fork() and exec: async-signal-safe calls only.
  * If exec fails, its errno goes back through `errfd` (close-on-exec, so
  * a successful exec closes it and the parent reads nothing). */
-static void child(char *const argv[], char *const envp[], int out, int errfd)
+static void child(char *const argv[], char *const envp[], int out, int errfd, int cgroup_fd)
 {
 	int nul = open("/dev/null", O_RDONLY);
+
+	/* Into the cgroup first: whatever it starts is charged there. */
+	if (cgroup_fd >= 0 && write(cgroup_fd, "0\n", 2) != 2)
+		goto fail;
 
 	if (setsid() < 0 || nul < 0 || dup2(nul, STDIN_FILENO) < 0 ||
 	    dup2(out, STDOUT_FILENO) < 0 || dup2(out, STDERR_FILENO) < 0)
@@ -80,6 +85,12 @@ static bool drain(int fd, struct tfs_dbuf *output)
 int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct tfs_dbuf *output,
 	   int *status)
 {
+	return fv_run_in(argv, envp, -1, timeout_ms, output, status);
+}
+
+int fv_run_in(char *const argv[], char *const envp[], int cgroup_fd, uint64_t timeout_ms,
+	      struct tfs_dbuf *output, int *status)
+{
 	int pfd[2], efd[2];
 	pid_t pid;
 
@@ -105,7 +116,7 @@ int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct t
 	if (pid == 0) {
 		close(pfd[0]);
 		close(efd[0]);
-		child(argv, envp, pfd[1], efd[1]);
+		child(argv, envp, pfd[1], efd[1], cgroup_fd);
 	}
 	close(pfd[1]);
 	close(efd[1]);
@@ -514,4 +525,61 @@ int fv_hash(const char *s, char *out, size_t len)
 	}
 	out[FV_HASH_LEN] = '\0';
 	return 0;
+}
+
+/* Read exactly `len` bytes of the open key file into key. */
+static int read_key(int fd, unsigned char *key, size_t len)
+{
+	struct stat st;
+	size_t got = 0;
+
+	if (fstat(fd, &st) != 0)
+		return errno;
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) ||
+	    st.st_size != (off_t)len)
+		return EPERM;
+	while (got < len) {
+		ssize_t n = read(fd, key + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : EPERM;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int fv_key_file(const char *path, unsigned char *key, size_t len)
+{
+	char tmp[PATH_MAX];
+	int fd, rc;
+
+	for (int tries = 0; tries < 3; tries++) {
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			rc = read_key(fd, key, len);
+			close(fd);
+			return rc;
+		}
+		if (errno != ENOENT)
+			return errno;
+		/* Created whole under a name of our own, then linked into
+		 * place: a racing creator's link fails and both read the
+		 * winner's key. */
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld.new", path, (long)gettid()) >=
+		    sizeof(tmp))
+			return ENAMETOOLONG;
+		if (RAND_bytes(key, (int)len) != 1)
+			return EIO;
+		rc = fv_write_file(tmp, key, len, 0600);
+		explicit_bzero(key, len);
+		if (rc)
+			return rc;
+		rc = link(tmp, path) == 0 || errno == EEXIST ? 0 : errno;
+		(void)unlink(tmp);
+		if (rc)
+			return rc;
+	}
+	return EAGAIN;
 }

@@ -32,6 +32,13 @@ void fv_sleep_ms(unsigned ms);
 int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct tfs_dbuf *output,
 	   int *status);
 
+/* fv_run(), with the child joining a cgroup first: it writes "0" to
+ * `cgroup_fd` (an open cgroup.procs, or -1 for none) before exec, so the
+ * program and everything it starts are charged there; a failed write is
+ * reported as an exec failure (its errno). */
+int fv_run_in(char *const argv[], char *const envp[], int cgroup_fd, uint64_t timeout_ms,
+	      struct tfs_dbuf *output, int *status);
+
 /* What /proc/self/mountinfo says about the mount point `path` (absolute,
  * canonical: tfs_ctl_canonical_path()). */
 struct fv_mount_entry {
@@ -91,5 +98,15 @@ int fv_read_file(const char *path, struct tfs_dbuf *out);
  * out[0..len) (len >= 33).  Returns 0, ERANGE, or EIO if OpenSSL fails. */
 #define FV_HASH_LEN 32
 int fv_hash(const char *s, char *out, size_t len);
+
+/* The secret key in the file `path`: exactly `len` random bytes, created
+ * once (RAND_bytes(), mode 0600, written whole under another name and
+ * linked into place, so concurrent callers agree on one key) and read
+ * back by every later call.  A file that is not a regular file (a
+ * symbolic link is not followed), is not owned by us, is readable or
+ * writable by anyone else, or is not `len` bytes long is refused (EPERM)
+ * and left alone.  Returns 0 with the key in key[0..len); EPERM, EIO
+ * (OpenSSL), or the errno of the file system. */
+int fv_key_file(const char *path, unsigned char *key, size_t len);
 
 #endif

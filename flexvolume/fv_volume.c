@@ -5,12 +5,15 @@
 #include "fv_volume.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "conf.h"
 #include "fv_sys.h"
@@ -593,11 +596,17 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 
 /* ---- the fingerprint ---- */
 
-int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len)
+int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, size_t keylen,
+			  char *out, size_t len)
 {
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
 	struct tfs_dbuf s;
 	int rc;
 
+	if (len < FV_HASH_LEN + 1)
+		return ERANGE;
 	tfs_dbuf_init(&s, 1 << 20);
 	/* The whole credential, not just the access key ID, which is no
 	 * secret: a volume that names another's key ID with a guessed
@@ -613,10 +622,24 @@ int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len)
 		if (v->value[i])
 			rc = tfs_dbuf_addf(&s, "%s=%s\n", fv_opt_name((enum fv_opt)i), v->value[i]);
 	}
-	if (rc == 0)
-		rc = fv_hash(tfs_dbuf_str(&s), out, len);
+	/* Keyed: without the node's key, the fingerprint tells nothing
+	 * about the secret key in the text, however weak it is. */
+	if (rc == 0 &&
+	    (keylen == 0 || keylen > INT_MAX ||
+	     HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)tfs_dbuf_str(&s),
+		  tfs_dbuf_len(&s), md, &mdlen) == NULL ||
+	     mdlen * 2 < FV_HASH_LEN))
+		rc = EIO;
+	if (rc == 0) {
+		for (int i = 0; i < FV_HASH_LEN / 2; i++) {
+			out[2 * i] = hex[md[i] >> 4];
+			out[2 * i + 1] = hex[md[i] & 15];
+		}
+		out[FV_HASH_LEN] = '\0';
+	}
 	if (s.buf)
 		explicit_bzero(s.buf, s.len);
+	explicit_bzero(md, sizeof(md));
 	tfs_dbuf_free(&s);
 	return rc;
 }

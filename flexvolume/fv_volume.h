@@ -127,15 +127,18 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
 			  bool *writable, struct tfs_dbuf *err);
 
-/* The fingerprint of what the volume's daemon serves: fv_hash() of its
+/* The fingerprint of what the volume's daemon serves: HMAC-SHA256 under
+ * `key` (keylen > 0 bytes: the node's fingerprint key, fv_mount.h) of its
  * source, effective options, read-only flag, fsGroup and credentials
- * (access key, secret key and session token), FV_HASH_LEN hex digits into
- * out[0..len).  Two volumes with one fingerprint can share a daemon; one
- * that names another's access key with another secret key cannot.  The
- * fingerprint names a directory that mountinfo shows: guessing a secret
- * key from it is as hard as guessing it against the store.  Returns 0, ERANGE, ENOMEM, or
- * EIO if OpenSSL fails. */
-int fv_volume_fingerprint(const struct fv_volume *v, char *out, size_t len);
+ * (access key, secret key and session token), the first FV_HASH_LEN hex
+ * digits into out[0..len).  Two volumes with one fingerprint can share a
+ * daemon; one that names another's access key with another secret key
+ * cannot.  The fingerprint names a directory that mountinfo shows: without
+ * the key it says nothing about the secret key, so a weak one cannot be
+ * tested offline against it.  Returns 0, ERANGE, ENOMEM, or EIO if OpenSSL
+ * fails. */
+int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, size_t keylen,
+			  char *out, size_t len);
 
 /* The -o argument of `tierfs mount` for the volume, appended to `out`:
  * allow_other; ro for a read-only volume; gid=FSGROUP,

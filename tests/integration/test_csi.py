@@ -36,7 +36,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-from test_mount import BUCKET, Bucket, data_for, poll  # noqa: E402
+from test_mount import BUCKET, Bucket, Mount, data_for, poll  # noqa: E402
+from test_flexvolume import own_memory_cgroup, remove_cgroups  # noqa: E402
 
 CSI = None
 TIERFS = None
@@ -45,6 +46,7 @@ DRIVER = "csi.tierfs.io"
 KUBELET_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 M = None  # the module fixture: the moto bucket
+CGROUPS = None  # [node] cgroup_dir of every plugin (test_flexvolume.own_memory_cgroup())
 STUBS = None  # the directory of the generated stubs
 grpc = None
 pb = None  # csi_pb2
@@ -74,7 +76,7 @@ def gen_stubs():
 
 
 def setUpModule():
-    global M
+    global M, CGROUPS
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         raise unittest.SkipTest("needs root and /dev/fuse")
     for b in (CSI, TIERFS):
@@ -84,6 +86,7 @@ def setUpModule():
     work = tempfile.mkdtemp(prefix="tierfs-csi-moto-")
     M = Bucket("moto", work)
     M.work = work
+    CGROUPS = os.path.join(own_memory_cgroup(), "tierfs-csi-test-%d" % os.getpid())
 
 
 def tearDownModule():
@@ -92,6 +95,7 @@ def tearDownModule():
         shutil.rmtree(M.work, ignore_errors=True)
     if STUBS:
         shutil.rmtree(STUBS, ignore_errors=True)
+    remove_cgroups(CGROUPS)
 
 
 # ---- the node, as the tests see it
@@ -180,8 +184,16 @@ def tierfs_mounts(*words):
 class Plugin:
     """tierfs-csi on a unix socket, with its own node config."""
 
+    # [node] memory_margin of the tests: room for a sanitized daemon
+    # (check.sh runs this suite under ASan), whose memory is not ram.size's.
+    MARGIN = 4 << 30
+
     def __init__(self, work, endpoint, conf_extra=None, node_id="node-a"):
         self.work = work
+        # The kubelet root of the tests (CSITests.kubelet), and the
+        # parent of the daemons' memory cgroups.
+        self.kubelet = os.path.join(work, "kubelet")
+        self.cgroups = CGROUPS
         self.node_id = node_id
         os.makedirs(os.path.join(work, "plugin"), exist_ok=True)
         self.sock = os.path.join(work, "plugin", "csi.sock")
@@ -193,7 +205,9 @@ class Plugin:
         conf = {
             "node": {"tierfs": TIERFS, "cache_root": self.cache, "state_dir": self.state,
                      "log_file": self.log, "daemon_log": self.daemon_log, "log_level": "debug",
-                     "mount_timeout": "30s", "unmount_timeout": "30s", "systemd": "no"},
+                     "mount_timeout": "30s", "unmount_timeout": "30s", "systemd": "no",
+                     "kubelet_dir": self.kubelet, "cgroup_dir": self.cgroups,
+                     "memory_margin": "%dM" % (self.MARGIN >> 20)},
             "defaults": {"endpoint": endpoint, "ramSize": "64M", "ssdSize": "256M",
                          "metadataTTL": "forever"},
             "limits": {"maxRamSize": "256M", "minMetadataTTL": "1s"},
@@ -331,7 +345,7 @@ class CSITests(unittest.TestCase):
         for m in sorted(mounts(), key=lambda m: -len(m["mp"])):
             if under(m["mp"], self.work):
                 subprocess.run(["umount", "-l", m["mp"]], capture_output=True)
-        for pid in daemons(self.source):
+        for pid in tierfs_mounts(self.source, self.work):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.work, ignore_errors=True)
 
@@ -585,7 +599,7 @@ class CSITests(unittest.TestCase):
         the write is in the bucket."""
         self.p.kill()
         self.p = Plugin(os.path.join(self.work, "short"), M.env["TFS_S3_ENDPOINT"],
-                        {"node": {"unmount_timeout": "3s"}})
+                        {"node": {"unmount_timeout": "3s", "kubelet_dir": self.kubelet}})
         vol = "pv-drain"
         g = self.staging(vol)
         self.stage(vol, g, {"readOnly": "false"})
@@ -972,6 +986,187 @@ class CSITests(unittest.TestCase):
         self.unpublish(va, ta)
         self.unpublish(vb, tb)
         self.assert_nothing_left()
+
+    # ---- 9. only the plugin's own mounts, only below kubelet_dir
+
+    def test_foreign_tierfs_mount_survives(self):
+        """A tierfs mount the plugin did not make (here `tierfs mount` by
+        hand) survives NodeUnpublishVolume and NodeUnstageVolume of its
+        path: outside kubelet_dir they are INVALID_ARGUMENT, below it
+        FAILED_PRECONDITION; it stays mounted, its directory stays, its
+        daemon keeps serving.  The plugin's own volumes still publish and
+        unpublish."""
+        data = data_for("foreign", 200000)
+        self.put("f.bin", data)
+        outside = Mount(TIERFS, M, os.path.join(self.work, "elsewhere"), "foreign",
+                        source=self.source).mount()
+        inside = Mount(TIERFS, M, os.path.join(self.kubelet, "pods", "p", "volumes",
+                                               "kubernetes.io~csi", "pv-f"), "foreign",
+                       source=self.source).mount()
+        try:
+            for mp, code in ((outside.mnt, grpc.StatusCode.INVALID_ARGUMENT),
+                             (inside.mnt, grpc.StatusCode.FAILED_PRECONDITION)):
+                for method, field in (("NodeUnpublishVolume", "target_path"),
+                                      ("NodeUnstageVolume", "staging_target_path")):
+                    got = self.p.code(method, volume_id="pv-f", **{field: mp})
+                    self.assert_code(got, code)
+                    self.assertIn("not", got[1])
+                    self.assertEqual(len(mountinfo(mp)), 1, "%s of %s unmounted it" % (method, mp))
+                    self.assertTrue(os.path.isdir(mp), "%s of %s removed it" % (method, mp))
+                    self.assertEqual(self.read(os.path.join(mp, "f.bin")), data)
+            # A link below kubelet_dir to the mount outside is outside too.
+            link = os.path.join(self.kubelet, "link")
+            os.makedirs(self.kubelet, exist_ok=True)
+            os.symlink(outside.mnt, link)
+            self.assert_code(self.p.code("NodeUnpublishVolume", volume_id="pv-f",
+                                         target_path=link), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(len(mountinfo(outside.mnt)), 1)
+            # The plugin's own volume, beside them.
+            vol = "pv-own"
+            g = self.staging(vol)
+            self.stage(vol, g)
+            t = self.target(vol, "pod-own")
+            self.publish(vol, g, t)
+            self.assertEqual(self.read(os.path.join(t, "f.bin")), data)
+            self.unpublish(vol, t)
+            self.unstage(vol, g)
+            for mp in (outside.mnt, inside.mnt):
+                self.assertEqual(self.read(os.path.join(mp, "f.bin")), data)
+        finally:
+            outside.umount()
+            inside.umount()
+
+    def test_unrecorded_bind_of_a_staged_volume_unpublishes(self):
+        """A target published before targets were recorded (no record in
+        state_dir/published) is a bind of a staging mount the state
+        records: NodeUnpublishVolume still unmounts it, so pods already
+        running can go."""
+        self.put("x", b"x")
+        vol = "pv-old"
+        g = self.staging(vol)
+        self.stage(vol, g)
+        t = self.target(vol, "pod-old")
+        self.publish(vol, g, t)
+        recs = os.listdir(os.path.join(self.p.state, "published"))
+        self.assertEqual(len(recs), 1, recs)
+        with open(os.path.join(self.p.state, "published", recs[0])) as f:
+            self.assertEqual(json.load(f)["target"], t)
+        os.unlink(os.path.join(self.p.state, "published", recs[0]))
+        self.unpublish(vol, t)
+        self.unstage(vol, g)
+        self.assert_nothing_left()
+
+    # ---- 10. the ephemeral fingerprint is keyed
+
+    def test_ephemeral_fingerprint_keyed_and_stable(self):
+        """The fingerprint that names an ephemeral volume's shared mount
+        is an HMAC under a key in state_dir (0700), in a file of its own
+        (0600) made once: a restarted plugin computes the same one, and
+        the next pod shares the daemon."""
+        self.put("x", b"x")
+        ta, tb = self.target("data", "pod-a"), self.target("data", "pod-b")
+        va, vb = "csi-" + secrets.token_hex(16), "csi-" + secrets.token_hex(16)
+        ctx = dict({"source": self.source}, **self.pod_context("a", "pod-a", True))
+        self.publish(va, "", ta, context=ctx, secret=self.secret)
+        key = os.path.join(self.p.state, "fingerprint.key")
+        st = os.lstat(key)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(st.st_size, 32)
+        self.assertEqual(stat.S_IMODE(os.stat(self.p.state).st_mode), 0o700)
+        with open(key, "rb") as f:
+            k1 = f.read()
+        [fp] = os.listdir(os.path.join(self.p.state, "ephemeral"))
+        self.p.kill()
+        self.p.start()
+        self.publish(vb, "", tb, context=ctx, secret=self.secret)
+        self.assertEqual(os.listdir(os.path.join(self.p.state, "ephemeral")), [fp],
+                         "another fingerprint after a restart")
+        with open(key, "rb") as f:
+            self.assertEqual(f.read(), k1, "the key changed")
+        self.assertEqual(len(self.fuse_mounts(self.source)), 1)
+        self.unpublish(va, ta)
+        self.unpublish(vb, tb)
+        self.assert_nothing_left()
+
+    # ---- 11. node-wide limits and the daemons' memory limit
+
+    def restart(self, node):
+        """The plugin again, with more [node] settings."""
+        self.p.kill()
+        self.p = Plugin(self.work, M.env["TFS_S3_ENDPOINT"], {"node": node})
+
+    def test_max_daemons_resource_exhausted(self):
+        """With max_daemons = 2, a third volume (staged or ephemeral) is
+        RESOURCE_EXHAUSTED and nothing of it is left; once one is
+        unstaged, it fits."""
+        self.restart({"max_daemons": "2"})
+        self.put("x", b"x")
+        g1, g2, g3 = self.staging("pv-1"), self.staging("pv-2"), self.staging("pv-3")
+        self.stage("pv-1", g1)
+        self.stage("pv-2", g2, context={"ramSize": "32M"})
+        got = self.stage("pv-3", g3, context={"ramSize": "48M"}, twice=False)
+        self.assert_code(got, grpc.StatusCode.RESOURCE_EXHAUSTED, "max_daemons = 2",
+                         "runs 2 tierfs daemon(s)")
+        self.assertEqual(mountinfo(g3), [])
+        t = self.target("data", "pod-e")
+        ctx = dict({"source": self.source}, **self.pod_context("e", "pod-e", True))
+        got = self.p.code("NodePublishVolume", volume_id="csi-" + secrets.token_hex(16),
+                          target_path=t, volume_capability=capability(), secrets=self.secret,
+                          volume_context=ctx)
+        self.assert_code(got, grpc.StatusCode.RESOURCE_EXHAUSTED, "max_daemons")
+        self.assertEqual(mountinfo(t), [])
+        self.assertEqual(len(self.fuse_mounts(self.source)), 2)
+        self.unstage("pv-1", g1)
+        self.stage("pv-3", g3, context={"ramSize": "48M"})
+        self.unstage("pv-2", g2)
+        self.unstage("pv-3", g3)
+        self.assert_nothing_left()
+
+    def test_total_ram_and_ssd_resource_exhausted(self):
+        """max_total_ram and max_total_ssd bound the sums of the daemons'
+        ram.size and ssd.size."""
+        self.restart({"max_total_ram": "120M", "max_total_ssd": "600M"})
+        self.put("x", b"x")
+        g1, g2, g3 = self.staging("pv-1"), self.staging("pv-2"), self.staging("pv-3")
+        self.stage("pv-1", g1)  # 64M of RAM, 256M of SSD
+        got = self.stage("pv-2", g2, twice=False)
+        self.assert_code(got, grpc.StatusCode.RESOURCE_EXHAUSTED, "max_total_ram = 120 MiB",
+                         "hold 64 MiB")
+        self.assertEqual(mountinfo(g2), [])
+        self.stage("pv-2", g2, context={"ramSize": "32M", "ssdSize": "300M"})
+        got = self.stage("pv-3", g3, context={"ramSize": "16M", "ssdSize": "64M"}, twice=False)
+        self.assert_code(got, grpc.StatusCode.RESOURCE_EXHAUSTED, "max_total_ssd")
+        self.assertEqual(mountinfo(g3), [])
+        for v, g in (("pv-1", g1), ("pv-2", g2)):
+            self.unstage(v, g)
+        self.assert_nothing_left()
+
+    def test_daemon_memory_cgroup(self):
+        """Without systemd each daemon runs in a memory cgroup of its own
+        below cgroup_dir, limited to ram.size + memory_margin; the cgroup
+        goes with the volume."""
+        self.put("x", b"x")
+        g = self.staging("pv-mem")
+        self.stage("pv-mem", g, context={"ramSize": "80M"})
+        h = hashlib.sha256(os.path.realpath(g).encode()).hexdigest()[:32]
+        cg = os.path.join(self.p.cgroups, "csi-" + h)
+        self.assertTrue(os.path.isdir(cg), "no cgroup %s" % cg)
+        limit = "memory.limit_in_bytes"
+        if not os.path.exists(os.path.join(cg, limit)):
+            limit = "memory.max"  # cgroup v2
+        with open(os.path.join(cg, limit)) as f:
+            self.assertEqual(int(f.read()), (80 << 20) + Plugin.MARGIN)
+        with open(os.path.join(cg, "cgroup.procs")) as f:
+            procs = {int(x) for x in f.read().split()}
+        mine = set(tierfs_mounts(self.source))
+        self.assertTrue(mine, "no daemon")
+        self.assertEqual(mine - procs, set(), "daemon processes outside the cgroup")
+        with open(os.path.join(self.p.state, h, "volume.json")) as f:
+            self.assertEqual(json.load(f)["cgroup"], cg)
+        self.unstage("pv-mem", g)
+        self.assert_nothing_left()
+        poll(lambda: not os.path.exists(cg), 20, "the cgroup to be removed")
 
 
 def main():

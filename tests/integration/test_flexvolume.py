@@ -46,10 +46,37 @@ INIT_REPLY = ('{"status":"Success","capabilities":{"attach":false,"selinuxRelabe
 KUBELET_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 M = None  # the module fixture: the moto bucket
+# [node] cgroup_dir of every node config of the suite: below this process's
+# own memory cgroup, inside whatever limits the machine gives the tests.
+CGROUPS = None
+MARGIN = 4 << 30  # [node] memory_margin of the suite
+
+
+def own_memory_cgroup():
+    """The directory of this process's cgroup v1 memory cgroup, or of its
+    cgroup v2 cgroup."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrl, path = line.rstrip("\n").split(":", 2)
+            if "memory" in ctrl.split(","):
+                return "/sys/fs/cgroup/memory" + path.rstrip("/")
+    return "/sys/fs/cgroup" + path.rstrip("/")  # v2: the "0::" line
+
+
+def remove_cgroups(top):
+    """rmdir the cgroups below top, and top, once their processes are gone."""
+    if not top or not os.path.isdir(top):
+        return
+    for d in [os.path.join(top, n) for n in os.listdir(top)]:
+        if os.path.isdir(d):
+            poll(lambda: not open(os.path.join(d, "cgroup.procs")).read().strip(), 30,
+                 "the processes of %s to exit" % d)
+            os.rmdir(d)
+    os.rmdir(top)
 
 
 def setUpModule():
-    global M
+    global M, CGROUPS
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         raise unittest.SkipTest("needs root and /dev/fuse")
     for b in (DRIVER, TIERFS):
@@ -58,12 +85,14 @@ def setUpModule():
     work = tempfile.mkdtemp(prefix="tierfs-fv-moto-")
     M = Bucket("moto", work)
     M.work = work
+    CGROUPS = os.path.join(own_memory_cgroup(), "tierfs-fv-test-%d" % os.getpid())
 
 
 def tearDownModule():
     if M:
         M.close()
         shutil.rmtree(M.work, ignore_errors=True)
+    remove_cgroups(CGROUPS)
 
 
 def b64(s):
@@ -211,7 +240,10 @@ class Kubelet:
         conf = {
             "node": {"tierfs": TIERFS, "cache_root": self.cache, "state_dir": self.state,
                      "log_file": self.log, "daemon_log": self.daemon_log, "log_level": "debug",
-                     "mount_timeout": "30s", "unmount_timeout": "30s"},
+                     "mount_timeout": "30s", "unmount_timeout": "30s", "cgroup_dir": CGROUPS,
+                     # Room for a sanitized daemon (check.sh runs this
+                     # suite under ASan and TSan).
+                     "memory_margin": "%dM" % (MARGIN >> 20)},
             "defaults": {"endpoint": endpoint, "ramSize": "64M", "ssdSize": "256M",
                          "metadataTTL": "forever"},
             "limits": {"maxRamSize": "256M", "minMetadataTTL": "1s"},
@@ -307,8 +339,11 @@ class Kubelet:
         return out
 
     def state_dirs(self):
+        """The per-volume directories of state_dir (beside them: the
+        node's fingerprint.key and limits.lock)."""
         try:
-            return sorted(os.listdir(self.state))
+            return sorted(d for d in os.listdir(self.state)
+                          if os.path.isdir(os.path.join(self.state, d)))
         except FileNotFoundError:
             return []
 
@@ -801,12 +836,40 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertIn("--scope", args)
         self.assertIn("--collect", args)
         self.assertTrue(any(a.startswith("--unit=tierfs-fv-") for a in args), args)
+        # The daemon's memory limit: ram.size (64M) + memory_margin.
+        self.assertIn("--property=MemoryMax=%d" % ((64 << 20) + MARGIN), args)
         self.assertEqual(args[args.index("--") + 1:args.index("--") + 3], [TIERFS, "mount"])
         with open(os.path.join(t, "x"), "rb") as f:
             self.assertEqual(f.read(), b"scoped")
         self.k.unmount(t)
 
     # ---- refusals: a message, and nothing left
+
+    def test_node_limits(self):
+        """[node] max_daemons and max_total_ram: a mount beyond them is a
+        Failure that names the limit, and leaves nothing behind."""
+        self.k = Kubelet(os.path.join(self.work, "lim"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"max_daemons": "1", "max_total_ram": "100M"}})
+        self.put("x", b"x")
+        t1, t2 = self.target("pod-a"), self.target("pod-b")
+        self.mount_ok(t1)
+        rc, reply, raw = self.k.mount(t2, {"source": self.source}, self.secret)
+        self.assert_failure(reply, "node limit reached", "max_daemons = 1")
+        self.assertEqual(mountinfo(t2), [])
+        self.k.unmount(t1)
+        os.mkdir(t1)  # the kubelet's, for the next pod
+        self.mount_ok(t1)
+        self.k.unmount(t1)
+        os.mkdir(t1)
+        self.k = Kubelet(os.path.join(self.work, "lim2"), M.env["TFS_S3_ENDPOINT"],
+                         {"node": {"max_total_ram": "100M"}})
+        self.mount_ok(t1)
+        rc, reply, raw = self.k.mount(t2, {"source": self.source}, self.secret)
+        self.assert_failure(reply, "node limit reached", "max_total_ram = 100 MiB")
+        self.assertEqual(mountinfo(t2), [])
+        self.k.unmount(t1)
+        self.assert_nothing_left(t1)
+        self.assert_nothing_left(t2)
 
     def test_bad_json(self):
         t = self.target()
@@ -1238,7 +1301,8 @@ class FlexVolumeTests(unittest.TestCase):
         ini_text = set_ini(load("configmap.yaml")["data"]["flexvolume.conf"], {
             "node": {"tierfs": TIERFS, "cache_root": self.k.cache, "state_dir": self.k.state,
                      "log_file": self.k.log, "daemon_log": self.k.daemon_log,
-                     "systemd": "no"},
+                     "systemd": "no", "cgroup_dir": CGROUPS,
+                     "memory_margin": "%dM" % (MARGIN >> 20)},
             "defaults": {"endpoint": M.env["TFS_S3_ENDPOINT"], "pathStyle": "true",
                          "ssdSize": "256M"}})
         with open(self.k.conf, "w") as f:

@@ -40,9 +40,10 @@ static void setup(void)
 	cr_assert_not_null(f);
 	fprintf(f,
 		"[node]\nstate_dir = %s/state\ncache_root = %s/cache\nsystemd = no\n"
+		"kubelet_dir = %s\n"
 		"[limits]\nmaxRamSize = 1G\n"
 		"[pod]\nallow = source, ramSize, readOnly\n",
-		tmpdir, tmpdir);
+		tmpdir, tmpdir, tmpdir);
 	cr_assert_eq(fclose(f), 0);
 	tfs_dbuf_init(&err, 4096);
 	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, conf, true, &err), 0, "%s",
@@ -356,4 +357,39 @@ Test(csi, unpublish_unstage_nothing_is_ok)
 	u.volume_id = "";
 	call("/csi.v1.Node/NodeUnpublishVolume", &u.base);
 	expect(CSI_INVALID_ARGUMENT, "volume_id is missing");
+}
+
+/* Paths outside kubelet_dir (as given, through "..", or through a link)
+ * are refused by every volume call, and nothing is created or removed. */
+Test(csi, paths_outside_kubelet_dir)
+{
+	Csi__V1__NodeUnpublishVolumeRequest u = CSI__V1__NODE_UNPUBLISH_VOLUME_REQUEST__INIT;
+	Csi__V1__NodeUnstageVolumeRequest s = CSI__V1__NODE_UNSTAGE_VOLUME_REQUEST__INIT;
+	Csi__V1__NodeStageVolumeRequest st = CSI__V1__NODE_STAGE_VOLUME_REQUEST__INIT;
+	char outside[300], dotdot[700], link[300], via_link[300], made[400];
+
+	snprintf(outside, sizeof(outside), "%s.outside", tmpdir);
+	cr_assert_eq(fv_mkdirs(outside, 0700), 0);
+	snprintf(dotdot, sizeof(dotdot), "%s/../%s.outside", tmpdir, strrchr(tmpdir, '/') + 1);
+	snprintf(link, sizeof(link), "%s/link", tmpdir);
+	cr_assert_eq(symlink(outside, link), 0);
+	snprintf(via_link, sizeof(via_link), "%s/link", tmpdir);
+	const char *paths[] = { outside, dotdot, via_link };
+	for (int i = 0; i < 3; i++) {
+		u.volume_id = s.volume_id = "pv-1";
+		u.target_path = (char *)paths[i];
+		call("/csi.v1.Node/NodeUnpublishVolume", &u.base);
+		expect(CSI_INVALID_ARGUMENT, "is not below the kubelet's directory");
+		s.staging_target_path = (char *)paths[i];
+		call("/csi.v1.Node/NodeUnstageVolume", &s.base);
+		expect(CSI_INVALID_ARGUMENT, "is not below the kubelet's directory");
+		cr_assert_eq(access(outside, F_OK), 0, "%s: the directory was removed", paths[i]);
+	}
+	stage_req(&st);
+	snprintf(made, sizeof(made), "%s/made/here", outside);
+	st.staging_target_path = made;
+	call("/csi.v1.Node/NodeStageVolume", &st.base);
+	expect(CSI_INVALID_ARGUMENT, "is not below the kubelet's directory");
+	cr_assert_neq(access(made, F_OK), 0, "a staging directory was created outside");
+	fv_rmtree(outside);
 }

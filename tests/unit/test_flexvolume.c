@@ -284,7 +284,9 @@ Test(nodeconf, errors)
 					"credentials_file, "
 					"mount_timeout, unmount_timeout, systemd, systemd_run, "
 					"fsgroup, fsgroup_dir_mode, fsgroup_file_mode, "
-					"selinux_context)");
+					"selinux_context, kubelet_dir, max_daemons, "
+					"max_total_ram, max_total_ssd, memory_margin, "
+					"cgroup_dir)");
 	node_fails("[node]\ncache_root = var/cache\n", "2: [node] cache_root: 'var/cache' is not "
 						       "an absolute path");
 	node_fails("[node]\nstate_dir =\n", "2: [node] state_dir: a path is required");
@@ -339,6 +341,42 @@ Test(nodeconf, errors)
 	longline[sizeof(longline) - 2] = '\n';
 	longline[sizeof(longline) - 1] = '\0';
 	node_fails(longline, "1: line too long (more than 199 characters)");
+}
+
+Test(nodeconf, node_limits_and_kubelet_dir)
+{
+	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
+	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, path, false, &err), 0);
+	cr_assert_str_eq(node.kubelet_dir, "/var/lib/kubelet");
+	cr_assert_eq(node.max_daemons, 32);
+	cr_assert_eq(node.max_total_ram, 0, "no bound by default");
+	cr_assert_eq(node.max_total_ssd, 0, "no bound by default");
+	cr_assert_eq(node.memory_margin, 256 * MIB);
+	cr_assert_null(node.cgroup_dir);
+	fv_node_clear(&node);
+	node_ok("[node]\nkubelet_dir = /srv/kubelet\nmax_daemons = 3\nmax_total_ram = 2G\n"
+		"max_total_ssd = 1T\nmemory_margin = 0\ncgroup_dir = /sys/fs/cgroup/memory/x\n");
+	cr_assert_str_eq(node.kubelet_dir, "/srv/kubelet");
+	cr_assert_eq(node.max_daemons, 3);
+	cr_assert_eq(node.max_total_ram, 2 * GIB);
+	cr_assert_eq(node.max_total_ssd, 1024 * GIB);
+	cr_assert_eq(node.memory_margin, 0);
+	cr_assert_str_eq(node.cgroup_dir, "/sys/fs/cgroup/memory/x");
+	fv_node_clear(&node);
+	node_fails("[node]\nmax_daemons = 0\n", "2: [node] max_daemons: '0' is not a number "
+						"from 1 to 100000");
+	node_fails("[node]\nmax_daemons = -1\n", "2: [node] max_daemons: '-1' is not a number "
+						 "from 1 to 100000");
+	node_fails("[node]\nmax_total_ram = lots\n", "2: [node] max_total_ram: 'lots' is not a "
+						     "size (bytes with K/M/G/T suffix, or empty "
+						     "for no bound)");
+	node_fails("[node]\nmax_total_ssd = 0\n", "2: [node] max_total_ssd: 0 bounds nothing "
+						  "(leave it empty for no bound)");
+	node_fails("[node]\nmemory_margin =\n", "2: [node] memory_margin: '' is not a size "
+						"(bytes with K/M/G/T suffix)");
+	node_fails("[node]\nkubelet_dir = var/lib/kubelet\n", "2: [node] kubelet_dir: "
+							      "'var/lib/kubelet' is not an "
+							      "absolute path");
 }
 
 Test(nodeconf, fsgroup_and_selinux_keys)
@@ -579,6 +617,8 @@ static void mount_opts_are(const char *json_tail, const char *want)
 	fv_volume_clear(&v);
 }
 
+static const unsigned char fp_key[32] = "0123456789abcdef0123456789abcde";
+
 /* The fingerprint of a request (fv_volume_make(), as the CSI plugin
  * calls it) with one field changed. */
 static void fingerprint_of(const char *key, const char *value, const char *secret_key,
@@ -592,7 +632,7 @@ static void fingerprint_of(const char *key, const char *value, const char *secre
 	struct fv_volume v;
 
 	cr_assert_eq(fv_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
-	cr_assert_eq(fv_volume_fingerprint(&v, out, FV_HASH_LEN + 1), 0);
+	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, sizeof(fp_key), out, FV_HASH_LEN + 1), 0);
 	cr_assert_eq(strlen(out), FV_HASH_LEN);
 	fv_volume_clear(&v);
 }
@@ -616,6 +656,42 @@ Test(volume, fingerprint)
 	/* An option set to the node's default is the default. */
 	fingerprint_of("ramSize", "256M", "sk1", NULL, other);
 	cr_assert_str_eq(base, other, "the node's default, given again");
+}
+
+/* The fingerprint is keyed: it is not the plain SHA-256 of the text that
+ * holds the secret key (which anyone could test guesses against), and
+ * another node key gives another fingerprint. */
+Test(volume, fingerprint_is_keyed)
+{
+	struct fv_kv opt[1] = { { "source", "s3://b/p" } };
+	struct fv_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", "weak" } };
+	struct fv_request rq = { .opt = opt, .n_opt = 1, .secret = sec, .n_secret = 2 };
+	char fp[FV_HASH_LEN + 1], fp2[FV_HASH_LEN + 1], plain[FV_HASH_LEN + 1];
+	unsigned char other_key[32] = { 1 };
+	struct tfs_dbuf text;
+	struct fv_volume v;
+
+	node_std();
+	cr_assert_eq(fv_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, sizeof(fp_key), fp, sizeof(fp)), 0);
+	/* The text the unkeyed fingerprint hashed. */
+	tfs_dbuf_init(&text, 1 << 16);
+	cr_assert_eq(tfs_dbuf_addf(&text,
+				   "source=%s\nro=0\nfsgroup=0:0\naccess_key=AKIAEXAMPLE\n"
+				   "secret_key=weak\nsession_token=\n",
+				   v.source),
+		     0);
+	for (int i = 0; i < FV_OPT_COUNT; i++) {
+		if (v.value[i])
+			tfs_dbuf_addf(&text, "%s=%s\n", fv_opt_name((enum fv_opt)i), v.value[i]);
+	}
+	cr_assert_eq(fv_hash(tfs_dbuf_str(&text), plain, sizeof(plain)), 0);
+	cr_assert_str_neq(fp, plain, "the fingerprint is the unkeyed SHA-256 of the settings");
+	cr_assert_eq(fv_volume_fingerprint(&v, other_key, sizeof(other_key), fp2, sizeof(fp2)), 0);
+	cr_assert_str_neq(fp, fp2, "another key, same fingerprint");
+	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, 0, fp2, sizeof(fp2)), EIO, "no key");
+	tfs_dbuf_free(&text);
+	fv_volume_clear(&v);
 }
 
 Test(volume, fsgroup)
@@ -1028,6 +1104,31 @@ Test(sys, hash_and_files)
 	cr_assert_eq(access(p, F_OK), -1);
 	cr_assert_eq(access(outside, F_OK), 0, "rmtree followed a link");
 	cr_assert_eq(fv_rmtree(p), 0, "missing: fine");
+}
+
+/* The fingerprint key: created once, 0600, read back the same; a file
+ * that others may read, or a link, is refused and left alone. */
+Test(sys, key_file)
+{
+	unsigned char k1[32], k2[32], zero[32] = { 0 };
+	char p[512], link[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/fingerprint.key", tmpdir);
+	cr_assert_eq(fv_key_file(p, k1, sizeof(k1)), 0);
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600, "mode %o", st.st_mode & 07777);
+	cr_assert_eq(st.st_size, 32);
+	cr_assert_neq(memcmp(k1, zero, sizeof(k1)), 0);
+	cr_assert_eq(fv_key_file(p, k2, sizeof(k2)), 0);
+	cr_assert_eq(memcmp(k1, k2, sizeof(k1)), 0, "a second call made another key");
+	cr_assert_eq(chmod(p, 0644), 0);
+	cr_assert_eq(fv_key_file(p, k2, sizeof(k2)), EPERM, "a world-readable key was used");
+	cr_assert_eq(chmod(p, 0600), 0);
+	cr_assert_eq(fv_key_file(p, k2, 16), EPERM, "a key of another length was used");
+	snprintf(link, sizeof(link), "%s/link.key", tmpdir);
+	cr_assert_eq(symlink(p, link), 0);
+	cr_assert_eq(fv_key_file(link, k2, sizeof(k2)), ELOOP, "a link was followed");
 }
 
 Test(sys, run_and_mount_table)

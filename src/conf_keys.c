@@ -33,6 +33,12 @@ static const struct opt_name headers_names[] = {
 	{ NULL, 0 },
 };
 
+static const struct opt_name when_full_names[] = {
+	{ "write", TFS_SSD_FULL_WRITE },
+	{ "drop", TFS_SSD_FULL_DROP },
+	{ NULL, 0 },
+};
+
 static const struct opt_name wb_names[] = {
 	{ "async", TFS_WB_ASYNC },
 	{ "sync", TFS_WB_SYNC },
@@ -127,6 +133,8 @@ const struct opt tfs_conf_options[] = {
 	{ KEY("ssd", "direct_io", OPT_BOOL), FIELD(ssd.direct_io), .def = "true" },
 	{ KEY("ssd", "fill_queue", OPT_SIZE), FIELD(ssd.fill_queue), RANGE(0, 4 * GIB),
 	  .def = "32M" },
+	{ KEY("ssd", "fill_when_full", OPT_ENUM), FIELD(ssd.fill_when_full),
+	  .names = when_full_names, .def = "write" },
 
 	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
 	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },

@@ -342,7 +342,7 @@ def t_sequential_read_is_one_get_per_run(ctx):
 def big_object(ctx, key):
     """An object of hundreds of MiB (local) or tens (moto, slow at big
     ranged GETs), random at every offset; returns its size and SHA-256."""
-    size = (320 << 20) + 12345 if ctx.bucket.kind == "local" else (96 << 20) + 12345
+    size = (320 << 20) + 12345 if ctx.bucket.kind == "local" else (64 << 20) + 12345
     data = os.urandom(size)
     ctx.bucket.put(key, data)
     return size, hashlib.sha256(data).digest()

@@ -329,6 +329,50 @@ select_peers() {
     done
 }
 
+# ---------------------------------------------------- warm-pass GETs ----
+
+# A warm figure read from the bucket is not a warm figure (issue 32): every
+# warm (or hot) pass of tierfs must make no backend GET.  warm_begin FS MNT
+# notes the GETs tierfs at MNT has made so far (`tierfs stats`; peers other
+# than tierfs have no such counter: nothing is noted).  warm_end FS WHAT
+# checks the pass since: if it made GETs it logs them, appends
+# "FS WHAT GETS" to $RUN/warm_gets.tsv and returns 1 (the caller records
+# the pass as failed); without a warm_begin it returns 0.  finish_report
+# then fails the run (warm_verdict).
+WARM_GETS0='' WARM_MNT=''
+
+# tierfs_gets MNT: backend GETs of the tierfs daemon serving MNT
+tierfs_gets() {
+    "$TIERFS" stats --json "$1" 2>>"$RUN/logs/stats.err" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["backend"]["get"]["requests"])'
+}
+
+warm_begin() {
+    WARM_GETS0='' WARM_MNT=''
+    [ "$(peer_prog "$1")" = tierfs ] || return 0
+    WARM_MNT=$2
+    WARM_GETS0=$(tierfs_gets "$2") || die "tierfs stats $2 failed; see $RUN/logs/stats.err"
+}
+
+warm_end() {
+    local now n
+    [ -n "$WARM_GETS0" ] || return 0
+    now=$(tierfs_gets "$WARM_MNT") || die "tierfs stats $WARM_MNT failed; see $RUN/logs/stats.err"
+    n=$((now - WARM_GETS0))
+    WARM_GETS0=''
+    [ "$n" = 0 ] && return 0
+    log "$1 $2: FAILED: the warm pass made $n backend GETs (not a warm figure)"
+    printf '%s\t%s\t%s\n' "$1" "$2" "$n" >>"$RUN/warm_gets.tsv"
+    return 1
+}
+
+# warm_verdict: fail the run (logs kept) if a warm pass made backend GETs
+warm_verdict() {
+    [ -s "$RUN/warm_gets.tsv" ] || return 0
+    die "warm passes made backend GETs ($(awk '{ printf "%s%s %s: %d", (NR > 1 ? "; " : ""), $1, $2, $3 }' \
+        "$RUN/warm_gets.tsv")); the report above is not appended${OUT:+ to $OUT}"
+}
+
 # ------------------------------------------------------------- report ----
 
 # machine_meta ELAPSED_NOTE: record when, what and where (date, command,
@@ -375,11 +419,13 @@ peer_meta() {
 }
 
 # finish_report SCRIPT: print the Markdown report SCRIPT makes of $RUN,
+# fail the run if a warm pass made backend GETs (warm_verdict), else
 # append it to $OUT if set, and mark the run a success
 finish_report() {
     local report
     report=$(python3 "$1" "$RUN") || die "$(basename "$1") failed"
     printf '%s\n' "$report"
+    warm_verdict
     if [ -n "$OUT" ]; then
         printf '%s\n\n' "$report" >>"$OUT"
         log "report appended to $OUT"

@@ -29,6 +29,10 @@
 # TFS_BENCH_DIR (work dir, default /var/tmp/tierfs-bench; the generated
 # dataset is cached there), TFS_TEST_BUCKET (default tierfs-test).
 #
+# A warm or hot pass of tierfs that made a backend GET (`tierfs stats`) is
+# recorded as failed, and the run fails after printing its report, which
+# is then not appended to --out (warm_begin/warm_end in bench/common.sh).
+#
 # Needs root (drop_caches, FUSE mounts).  Everything listens on 127.0.0.1;
 # the EXIT trap unmounts, stops the daemons it started (by recorded pid) and
 # stops the server.  See bench/README.md.
@@ -117,7 +121,8 @@ record() {
 }
 
 # measure FS WORKLOAD [EXPECT_FILES] -- COMMAND...: run an epoch_reader
-# command, record its files/bytes/secs (or a failure)
+# command, record its files/bytes/secs (or a failure, also when a
+# warm_begin came before it and the pass made backend GETs)
 measure() {
     local fs=$1 wl=$2 expect=$3 out rc files bytes secs
     shift 4
@@ -129,10 +134,17 @@ measure() {
     if [ "$rc" != 0 ] || [ -z "$secs" ]; then
         log "$fs $wl: FAILED (rc $rc; see $RUN/logs/reader.err) $out"
         record "$fs" "$wl" fail 0 0 0
+        WARM_GETS0=''
         return 1
     fi
     if [ -n "$expect" ] && [ "$files" != "$expect" ]; then
         log "$fs $wl: FAILED: saw $files files, expected $expect"
+        record "$fs" "$wl" fail "$files" "$bytes" "$secs"
+        WARM_GETS0=''
+        return 1
+    fi
+    # a warm pass (warm_begin before it) that made backend GETs
+    if ! warm_end "$fs" "$wl"; then
         record "$fs" "$wl" fail "$files" "$bytes" "$secs"
         return 1
     fi
@@ -312,6 +324,7 @@ run_peer() {
         if mount_fs "$fs"; then
             measure "$fs" big_cold 1 -- "$READER" read "$mnt" "$DATA/big.tsv" 1 0 || true
             if warm_step "$fs"; then
+                warm_begin "$fs" "$mnt"
                 measure "$fs" big_warm 1 -- "$READER" read "$mnt" "$DATA/big.tsv" 1 0 || true
             else
                 record "$fs" big_warm fail 0 0 0
@@ -329,7 +342,9 @@ run_peer() {
         if mount_fs "$fs"; then
             measure "$fs" small_cold "$SMALL" -- "$READER" read "$mnt" "$DATA/small.tsv" "$THREADS" "$SEED_COLD" || true
             if warm_step "$fs"; then
+                warm_begin "$fs" "$mnt"
                 measure "$fs" small_warm "$SMALL" -- "$READER" read "$mnt" "$DATA/small.tsv" "$THREADS" "$SEED_WARM" || true
+                warm_begin "$fs" "$mnt"
                 measure "$fs" small_hot "$SMALL" -- "$READER" read "$mnt" "$DATA/small.tsv" "$THREADS" "$SEED_HOT" || true
             else
                 record "$fs" small_warm fail 0 0 0

@@ -6,7 +6,8 @@
  * verifying a cached block, pinning objects, invalidate, stats, limits,
  * create/destroy.  A block a reader fetched from the inner layer is
  * copied into the fill queue (ssd_fillq.c: ssd.fill_queue bytes; a block
- * that does not fit is not cached) and written by its threads, off the
+ * that does not fit is written by its reader, or with ssd.fill_when_full
+ * = drop not cached) and written by its threads, off the
  * reader's path; a read of a block whose fill is queued is served from
  * the copy; a warm-up's blocks (tfs_io_progress.background) and
  * write-back's (put_block) are written before the call returns.  Writing
@@ -625,8 +626,14 @@ static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 		add_u64(o, "evicted_bytes", atomic_load(&s->evicted_bytes));
 		add_u64(o, "corrupt", atomic_load(&s->corrupt));
 		add_u64(o, "write_errors", atomic_load(&s->write_errors));
+		add_u64(o, "fill_written", atomic_load(&s->fill_written));
+		add_u64(o, "fill_refused_policy", atomic_load(&s->fill_refused_policy));
+		add_u64(o, "fill_refused_capacity", atomic_load(&s->fill_refused_capacity));
+		add_u64(o, "fill_failed", atomic_load(&s->fill_failed));
+		add_u64(o, "fill_superseded", atomic_load(&s->fill_superseded));
+		if (s->fillq.drop) /* an outcome only ssd.fill_when_full = drop has */
+			add_u64(o, "fill_dropped", atomic_load(&s->fill_dropped));
 		add_u64(o, "fill_queued", atomic_load(&s->fill_queued));
-		add_u64(o, "fill_dropped", atomic_load(&s->fill_dropped));
 		add_u64(o, "fill_queue_bytes", ssd_fillq_bytes(s));
 		add_u64(o, "fill_queue_hits", atomic_load(&s->fill_queue_hits));
 		add_u64(o, "fill_queue_reused", atomic_load(&s->fill_queue_reused));
@@ -889,7 +896,7 @@ int tfs_ssd_create(const struct tfs_ssd_config *cfg, const struct tfs_cache_conf
 		tfs_err(log, "ssd: cannot start the background thread: %s", strerror(rc));
 		goto fail;
 	}
-	rc = ssd_fillq_start(s, cfg->fill_queue);
+	rc = ssd_fillq_start(s, cfg->fill_queue, cfg->fill_when_full == TFS_SSD_FULL_DROP);
 	if (rc) {
 		pthread_mutex_lock(&s->lock);
 		atomic_store(&s->stop, true);

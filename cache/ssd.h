@@ -36,6 +36,15 @@
 #include "layer.h"
 #include "log.h"
 
+/* ssd.fill_when_full: a block that does not fit in the full fill queue is
+ * written by its reader before the read returns (back-pressure at the
+ * SSD's write speed: every block read is cached), or, only if an admin
+ * asks for it, dropped (served, not cached, counted as fill_dropped). */
+enum tfs_ssd_when_full {
+	TFS_SSD_FULL_WRITE = 0,
+	TFS_SSD_FULL_DROP = 1,
+};
+
 struct tfs_ssd_config {
 	char *dir; /* absolute path of the cache directory */
 	/* Capacity: either absolute (size > 0, size_pct == 0) or relative
@@ -57,9 +66,12 @@ struct tfs_ssd_config {
 	bool direct_io;
 	/* Most bytes of blocks waiting to be written into the tier by its fill
 	 * threads after a reader got them (ssd_fillq.c); a block beyond it is
-	 * served and not cached.  0: each reader writes its blocks itself
-	 * before it gets them. */
+	 * written by its reader (fill_when_full).  0: each reader writes its
+	 * blocks itself before it gets them. */
 	uint64_t fill_queue;
+	/* What a reader does with a block that does not fit in the full fill
+	 * queue. */
+	enum tfs_ssd_when_full fill_when_full;
 };
 
 /* Object record flag: never evicted by the watermarks or the policy. */

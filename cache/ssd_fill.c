@@ -33,23 +33,27 @@
 /* Decide whether to cache a block of `len` bytes and, if so, reserve them
  * in `charged` (the caller releases them with the fill's outcome).  The
  * reservation is a compare-and-swap against the capacity, so concurrent
- * fills never take usage above it. */
-static bool admit(struct ssd *s, size_t len)
+ * fills never take usage above it.  Returns the counter of the refusal
+ * (fill_refused_policy: the policy keeps the oldest candidate;
+ * fill_refused_capacity: no candidate can go, or the bytes do not fit
+ * until the evictor has made room), or NULL if admitted. */
+static _Atomic uint64_t *admit(struct ssd *s, size_t len)
 {
 	uint64_t c = atomic_load(&s->charged);
 	struct victim v;
 
 	if (c + len > atomic_load(&s->high)) {
-		if (s->policy != TFS_POLICY_LRU &&
-		    (ssd_oldest_candidate(s, &v) != 0 || !ssd_may_go(s, &v)))
-			return false;
+		if (s->policy != TFS_POLICY_LRU && ssd_oldest_candidate(s, &v) != 0)
+			return &s->fill_refused_capacity;
+		if (s->policy != TFS_POLICY_LRU && !ssd_may_go(s, &v))
+			return &s->fill_refused_policy;
 		ssd_wake_bg(s);
 	}
 	do {
 		if (c + len > atomic_load(&s->capacity))
-			return false;
+			return &s->fill_refused_capacity;
 	} while (!atomic_compare_exchange_weak(&s->charged, &c, c + len));
-	return true;
+	return NULL;
 }
 
 /* ---- fill ---- */
@@ -71,6 +75,7 @@ static void write_failed(struct ssd *s, const struct tfs_obj *obj, int err, cons
 	uint64_t sup = 0;
 
 	count(&s->write_errors, 1);
+	count(&s->fill_failed, 1);
 	if (err == ENOSPC || err == EDQUOT) {
 		if (rl_allow(&s->rl_full, &sup))
 			tfs_warn(s->log,
@@ -272,8 +277,10 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 {
 	bool direct;
 	int fd, rc;
+	_Atomic uint64_t *refused = admit(s, len);
 
-	if (!admit(s, len)) {
+	if (refused) {
+		count(refused, 1);
 		count(&s->bypassed, 1);
 		return false;
 	}
@@ -298,9 +305,14 @@ bool ssd_fill(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void
 	rc = record_block(s, obj, idx, len, tfs_block_sum(buf, len), tick, fd);
 	close(fd);
 	atomic_fetch_sub(&s->charged, len); /* record_block charged the real delta */
-	if (rc == 0)
+	if (rc == 0) {
+		count(&s->fill_written, 1);
 		count(&s->fill_bytes, len);
-	else if (rc != EBUSY)
+	} else if (rc == EBUSY) {
+		count(&s->fill_superseded, 1);
+	} else {
 		count(&s->write_errors, 1);
+		count(&s->fill_failed, 1);
+	}
 	return rc == 0;
 }

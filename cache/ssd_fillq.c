@@ -6,11 +6,16 @@
  * room) and a pin of its object (I5 in ssd.c: the object cannot be
  * evicted or dropped before the fill is done; an invalidation meanwhile
  * dooms it, and the fill's unpin drops it).  The queue holds at most
- * `cap` bytes of copies; a block that does not fit is not queued and not
- * cached (counted as fill_dropped): a reader never waits for the queue.
- * ssd_fillq_stop() lets the threads finish every queued fill first.
+ * `cap` bytes of copies.  A block that does not fit is written by its
+ * reader, as with no queue: the reader then waits for the SSD, which is
+ * the back-pressure that keeps every block a reader fetched cached however
+ * fast the backend is (issue 32: dropping it left most of a fast
+ * sequential read out of the tier).  Only ssd.fill_when_full = drop makes
+ * such a block go uncached (counted as fill_dropped).  A reader never
+ * waits for the queue itself.  ssd_fillq_stop() lets the threads finish
+ * every queued fill first.
  *
- * With no queue (ssd.fill_queue = 0) the reader writes the block itself.
+ * With no queue (ssd.fill_queue = 0) the reader writes every block itself.
  *
  * Calls: ssd.c -> ssd_fillq.c -> ssd_fill.c (ssd_fill()) and
  * ssd_objects.c (ssd_pin(), ssd_unpin()).
@@ -100,11 +105,12 @@ static void *fillq_main(void *arg)
 	return NULL;
 }
 
-int ssd_fillq_start(struct ssd *s, uint64_t cap)
+int ssd_fillq_start(struct ssd *s, uint64_t cap, bool drop)
 {
 	struct ssd_fillq *q = &s->fillq;
 
 	q->cap = cap;
+	q->drop = drop;
 	if (cap == 0)
 		return 0;
 	for (unsigned i = 0; i < SSD_FILLQ_THREADS; i++) {
@@ -184,8 +190,8 @@ static struct fillq_item *item_new(const struct tfs_obj *obj, uint64_t idx, cons
 	return it;
 }
 
-bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-		    size_t len, uint64_t tick, bool have_obj)
+enum fillq_push ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
+			       const void *buf, size_t len, uint64_t tick, bool have_obj)
 {
 	struct ssd_fillq *q = &s->fillq;
 	size_t room = tfs_obj_block_room(len);
@@ -202,10 +208,8 @@ bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, cons
 			free(q->spare[--q->nspare]);
 	}
 	pthread_mutex_unlock(&q->lock);
-	if (!fits) {
-		count(&s->fill_dropped, 1);
-		return false;
-	}
+	if (!fits)
+		return FILLQ_FULL;
 	if (spare)
 		count(&s->fill_queue_reused, 1);
 	struct fillq_item *it = item_new(obj, idx, buf, len, room, tick, have_obj, spare);
@@ -215,8 +219,8 @@ bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, cons
 		pthread_mutex_lock(&q->lock);
 		q->bytes -= room;
 		pthread_mutex_unlock(&q->lock);
-		count(&s->fill_dropped, 1);
-		return false;
+		count(&s->fill_failed, 1);
+		return FILLQ_FAILED;
 	}
 	pthread_mutex_lock(&q->lock);
 	if (q->tail)
@@ -227,7 +231,7 @@ bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, cons
 	pthread_cond_signal(&q->work);
 	pthread_mutex_unlock(&q->lock);
 	count(&s->fill_queued, 1);
-	return true;
+	return FILLQ_QUEUED;
 }
 
 /* The queued copy of block idx of obj's version, or NULL.  q->lock held. */
@@ -280,8 +284,20 @@ uint64_t ssd_fillq_bytes(struct ssd *s)
 bool ssd_fill_read(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
 		   size_t len, uint64_t tick, bool have_obj)
 {
-	if (s->fillq.cap)
-		return ssd_fillq_push(s, obj, idx, buf, len, tick, have_obj);
+	if (s->fillq.cap) {
+		switch (ssd_fillq_push(s, obj, idx, buf, len, tick, have_obj)) {
+		case FILLQ_QUEUED:
+			return true;
+		case FILLQ_FAILED:
+			return false;
+		case FILLQ_FULL:
+			if (s->fillq.drop) {
+				count(&s->fill_dropped, 1);
+				return false;
+			}
+			break; /* back-pressure: this reader writes it */
+		}
+	}
 	return ssd_fill(s, obj, idx, buf, len, true, tick, have_obj);
 }
 
@@ -289,8 +305,8 @@ bool ssd_fill_read(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const
 
 /* Each block of the run is queued (or written) as it arrives, then handed
  * up (struct run_fill in ssd_internal.h).  A warm-up's blocks (f->sync)
- * are always written here: nobody waits for them, and they must not be
- * dropped. */
+ * are always written here: nobody waits for them, and they are never
+ * dropped, whatever ssd.fill_when_full says. */
 void ssd_run_block_done(void *ctx, int i)
 {
 	struct run_fill *f = ctx;

@@ -132,6 +132,8 @@ struct ssd_fillq {
 	pthread_cond_t work; /* an item was queued, or stop */
 	struct fillq_item *head, *tail;
 	uint64_t cap;   /* most bytes of copies queued; 0: fills on the reader's thread */
+	bool drop;      /* ssd.fill_when_full = drop: a block that does not fit is
+			 * not cached; else its reader writes it */
 	uint64_t bytes; /* bytes of copies queued or being written */
 	/* buffers of block size kept for reuse; bytes + nspare x block size
 	 * stays within cap */
@@ -191,8 +193,15 @@ struct ssd {
 	struct tfs_ratelimit rl_full, rl_corrupt, rl_err;
 
 	_Atomic uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes,
-		corrupt, write_errors, fill_queued, fill_dropped, fill_queue_hits,
-		fill_queue_reused, direct_read_bytes;
+		corrupt, write_errors, fill_queued, fill_queue_hits, fill_queue_reused,
+		direct_read_bytes;
+	/* Fills by outcome (one per block; ssd_fill() and ssd_fill_read()):
+	 * indexed; refused by the admission policy; refused by the capacity
+	 * (nothing can be evicted in time); failed (memory, I/O, the index);
+	 * superseded (another version of the object took its place first);
+	 * dropped (the queue was full and ssd.fill_when_full = drop). */
+	_Atomic uint64_t fill_written, fill_refused_policy, fill_refused_capacity, fill_failed,
+		fill_superseded, fill_dropped;
 
 	struct ssd_fillq fillq;
 };
@@ -432,10 +441,12 @@ bool ssd_may_go(struct ssd *s, const struct victim *v);
  * have_obj: the caller saw an object record; if not, a failed
  * write removes the data file again (if it still has no record) so that it
  * holds no space.  Returns true if
- * the block is now indexed.  Never fails the read: a refusal counts in
- * `bypassed`; an I/O or LMDB failure counts in `write_errors` and is logged
- * (rate-limited); losing a race to another version or a replaced file
- * (EBUSY inside) counts in neither.  buf stays the caller's.  The fill opens
+ * the block is now indexed.  Never fails the read.  Each call counts one
+ * outcome: fill_written, fill_refused_policy or fill_refused_capacity
+ * (a refusal also counts in `bypassed`), fill_failed (an I/O or LMDB
+ * failure, also counted in `write_errors` and logged, rate-limited), or
+ * fill_superseded (lost a race to another version or a replaced file:
+ * EBUSY inside).  buf stays the caller's.  The fill opens
  * its own fd on the data file (O_DIRECT with s->direct; a filesystem that
  * refuses it clears s->direct for good, logged once) and closes it before
  * return; readers open theirs.  The caller pins obj->id (I5) and
@@ -462,23 +473,32 @@ struct run_fill {
 
 /* ---- ssd_fillq.c: fills written off the reader's thread ---- */
 
-/* Give the queue `cap` bytes and, if cap > 0, start its threads; its
+/* Give the queue `cap` bytes (`drop`: ssd.fill_when_full = drop) and, if
+ * cap > 0, start its threads; its
  * locks were initialised by tfs_ssd_create() (ssd_fillq_free() destroys
  * them).  Returns 0 or the pthread_create() error (logged; the queue is
  * stopped). */
-int ssd_fillq_start(struct ssd *s, uint64_t cap);
+int ssd_fillq_start(struct ssd *s, uint64_t cap, bool drop);
 /* Finish every queued fill, then stop the threads.  Call once, when no
  * reader uses the layer any more.  Cannot fail. */
 void ssd_fillq_stop(struct ssd *s);
 void ssd_fillq_free(struct ssd *s);
 /* Queue the fill of block `idx` of `obj` (the arguments of ssd_fill(); buf
  * is copied, obj->key too): the object is pinned until the fill is done.
- * Returns false, counting fill_dropped, when the copy does not fit in the
- * queue's bytes or memory or the pin fails: the block is then not cached.
- * Never waits for the queue.  Call with s->fillq.cap > 0 and the object
- * pinned by the caller.  Takes s->fillq.lock and s->lock. */
-bool ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
-		    size_t len, uint64_t tick, bool have_obj);
+ * Returns FILLQ_QUEUED (counted in fill_queued); FILLQ_FULL when the copy
+ * does not fit in the queue's bytes (or the queue is stopping): nothing is
+ * counted, the caller writes the block or drops it; FILLQ_FAILED (counted
+ * in fill_failed) when the copy's memory or the pin cannot be had: the
+ * block is not cached.  Never waits for the queue.  Call with
+ * s->fillq.cap > 0 and the object pinned by the caller.  Takes
+ * s->fillq.lock and s->lock. */
+enum fillq_push {
+	FILLQ_QUEUED,
+	FILLQ_FULL,
+	FILLQ_FAILED,
+};
+enum fillq_push ssd_fillq_push(struct ssd *s, const struct tfs_obj *obj, uint64_t idx,
+			       const void *buf, size_t len, uint64_t tick, bool have_obj);
 /* A reader missed block idx of obj's version in the index: if its fill is
  * still queued, copy its `len` bytes into buf and return true (counted as
  * fill_queue_hits), so a block is never fetched twice because its fill
@@ -491,9 +511,12 @@ bool ssd_fillq_has(struct ssd *s, const struct tfs_obj *obj, uint64_t first, uns
 uint64_t ssd_fillq_bytes(struct ssd *s);
 
 /* A block a reader just got from the inner layer: queue its fill
- * (ssd_fillq_push()) or, with no queue (cap 0), ssd_fill() it on this
- * thread.  Returns true if the block was queued or is now indexed.  The
- * caller pins obj->id.  Cannot fail. */
+ * (ssd_fillq_push()); with no queue (cap 0), or with the queue full
+ * (unless s->fillq.drop), ssd_fill() it on this thread, so the reader
+ * waits for the SSD only when the queue cannot absorb its blocks.  With
+ * s->fillq.drop a block that does not fit is counted in fill_dropped and
+ * not cached.  Returns true if the block was queued or is now indexed.
+ * The caller pins obj->id.  Cannot fail. */
 bool ssd_fill_read(struct ssd *s, const struct tfs_obj *obj, uint64_t idx, const void *buf,
 		   size_t len, uint64_t tick, bool have_obj);
 

@@ -33,6 +33,12 @@ static const struct opt_name headers_names[] = {
 	{ NULL, 0 },
 };
 
+static const struct opt_name when_full_names[] = {
+	{ "write", TFS_SSD_FULL_WRITE },
+	{ "drop", TFS_SSD_FULL_DROP },
+	{ NULL, 0 },
+};
+
 static const struct opt_name wb_names[] = {
 	{ "async", TFS_WB_ASYNC },
 	{ "sync", TFS_WB_SYNC },
@@ -125,8 +131,11 @@ const struct opt tfs_conf_options[] = {
 	{ KEY("ssd", "low_watermark", OPT_PERCENT), FIELD(ssd.low_watermark), RANGE(1, 100),
 	  .flags = OPTF_RELOAD, .def = "80" },
 	{ KEY("ssd", "direct_io", OPT_BOOL), FIELD(ssd.direct_io), .def = "true" },
+	/* 4M: bench/fill_queue.sh, docs/benchmarks.md (issue 32) */
 	{ KEY("ssd", "fill_queue", OPT_SIZE), FIELD(ssd.fill_queue), RANGE(0, 4 * GIB),
-	  .def = "32M" },
+	  .def = "4M" },
+	{ KEY("ssd", "fill_when_full", OPT_ENUM), FIELD(ssd.fill_when_full),
+	  .names = when_full_names, .def = "write" },
 
 	{ KEY("cache", "block_size", OPT_SIZE), FIELD(cache.block_size), .flags = OPTF_POW2,
 	  RANGE(64 * KIB, 64 * MIB), .def = "1M" },

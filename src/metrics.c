@@ -132,6 +132,9 @@ enum conv {
 	MS_TO_S, /* milliseconds to seconds; UINT64_MAX ("forever") is +Inf */
 };
 
+/* The most samples of a family with a fixed label set (struct family). */
+#define MAX_SRC 6
+
 /* One JSON member ("a.b.c") giving one sample, with the value of the
  * family's label (NULL: no label). */
 struct src {
@@ -148,7 +151,7 @@ struct family {
 			    * label taking the member's name; src[0].path is
 			    * then relative to the member */
 	enum conv conv;
-	struct src src[2];
+	struct src src[MAX_SRC];
 };
 
 #define F(n, k, h, p)                                                           \
@@ -238,8 +241,19 @@ static const struct family families[] = {
 	F("tierfs_ssd_fill_queued_total", COUNTER,
 	  "Blocks queued to be written into the SSD tier after a reader got them.",
 	  "ssd.fill_queued"),
-	F("tierfs_ssd_fill_dropped_total", COUNTER,
-	  "Blocks not cached because the SSD tier's fill queue was full.", "ssd.fill_dropped"),
+	{ .name = "tierfs_ssd_fills_total",
+	  .kind = COUNTER,
+	  .label = "outcome",
+	  .help = "Blocks offered to the SSD tier, by outcome (written; refused_policy, "
+		  "refused_capacity: not admitted; failed: memory, I/O or index error; "
+		  "superseded: a newer version took its place; dropped: the fill queue was "
+		  "full, only with ssd.fill_when_full = drop).",
+	  .src = { { "ssd.fill_written", "written" },
+		   { "ssd.fill_refused_policy", "refused_policy" },
+		   { "ssd.fill_refused_capacity", "refused_capacity" },
+		   { "ssd.fill_failed", "failed" },
+		   { "ssd.fill_superseded", "superseded" },
+		   { "ssd.fill_dropped", "dropped" } } },
 	F("tierfs_ssd_fill_queue_bytes", GAUGE, "Bytes of blocks in the SSD tier's fill queue.",
 	  "ssd.fill_queue_bytes"),
 	F("tierfs_ssd_disabled", GAUGE,
@@ -588,7 +602,7 @@ static int render_family(struct json_object *stats, const struct family *f, cons
 		}
 		return 0;
 	}
-	for (size_t i = 0; i < 2 && f->src[i].path; i++) {
+	for (size_t i = 0; i < MAX_SRC && f->src[i].path; i++) {
 		rc = add_sample(body, f, mount, f->src[i].lv, at(stats, f->src[i].path));
 		if (rc > 0)
 			return rc;

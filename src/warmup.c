@@ -159,7 +159,7 @@ static int fill(struct run *r, const struct tfs_obj *obj)
 				/* In RAM, or being filled by a reader: wait for that
 				 * fill, never fetch twice.  A reader's copy into the
 				 * SSD tier may still be queued, or was dropped
-				 * (ssd.fill_queue): write it from RAM now (a no-op
+				 * (ssd.fill_when_full): write it from RAM now (a no-op
 				 * when the tier has it). */
 				struct tfs_ram_block *b;
 				rc = tfs_ram_get(ram, obj, i, TFS_RAM_WAIT | TFS_RAM_BACKGROUND,

@@ -339,6 +339,70 @@ def t_sequential_read_is_one_get_per_run(ctx):
         m.umount()
 
 
+def big_object(ctx, key):
+    """An object of hundreds of MiB (local) or tens (moto, slow at big
+    ranged GETs), random at every offset; returns its size and SHA-256."""
+    size = (320 << 20) + 12345 if ctx.bucket.kind == "local" else (64 << 20) + 12345
+    data = os.urandom(size)
+    ctx.bucket.put(key, data)
+    return size, hashlib.sha256(data).digest()
+
+
+def digest_of(path):
+    """SHA-256 of a file read sequentially in 1 MiB reads, as fast as the
+    mount gives it."""
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return h.digest()
+            h.update(b)
+
+
+def cold_read_then_warm(ctx, name, opts, wait_for_queue):
+    """Issue 32: every block a cold sequential read fetched is in the SSD
+    tier once the fill queue drains, so a read after a remount (the RAM
+    tier empty) and drop_caches makes no backend GET.  With
+    `wait_for_queue`, `tierfs stats` must show the queue empty within
+    seconds of the read; else the unmount comes at once and must drain it."""
+    size, want = big_object(ctx, "shards/big.tar")
+    path = lambda m: os.path.join(m.mnt, "shards/big.tar")
+    m = ctx.mount(name, opts=opts).mount()
+    try:
+        assert digest_of(path(m)) == want, "the cold read differs from the source"
+        if wait_for_queue:
+            poll(lambda: m.stats()["ssd"]["fill_queue_bytes"] == 0, 20, "the fill queue to drain")
+    finally:
+        m.umount()
+    m.mount()
+    try:
+        os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
+        assert digest_of(path(m)) == want, "the warm read differs from the source"
+        st = m.stats()
+        assert st["backend"]["get"]["requests"] == 0, \
+            "the read after a remount made %d backend GETs (ssd: %s)" % (
+                st["backend"]["get"]["requests"], st["ssd"])
+        assert st["ssd"]["hit_bytes"] >= size, st["ssd"]
+    finally:
+        m.umount()
+    # The cold mount's fills by outcome, as `tierfs stats` shows them
+    # (counters start at 0 each mount: the warm mount filled nothing).
+    for k in ("fill_refused_policy", "fill_refused_capacity", "fill_failed"):
+        assert st["ssd"][k] == 0, (k, st["ssd"])
+    assert "fill_dropped" not in st["ssd"], "dropping is off by default: %s" % st["ssd"]
+
+
+def t_cold_read_cached_whole(ctx):
+    cold_read_then_warm(ctx, "coldwarm", None, True)
+
+
+def t_cold_read_cached_whole_tiny_queue(ctx):
+    """A 1 MiB fill queue is full at once on any machine: readers must
+    write their blocks themselves, not drop them."""
+    cold_read_then_warm(ctx, "coldwarm1m", ["-o", "ssd.fill_queue=1M"], False)
+
+
 def t_change_detected_after_ttl(ctx):
     ctx.bucket.put("mut/obj.txt", b"version one\n")
     m = ctx.mount("ttl", {"cache": {"metadata_ttl": "1s"}}).mount()
@@ -1050,6 +1114,8 @@ TESTS = [
     ("random_offsets_concurrent", t_random_offsets_concurrent),
     ("warm_restart_zero_gets", t_warm_restart_zero_gets),
     ("sequential_read_is_one_get_per_run", t_sequential_read_is_one_get_per_run),
+    ("cold_read_cached_whole", t_cold_read_cached_whole),
+    ("cold_read_cached_whole_tiny_queue", t_cold_read_cached_whole_tiny_queue),
     ("change_detected_after_ttl", t_change_detected_after_ttl),
     ("open_new_version_whole", t_open_new_version_whole),
     ("missing_is_enoent", t_missing_is_enoent),

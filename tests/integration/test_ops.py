@@ -211,6 +211,9 @@ def t_values_follow_reads_and_writes(ctx):
     try:
         _, s0 = parse(scrape(m))
         assert read(os.path.join(m.mnt, "d/big.bin")) == data_for("big", size)
+        # the SSD tier's fills are written after the read returns
+        poll(lambda: value(parse(scrape(m))[1], "tierfs_ssd_fill_queue_bytes") == 0,
+             what="the fill queue to drain")
         _, s1 = parse(scrape(m))
 
         def delta(name, **lab):
@@ -225,6 +228,15 @@ def t_values_follow_reads_and_writes(ctx):
         assert delta("tierfs_backend_request_duration_seconds_count", op="get") == \
             delta("tierfs_backend_requests_total", op="get")
         assert delta("tierfs_cache_fill_bytes_total", tier="ssd") == size
+        # every block by outcome, as `tierfs stats` counts it (issue 32)
+        assert delta("tierfs_ssd_fills_total", outcome="written") == 6
+        for o in ("refused_policy", "refused_capacity", "failed", "superseded"):
+            assert delta("tierfs_ssd_fills_total", outcome=o) == 0, o
+        assert not [k for k in s1 if k[0] == "tierfs_ssd_fills_total" and
+                    dict(k[1]).get("outcome") == "dropped"], "dropped without fill_when_full = drop"
+        st = json.loads(subprocess.run([m.tierfs, "stats", "--json", m.mnt], capture_output=True,
+                                       text=True, check=True, timeout=30).stdout)
+        assert st["ssd"]["fill_written"] == value(s1, "tierfs_ssd_fills_total", outcome="written")
         assert value(s1, "tierfs_cache_used_bytes", tier="ssd") >= size
         assert delta("tierfs_cache_misses_total", tier="ram") == 6
 

@@ -369,7 +369,7 @@ Test(config, unknown_key)
 	load_fails("[ssd]\n\nsise = 10G\n", "3: [ssd] sise: unknown key 'sise' in section [ssd] "
 					    "(allowed: dir, size, pin_max, "
 					    "high_watermark, low_watermark, direct_io, "
-					    "fill_queue)");
+					    "fill_queue, fill_when_full)");
 }
 
 Test(config, unknown_key_backend_list)

@@ -97,7 +97,9 @@ static struct json_object *sample_stats(struct tfs_hist *h)
 			   "bytes\":4096,"
 			   "\"policy\":\"epoch\"},"
 			   "\"ssd\":{\"hits\":1,\"misses\":1,\"disabled\":true,\"used_bytes\":"
-			   "18446744073709551615},"
+			   "18446744073709551615,\"fill_written\":7,\"fill_refused_policy\":"
+			   "0,\"fill_refused_capacity\":2,\"fill_failed\":1,"
+			   "\"fill_superseded\":0},"
 			   "\"metadata\":{\"ttl_ms\":18446744073709551615},"
 			   "\"backend\":{\"get\":{\"requests\":3,\"errors\":1,\"payload_bytes\":"
 			   "300},"
@@ -133,6 +135,12 @@ Test(metrics, exposition_from_stats)
 		"tierfs_cache_hits_total{@,tier=\"ssd\"} 1",
 		"tierfs_cache_used_bytes{@,tier=\"ssd\"} 18446744073709551615",
 		"tierfs_ssd_disabled{@} 1",
+		"# TYPE tierfs_ssd_fills_total counter",
+		"tierfs_ssd_fills_total{@,outcome=\"written\"} 7",
+		"tierfs_ssd_fills_total{@,outcome=\"refused_policy\"} 0",
+		"tierfs_ssd_fills_total{@,outcome=\"refused_capacity\"} 2",
+		"tierfs_ssd_fills_total{@,outcome=\"failed\"} 1",
+		"tierfs_ssd_fills_total{@,outcome=\"superseded\"} 0",
 		"tierfs_metadata_ttl_seconds{@} +Inf",
 		"tierfs_config_reloads_total{@,result=\"failed\"} 1",
 		"tierfs_daemon_restarts_total{@,cause=\"crash\"} 2",
@@ -161,9 +169,12 @@ Test(metrics, exposition_from_stats)
 	/* head has no histogram; non-object members ("source") are no op */
 	cr_assert_null(strstr(t, "op=\"head\",le="));
 	cr_assert_null(strstr(t, "op=\"source\""));
+	/* an outcome the stats do not have (dropped: only with
+	 * ssd.fill_when_full = drop) has no sample */
+	cr_assert_null(strstr(t, "outcome=\"dropped\""));
 	/* absent sections give no family at all; strings are not numbers */
 	cr_assert_null(strstr(t, "tierfs_writeback_"));
-	cr_assert_null(strstr(t, "policy"));
+	cr_assert_null(strstr(t, "epoch"));
 	/* each family once: HELP and TYPE lines are not repeated */
 	const char *first = strstr(t, "# TYPE tierfs_cache_hits_total");
 	cr_assert_null(strstr(first + 1, "# TYPE tierfs_cache_hits_total"));

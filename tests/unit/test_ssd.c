@@ -446,8 +446,8 @@ Test(ssd, fill_queue_writes_after_the_reader)
 	rd_all(&t, "q/a", "\"q1\"", size);
 	cr_assert(wait_stat(&t, "fill_bytes", size, true), "the queued fills are written");
 	cr_assert_eq(st_get(&t, "fill_queued"), 4);
-	cr_assert_eq(st_get(&t, "fill_dropped"), 0);
 	cr_assert(wait_le(&t, "fill_queue_bytes", 0));
+	cr_assert_eq(st_get(&t, "fill_written"), 4);
 	rd_all(&t, "q/a", "\"q1\"", size);
 	cr_assert_eq(atomic_load(&t.fk.calls), 4, "the second read hits");
 	t_fini(&t);
@@ -487,7 +487,8 @@ Test(ssd, a_block_whose_fill_is_queued_is_served_from_the_queue)
 	t_fini(&t);
 }
 
-Test(ssd, fill_queue_full_drops_and_serves)
+/* Issue 32: a full queue is no reason to leave a block out of the tier. */
+Test(ssd, fill_queue_full_the_reader_writes)
 {
 	struct t t;
 	uint64_t size = 3 * BS;
@@ -495,8 +496,34 @@ Test(ssd, fill_queue_full_drops_and_serves)
 	t.cfg.fill_queue = 1; /* no block fits */
 	t_open(&t);
 	rd_all(&t, "q/full", "\"f1\"", size);
+	cr_assert_eq(st_get(&t, "fill_queued"), 0);
+	cr_assert_eq(st_get(&t, "fill_written"), 3, "written before the reads returned");
+	struct json_object *o = json_object_new_object(), *ssd, *v;
+	tfs_layer_stats(t.ssd, o);
+	cr_assert(json_object_object_get_ex(o, "ssd", &ssd));
+	/* no dropped outcome unless ssd.fill_when_full = drop */
+	cr_assert(!json_object_object_get_ex(ssd, "fill_dropped", &v));
+	json_object_put(o);
+	t_close(&t);
+	t_open(&t);
+	rd_all(&t, "q/full", "\"f1\"", size);
+	cr_assert_eq(atomic_load(&t.fk.calls), 3, "every block was cached");
+	t_fini(&t);
+}
+
+Test(ssd, fill_queue_full_drops_only_when_asked)
+{
+	struct t t;
+	uint64_t size = 3 * BS;
+	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
+	t.cfg.fill_queue = 1; /* no block fits */
+	t.cfg.fill_when_full = TFS_SSD_FULL_DROP;
+	t_open(&t);
+	rd_all(&t, "q/full", "\"f1\"", size);
 	cr_assert_eq(st_get(&t, "fill_dropped"), 3);
 	cr_assert_eq(st_get(&t, "fill_queued"), 0);
+	cr_assert_eq(st_get(&t, "fill_written"), 0);
+	cr_assert_eq(st_get(&t, "fill_failed"), 0, "a drop is not a failure");
 	t_close(&t);
 	t_open(&t);
 	rd_all(&t, "q/full", "\"f1\"", size);
@@ -540,6 +567,7 @@ Test(ssd, a_warmup_run_is_written_before_it_is_reported)
 	unsigned char *bufs[4];
 	t_init(&t, TFS_POLICY_LRU, 64ull << 20);
 	t.cfg.fill_queue = 1; /* a reader's fill would be dropped */
+	t.cfg.fill_when_full = TFS_SSD_FULL_DROP;
 	t_open(&t);
 	struct tfs_obj obj;
 	tfs_obj_init(&obj, "warm.tar", "\"w1\"", size);
@@ -726,6 +754,26 @@ Test(ssd, lru_evicts_oldest_to_low_watermark)
 	t_fini(&t);
 }
 
+/* Nothing the evictor may take (the one object is pinned): a fill above the
+ * high watermark is refused for capacity, not by the policy. */
+Test(ssd, a_tier_full_of_pinned_data_refuses_for_capacity)
+{
+	struct t t;
+	struct tfs_obj obj;
+	t_init(&t, TFS_POLICY_EPOCH, 10 * BS);
+	t.cfg.pin_max = 10 * BS;
+	t_open(&t);
+	rd_all(&t, "kept", "e", obj_size(8)); /* 8 of 10 blocks, under 9 */
+	tfs_obj_init(&obj, "kept", "e", obj_size(8));
+	cr_assert_eq(tfs_ssd_set_pinned(t.ssd, &obj, true), 0);
+	rd_all(&t, "more", "e", obj_size(4)); /* the 9th block fits, 3 do not */
+	cr_assert_eq(st_get(&t, "fill_written"), 9);
+	cr_assert_eq(st_get(&t, "fill_refused_capacity"), 3);
+	cr_assert_eq(st_get(&t, "fill_refused_policy"), 0);
+	cr_assert_eq(st_get(&t, "bypassed"), 3);
+	t_fini(&t);
+}
+
 Test(ssd, epoch_bypasses_when_nothing_is_idle)
 {
 	struct t t;
@@ -745,6 +793,9 @@ Test(ssd, epoch_bypasses_when_nothing_is_idle)
 	}
 	cr_assert_eq(atomic_load(&t.fk.calls), 36 + 24, "new data served every time");
 	cr_assert_eq(st_get(&t, "bypassed"), 24);
+	cr_assert_eq(st_get(&t, "fill_refused_policy"), 24, "the policy kept the old data");
+	cr_assert_eq(st_get(&t, "fill_refused_capacity"), 0);
+	cr_assert_eq(st_get(&t, "fill_written"), 36);
 	cr_assert_eq(st_get(&t, "used_bytes"), 36 * BS);
 	for (int o = 0; o < 3; o++) {
 		key_of(key, sizeof(key), "new", o);
@@ -903,6 +954,10 @@ Test(ssd, full_disk_passes_through, .fini = unmount_tmpfs)
 	cr_assert_eq(atomic_load(&t.fk.calls), 40);
 	uint64_t errs = st_get(&t, "write_errors");
 	cr_assert_gt(errs, 0);
+	cr_assert_gt(st_get(&t, "fill_failed"), 0);
+	cr_assert_eq(st_get(&t, "fill_written") + st_get(&t, "fill_failed") +
+			     st_get(&t, "fill_refused_capacity"),
+		     40, "one outcome per block");
 	cr_assert_leq(st_get(&t, "used_bytes"), 1u << 20);
 	cr_assert_eq(t.cap.full_lines, 1, "one log line, not %d", t.cap.full_lines);
 	/* what was cached is still served, and correct */
@@ -1186,8 +1241,12 @@ Test(ssd, stats_fields)
 		"evicted_bytes",
 		"corrupt",
 		"write_errors",
+		"fill_written",
+		"fill_refused_policy",
+		"fill_refused_capacity",
+		"fill_failed",
+		"fill_superseded",
 		"fill_queued",
-		"fill_dropped",
 		"fill_queue_bytes",
 		"fill_queue_hits",
 		"fill_queue_reused",

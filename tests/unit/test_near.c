@@ -603,6 +603,27 @@ Test(near, a_copy_is_served_only_to_a_mount_far_lets_read_it)
 	cr_assert_eq(stat_of("far_checks"), 2, "a HEAD before the near read");
 }
 
+/* A far check holds for check_ttl_ms (the metadata TTL): with 0, every
+ * near read asks far first. */
+Test(near, a_far_check_holds_for_the_ttl_only)
+{
+	compose(local_at(near_dir), gate(), 0);
+	put_far("t", "twelve bytes");
+	char etag[TFS_ETAG_MAX], buf[12];
+	etag_of("t", etag);
+	cr_assert_eq(read_at("t", etag, 0, 12, buf), 12);
+	wait_for("copies", 1);
+	tfs_backend_destroy(be);
+	struct tfs_near_config c = cfg;
+	c.check_ttl_ms = 0;
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), gate(), &tlog, &be), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(read_at("t", etag, 0, 12, buf), 12);
+	cr_assert_eq(stat_of("hits"), 3);
+	cr_assert_eq(stat_of("far_checks"), 3);
+	cr_assert_eq(atomic_load(&gate_heads), 3);
+}
+
 /* The secret kept in near: the first mount makes it, the next reads it,
  * and both name the copies alike. */
 Test(near, mounts_share_the_secret_kept_in_near)

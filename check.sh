@@ -169,7 +169,7 @@ step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), loggi
 # near a second moto server.
 run "near moto" python3 tests/integration/test_near.py "$top/build/tierfs" --backend moto
 run "near rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --backend rgw \
-	--only one_copy_from_far,far_down_near_serves_known_versions
+	--only one_copy_from_far,far_down_near_serves_known_versions,nodes_agree_on_the_near_secret
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
 run "ops moto" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend moto
 

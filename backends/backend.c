@@ -453,6 +453,19 @@ int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, 
 	return account(be, TFS_OP_PUT, rc, len, t0);
 }
 
+int tfs_backend_put_new(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+			const struct tfs_obj_meta *meta)
+{
+	uint64_t t0 = tfs_mono_ns();
+
+	if (!key_ok(key) || src.kind == TFS_IO_IOV)
+		return EINVAL;
+	if (be->ops->put_new == NULL)
+		return ENOTSUP;
+	int rc = be->ops->put_new(be->priv, key, src, len, meta);
+	return account(be, TFS_OP_PUT, rc, len, t0);
+}
+
 /* Counts each part a resumable put uploads, then calls the caller's fn. */
 struct part_counter {
 	struct tfs_backend *be;

@@ -288,6 +288,15 @@ int tfs_backend_get_range(struct tfs_backend *be, const char *key, uint64_t off,
 int tfs_backend_put(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
 		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
 
+/* PUT a small object only if no object `key` exists (S3: If-None-Match:
+ * *), in one request.  Returns as tfs_backend_put(), or ESTALE when an
+ * object exists (412), or ENOTSUP when the backend cannot make the
+ * condition (a caller may then put and read back).  A store that ignores
+ * the header overwrites, so callers read back what was kept.  Counted as
+ * a PUT. */
+int tfs_backend_put_new(struct tfs_backend *be, const char *key, struct tfs_io src, uint64_t len,
+			const struct tfs_obj_meta *meta);
+
 /* ---- resumable multipart uploads ----
  *
  * For a write-back journal that must survive a crash: the caller persists

@@ -22,6 +22,9 @@ struct tfs_backend_ops {
 			 char etag_out[TFS_ETAG_MAX]);
 	int (*put)(void *priv, const char *key, struct tfs_io src, uint64_t len,
 		   const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);
+	/* Optional (NULL: ENOTSUP): tfs_backend_put_new(). */
+	int (*put_new)(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		       const struct tfs_obj_meta *meta);
 	int (*del)(void *priv, const char *key);
 	int (*copy)(void *priv, const char *src, const char *dst, uint64_t size,
 		    const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX]);

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <json-c/json.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,12 +17,18 @@
 #include "clock.h"
 #include "fdio.h"
 #include "hash.h"
+#include "near_check.h"
+#include "near_key.h"
 #include "near_spool.h"
 #include "workers.h"
 
 #define RECENT 4096 /* versions remembered as queued (a power of two) */
 #define MAX_COPIERS 64
 #define KEY_MAX 1024 /* S3's longest key, in bytes */
+
+/* A copy's name (near_key.h), and the far checks remembered. */
+#define NAME_MAX_LEN (KEY_MAX + TFS_NEAR_NAME_HEX + 2)
+#define CHECK_SLOTS (1u << 15)
 
 enum job_kind {
 	JOB_COPY,   /* from data, or read from far again */
@@ -59,6 +64,8 @@ enum counter {
 	C_FAILED,        /* copies that failed */
 	C_WRITE_THROUGH, /* copies queued by a PUT (write_through) */
 	C_SPOOLED,       /* copies assembled from the readers' ranges */
+	C_FAR_CHECKS,    /* HEADs of far before a near read (near_check.h) */
+	C_FAR_REFUSED,   /* near reads refused: far refused this mount */
 	C_SPOOL_GIVEN_UP /* objects the spool gave up (then read from far again) */
 };
 #define NCOUNTERS (C_SPOOL_GIVEN_UP + 1)
@@ -79,6 +86,8 @@ static const char *const counter_names[NCOUNTERS] = {
 	"copies_failed",
 	"copies_write_through",
 	"copies_spooled",
+	"far_checks",
+	"far_refused",
 	"spool_given_up",
 };
 
@@ -98,6 +107,15 @@ struct near {
 	bool probing;           /* a read is trying near after the breaker's time */
 	struct tfs_workers pool;
 	struct tfs_near_spools *spools; /* NULL: no spool */
+	struct tfs_near_checks *checks;
+	/* Copy names (near_key.h): far as they record it (owned copies of
+	 * the config's strings), and the secret, set once (have_secret)
+	 * under secret_lock. */
+	char *src_endpoint, *src_bucket, *src_prefix;
+	struct tfs_near_source src;
+	pthread_mutex_t secret_lock;
+	uint8_t secret[TFS_NEAR_SECRET_LEN];
+	atomic_bool have_secret;
 	atomic_uint_fast64_t count[NCOUNTERS];
 };
 
@@ -106,16 +124,30 @@ static void count(struct near *n, enum counter c, uint64_t v)
 	atomic_fetch_add_explicit(&n->count[c], v, memory_order_relaxed);
 }
 
-int tfs_near_key(const char *key, const char *etag, char *buf, size_t cap)
+/* The name of the copy of version `etag` of `key` into buf, checked
+ * against near's key rules.  Returns 0, EAGAIN (no secret yet) or the
+ * error of tfs_near_copy_name() or of near's check_key. */
+static int copy_name(struct near *n, const char *key, const char *etag, char *buf, size_t cap)
 {
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-	if (key == NULL || *key == '\0' || etag == NULL || *etag == '\0')
-		return EINVAL;
-	EVP_Digest(etag, strlen(etag), md, &mdlen, EVP_sha256(), NULL);
-	int w = snprintf(buf, cap, "%02x%02x%02x%02x%02x%02x%02x%02x/%s", md[0], md[1], md[2],
-			 md[3], md[4], md[5], md[6], md[7], key);
-	return w < 0 || (size_t)w >= cap ? ENAMETOOLONG : 0;
+	if (!atomic_load(&n->have_secret))
+		return EAGAIN;
+	int rc = tfs_near_copy_name(n->secret, &n->src, key, etag, buf, cap);
+	return rc ? rc : tfs_backend_check_key(n->near, buf);
+}
+
+/* Read (or make) the secret kept in near, once.  Returns 0 or its
+ * error (logged). */
+static int load_secret(struct near *n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&n->secret_lock);
+	if (!atomic_load(&n->have_secret)) {
+		rc = tfs_near_secret_load(n->near, n->log, n->secret);
+		if (rc == 0)
+			atomic_store(&n->have_secret, true);
+	}
+	pthread_mutex_unlock(&n->secret_lock);
+	return rc;
 }
 
 /* ---- the breaker ---- */
@@ -141,6 +173,17 @@ static bool near_closed(struct near *n)
 {
 	pthread_mutex_lock(&n->lock);
 	bool ok = n->open_until_ms == 0;
+	pthread_mutex_unlock(&n->lock);
+	return ok;
+}
+
+/* Whether a read may ask near now or soon: the breaker is closed, or its
+ * time is up (near_try_read() then decides).  A hint: takes no turn. */
+static bool near_usable(struct near *n)
+{
+	pthread_mutex_lock(&n->lock);
+	bool ok = n->open_until_ms == 0 ||
+		  (!n->probing && tfs_mono_ns() / 1000000 >= n->open_until_ms);
 	pthread_mutex_unlock(&n->lock);
 	return ok;
 }
@@ -376,9 +419,7 @@ static int reread(struct near *n, struct copy_job *j)
  * dropped) when it has none, or while the breaker is open. */
 static bool job_key(struct near *n, const struct copy_job *j, char *nk, size_t cap)
 {
-	int rc = tfs_near_key(j->key, j->etag, nk, cap);
-	if (rc == 0)
-		rc = tfs_backend_check_key(n->near, nk);
+	int rc = copy_name(n, j->key, j->etag, nk, cap);
 	if (rc || !near_closed(n)) {
 		count(n, C_DROPPED, 1);
 		return false;
@@ -411,7 +452,9 @@ static void put_copy(struct near *n, const char *nk, const struct copy_job *j, s
 		     uint64_t len)
 {
 	struct tfs_obj_meta m = { 0 };
-	int rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
+	int rc = tfs_obj_meta_set(&m, TFS_NEAR_COPY_TAG, TFS_NEAR_COPY_TAG_VALUE);
+	if (rc == 0)
+		rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
 	if (rc == 0 && strlen(j->key) < KEY_MAX)
 		rc = tfs_obj_meta_set(&m, "tierfs-key", j->key);
 	if (rc == 0)
@@ -430,7 +473,7 @@ static void put_copy(struct near *n, const char *nk, const struct copy_job *j, s
 /* Upload a spooled object's file: the readers' bytes, whole. */
 static void upload_spooled(struct near *n, const struct copy_job *j, int fd, uint64_t size)
 {
-	char nk[KEY_MAX + 32];
+	char nk[NAME_MAX_LEN];
 	if (job_key(n, j, nk, sizeof(nk)) && near_lacks(n, nk)) {
 		put_copy(n, nk, j, tfs_io_fd(fd, 0), size);
 		count(n, C_SPOOLED, 1);
@@ -458,7 +501,7 @@ static void size_spooled(struct near *n, const struct copy_job *j)
 /* One copy: skip it if near has it, else write it there. */
 static void copy_one(struct near *n, struct copy_job *j)
 {
-	char nk[KEY_MAX + 32];
+	char nk[NAME_MAX_LEN];
 	if (j->kind == JOB_SIZE) {
 		size_spooled(n, j);
 		return;
@@ -571,35 +614,93 @@ static void *copier(void *arg)
 
 /* ---- the ops ---- */
 
+/* Whether this mount's credentials may read version `etag` of `key` from
+ * far (near_check.h): remembered, or asked now (HEAD).  Returns 0 (yes),
+ * ESTALE (far has another version: read far) or far's error (EACCES,
+ * ENOENT, EIO: the reader's). */
+static int far_check(struct near *n, const char *key, const char *etag)
+{
+	const char *who = tfs_backend_cache_identity(n->far);
+	if (tfs_near_checks_passed(n->checks, who, key, etag, tfs_mono_ms()))
+		return 0;
+	count(n, C_FAR_CHECKS, 1);
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_backend_head(n->far, key, &m);
+	if (rc == 0 && strcmp(m.etag, etag) != 0)
+		rc = ESTALE;
+	tfs_obj_meta_clear(&m);
+	if (rc == 0)
+		tfs_near_checks_note(n->checks, who, key, etag, tfs_mono_ms());
+	else if (rc != ESTALE)
+		count(n, C_FAR_REFUSED, 1);
+	return rc;
+}
+
+/* Serve the read from near's copy of version if_match, if there is one
+ * and far lets this mount read that version: *served.  Returns 0, or the
+ * far check's error, which is the reader's. */
+static int read_near(struct near *n, const char *key, uint64_t off, uint64_t len,
+		     const char *if_match, struct tfs_io dst, size_t *got, bool *served)
+{
+	char nk[NAME_MAX_LEN];
+	*served = false;
+	if (!atomic_load(&n->have_secret)) {
+		if (!near_try_read(n))
+			return 0;
+		int rc = load_secret(n);
+		near_result(n, rc == 0);
+		if (rc)
+			return 0;
+	}
+	if (copy_name(n, key, if_match, nk, sizeof(nk)) != 0)
+		return 0;
+	int rc = far_check(n, key, if_match);
+	if (rc)
+		return rc == ESTALE ? 0 : rc;
+	if (!near_try_read(n))
+		return 0;
+	char netag[TFS_ETAG_MAX];
+	rc = tfs_backend_get_range(n->near, nk, off, len, NULL, dst, got, netag);
+	if (rc == 0 && *got == len) {
+		near_result(n, true);
+		count(n, C_HITS, 1);
+		*served = true;
+		return 0;
+	}
+	/* Fewer bytes than asked: the reader asks for bytes within the
+	 * object, so the copy is short (or the read goes past the end,
+	 * which far answers as well): ask far. */
+	near_result(n, rc == 0 || rc == ENOENT);
+	count(n, rc == 0 || rc == ENOENT ? C_MISSES : C_ERRORS, 1);
+	if (rc && rc != ENOENT)
+		tfs_debug(n->log, "near: reading '%s' from %s: %s; reading %s", key,
+			  tfs_backend_describe(n->near), strerror(rc),
+			  tfs_backend_describe(n->far));
+	return 0;
+}
+
 static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 			  const char *if_match, struct tfs_io dst, size_t *got,
 			  char etag_out[TFS_ETAG_MAX])
 {
 	struct near *n = priv;
-	char nk[KEY_MAX + 32];
 	bool known = if_match && *if_match;
 
-	if (known && tfs_near_key(key, if_match, nk, sizeof(nk)) == 0 &&
-	    tfs_backend_check_key(n->near, nk) == 0 && near_try_read(n)) {
-		char netag[TFS_ETAG_MAX];
-		int rc = tfs_backend_get_range(n->near, nk, off, len, NULL, dst, got, netag);
-		if (rc == 0 && *got == len) {
-			near_result(n, true);
-			count(n, C_HITS, 1);
-			snprintf(etag_out, TFS_ETAG_MAX, "%s", if_match);
-			return 0;
+	if (known && !near_usable(n))
+		count(n, C_SKIPPED, 1);
+	else if (known) {
+		bool served = false;
+		int rc = read_near(n, key, off, len, if_match, dst, got, &served);
+		if (rc || served) {
+			if (rc == 0)
+				snprintf(etag_out, TFS_ETAG_MAX, "%s", if_match);
+			return rc;
 		}
-		/* Fewer bytes than asked: the reader asks for bytes within
-		 * the object, so the copy is short (or the read goes past
-		 * the end, which far answers as well): ask far. */
-		near_result(n, rc == 0 || rc == ENOENT);
-		count(n, rc == 0 || rc == ENOENT ? C_MISSES : C_ERRORS, 1);
-		if (rc && rc != ENOENT)
-			tfs_debug(n->log, "near: reading '%s' from %s: %s; reading %s", key,
-				  tfs_backend_describe(n->near), strerror(rc),
-				  tfs_backend_describe(n->far));
 	}
 	int rc = tfs_backend_get_range(n->far, key, off, len, if_match, dst, got, etag_out);
+	if (rc == 0 && *etag_out) /* far let this mount read that version */
+		tfs_near_checks_note(n->checks, tfs_backend_cache_identity(n->far), key, etag_out,
+				     tfs_mono_ms());
 	if (rc == 0 && (*got > 0 || off == 0)) {
 		/* From offset 0, the bytes read are the object when it ended
 		 * first; they may be when the read asked for exactly its size
@@ -616,7 +717,11 @@ static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t le
 static int near_head(void *priv, const char *key, struct tfs_obj_meta *out)
 {
 	struct near *n = priv;
-	return tfs_backend_head(n->far, key, out);
+	int rc = tfs_backend_head(n->far, key, out);
+	if (rc == 0 && out->etag[0]) /* far let this mount read that version */
+		tfs_near_checks_note(n->checks, tfs_backend_cache_identity(n->far), key, out->etag,
+				     tfs_mono_ms());
+	return rc;
 }
 
 static int near_list(void *priv, const char *prefix, const char *delimiter, const char *token,
@@ -754,6 +859,39 @@ static void stop_copiers(struct near *n)
 	n->spools = NULL;
 }
 
+/* Free what tfs_near_create() made besides the copiers and the stores. */
+static void free_state(struct near *n)
+{
+	tfs_near_checks_destroy(n->checks);
+	free(n->src_endpoint);
+	free(n->src_bucket);
+	free(n->src_prefix);
+	pthread_mutex_destroy(&n->secret_lock);
+	pthread_cond_destroy(&n->work);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+/* The secret copies are named with (near_key.h): near.key's, or the one
+ * kept in near.  When near cannot give it, the breaker opens: reads go to
+ * far, and the first read after breaker_ms tries again. */
+static void start_secret(struct near *n, const char *key)
+{
+	if (key) {
+		tfs_near_secret_from_text(key, strlen(key), n->secret);
+		atomic_store(&n->have_secret, true);
+		return;
+	}
+	if (load_secret(n) == 0)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->open_until_ms = tfs_mono_ns() / 1000000 + n->cfg.breaker_ms;
+	pthread_mutex_unlock(&n->lock);
+	count(n, C_BREAKER, 1);
+	tfs_warn(n->log, "near: no secret from %s yet: reading from %s alone for %u ms",
+		 tfs_backend_describe(n->near), tfs_backend_describe(n->far), n->cfg.breaker_ms);
+}
+
 static void near_destroy(void *priv)
 {
 	struct near *n = priv;
@@ -765,9 +903,7 @@ static void near_destroy(void *priv)
 	}
 	tfs_backend_destroy(n->near);
 	tfs_backend_destroy(n->far);
-	pthread_cond_destroy(&n->work);
-	pthread_mutex_destroy(&n->lock);
-	free(n);
+	free_state(n);
 }
 
 #define COMMON_OPS                                                                               \
@@ -793,7 +929,8 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 		    struct tfs_backend *far, const struct tfs_log *log, struct tfs_backend **out)
 {
 	if (cfg->copiers < 1 || cfg->copiers > MAX_COPIERS || cfg->copy_budget < (1u << 20) ||
-	    cfg->breaker_errors < 1 || near == NULL || far == NULL || near == far) {
+	    cfg->breaker_errors < 1 || near == NULL || far == NULL || near == far ||
+	    (cfg->key && strlen(cfg->key) < TFS_NEAR_KEY_TEXT_MIN)) {
 		tfs_err(log, "near: invalid configuration");
 		return EINVAL;
 	}
@@ -801,11 +938,24 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 	if (n == NULL)
 		return ENOMEM;
 	n->cfg = *cfg;
+	n->cfg.key = NULL; /* not kept: the secret is */
 	n->near = near;
 	n->far = far;
 	n->log = log;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_cond_init(&n->work, NULL);
+	pthread_mutex_init(&n->secret_lock, NULL);
+	atomic_init(&n->have_secret, false);
+	n->src_endpoint = strdup(cfg->source.endpoint ? cfg->source.endpoint : "");
+	n->src_bucket = strdup(cfg->source.bucket ? cfg->source.bucket : "");
+	n->src_prefix = strdup(cfg->source.prefix ? cfg->source.prefix : "");
+	n->src = (struct tfs_near_source){ n->src_endpoint, n->src_bucket, n->src_prefix };
+	n->cfg.source = n->src;
+	if (n->src_endpoint == NULL || n->src_bucket == NULL || n->src_prefix == NULL ||
+	    tfs_near_checks_create(CHECK_SLOTS, cfg->check_ttl_ms, &n->checks) != 0) {
+		free_state(n);
+		return ENOMEM;
+	}
 	char describe[1024];
 	snprintf(describe, sizeof(describe), "%s (near copy: %s)", tfs_backend_describe(far),
 		 tfs_backend_describe(near));
@@ -823,12 +973,12 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 	if (rc == 0)
 		rc = tfs_workers_set(&n->pool, &n->lock, &n->work, cfg->copiers, NULL, NULL);
 	if (rc == 0)
+		start_secret(n, cfg->key);
+	if (rc == 0)
 		rc = tfs_backend_new(ops, n, describe, out);
 	if (rc) {
 		stop_copiers(n);
-		pthread_cond_destroy(&n->work);
-		pthread_mutex_destroy(&n->lock);
-		free(n);
+		free_state(n);
 	}
 	return rc;
 }

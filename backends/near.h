@@ -5,16 +5,27 @@
  * multipart uploads, so far stays the truth and the tiers above see one
  * ordinary backend.  A read (get_range) that knows the version it wants
  * (the caller's if_match: far's ETag, from a HEAD or a listing) first asks
- * near for the copy of that version:
+ * near for the copy of that version, named (near_key.h)
  *
- *	near key = <16 hex digits of SHA-256(far ETag)>/<key>
+ *	<32 hex digits of HMAC(cluster secret, far's endpoint, bucket,
+ *	 prefix, key, ETag)>/<key>
  *
- * under near's own bucket and prefix.  Keying the copy by the version
+ * under near's own bucket and prefix.  Naming the copy by the version
  * means a copy can never be served for another version: an object
  * rewritten in far has a new ETag, so its reads miss near until the new
  * version is copied; the old copy is left to near's expiry (an S3
- * lifecycle rule, or `tierfs near gc`).  The copy's user metadata records
- * far's key and ETag (x-amz-meta-tierfs-key, x-amz-meta-tierfs-etag).
+ * lifecycle rule, or `tierfs near gc`).  Naming it by far's source means
+ * another far (or bucket, or prefix) that reports the same key and ETag
+ * neither reads nor plants this source's copies.  The copy's user metadata
+ * tags it (x-amz-meta-tierfs-copy) and records far's key and ETag
+ * (x-amz-meta-tierfs-key, x-amz-meta-tierfs-etag).
+ *
+ * Read permission: a copy is served only once this mount's own
+ * credentials have read that version from far (near_check.h: a HEAD that
+ * answered its ETag, or a GET, within check_ttl_ms; else a HEAD first).
+ * When far refuses (EACCES, ENOENT, EIO), the read fails with far's
+ * error, as it would without near; when far has another version, the read
+ * goes to far.
  *
  * A miss reads far for the reader, then queues a copy to near, done by
  * background copiers, never on the reader's path:
@@ -43,7 +54,13 @@
  * succeeds; if it fails, the breaker opens for breaker_ms again).  A near
  * copy shorter than the bytes asked for is not served: the read goes to
  * far.  With far down, a read whose version the caller knows
- * (metadata_ttl) is still served from a copy in near.
+ * (metadata_ttl) and that this mount read or HEADed from far within
+ * check_ttl_ms is still served from a copy in near; other reads fail with
+ * far's error.
+ *
+ * The secret: near.key's, or the one kept in near (near_key.h), read at
+ * creation; when near cannot give it, the breaker opens (reads go to far)
+ * and the first read after breaker_ms tries again.
  *
  * Trust: near is the operator's own store.  Whoever can write its bucket
  * can change what every node reads (docs/security.md).
@@ -60,6 +77,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "near_key.h"
 
 struct json_object;
 
@@ -76,6 +94,15 @@ struct tfs_near_config {
 	const char *spool_dir;
 	uint64_t spool_size;
 	unsigned spool_idle_ms;
+	/* Copy names (near_key.h): far as the names record it (canonical
+	 * endpoint, bucket, prefix), and near.key: the secret's text (NULL:
+	 * the secret kept in near; else at least TFS_NEAR_KEY_TEXT_MIN
+	 * bytes).  Set by the caller, copied. */
+	struct tfs_near_source source;
+	char *key;
+	/* How long a far check holds (near_check.h): the metadata TTL
+	 * (UINT64_MAX: forever; 0: every near read asks far first). */
+	uint64_t check_ttl_ms;
 };
 
 /* Compose `near` and `far`.  Returns 0 and *out, EINVAL (a field out of
@@ -84,9 +111,5 @@ struct tfs_near_config {
  * does.  `log` must outlive the instance.  `cfg` is copied. */
 int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 		    struct tfs_backend *far, const struct tfs_log *log, struct tfs_backend **out);
-
-/* The near key of version `etag` of `key` into buf (cap bytes).  Returns 0,
- * EINVAL for an empty etag or key, ENAMETOOLONG when it does not fit. */
-int tfs_near_key(const char *key, const char *etag, char *buf, size_t cap);
 
 #endif

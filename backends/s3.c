@@ -184,16 +184,20 @@ static int s3_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
 	return rc;
 }
 
+/* One PUT request; `if_absent`: with If-None-Match: * (412: ESTALE). */
 static int s3_put_single(struct s3 *s, const char *fk, struct tfs_io src, uint64_t len,
-			 const struct tfs_obj_meta *meta, char etag_out[TFS_ETAG_MAX])
+			 const struct tfs_obj_meta *meta, bool if_absent,
+			 char etag_out[TFS_ETAG_MAX])
 {
 	struct tfs_http_resp r;
 	struct tfs_kv *h = NULL;
-	size_t nh = 0;
+	size_t nh = 0, extra = if_absent ? 1 : 0;
 	char what[512];
-	int rc = s3_meta_headers(meta, 0, &h, &nh);
+	int rc = s3_meta_headers(meta, extra, &h, &nh);
 	if (rc)
 		return rc;
+	if (if_absent)
+		h[0] = (struct tfs_kv){ "if-none-match", "*" };
 	s3_describe_op(what, sizeof(what), "PUT", s, fk);
 	struct tfs_http_body body = { .src = src, .len = len };
 	tfs_http_resp_init(&r);
@@ -206,7 +210,7 @@ static int s3_put_single(struct s3 *s, const char *fk, struct tfs_io src, uint64
 	if (rc == 0)
 		memcpy(etag_out, r.etag, TFS_ETAG_MAX);
 	tfs_http_resp_clear(&r);
-	s3_meta_headers_free(h, 0, nh);
+	s3_meta_headers_free(h, extra, nh);
 	return rc;
 }
 
@@ -226,7 +230,22 @@ static int s3_put(void *priv, const char *key, struct tfs_io src, uint64_t len,
 	char *fk = s3_full_key(s, key);
 	if (fk == NULL)
 		return ENOMEM;
-	int rc = s3_put_single(s, fk, src, len, meta, etag_out);
+	int rc = s3_put_single(s, fk, src, len, meta, false, etag_out);
+	free(fk);
+	return rc;
+}
+
+static int s3_put_new(void *priv, const char *key, struct tfs_io src, uint64_t len,
+		      const struct tfs_obj_meta *meta)
+{
+	struct s3 *s = priv;
+	char etag[TFS_ETAG_MAX];
+	if (s3_wants_multipart(s, len))
+		return ENOTSUP; /* one request only */
+	char *fk = s3_full_key(s, key);
+	if (fk == NULL)
+		return ENOMEM;
+	int rc = s3_put_single(s, fk, src, len, meta, true, etag);
 	free(fk);
 	return rc;
 }
@@ -406,6 +425,7 @@ static const struct tfs_backend_ops s3_ops = {
 	.list = s3_list,
 	.get_range = s3_get_range,
 	.put = s3_put,
+	.put_new = s3_put_new,
 	.del = s3_delete,
 	.copy = s3_copy,
 	.wants_multipart = s3_wants_multipart,

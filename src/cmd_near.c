@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "near_key.h"
 #include "stack.h"
 #include "units.h"
 
@@ -25,21 +26,14 @@ struct copy {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tierfs near [-c CONF] [-o SECTION.KEY=VALUE]... [-v] gc --max-size SIZE "
-		   "[--dry-run]\n"
+		   "[--dry-run] [--whole-bucket]\n"
 		   "\n"
 		   "  gc   delete the copies in [near] bucket/prefix copied longest ago until "
 		   "they\n"
-		   "       take at most SIZE; other objects there, and the source bucket, are\n"
-		   "       never touched (docs/cluster.md)\n");
-}
-
-/* A copy's key is <16 lowercase hex digits>/<key> (backends/near.h). */
-static bool is_copy(const char *key)
-{
-	for (int i = 0; i < 16; i++)
-		if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
-			return false;
-	return key[16] == '/' && key[17] != '\0';
+		   "       take at most SIZE; only objects tagged as copies are deleted: other\n"
+		   "       objects there, and the source bucket, are never touched. Needs a\n"
+		   "       [near] prefix, or --whole-bucket for a bucket that holds only copies\n"
+		   "       (docs/cluster.md)\n");
 }
 
 static int oldest_first(const void *a, const void *b)
@@ -75,7 +69,7 @@ static int list_copies(struct tfs_backend *be, const struct tfs_log *log, struct
 		rc = tfs_backend_list_walk(be, log, &w, "", NULL, 0, &p);
 		for (size_t i = 0; rc == 0 && i < p.n_entries; i++) {
 			const struct tfs_list_entry *e = &p.entries[i];
-			if (!is_copy(e->key)) {
+			if (!tfs_near_is_copy_name(e->key)) {
 				(*others)++;
 				continue;
 			}
@@ -115,6 +109,17 @@ static int list_copies(struct tfs_backend *be, const struct tfs_log *log, struct
 	return 0;
 }
 
+/* Whether the object named like a copy is one tierfs made (its tag,
+ * backends/near_key.h): 1 yes, 0 no, or -errno (ENOENT: gone already). */
+static int tagged(struct tfs_backend *be, const char *key)
+{
+	struct tfs_obj_meta m = { 0 };
+	int rc = tfs_backend_head(be, key, &m);
+	bool ok = rc == 0 && tfs_near_copy_tagged(key, &m);
+	tfs_obj_meta_clear(&m);
+	return rc ? -rc : ok;
+}
+
 static int gc(struct tfs_backend *be, const struct tfs_log *log, uint64_t max, bool dry_run)
 {
 	struct copy *c;
@@ -127,10 +132,23 @@ static int gc(struct tfs_backend *be, const struct tfs_log *log, uint64_t max, b
 		return TFS_EXIT_FAIL;
 	}
 	qsort(c, n, sizeof(*c), oldest_first);
-	size_t gone = 0, failed = 0;
+	size_t gone = 0, failed = 0, skipped = 0;
 	uint64_t freed = 0;
 	for (size_t i = 0; i < n && total - freed > max; i++) {
-		rc = dry_run ? 0 : tfs_backend_delete(be, c[i].key);
+		/* Only tagged copies are deleted: an object shaped like one
+		 * but untagged is someone else's (or a hostile name). */
+		int t = tagged(be, c[i].key);
+		if (t == 0 || t == -ENOENT) {
+			if (t == 0)
+				fprintf(stderr,
+					"tierfs near gc: %s is not tagged as a copy: left alone\n",
+					c[i].key);
+			others += t == 0;
+			skipped++;
+			total -= c[i].size;
+			continue;
+		}
+		rc = t < 0 ? -t : dry_run ? 0 : tfs_backend_delete(be, c[i].key);
 		if (rc) {
 			fprintf(stderr, "tierfs near gc: delete %s: %s\n", c[i].key, strerror(rc));
 			failed++;
@@ -145,7 +163,7 @@ static int gc(struct tfs_backend *be, const struct tfs_log *log, uint64_t max, b
 	tfs_format_size(freed, a, sizeof(a));
 	tfs_format_size(total - freed, b, sizeof(b));
 	printf("%s %zu copies (%s); %zu copies (%s) remain; %zu other objects left alone\n",
-	       dry_run ? "would delete" : "deleted", gone, a, n - gone, b, others);
+	       dry_run ? "would delete" : "deleted", gone, a, n - gone - skipped, b, others);
 	free_copies(c, n);
 	return failed ? TFS_EXIT_FAIL : TFS_EXIT_OK;
 }
@@ -159,17 +177,18 @@ int tfs_cmd_near(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "max-size", required_argument, NULL, 'm' },
 		{ "dry-run", no_argument, NULL, 'n' },
+		{ "whole-bucket", no_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf = NULL, *max_arg = NULL;
-	bool verbose = false, dry_run = false;
+	bool verbose = false, dry_run = false, whole_bucket = false;
 	char **ovr = calloc((size_t)argc + 1, sizeof(*ovr));
 	size_t n_ovr = 0;
 	int c;
 	if (ovr == NULL)
 		return TFS_EXIT_FAIL;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:o:vhm:n", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:o:vhm:nw", longopts, NULL)) != -1) {
 		if (tfs_cli_conf_opt(c, optarg, &conf, ovr, &n_ovr, &verbose))
 			continue;
 		switch (c) {
@@ -178,6 +197,9 @@ int tfs_cmd_near(int argc, char **argv)
 			break;
 		case 'n':
 			dry_run = true;
+			break;
+		case 'w':
+			whole_bucket = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -208,6 +230,13 @@ int tfs_cmd_near(int argc, char **argv)
 	struct tfs_backend *be = NULL;
 	if (cfg.near_store.bucket == NULL) {
 		fprintf(stderr, "tierfs near: no [near] bucket in the configuration\n");
+		rc = TFS_EXIT_CONFIG;
+	} else if (cfg.near_store.prefix == NULL && !whole_bucket) {
+		fprintf(stderr,
+			"tierfs near gc: [near] prefix is empty: gc deletes only under a "
+			"prefix that holds copies alone; give --whole-bucket if bucket '%s' "
+			"holds nothing but copies\n",
+			cfg.near_store.bucket);
 		rc = TFS_EXIT_CONFIG;
 	} else if ((rc = tfs_stack_open_near_store(&cfg, &log, &be)) != 0) {
 		fprintf(stderr, "tierfs near: cannot open the near store: %s\n", strerror(rc));

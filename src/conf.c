@@ -455,6 +455,10 @@ int tfs_config_validate(const struct tfs_config *cfg, struct tfs_dbuf *err)
 							 : OPT_OF(near_store.endpoint),
 				  OPT_OF(near_store.bucket),
 				  "[near] endpoint and prefix need [near] bucket");
+	if (cfg->near.key && strlen(cfg->near.key) < TFS_NEAR_KEY_TEXT_MIN)
+		return cross_fail(cfg, err, OPT_OF(near.key), OPT_OF(near.key),
+				  "[near] key must be at least %d characters",
+				  TFS_NEAR_KEY_TEXT_MIN);
 
 	if (cfg->backend.part_size > cfg->backend.multipart_threshold) {
 		tfs_conf_fmt_size(cfg->backend.part_size, x, sizeof(x));
@@ -581,7 +585,9 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 		/* "key =" for an empty string, "key = value" otherwise */
 		if (rc == 0 && !(tfs_conf_is_string(o) && tfs_conf_load_str(cfg, o) == NULL))
 			rc = tfs_dbuf_addc(out, ' ');
-		if (rc == 0)
+		if (rc == 0 && (o->flags & OPTF_SECRET) && tfs_conf_load_str(cfg, o))
+			rc = tfs_dbuf_adds(out, "(set, not shown)");
+		else if (rc == 0)
 			rc = tfs_conf_format_value(cfg, o, out);
 		if (rc == 0 && origins && org->cmdline)
 			rc = tfs_dbuf_adds(out, "  ; -o");

@@ -43,6 +43,7 @@ enum {
 	OPTF_FOREVER = 1 << 2,  /* durations: "forever" is allowed */
 	OPTF_TOKEN = 1 << 3,    /* strings: letters, digits, '-', '_', '.' */
 	OPTF_RELOAD = 1 << 4,   /* applied by a reload without a remount */
+	OPTF_SECRET = 1 << 5,   /* strings: `tierfs config` does not show the value */
 };
 
 struct opt_name {

@@ -114,6 +114,7 @@ const struct opt tfs_conf_options[] = {
 	{ KEY("near", "write_through", OPT_BOOL), FIELD(near.write_through), .def = "false" },
 	{ KEY("near", "spool_size", OPT_SIZE), FIELD(near.spool_size), RANGE(0, UINT64_MAX),
 	  .def = "4G" },
+	{ KEY("near", "key", OPT_STR), FIELD(near.key), .flags = OPTF_SECRET, .def = "" },
 
 	{ KEY("ram", "size", OPT_SIZE), FIELD(ram.size), RANGE(16 * MIB, UINT64_MAX),
 	  .flags = OPTF_RELOAD, .def = "1G" },

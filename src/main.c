@@ -41,6 +41,7 @@ static void usage(FILE *f)
 		   "  backend [-c CONF] [-o SECTION.KEY=VALUE]... SOURCE OP [ARGS]\n"
 		   "          talk to the bucket directly (ls, stat, get, put, rm, cp)\n"
 		   "  near    [-c CONF] [-o SECTION.KEY=VALUE]... gc --max-size SIZE [--dry-run]\n"
+		   "          [--whole-bucket]\n"
 		   "          delete the oldest [near] copies until they take at most SIZE\n"
 		   "  config  [-c CONF] [-o SECTION.KEY=VALUE]...\n"
 		   "          print the effective configuration\n"

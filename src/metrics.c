@@ -329,6 +329,13 @@ static const struct family families[] = {
 	  "backend.near.spool_bytes"),
 	F("tierfs_near_far_bytes_total", COUNTER, "Bytes read from far (the cloud bucket).",
 	  "backend.near.far.get.payload_bytes"),
+	F("tierfs_near_far_checks_total", COUNTER,
+	  "HEADs of far before a near read: this mount's credentials had not read that version "
+	  "lately.",
+	  "backend.near.far_checks"),
+	F("tierfs_near_far_refused_total", COUNTER,
+	  "Near reads failed with far's error: far refused this mount the version.",
+	  "backend.near.far_refused"),
 
 	F("tierfs_writeback_pending_files", GAUGE, "Changes waiting to be uploaded (files).",
 	  "writeback.pending_files"),

@@ -19,6 +19,7 @@
 #include "near.h"
 #include "ram.h"
 #include "s3.h"
+#include "s3_endpoint.h"
 #include "ssd.h"
 
 #define LMDB_MAP_SIZE (64ull << 30) /* address space only; the file grows as needed */
@@ -51,6 +52,18 @@ static bool same_text(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
+/* Whether two endpoints name one store: compared canonical (scheme, host
+ * case, default port: s3_endpoint.h); as text when one is not a URL (the
+ * S3 backend then refuses it anyway). */
+static bool same_endpoint(const char *a, const char *ra, const char *b, const char *rb)
+{
+	char ca[1024], cb[1024];
+	if (tfs_s3_endpoint_canonical(a, ra, ca, sizeof(ca)) != 0 ||
+	    tfs_s3_endpoint_canonical(b, rb, cb, sizeof(cb)) != 0)
+		return same_text(a, b);
+	return strcmp(ca, cb) == 0;
+}
+
 /* Whether one prefix starts with the other ("" holds every key). */
 static bool prefixes_overlap(const char *a, const char *b)
 {
@@ -76,8 +89,8 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 	/* Near's copies must never land among far's objects (near gc
 	 * deletes copies). */
 	const struct tfs_s3_config *n = &cfg->near_store;
-	if (same_text(n->endpoint, sc.endpoint) && same_text(n->bucket, sc.bucket) &&
-	    prefixes_overlap(n->prefix, sc.prefix)) {
+	if (same_endpoint(n->endpoint, n->region, sc.endpoint, sc.region) &&
+	    same_text(n->bucket, sc.bucket) && prefixes_overlap(n->prefix, sc.prefix)) {
 		tfs_err(log, "near: [near] bucket '%s' prefix '%s' overlaps the source %s",
 			n->bucket, n->prefix ? n->prefix : "", src->bucket);
 		return EINVAL;
@@ -88,8 +101,14 @@ int tfs_stack_open_backend(const struct tfs_config *cfg, const struct tfs_source
 		rc = tfs_stack_open_near_store(cfg, log, &near);
 	/* Copies of objects read in parts are assembled in <ssd.dir>/near-spool
 	 * (backends/near_spool.h), unnamed files that vanish with the daemon. */
-	char spool[PATH_MAX];
+	char spool[PATH_MAX], canon[1024];
 	struct tfs_near_config ncfg = cfg->near;
+	/* Copies are named by far's canonical endpoint, bucket and prefix
+	 * (backends/near_key.h); a far check holds for the metadata TTL. */
+	if (rc == 0)
+		rc = tfs_s3_endpoint_canonical(sc.endpoint, sc.region, canon, sizeof(canon));
+	ncfg.source = (struct tfs_near_source){ canon, sc.bucket, sc.prefix ? sc.prefix : "" };
+	ncfg.check_ttl_ms = cfg->cache.metadata_ttl_ms;
 	if (rc == 0 && ncfg.spool_size) {
 		if (snprintf(spool, sizeof(spool), "%s/near-spool", cfg->ssd.dir) >=
 		    (int)sizeof(spool))

@@ -66,6 +66,16 @@ expect "near gc without a [near] bucket" 2 "no [near] bucket" \
 	"$tierfs" near -c "$empty" gc --max-size 1G
 expect "near: an unknown operation" 2 "usage: tierfs near" \
 	"$tierfs" near -c "$empty" sweep --max-size 1G
+expect "near gc needs a [near] prefix (or --whole-bucket)" 2 "prefix is empty" \
+	"$tierfs" near -c "$empty" -o near.bucket=copies gc --max-size 1G
+expect "near.key shorter than 16 characters is a config error" 2 "at least 16" \
+	"$tierfs" config -c "$empty" -o near.key=short
+if out=$("$tierfs" config -c "$empty" -o near.key=a-secret-text-of-ours 2>&1) &&
+	grep -qF "key = (set, not shown)" <<<"$out" && ! grep -qF "a-secret-text" <<<"$out"; then
+	ok "tierfs config does not print near.key"
+else
+	bad "tierfs config does not print near.key" "$out"
+fi
 
 tb() { "$tierfs" backend -c "$empty" "$bucket" "$@"; }
 expect "put a file" 0 "3000000 bytes" tb put "$work/blob" "dir/blob one"

@@ -40,12 +40,16 @@ def dataset(bucket, n=80, prefix="ds"):
 class Cluster:
     """The near store and the mounts of the 'nodes'."""
 
-    def __init__(self, ctx, kind="moto"):
+    def __init__(self, ctx, kind="moto", near=None):
+        """near: a Bucket to keep the copies in (under copies/) instead of
+        a server of its own (the suite's server, to test its S3)."""
         self.ctx = ctx
-        self.near = Bucket(kind, os.path.join(ctx.work, "near-server"))
-        ctx.cleanups.append(self.near.close)
+        self.near = near
+        if near is None:
+            self.near = Bucket(kind, os.path.join(ctx.work, "near-server"))
+            ctx.cleanups.append(self.near.close)
 
-    def node(self, name, ttl="forever", extra=None, endpoint=None):
+    def node(self, name, ttl="forever", extra=None, endpoint=None, env=None, source=None):
         conf = {
             "near": {"bucket": BUCKET, "prefix": "copies/",
                      "endpoint": endpoint or self.near.env["TFS_S3_ENDPOINT"],
@@ -55,7 +59,9 @@ class Cluster:
         }
         for sec, kv in (extra or {}).items():
             conf.setdefault(sec, {}).update(kv)
-        return self.ctx.mount(name, conf).mount()
+        m = self.ctx.mount(name, conf, source=source)
+        m.extra_env = env or {}
+        return m.mount()
 
 
 def near_stats(m):
@@ -101,11 +107,16 @@ def copies_settled(m):
     return done >= st["copies_queued"]
 
 
-def near_keys(near):
+SECRET = "copies/tierfs-near-secret"  # the cluster secret (backends/near_key.h)
+
+
+def near_keys(near, secret=False):
+    """The objects under near's prefix: the copies, and with secret=True
+    the secret too."""
     keys = []
     for page in near.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET,
                                                                    Prefix="copies/"):
-        keys += [o["Key"] for o in page.get("Contents", [])]
+        keys += [o["Key"] for o in page.get("Contents", []) if secret or o["Key"] != SECRET]
     return keys
 
 
@@ -165,7 +176,8 @@ def t_near_down_mid_epoch(ctx):
 
 def t_far_down_near_serves_known_versions(ctx):
     """Far goes away: a node whose metadata is cached (metadata_ttl
-    forever) reads what near holds; what near lacks fails with EIO."""
+    forever) from HEADs of far (its lookups: the far check that lets near
+    serve it) reads what near holds; what near lacks fails with EIO."""
     if ctx.bucket.kind == "local":
         return "skip"
     files = dataset(ctx.bucket, n=30)
@@ -174,7 +186,7 @@ def t_far_down_near_serves_known_versions(ctx):
     keys = sorted(files)
     read_all(a, keys[:20], files)
     poll(lambda: copies_settled(a), what="the copies to near")
-    b = cl.node("b")
+    b = cl.node("b", extra={"cache": {"list_ahead": "false"}})  # each lookup a HEAD
     for k in keys:
         os.stat(os.path.join(b.mnt, k))  # metadata cached, no data
     ctx.bucket.stop_server()
@@ -216,14 +228,35 @@ def t_rewritten_object_not_stale(ctx):
 
 def t_gc_keeps_the_newest_copies_under_a_size(ctx):
     """`tierfs near gc --max-size` deletes the copies made longest ago
-    until the rest fit, and nothing else: other objects in near's prefix
-    and the source bucket stay."""
+    until the rest fit, and nothing else: other objects in near's prefix,
+    objects named like a copy but not tagged as one, and the source bucket
+    stay; a copy of the naming scheme before (its own metadata) goes.
+    Without a near prefix it refuses, unless told the bucket holds only
+    copies."""
     import subprocess
     import time
     files = dataset(ctx.bucket, n=24)
     cl = Cluster(ctx)
     a = cl.node("a")
     keys = sorted(files)
+    # The oldest objects: one shaped like a copy but untagged, one old copy.
+    forged = "copies/%s/forged.bin" % ("ab" * 16)
+    legacy = "copies/%s/legacy.bin" % ("cd" * 8)
+    cl.near.s3.put_object(Bucket=BUCKET, Key=forged, Body=unique("forged", 400_000))
+    cl.near.s3.put_object(Bucket=BUCKET, Key=legacy, Body=b"old", Metadata={
+        "tierfs-key": "legacy.bin", "tierfs-etag": '"0"'})
+    cl.near.s3.put_object(Bucket=BUCKET, Key="%s/x" % ("ef" * 16), Body=b"not ours")
+    r = subprocess.run([ctx.tierfs, "near", "-c", a.conf, "-o", "near.prefix=", "gc",
+                        "--max-size", "0"], env=a.env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "prefix is empty" in r.stderr, (r.stdout, r.stderr)
+    r = subprocess.run([ctx.tierfs, "near", "-c", a.conf, "-o", "near.prefix=", "gc",
+                        "--max-size", "0", "--whole-bucket"], env=a.env(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "deleted 0 copies" in r.stdout, (r.stdout, r.stderr)
+    assert "not tagged as a copy" in r.stderr, r.stderr
+    t = time.time()
+    poll(lambda: time.time() >= int(t) + 1.05, what="the next second")  # LastModified: seconds
     read_all(a, keys[:12], files)
     poll(lambda: copies_settled(a) and near_stats(a)["copies"] == 12, what="the first copies")
     t = time.time()
@@ -235,10 +268,12 @@ def t_gc_keeps_the_newest_copies_under_a_size(ctx):
     r = subprocess.run([ctx.tierfs, "near", "-c", a.conf, "gc", "--max-size", str(newer)],
                        env=a.env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert "deleted 12 copies" in r.stdout and "1 other objects left alone" in r.stdout, r.stdout
-    left = near_keys(cl.near)
-    assert "copies/not-a-copy.txt" in left
-    kept = sorted(k.split("/", 2)[2] for k in left if k != "copies/not-a-copy.txt")
+    # others: not-a-copy.txt, the secret, the forged copy
+    assert "deleted 13 copies" in r.stdout and "3 other objects left alone" in r.stdout, r.stdout
+    left = near_keys(cl.near, secret=True)
+    stay = ["copies/not-a-copy.txt", SECRET, forged]
+    assert all(k in left for k in stay) and legacy not in left, left
+    kept = sorted(k.split("/", 2)[2] for k in left if k not in stay)
     assert kept == sorted(keys[12:]), "the newest copies stay"
     far = ctx.bucket.s3.list_objects_v2(Bucket=BUCKET, Prefix=ctx.bucket.prefix)
     assert far["KeyCount"] == len(files), "gc touched far"
@@ -294,14 +329,156 @@ def t_metrics_of_a_near_mount(ctx):
 
 
 def t_near_overlapping_the_source_is_refused(ctx):
-    """Copies must never land among far's objects (gc deletes copies)."""
-    conf = {"near": {"bucket": BUCKET, "endpoint": ctx.bucket.env["TFS_S3_ENDPOINT"]}}
-    m = ctx.mount("overlap", conf)
+    """Copies must never land among far's objects (gc deletes copies),
+    however the endpoint is spelled (scheme and host case, default port,
+    trailing slash)."""
+    ep = ctx.bucket.env["TFS_S3_ENDPOINT"]
+    spellings = [(ep, ep), (ep, ep.upper().replace("HTTP://", "HTTP://") + "/"),
+                 ("http://LOCALHOST", "http://localhost:80"),
+                 ("https://127.0.0.1", "HTTPS://127.0.0.1:443/")]
+    for i, (far, near) in enumerate(spellings):
+        conf = {"near": {"bucket": BUCKET, "endpoint": near}, "backend": {"endpoint": far}}
+        m = ctx.mount("overlap%d" % i, conf)
+        try:
+            m.mount()
+            raise AssertionError("mounted with near %s over the source %s" % (near, far))
+        except AssertionError as e:
+            assert "overlaps the source" in str(e), e
+
+
+def unique(name, size):
+    """Bytes that differ at every offset and between names."""
+    return random.Random(name).randbytes(size)
+
+
+def read_errno(path):
     try:
-        m.mount()
-        raise AssertionError("mounted with near over the source")
-    except AssertionError as e:
-        assert "overlaps the source" in str(e), e
+        read(path)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+LISTER = "tierfs-lister"  # an access key that may LIST but not read private/
+
+
+def t_restricted_credentials_never_read_through_near(ctx):
+    """A LIST is no permission to read: credentials that far lets list
+    the bucket but refuses GET and HEAD of private/ (a bucket policy,
+    played by a proxy in front of moto) get EACCES for private/secret.bin
+    through near, as without near, after a mount with read rights copied
+    it; what they may read is still served by near."""
+    if ctx.bucket.kind != "moto":
+        return "skip"  # the proxy plays the policy for moto, which takes any key
+    from s3_policy_proxy import PolicyProxy
+    secret, public = unique("secret", 300_000), unique("public", 200_000)
+    ctx.bucket.put("private/secret.bin", secret)
+    ctx.bucket.put("public/open.bin", public)
+    proxy = PolicyProxy(ctx.bucket.env["TFS_S3_ENDPOINT"],
+                        deny=lambda method, path, key: key == LISTER and
+                        method in ("GET", "HEAD") and "/private/" in path)
+    ctx.cleanups.append(proxy.close)
+    far = {"backend": {"endpoint": proxy.endpoint}}
+    cl = Cluster(ctx)
+    a = cl.node("reader", extra=far)
+    assert read(os.path.join(a.mnt, "private/secret.bin")) == secret
+    assert read(os.path.join(a.mnt, "public/open.bin")) == public
+    poll(lambda: copies_settled(a) and near_stats(a)["copies"] == 2, what="the copies to near")
+    lister = {"AWS_ACCESS_KEY_ID": LISTER}
+    plain = ctx.mount("plain", far)
+    plain.extra_env = lister
+    plain.mount()
+    assert os.listdir(os.path.join(plain.mnt, "private")) == ["secret.bin"]
+    assert read_errno(os.path.join(plain.mnt, "private/secret.bin")) == 13, "far lets it read"
+    b = cl.node("lister", extra=far, env=lister)
+    assert os.listdir(os.path.join(b.mnt, "private")) == ["secret.bin"]
+    assert read_errno(os.path.join(b.mnt, "private/secret.bin")) == 13, \
+        "read through near what far refuses"
+    assert read(os.path.join(b.mnt, "public/open.bin")) == public
+    st = near_stats(b)
+    assert st["hits"] >= 1 and st["far_refused"] >= 1, st
+    assert far_get(b) == (0, 0), "public/ was not served by near"
+
+
+def t_hostile_far_can_neither_read_nor_plant_copies(ctx):
+    """Two sources share near: the victim's far (the suite's server) and a
+    hostile far (a proxy over another prefix that reports the victim's
+    ETags for its own objects).  The hostile mount reads its own bytes,
+    never the victim's copy; and the copy it makes is never served to the
+    victim."""
+    if ctx.bucket.kind != "moto":
+        return "skip"  # the proxy rewrites a signed header (If-Match): moto does not check
+    from s3_policy_proxy import PolicyProxy
+    s3, pre = ctx.bucket.s3, ctx.bucket.prefix
+    evil = "evil%d/" % random.randrange(1 << 30)
+    data = {}
+    for name in ("weights", "plant"):
+        data[name] = unique(name, 150_000)
+        data["evil-" + name] = unique("evil-" + name, 150_000)
+        ctx.bucket.put("model/%s.bin" % name, data[name])
+        s3.put_object(Bucket=BUCKET, Key=evil + "model/%s.bin" % name, Body=data["evil-" + name])
+
+    def etag(key):
+        return s3.head_object(Bucket=BUCKET, Key=key)["ETag"].strip('"')
+    lies = {etag(evil + "model/%s.bin" % n): etag(pre + "model/%s.bin" % n)
+            for n in ("weights", "plant")}
+    proxy = PolicyProxy(ctx.bucket.env["TFS_S3_ENDPOINT"], etags=lies)
+    ctx.cleanups.append(proxy.close)
+    cl = Cluster(ctx)
+    victim = cl.node("victim")
+    assert read(os.path.join(victim.mnt, "model/weights.bin")) == data["weights"]
+    poll(lambda: copies_settled(victim) and near_stats(victim)["copies"] == 1,
+         what="the victim's copy")
+    hostile = cl.node("hostile", extra={"backend": {"endpoint": proxy.endpoint}},
+                      source="s3://%s/%s" % (BUCKET, evil.rstrip("/")))
+    wrong = []
+    got = read(os.path.join(hostile.mnt, "model/weights.bin"))
+    if got != data["evil-weights"] or near_stats(hostile)["hits"]:
+        wrong.append("the hostile far read the victim's copy: %s" % (got == data["weights"]))
+    # The other way: the hostile mount copies first, the victim reads after.
+    assert read(os.path.join(hostile.mnt, "model/plant.bin")) == data["evil-plant"]
+    poll(lambda: copies_settled(hostile), what="the hostile copy")
+    later = cl.node("victim-later")
+    got = read(os.path.join(later.mnt, "model/plant.bin"))
+    if got != data["plant"]:
+        wrong.append("the victim read a planted copy: %s" % (got == data["evil-plant"]))
+    assert not wrong, wrong
+
+
+def t_nodes_agree_on_the_near_secret(ctx):
+    """Nodes that mount at once over a near with no secret yet make one
+    between them (a conditional PUT, If-None-Match: *): one secret
+    object, and each reads the other's copies.  near.key names copies
+    otherwise.  Near is the suite's own server (copies/ beside the
+    source's prefix), so the condition is tried on moto and on RGW."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    files = dataset(ctx.bucket, n=12)
+    keys = sorted(files)
+    cl = Cluster(ctx, near=ctx.bucket)
+    nodes = [None, None]
+
+    def start(i):
+        nodes[i] = cl.node("s%d" % i)
+    ts = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert all(nodes), "a mount failed"
+    secrets = [k for k in near_keys(cl.near, secret=True) if k == SECRET]
+    assert len(secrets) == 1, near_keys(cl.near, secret=True)
+    read_all(nodes[0], keys[:6], files)
+    read_all(nodes[1], keys[6:], files)
+    for m in nodes:
+        poll(lambda: copies_settled(m), what="the copies")
+    read_all(nodes[0], keys[6:], files)
+    read_all(nodes[1], keys[:6], files)
+    for m in nodes:
+        assert near_stats(m)["hits"] >= 6, near_stats(m)
+    keyed = cl.node("keyed", extra={"near": {"key": "a-cluster-key-of-our-own"}})
+    read_all(keyed, keys, files)
+    assert near_stats(keyed)["hits"] == 0, "near.key named the copies as the stored secret"
 
 
 def t_long_epoch_four_nodes(ctx):
@@ -373,7 +550,10 @@ def t_slow_near(ctx):
     files = dataset(ctx.bucket, n=200)
     total = sum(len(v) for v in files.values())
     cl = Cluster(ctx)
-    a = cl.node("a")
+    # near.key: the secret is not read from near, whose GETs are slow
+    # (a mount that cannot read it leaves near alone from the start)
+    key = {"key": "slow-near-cluster-key"}
+    a = cl.node("a", extra={"near": key})
     keys = sorted(files)
     read_all(a, keys, files)
     poll(lambda: copies_settled(a), what="the copies to near")
@@ -383,7 +563,7 @@ def t_slow_near(ctx):
                              "--latency-ms", "20000", "--latency-where", "headers"])
     ctx.cleanups.insert(0, proxy.stop)
     b = cl.node("b", endpoint=proxy.endpoint,
-                extra={"near": {"low_speed_time": "1s", "retry_after": "1h"}})
+                extra={"near": dict(key, low_speed_time="1s", retry_after="1h")})
     t0 = time.monotonic()
     random.Random(3).shuffle(keys)
     read_all(b, keys, files, threads=8)
@@ -412,6 +592,10 @@ TESTS = [
     ("rewritten_object_not_stale", t_rewritten_object_not_stale),
     ("gc_keeps_the_newest_copies_under_a_size", t_gc_keeps_the_newest_copies_under_a_size),
     ("near_overlapping_the_source_is_refused", t_near_overlapping_the_source_is_refused),
+    ("restricted_credentials_never_read_through_near",
+     t_restricted_credentials_never_read_through_near),
+    ("hostile_far_can_neither_read_nor_plant_copies", t_hostile_far_can_neither_read_nor_plant_copies),
+    ("nodes_agree_on_the_near_secret", t_nodes_agree_on_the_near_secret),
     ("write_through_copies_uploads_to_near", t_write_through_copies_uploads_to_near),
     ("metrics_of_a_near_mount", t_metrics_of_a_near_mount),
     ("long_epoch_four_nodes", t_long_epoch_four_nodes),

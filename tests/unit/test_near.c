@@ -20,6 +20,8 @@
 #include "local.h"
 #include "log.h"
 #include "near.h"
+#include "near_key.h"
+#include "s3_endpoint.h"
 
 static char base[64], near_dir[128], far_dir[128];
 static struct tfs_backend *be; /* the composition */
@@ -121,12 +123,26 @@ static struct tfs_backend *fake(void)
 	return b;
 }
 
+#define UNIT_KEY "unit-test-near-secret"
+
 static const struct tfs_near_config cfg = {
 	.copiers = 2,
 	.copy_budget = 4 << 20,
 	.breaker_errors = 3,
 	.breaker_ms = 60000,
+	.source = { "http://far.test:80", "far-bucket", "" },
+	.key = UNIT_KEY,
+	.check_ttl_ms = UINT64_MAX,
 };
+
+/* The name of the copy of `etag` of `key` made with cfg's secret and
+ * source. */
+static void copy_name(const char *key, const char *etag, char *buf, size_t cap)
+{
+	uint8_t secret[TFS_NEAR_SECRET_LEN];
+	tfs_near_secret_from_text(UNIT_KEY, strlen(UNIT_KEY), secret);
+	cr_assert_eq(tfs_near_copy_name(secret, &cfg.source, key, etag, buf, cap), 0);
+}
 
 static void setup(void)
 {
@@ -229,7 +245,7 @@ Test(near, a_miss_is_copied_and_the_next_read_is_near)
 	cr_assert_eq(stat_of("copy_far_rereads"), 0, "copied from the reader's bytes");
 	/* The copy sits under its version's key. */
 	char nk[512], path[700];
-	cr_assert_eq(tfs_near_key("a/x.bin", etag, nk, sizeof(nk)), 0);
+	copy_name("a/x.bin", etag, nk, sizeof(nk));
 	snprintf(path, sizeof(path), "%s/%s", near_dir, nk);
 	cr_assert_eq(access(path, F_OK), 0, "%s", path);
 	uint64_t gets = far_gets();
@@ -287,7 +303,7 @@ Test(near, a_part_read_object_is_copied_from_the_readers_bytes)
 	cr_assert_eq(stat_of("copies_spooled"), 1);
 	cr_assert_eq(stat_of("copy_far_rereads"), 0);
 	cr_assert_eq(far_gets(), 3, "far read more than the reader's three parts");
-	cr_assert_eq(tfs_near_key("shard", etag, nk, sizeof(nk)), 0);
+	copy_name("shard", etag, nk, sizeof(nk));
 	snprintf(path, sizeof(path), "%s/%s", near_dir, nk);
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f);
@@ -406,7 +422,7 @@ Test(near, a_short_copy_is_not_served)
 	char etag[TFS_ETAG_MAX], nk[512], path[700], buf[16];
 	etag_of("s", etag);
 	/* A copy cut short, as a broken store might hold. */
-	cr_assert_eq(tfs_near_key("s", etag, nk, sizeof(nk)), 0);
+	copy_name("s", etag, nk, sizeof(nk));
 	struct tfs_backend *nb = local_at(near_dir);
 	cr_assert_eq(tfs_backend_put(nb, nk, tfs_io_buf("the whole"), 9, NULL, NULL), 0);
 	tfs_backend_destroy(nb);
@@ -456,26 +472,213 @@ Test(near, an_answer_to_an_older_request_does_not_close_the_breaker)
 	cr_assert_geq(stat_of("skipped_breaker_open"), 1);
 }
 
-Test(near, far_down_a_known_version_is_read_from_near)
+/* A far in front of a local store that can go down (every request EIO),
+ * or refuse HEAD and GET of keys under "private/" (EACCES, as a bucket
+ * policy that lets a user LIST but not read would); counts its HEADs. */
+static atomic_bool gate_down, gate_private;
+static atomic_int gate_heads;
+
+static int gate_says(const char *k)
+{
+	if (atomic_load(&gate_down))
+		return EIO;
+	return atomic_load(&gate_private) && strncmp(k, "private/", 8) == 0 ? EACCES : 0;
+}
+static int gate_head(void *p, const char *k, struct tfs_obj_meta *o)
+{
+	atomic_fetch_add(&gate_heads, 1);
+	int rc = gate_says(k);
+	return rc ? rc : tfs_backend_head(p, k, o);
+}
+static int gate_list(void *p, const char *a, const char *b, const char *c, size_t d,
+		     struct tfs_list_page *o)
+{
+	return atomic_load(&gate_down) ? EIO : tfs_backend_list(p, a, b, c, d, o);
+}
+static int gate_get(void *p, const char *k, uint64_t off, uint64_t len, const char *m,
+		    struct tfs_io dst, size_t *got, char etag[TFS_ETAG_MAX])
+{
+	int rc = gate_says(k);
+	return rc ? rc : tfs_backend_get_range(p, k, off, len, m, dst, got, etag);
+}
+static int gate_put(void *p, const char *k, struct tfs_io s, uint64_t l,
+		    const struct tfs_obj_meta *m, char e[TFS_ETAG_MAX])
+{
+	return atomic_load(&gate_down) ? EIO : tfs_backend_put(p, k, s, l, m, e);
+}
+static void gate_destroy(void *p)
+{
+	tfs_backend_destroy(p);
+}
+static const struct tfs_backend_ops gate_ops = {
+	.name = "gate",
+	.head = gate_head,
+	.list = gate_list,
+	.get_range = gate_get,
+	.put = gate_put,
+	.del = fake_del,
+	.copy = fake_copy,
+	.destroy = gate_destroy,
+};
+
+static struct tfs_backend *gate(void)
+{
+	struct tfs_backend *b = NULL;
+	cr_assert_eq(tfs_backend_new(&gate_ops, local_at(far_dir), "gate", &b), 0);
+	atomic_store(&gate_down, false);
+	atomic_store(&gate_private, false);
+	atomic_store(&gate_heads, 0);
+	return b;
+}
+
+/* Read through a new composition (a new mount) over the same near. */
+static void remount(struct tfs_backend *far)
+{
+	tfs_backend_destroy(be);
+	be = NULL;
+	compose(local_at(near_dir), far, 0);
+}
+
+Test(near, far_down_a_checked_version_is_read_from_near)
 {
 	/* Make the copy with a working far, then read it with far down. */
-	compose(local_at(near_dir), local_at(far_dir), 0);
+	compose(local_at(near_dir), gate(), 0);
 	put_far("k/obj", "kept in the cluster");
 	char etag[TFS_ETAG_MAX], buf[64];
 	etag_of("k/obj", etag);
 	cr_assert_eq(read_at("k/obj", etag, 0, sizeof(buf), buf), 19);
 	wait_for("copies", 1);
-	tfs_backend_destroy(be);
-	be = NULL;
-	compose(local_at(near_dir), fake(), 0);
+	atomic_store(&gate_down, true);
 	memset(buf, 0, sizeof(buf));
 	cr_assert_eq(read_at("k/obj", etag, 0, 19, buf), 19);
 	cr_assert(memcmp(buf, "kept in the cluster", 19) == 0);
-	cr_assert_eq(atomic_load(&fake_calls), 0, "far was asked");
+	cr_assert_eq(stat_of("hits"), 1);
 	/* An unknown version needs far, and far's error is the reader's. */
 	size_t got;
 	char e[TFS_ETAG_MAX];
 	cr_assert_eq(tfs_backend_get_range(be, "k/obj", 0, 8, NULL, tfs_io_buf(buf), &got, e), EIO);
+	/* A mount that never read the version from far cannot learn whether
+	 * it may: the copy is not served. */
+	remount(fake());
+	cr_assert_eq(tfs_backend_get_range(be, "k/obj", 0, 8, etag, tfs_io_buf(buf), &got, e), EIO);
+	cr_assert_eq(stat_of("hits"), 0);
+	cr_assert_eq(stat_of("far_refused"), 1);
+}
+
+Test(near, a_copy_is_served_only_to_a_mount_far_lets_read_it)
+{
+	compose(local_at(near_dir), gate(), 0);
+	put_far("private/secret", "only for readers");
+	put_far("public/open", "for everyone");
+	char sec[TFS_ETAG_MAX], pub[TFS_ETAG_MAX], buf[32];
+	etag_of("private/secret", sec);
+	etag_of("public/open", pub);
+	cr_assert_eq(read_at("private/secret", sec, 0, sizeof(buf), buf), 16);
+	cr_assert_eq(read_at("public/open", pub, 0, sizeof(buf), buf), 12);
+	wait_for("copies", 2);
+	/* A mount whose credentials far refuses private/ (it knows the
+	 * versions from a listing) gets far's error, not the copy. */
+	remount(gate());
+	atomic_store(&gate_private, true);
+	size_t got = 0;
+	char e[TFS_ETAG_MAX];
+	cr_assert_eq(tfs_backend_get_range(be, "private/secret", 0, sizeof(buf), sec,
+					   tfs_io_buf(buf), &got, e),
+		     EACCES);
+	cr_assert_eq(stat_of("hits"), 0);
+	cr_assert_eq(stat_of("far_refused"), 1);
+	/* What it may read is served from near, after one far check that
+	 * is then remembered. */
+	cr_assert_eq(read_at("public/open", pub, 0, 12, buf), 12);
+	cr_assert(memcmp(buf, "for everyone", 12) == 0);
+	cr_assert_eq(read_at("public/open", pub, 4, 8, buf), 8);
+	cr_assert_eq(stat_of("hits"), 2);
+	cr_assert_eq(stat_of("far_checks"), 2);
+	cr_assert_eq(atomic_load(&gate_heads), 2);
+	cr_assert_eq(far_gets(), 0);
+	/* A HEAD through the composition counts as the check. */
+	put_far("public/two", "headed first");
+	etag_of("public/two", pub);
+	cr_assert_eq(read_at("public/two", pub, 0, 12, buf), 12);
+	cr_assert_eq(stat_of("far_checks"), 2, "a HEAD before the near read");
+}
+
+/* A far check holds for check_ttl_ms (the metadata TTL): with 0, every
+ * near read asks far first. */
+Test(near, a_far_check_holds_for_the_ttl_only)
+{
+	compose(local_at(near_dir), gate(), 0);
+	put_far("t", "twelve bytes");
+	char etag[TFS_ETAG_MAX], buf[12];
+	etag_of("t", etag);
+	cr_assert_eq(read_at("t", etag, 0, 12, buf), 12);
+	wait_for("copies", 1);
+	tfs_backend_destroy(be);
+	struct tfs_near_config c = cfg;
+	c.check_ttl_ms = 0;
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), gate(), &tlog, &be), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(read_at("t", etag, 0, 12, buf), 12);
+	cr_assert_eq(stat_of("hits"), 3);
+	cr_assert_eq(stat_of("far_checks"), 3);
+	cr_assert_eq(atomic_load(&gate_heads), 3);
+}
+
+/* The secret kept in near: the first mount makes it, the next reads it,
+ * and both name the copies alike. */
+Test(near, mounts_share_the_secret_kept_in_near)
+{
+	struct tfs_near_config c = cfg;
+	c.key = NULL;
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
+	char path[256], first[80] = "", again[80] = "";
+	snprintf(path, sizeof(path), "%s/%s", near_dir, TFS_NEAR_SECRET_OBJECT);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "no secret made");
+	cr_assert_eq(fread(first, 1, sizeof(first) - 1, f), TFS_NEAR_SECRET_TEXT);
+	fclose(f);
+	put_far("shared", "named alike on every node");
+	char etag[TFS_ETAG_MAX], buf[32];
+	etag_of("shared", etag);
+	cr_assert_eq(read_at("shared", etag, 0, sizeof(buf), buf), 25);
+	wait_for("copies", 1);
+	tfs_backend_destroy(be);
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(again, 1, sizeof(again) - 1, f), TFS_NEAR_SECRET_TEXT);
+	fclose(f);
+	cr_assert_str_eq(first, again, "the secret was made again");
+	cr_assert_eq(read_at("shared", etag, 0, 25, buf), 25);
+	cr_assert_eq(stat_of("hits"), 1, "the second mount named the copy otherwise");
+	/* near.key names them otherwise. */
+	remount(local_at(far_dir));
+	cr_assert_eq(read_at("shared", etag, 0, 25, buf), 25);
+	cr_assert_eq(stat_of("hits"), 0);
+}
+
+Test(near, a_malformed_secret_stops_near_not_the_reads)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", near_dir, TFS_NEAR_SECRET_OBJECT);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs("not a secret", f);
+	fclose(f);
+	struct tfs_near_config c = cfg;
+	c.key = NULL;
+	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
+	cr_assert_eq(stat_of("breaker_opens"), 1);
+	put_far("m", "still read");
+	char etag[TFS_ETAG_MAX], buf[16];
+	etag_of("m", etag);
+	cr_assert_eq(read_at("m", etag, 0, sizeof(buf), buf), 10);
+	cr_assert(memcmp(buf, "still read", 10) == 0);
+	cr_assert_eq(stat_of("copies_queued"), 0);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(buf, 1, sizeof(buf), f), 12, "overwritten");
+	fclose(f);
 }
 
 Test(near, an_object_above_the_budget_is_not_copied)
@@ -497,15 +700,81 @@ Test(near, an_object_above_the_budget_is_not_copied)
 	free(buf);
 }
 
-Test(near, keys_are_per_version_and_bounded)
+Test(near, names_are_per_version_source_and_secret_and_bounded)
 {
-	char a[64], b[64];
-	cr_assert_eq(tfs_near_key("x", "\"e1\"", a, sizeof(a)), 0);
-	cr_assert_eq(tfs_near_key("x", "\"e2\"", b, sizeof(b)), 0);
-	cr_assert_str_neq(a, b);
-	cr_assert_eq(strlen(a), 18);
-	cr_assert_eq(tfs_near_key("x", "", a, sizeof(a)), EINVAL);
-	cr_assert_eq(tfs_near_key("a-key-too-long-for-the-buffer-given-here-to-fit-at-all-really",
-				  "\"e\"", a, sizeof(a)),
+	uint8_t k1[TFS_NEAR_SECRET_LEN], k2[TFS_NEAR_SECRET_LEN];
+	tfs_near_secret_from_text("first secret text", 17, k1);
+	tfs_near_secret_from_text("other secret text", 17, k2);
+	struct tfs_near_source s1 = { "http://a:80", "b", "p/" };
+	struct tfs_near_source others[] = {
+		{ "http://c:80", "b", "p/" },
+		{ "http://a:80", "c", "p/" },
+		{ "http://a:80", "b", "q/" },
+		{ "http://a:80", "b", "" },
+		/* the fields are length-prefixed: no shift makes the same text */
+		{ "http://a:80", "bp/", "" },
+	};
+	char a[128], b[128];
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "x", "\"e1\"", a, sizeof(a)), 0);
+	cr_assert_eq(strlen(a), TFS_NEAR_NAME_HEX + 2);
+	cr_assert_str_eq(a + TFS_NEAR_NAME_HEX, "/x");
+	cr_assert(tfs_near_is_copy_name(a));
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "x", "\"e1\"", b, sizeof(b)), 0);
+	cr_assert_str_eq(a, b, "one name for one version");
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "x", "\"e2\"", b, sizeof(b)), 0);
+	cr_assert_str_neq(a, b, "per version");
+	cr_assert_eq(tfs_near_copy_name(k2, &s1, "x", "\"e1\"", b, sizeof(b)), 0);
+	cr_assert_str_neq(a, b, "per secret");
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		cr_assert_eq(tfs_near_copy_name(k1, &others[i], "x", "\"e1\"", b, sizeof(b)), 0);
+		cr_assert_str_neq(a, b, "source %zu names the same copy", i);
+	}
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "x", "", a, sizeof(a)), EINVAL);
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "", "\"e\"", a, sizeof(a)), EINVAL);
+	cr_assert_eq(tfs_near_copy_name(k1, &s1, "a-key-too-long-for-the-buffer-given-here-to-fit",
+					"\"e\"", a, 48),
 		     ENAMETOOLONG);
+}
+
+Test(near, only_tagged_copies_are_copies)
+{
+	struct tfs_obj_meta m = { 0 };
+	const char *n32 = "0123456789abcdef0123456789abcdef/k/x";
+	const char *n16 = "0123456789abcdef/k/x";
+	cr_assert(tfs_near_is_copy_name(n32) && tfs_near_is_copy_name(n16));
+	cr_assert(!tfs_near_is_copy_name("0123456789abcdeg/k") && !tfs_near_is_copy_name("abc/k"));
+	cr_assert(!tfs_near_is_copy_name("0123456789abcdef/") &&
+		  !tfs_near_is_copy_name(TFS_NEAR_SECRET_OBJECT));
+	cr_assert(!tfs_near_copy_tagged(n32, &m), "untagged");
+	cr_assert_eq(tfs_obj_meta_set(&m, TFS_NEAR_COPY_TAG, "other"), 0);
+	cr_assert(!tfs_near_copy_tagged(n32, &m), "another tag value");
+	cr_assert_eq(tfs_obj_meta_set(&m, TFS_NEAR_COPY_TAG, TFS_NEAR_COPY_TAG_VALUE), 0);
+	cr_assert(tfs_near_copy_tagged(n32, &m));
+	cr_assert(!tfs_near_copy_tagged(n16, &m), "the old scheme has its own marks");
+	tfs_obj_meta_clear(&m);
+	/* A copy of the scheme before: its metadata names its key. */
+	cr_assert_eq(tfs_obj_meta_set(&m, "tierfs-key", "k/x"), 0);
+	cr_assert(!tfs_near_copy_tagged(n16, &m), "no tierfs-etag");
+	cr_assert_eq(tfs_obj_meta_set(&m, "tierfs-etag", "\"e\""), 0);
+	cr_assert(tfs_near_copy_tagged(n16, &m));
+	cr_assert(!tfs_near_copy_tagged("0123456789abcdef/k/y", &m), "another key");
+	tfs_obj_meta_clear(&m);
+}
+
+Test(near, endpoints_compare_canonical)
+{
+	char a[256], b[256];
+	cr_assert_eq(tfs_s3_endpoint_canonical("http://HOST.example", NULL, a, sizeof(a)), 0);
+	cr_assert_str_eq(a, "http://host.example:80");
+	cr_assert_eq(tfs_s3_endpoint_canonical("HTTP://host.example:80/", NULL, b, sizeof(b)), 0);
+	cr_assert_str_eq(a, b);
+	cr_assert_eq(tfs_s3_endpoint_canonical("https://h", NULL, a, sizeof(a)), 0);
+	cr_assert_str_eq(a, "https://h:443");
+	cr_assert_eq(tfs_s3_endpoint_canonical("http://h:8080", NULL, a, sizeof(a)), 0);
+	cr_assert_str_eq(a, "http://h:8080");
+	cr_assert_eq(tfs_s3_endpoint_canonical(NULL, "eu-west-1", a, sizeof(a)), 0);
+	cr_assert_str_eq(a, "https://s3.eu-west-1.amazonaws.com:443");
+	cr_assert_eq(tfs_s3_endpoint_canonical("ftp://h", NULL, a, sizeof(a)), EINVAL);
+	cr_assert_eq(tfs_s3_endpoint_canonical("http://h/path", NULL, a, sizeof(a)), EINVAL);
+	cr_assert_eq(tfs_s3_endpoint_canonical("http://h", NULL, a, 8), ENAMETOOLONG);
 }

@@ -439,14 +439,13 @@ static int start_ctl(struct daemon_ctx *d, const struct tfs_daemon_opts *o, cons
 		 * other out. */
 		uint64_t uid_max = cfg->prefetch.order_max_uid ? cfg->prefetch.order_max_uid
 							       : cfg->prefetch.order_max / 2;
-		struct tfs_follow_config fc = {
-			.workers = cfg->prefetch.workers,
-			.window = 4 * cfg->prefetch.workers,
-			.stall_ms = cfg->prefetch.stall_ms,
-			.max_bytes = cfg->prefetch.order_max,
-			.uid_max = uid_max < cfg->prefetch.order_max ? uid_max
-								    : cfg->prefetch.order_max
-		};
+		struct tfs_follow_config fc = { .workers = cfg->prefetch.workers,
+						.window = 4 * cfg->prefetch.workers,
+						.stall_ms = cfg->prefetch.stall_ms,
+						.max_bytes = cfg->prefetch.order_max,
+						.uid_max = uid_max < cfg->prefetch.order_max
+								   ? uid_max
+								   : cfg->prefetch.order_max };
 		rc = tfs_follow_create(d->stack->top, d->stack->meta, &fc, d->log, &d->follow);
 		if (rc == 0)
 			rc = tfs_follow_register(d->ctl, d->follow, &d->warm.scope);

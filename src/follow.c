@@ -1165,6 +1165,16 @@ static int set_order(struct tfs_follow *f, const struct tfs_follow_owner *owner,
 			if (m->v[i].key)
 				rc = build_add(&b, m->v[i].key);
 	} else {
+		/* A position a line, at most: reserved at once when it fits
+		 * (else grown as needed), so the positions are not copied. */
+		size_t lines = 1;
+		for (const char *p = r->text, *e = r->text + r->len;
+		     (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+			lines++;
+		void *p = NULL;
+		if (lines <= MAX_ENTRIES &&
+		    build_grow(&b, &p, &b.o.ncap, lines, sizeof(*b.o.pos)) == 0)
+			b.o.pos = p;
 		rc = tfs_manifest_scan(r->text, r->len, r->scope, build_entry, &b);
 		if (rc == 0 && b.entries > 0 && b.entries == b.errors) {
 			tfs_warn(f->log, "%s: no valid entry (line %llu: %s); order unchanged",

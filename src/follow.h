@@ -151,7 +151,7 @@ struct tfs_follow_request {
 	 * refused (EINVAL: not one valid entry in a non-empty text; EFBIG;
 	 * ENOMEM).  It may free the request. */
 	void (*done)(struct tfs_follow_request *r, int rc);
-	void *ctx;                        /* the caller's */
+	void *ctx;                       /* the caller's */
 	struct tfs_follow_request *next; /* the builder's queue */
 };
 

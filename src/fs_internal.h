@@ -109,16 +109,16 @@ struct tfs_fs {
 /* A handle of the control file TFS_FOLLOW_FILE: what was written, and
  * its commit.  `fh.lock` protects `busy`, `flush`, `set` and `done`. */
 struct fh_order {
-	char *buf; /* what was written: len bytes, cap allocated and */
-	size_t len, cap;                /* counted to uid (tfs_follow_charge()) */
-	uid_t uid;                      /* the opener's */
-	struct tfs_follow_owner owner;  /* the process that opened it */
-	bool writer;                    /* opened for writing */
-	bool set;                       /* a commit set its order */
-	size_t done;                    /* bytes of buf the last commit set */
-	bool busy;                      /* handed to the builder: no write until done */
-	fuse_req_t flush;               /* the close waiting for the builder */
-	struct tfs_follow_request req;  /* to the builder */
+	char *buf;                     /* what was written: len bytes, cap */
+	size_t len, cap;               /* allocated, counted to uid (tfs_follow_charge()) */
+	uid_t uid;                     /* the opener's */
+	struct tfs_follow_owner owner; /* the process that opened it */
+	bool writer;                   /* opened for writing */
+	bool set;                      /* a commit set its order */
+	size_t done;                   /* bytes of buf the last commit set */
+	bool busy;                     /* handed to the builder: no write until done */
+	fuse_req_t flush;              /* the close waiting for the builder */
+	struct tfs_follow_request req; /* to the builder */
 	struct tfs_fs *fs;
 };
 
@@ -134,8 +134,8 @@ struct fh {
 	struct fh_order *order; /* the control file TFS_FOLLOW_FILE (fs_order.c) */
 	bool writer;            /* opened for writing (holds a writer count) */
 	pthread_mutex_t lock;   /* protects next_off, ra_next and order's state */
-	uint64_t next_off;    /* where a sequential reader continues */
-	uint64_t ra_next;     /* first block not yet handed to prefetch */
+	uint64_t next_off;      /* where a sequential reader continues */
+	uint64_t ra_next;       /* first block not yet handed to prefetch */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)

@@ -628,9 +628,9 @@ Test(follow, the_orders_bytes_are_bounded)
 	uint64_t one = order_bytes(getpid()); /* an order of N keys */
 	cr_assert_gt(one, N * 11, "the keys' names alone are %d bytes", N * 11);
 	tfs_follow_destroy(fol);
+	/* Room for one order and another being built (its arrays grow by
+	 * doubling), not for two and another. */
 	struct tfs_follow_config cfg = {
-		/* Room for one order and another being built (its arrays
-		 * grow by doubling), not for two and another. */
 		.window = 4, .budget = BUDGET, .max_bytes = one * 2, .clock_ms = fake_clock
 	};
 	cr_assert_eq(tfs_follow_create(NULL, NULL, &cfg, &tlog, &fol), 0);
@@ -668,7 +668,9 @@ Test(follow, the_orders_bytes_are_bounded)
  * of it stands for its next occurrence. */
 Test(follow, repeated_keys_keep_every_position_and_cost_linear_memory)
 {
-	enum { REPS = 200000 };
+	enum {
+		REPS = 200000
+	};
 	struct tfs_manifest_entry *v = calloc(REPS + 4, sizeof(*v));
 	cr_assert_not_null(v);
 	for (int i = 0; i < REPS; i++)
@@ -688,7 +690,8 @@ Test(follow, repeated_keys_keep_every_position_and_cost_linear_memory)
 	const char *seq[] = { keys[1], keys[2], keys[1], keys[3], keys[1] };
 	struct tfs_manifest_entry w[5];
 	for (int i = 0; i < 5; i++)
-		w[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1, .key = (char *)seq[i] };
+		w[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1,
+						    .key = (char *)seq[i] };
 	struct tfs_manifest m2 = { .v = w, .n = 5 };
 	cr_assert_eq(tfs_follow_set(fol, &self, 0, &m2), 0);
 	for (int i = 0; i < 5; i++) {

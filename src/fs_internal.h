@@ -230,13 +230,20 @@ int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t si
 /* A close (flush `req`) of handle `h`: hand what it collected to the
  * order builder (tfs_follow_submit()), which sets the order of the
  * process that opened it (nothing collected removes that process's
- * order) and then replies to `req` with 0, EINVAL (not one valid entry in
- * a non-empty file), EFBIG or ENOMEM.  Only a handle opened for writing
- * commits, and only when it has bytes the last commit did not see, or
- * has not committed yet, and is not committing now (a close of a
- * duplicate fd commits nothing new).  Returns EINPROGRESS (the builder
- * replies to `req`), 0 (nothing to commit: reply now) or ESHUTDOWN. */
-int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req);
+ * order) and then calls `done` (in its thread) with 0, EINVAL (not one
+ * valid entry in a non-empty file), EFBIG or ENOMEM; `done` calls
+ * tfs_fs_order_committed() and replies.  Only a handle opened for
+ * writing commits, and only when it has bytes the last commit did not
+ * see, or has not committed yet, and is not committing now (a close of a
+ * duplicate fd commits nothing new).  Returns EINPROGRESS (`done` will
+ * reply to `req`), 0 (nothing to commit: reply now) or ESHUTDOWN. */
+int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req,
+			void (*done)(struct tfs_follow_request *r, int rc));
+/* The commit of `h` (r->ctx of `done`) ended with `rc`: writes are taken
+ * again, and with rc 0 the bytes it set are remembered.  Returns the
+ * flush to reply to, the last use of `h` before that reply (once
+ * replied, the handle may be released). */
+fuse_req_t tfs_fs_order_committed(struct fh *h, int rc);
 /* Free handle `h`'s buffer (h->order, non-NULL, not committing) and give
  * its memory back; h->order becomes NULL.  Called by tfs_fs_fh_free(). */
 void tfs_fs_order_free(struct tfs_fs *fs, struct fh *h);

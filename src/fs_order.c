@@ -3,12 +3,12 @@
  * budget, prefetch.order_max), and the order they set when committed:
  * the order of the process that opened the handle (src/follow.h).
  *
- * The lowest of the fs*.c files: it calls none of the others but
- * fs_common.c's reply.  Its handles are opened by tfs_fs_open_order()
- * (fs_write.c), written by the write handler and committed by the flush
- * handler (fs_write.c): the flush hands the text to the order builder
- * (src/follow.h), whose thread replies to it, so no FUSE thread parses
- * or builds an order.
+ * The lowest of the fs*.c files: it calls none of the others.  Its handles
+ * are opened by tfs_fs_open_order() (fs_write.c), written by the write
+ * handler and committed by the flush handler (fs_write.c): the flush
+ * hands the text to the order builder (src/follow.h), whose thread
+ * replies to it (through fs_write.c), so no FUSE thread parses or builds
+ * an order.
  */
 #include "config.h"
 
@@ -95,28 +95,23 @@ int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t si
 	return rc;
 }
 
-/* The builder set or refused the order of a handle's close. */
-static void order_done(struct tfs_follow_request *r, int rc)
+fuse_req_t tfs_fs_order_committed(struct fh *h, int rc)
 {
-	struct fh *h = r->ctx;
 	struct fh_order *o = h->order;
-	struct tfs_fs *fs = o->fs;
 	pthread_mutex_lock(&h->lock);
 	o->busy = false;
 	if (rc == 0) {
 		o->set = true;
-		o->done = r->len;
+		o->done = o->req.len;
 	}
 	fuse_req_t req = o->flush;
 	o->flush = NULL;
 	pthread_mutex_unlock(&h->lock);
-	if (rc)
-		tfs_err(fs->log, "close '%s': %s", TFS_FOLLOW_FILE, strerror(rc));
-	/* The last use of h: once replied, the handle may be released. */
-	tfs_fs_reply_err(req, OP_FLUSH, rc);
+	return req;
 }
 
-int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req)
+int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req,
+			void (*done)(struct tfs_follow_request *r, int rc))
 {
 	struct fh_order *o = h->order;
 	pthread_mutex_lock(&h->lock);
@@ -131,7 +126,7 @@ int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req)
 					      .scope = fs->scope,
 					      .text = o->buf ? o->buf : "",
 					      .len = o->len,
-					      .done = order_done,
+					      .done = done,
 					      .ctx = h };
 	pthread_mutex_unlock(&h->lock);
 	int rc = tfs_follow_submit(fs->follow, &o->req);

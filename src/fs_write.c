@@ -625,6 +625,18 @@ static int commit_by_node(struct tfs_fs *fs, fuse_ino_t ino, bool durable)
 	return rc;
 }
 
+/* The order builder's thread: the order of a control-file close is set
+ * or refused. */
+static void order_flushed(struct tfs_follow_request *r, int rc)
+{
+	struct fh *h = r->ctx;
+	struct tfs_fs *fs = h->order->fs;
+	fuse_req_t req = tfs_fs_order_committed(h, rc);
+	if (rc)
+		tfs_err(fs->log, "close '%s': %s", TFS_FOLLOW_FILE, strerror(rc));
+	tfs_fs_reply_err(req, OP_FLUSH, rc);
+}
+
 void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -639,7 +651,7 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(): journal what was written (sync mode: upload it). */
 	if (h->wf && h->writer)
 		rc = tfs_wb_commit(fs->wb, h->wf, false);
-	else if (h->order && (rc = tfs_fs_commit_order(fs, h, req)) == EINPROGRESS)
+	else if (h->order && (rc = tfs_fs_commit_order(fs, h, req, order_flushed)) == EINPROGRESS)
 		return; /* the order builder replies */
 	if (rc)
 		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));

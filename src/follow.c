@@ -465,6 +465,8 @@ static bool drop_quietest(struct tfs_follow *f, bool all, uid_t uid, const char 
  * longest (never another uid's).  Returns 0 or EFBIG. */
 static int charge_locked(struct tfs_follow *f, uid_t uid, uint64_t bytes, uint64_t own, bool drop)
 {
+	if (bytes == 0)
+		return 0; /* (a uid's entry never holds 0 bytes) */
 	for (;;) {
 		struct uid_use *u = uid_use(f, uid, true);
 		if (u == NULL)

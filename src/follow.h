@@ -163,8 +163,9 @@ struct tfs_follow_request {
 int tfs_follow_submit(struct tfs_follow *f, struct tfs_follow_request *r);
 
 /* Count `bytes` more order memory of `uid` (the text of a control-file
- * handle), within both bounds; drops no stream.  Returns 0 or EFBIG.
- * tfs_follow_uncharge() gives them back.  Thread safe, cannot fail. */
+ * handle), within both bounds; drops no stream.  Returns 0 or EFBIG
+ * (nothing counted).  tfs_follow_uncharge() gives them back (cannot
+ * fail). */
 int tfs_follow_charge(struct tfs_follow *f, uid_t uid, uint64_t bytes);
 void tfs_follow_uncharge(struct tfs_follow *f, uid_t uid, uint64_t bytes);
 /* Remove stream `id` (a no-op when it is gone).  Cannot fail. */

@@ -82,7 +82,7 @@ int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t si
 			o->cap = cap;
 		}
 	}
-	if (rc == 0) {
+	if (rc == 0 && size) {
 		memcpy(o->buf + o->len, buf, size);
 		o->len += size;
 	}

@@ -372,7 +372,7 @@ static const struct family families[] = {
 	  "Orders followed whose reader opened a file within prefetch.stall.",
 	  "follow.active_streams"),
 	F("tierfs_follow_dropped_streams_total", COUNTER,
-	  "Orders dropped for a new one beyond the most streams.", "follow.dropped_streams"),
+	  "Orders dropped for a new one beyond the most streams or the order memory.", "follow.dropped_streams"),
 	F("tierfs_follow_workers", GAUGE, "Threads fetching files of the order.", "follow.workers"),
 	F("tierfs_follow_prefetched_files_total", COUNTER, "Files of the order prefetched.",
 	  "follow.prefetched_files"),

@@ -558,7 +558,7 @@ def t_order_file_owner_and_budget(ctx):
     is released."""
     files = dataset(ctx.bucket, n=10, size=(1000, 2000))
     os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534 on its own
-    # A uid's share is 79 KiB: one 40 KiB text and its order (2 KiB lines,
+    # A uid's share is 79 KiB: one 40 KiB text and its order (2,048 lines,
     # 32 KiB of positions while it grows) fit, two texts do not.
     m = ctx.mount("orderbudget", opts=["-o", "allow_other", "-o", "prefetch.order_max=158K"]).mount()
     ctl = os.path.join(m.mnt, ".tierfs-order")

@@ -20,13 +20,15 @@
 #define TFS_PREFETCH_MAX_WORKERS 256
 
 struct tfs_prefetch_config {
-	unsigned workers;     /* prefetch threads; 0 disables prefetching */
-	uint64_t readahead;   /* bytes read ahead of a sequential reader */
-	unsigned stream_gets; /* runs (GETs when cold) in flight ahead of one
+	unsigned workers;       /* prefetch threads; 0 disables prefetching */
+	uint64_t readahead;     /* bytes read ahead of a sequential reader */
+	unsigned stream_gets;   /* runs (GETs when cold) in flight ahead of one
 			       * sequential reader (src/fs.c; not used here) */
-	uint64_t order_max;   /* bytes all open handles of the control file
-			     * .tierfs-order hold together (src/fs.c; not used here) */
-	uint64_t stall_ms;    /* a reader of an order that opened nothing of it for
+	uint64_t order_max;     /* order memory of all uids (the control file
+			     * .tierfs-order: src/follow.c; not used here) */
+	uint64_t order_max_uid; /* order memory of one uid; 0: half of order_max
+				 * (src/follow.c; not used here) */
+	uint64_t stall_ms;      /* a reader of an order that opened nothing of it for
 			     * this long is idle (src/follow.c; not used here) */
 };
 

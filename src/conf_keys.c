@@ -177,7 +177,9 @@ const struct opt tfs_conf_options[] = {
 	{ KEY("prefetch", "stream_gets", OPT_UINT), FIELD(prefetch.stream_gets),
 	  RANGE(1, TFS_PREFETCH_MAX_WORKERS), .def = "4" },
 	{ KEY("prefetch", "order_max", OPT_SIZE), FIELD(prefetch.order_max),
-	  RANGE(4 * KIB, 4 * GIB), .def = "256M" },
+	  RANGE(4 * KIB, 4 * GIB), .def = "512M" },
+	{ KEY("prefetch", "order_max_uid", OPT_SIZE), FIELD(prefetch.order_max_uid),
+	  RANGE(0, 4 * GIB), .def = "0" },
 	{ KEY("prefetch", "stall", OPT_DURATION), FIELD(prefetch.stall_ms), RANGE(0, HOUR),
 	  .scale = 1, .def = "10s" },
 

@@ -434,10 +434,18 @@ static int start_ctl(struct daemon_ctx *d, const struct tfs_daemon_opts *o, cons
 		rc = tfs_warmup_register(d->ctl, &d->warm);
 	}
 	if (rc == 0 && cfg->prefetch.workers > 0) {
+		/* A uid's share of order memory: half of it all unless set,
+		 * so the mount's uid and root (the writers) never crowd each
+		 * other out. */
+		uint64_t uid_max = cfg->prefetch.order_max_uid ? cfg->prefetch.order_max_uid
+							       : cfg->prefetch.order_max / 2;
 		struct tfs_follow_config fc = { .workers = cfg->prefetch.workers,
 						.window = 4 * cfg->prefetch.workers,
 						.stall_ms = cfg->prefetch.stall_ms,
-						.max_bytes = 4 * cfg->prefetch.order_max };
+						.max_bytes = cfg->prefetch.order_max,
+						.uid_max = uid_max < cfg->prefetch.order_max
+								   ? uid_max
+								   : cfg->prefetch.order_max };
 		rc = tfs_follow_create(d->stack->top, d->stack->meta, &fc, d->log, &d->follow);
 		if (rc == 0)
 			rc = tfs_follow_register(d->ctl, d->follow, &d->warm.scope);
@@ -648,10 +656,14 @@ static void teardown(struct daemon_ctx *d, struct hup *hup)
 	daemon_hup_stop(hup);
 	tfs_ctl_stop(d->ctl); /* its stats handler reads d->metrics */
 	tfs_metrics_stop(d->metrics);
+	/* First: its builder answers the closes it holds (their texts are
+	 * in the handles tfs_fs_destroy() frees) while the session exists. */
+	tfs_follow_destroy(d->follow);
+	if (d->fs)
+		tfs_fs_set_follow(d->fs, NULL, NULL);
 	if (d->se)
 		fuse_session_destroy(d->se);
 	tfs_fs_destroy(d->fs);
-	tfs_follow_destroy(d->follow);
 	tfs_stack_close(d->stack);
 	free(d->prefix);
 }

@@ -31,14 +31,52 @@
  * ancestor". */
 #define CREDIT_SLOTS 256
 
-/* An order: keys in reading order, and an index of them. */
+/* No position (the end of a chain of positions). */
+#define NONE UINT32_MAX
+/* The most occurrences behind the reader an open skips to credit a later
+ * occurrence of the same key (bounds the work of one open). */
+#define SKIP_MAX 64
+/* The most uids whose order memory is counted at once. */
+#define MAX_UIDS 64
+/* The order builder thread's name (/proc/PID/task/TID/comm). */
+#define BUILDER_NAME "tierfs-order"
+
+/* A distinct key of an order. */
+struct okey {
+	uint32_t off;    /* of its name in the pool */
+	uint32_t head;   /* its first position */
+	uint32_t tail;   /* its last position */
+	uint32_t cursor; /* its next position not opened in this pass, + 1;
+			  * 0: every one was opened */
+};
+
+/* A position of an order. */
+struct opos {
+	uint32_t key;  /* index in keys[] */
+	uint32_t next; /* the key's next position, or NONE */
+};
+
+/* An order: n positions in reading order, each naming one of nk distinct
+ * keys.  A key named at several positions (sampling with replacement) is
+ * stored once, with the chain of its positions, so repeats cost linear
+ * time and memory.  Four arrays, each one allocation; `bytes` is what
+ * they allocate, the memory counted against the bounds. */
 struct order {
-	char **keys;
-	size_t n;
-	uint32_t *slots; /* open addressing: index + 1, 0 empty */
-	size_t nslots;   /* power of two, >= 2n */
-	uint64_t *seen;  /* bit per index: opened in this pass */
-	uint64_t bytes;  /* of the keys, with their NULs */
+	struct opos *pos;
+	size_t n, ncap;
+	struct okey *keys;
+	size_t nk, kcap;
+	char *pool; /* the keys' names with their NULs */
+	size_t pool_len, pool_cap;
+	uint32_t *slots; /* open addressing: key index + 1, 0 empty */
+	size_t nslots;   /* power of two, > 4/3 nk; 0: none yet */
+	uint64_t bytes;
+};
+
+/* The bytes orders take, of one uid. */
+struct uid_use {
+	uid_t uid;
+	uint64_t bytes;
 };
 
 enum stream_kind {
@@ -51,6 +89,7 @@ struct stream {
 	uint64_t id; /* > 0, never reused */
 	enum stream_kind kind;
 	struct tfs_follow_owner owner; /* STREAM_PROCESS */
+	uid_t uid;                     /* whose share holds its order */
 	struct order o;
 	uint64_t gen;     /* bumped by every new order: stale jobs are dropped */
 	uint64_t wgen;    /* bumped when the window starts over */
@@ -80,10 +119,20 @@ struct tfs_follow {
 	uint64_t stall_ms;
 	uint64_t (*clock_ms)(void);
 	uint64_t budget;      /* 0: half the RAM tier's size */
-	uint64_t max_bytes;   /* of all orders' keys; 0: no bound */
-	uint64_t bytes;       /* of all orders' keys */
+	uint64_t max_bytes;   /* of all order memory; 0: no bound */
+	uint64_t uid_max;     /* of one uid's; 0: no bound */
 	pthread_mutex_t lock; /* everything below */
 	pthread_cond_t work;  /* CLOCK_MONOTONIC */
+	uint64_t bytes;       /* order memory counted now (texts, builds, orders) */
+	struct uid_use uids[MAX_UIDS];
+	size_t nuids;
+	/* The order builder: one thread, requests in turn. */
+	pthread_t builder;
+	bool builder_started, builder_stop;
+	pthread_cond_t built; /* the builder has a request, or stops */
+	struct tfs_follow_request *bq, **bq_tail;
+	size_t queued;
+	uint64_t orders_built, orders_refused;
 	struct stream *s[TFS_FOLLOW_MAX_STREAMS];
 	size_t ns;
 	size_t rr; /* the stream served next */
@@ -274,64 +323,77 @@ static bool same_owner(const struct tfs_follow_owner *a, const struct tfs_follow
 
 static void order_free(struct order *o)
 {
-	for (size_t i = 0; i < o->n; i++)
-		free(o->keys[i]);
+	free(o->pos);
 	free(o->keys);
+	free(o->pool);
 	free(o->slots);
-	free(o->seen);
 	memset(o, 0, sizeof(*o));
 }
 
-/* The valid entries of `m`, indexed.  Returns 0, EFBIG or ENOMEM. */
-static int order_build(const struct tfs_manifest *m, struct order *o)
+static const char *key_name(const struct order *o, uint32_t k)
 {
-	memset(o, 0, sizeof(*o));
-	size_t n = 0;
-	for (size_t i = 0; i < m->n; i++)
-		n += m->v[i].key != NULL;
-	if (n > UINT32_MAX - 1)
-		return EFBIG;
-	o->nslots = 16;
-	while (o->nslots < 2 * n)
-		o->nslots *= 2;
-	o->keys = calloc(n ? n : 1, sizeof(*o->keys));
-	o->slots = calloc(o->nslots, sizeof(*o->slots));
-	o->seen = calloc((n + 63) / 64 + 1, sizeof(*o->seen));
-	if (o->keys == NULL || o->slots == NULL || o->seen == NULL) {
-		order_free(o);
-		return ENOMEM;
-	}
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->v[i].key == NULL)
-			continue;
-		char *k = strdup(m->v[i].key);
-		if (k == NULL) {
-			order_free(o);
-			return ENOMEM;
-		}
-		o->keys[o->n] = k;
-		o->bytes += strlen(k) + 1;
-		size_t j = hash(k) & (o->nslots - 1);
-		while (o->slots[j])
-			j = (j + 1) & (o->nslots - 1);
-		o->slots[j] = (uint32_t)(o->n + 1);
-		o->n++;
-	}
-	return 0;
+	return o->pool + o->keys[k].off;
 }
 
-/* Index of `key` (hash h) in the order, or SIZE_MAX. */
-static size_t order_find(const struct order *o, const char *key, uint64_t h)
+/* The slot of `key` (hash h) in o->slots: the one holding it, else the
+ * empty one where it would go.  o->nslots > 0. */
+static size_t order_slot(const struct order *o, const char *key, uint64_t h)
 {
-	if (o->n == 0)
-		return SIZE_MAX;
-	for (size_t i = h & (o->nslots - 1);; i = (i + 1) & (o->nslots - 1)) {
+	size_t mask = o->nslots - 1;
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		uint32_t s = o->slots[i];
-		if (s == 0)
-			return SIZE_MAX;
-		if (strcmp(o->keys[s - 1], key) == 0)
-			return s - 1;
+		if (s == 0 || strcmp(key_name(o, s - 1), key) == 0)
+			return i;
 	}
+}
+
+/* The key index of `key` (hash h) in the order, or NONE. */
+static uint32_t order_find(const struct order *o, const char *key, uint64_t h)
+{
+	if (o->nslots == 0)
+		return NONE;
+	uint32_t s = o->slots[order_slot(o, key, h)];
+	return s ? s - 1 : NONE;
+}
+
+/* The position an open of key `k` stands for, with the reader at `cur`
+ * (+1) and `window` files fetched ahead: its next occurrence not yet
+ * opened in this pass, passing over those far behind the reader (it
+ * skipped them) when a later one exists; when every occurrence was
+ * opened, the first if it opens the order or the reader is far past the
+ * last (the order read again), else the last (a reopen). */
+static size_t order_pick(const struct order *o, uint32_t k, size_t cur, size_t window)
+{
+	const struct okey *e = &o->keys[k];
+	if (e->cursor == 0)
+		return e->head == 0 || (size_t)e->tail + 1 + window < cur ? e->head : e->tail;
+	uint32_t p = e->cursor - 1;
+	for (int i = 0; i < SKIP_MAX && o->pos[p].next != NONE && (size_t)p + 1 + 2 * window < cur;
+	     i++)
+		p = o->pos[p].next;
+	return p;
+}
+
+/* Whether position `idx` was opened in this pass (or passed over). */
+static bool order_opened(const struct order *o, size_t idx)
+{
+	const struct okey *e = &o->keys[o->pos[idx].key];
+	return e->cursor == 0 || idx + 1 < e->cursor;
+}
+
+/* Position `idx` is opened: its key's next occurrence is the one after. */
+static void order_mark(struct order *o, size_t idx)
+{
+	struct okey *e = &o->keys[o->pos[idx].key];
+	if (e->cursor != 0 && idx + 1 >= e->cursor)
+		e->cursor = o->pos[idx].next == NONE ? 0 : o->pos[idx].next + 1;
+}
+
+/* A new pass: no occurrence is opened.  O(keys). */
+static void order_new_pass(struct order *o)
+{
+	for (size_t k = 0; k < o->nk; k++)
+		o->keys[k].cursor = o->keys[k].head + 1;
 }
 
 static void stream_free(struct stream *s)
@@ -363,12 +425,86 @@ static struct stream *by_id(struct tfs_follow *f, uint64_t id)
 	return NULL;
 }
 
+/* ---- order memory (lock held) ---- */
+
+/* uid's entry in the table of counted memory, made when `make` (NULL:
+ * none, or the table is full). */
+static struct uid_use *uid_use(struct tfs_follow *f, uid_t uid, bool make)
+{
+	for (size_t i = 0; i < f->nuids; i++)
+		if (f->uids[i].uid == uid)
+			return &f->uids[i];
+	if (!make || f->nuids == MAX_UIDS)
+		return NULL;
+	f->uids[f->nuids] = (struct uid_use){ .uid = uid };
+	return &f->uids[f->nuids++];
+}
+
+static void uncharge_locked(struct tfs_follow *f, uid_t uid, uint64_t bytes)
+{
+	struct uid_use *u = uid_use(f, uid, false);
+	if (u == NULL || bytes == 0)
+		return;
+	u->bytes -= bytes < u->bytes ? bytes : u->bytes;
+	f->bytes -= bytes < f->bytes ? bytes : f->bytes;
+	if (u->bytes == 0)
+		*u = f->uids[--f->nuids];
+}
+
+/* Whether `bytes` more fit beside `used` under `max` (0: no bound). */
+static bool within(uint64_t used, uint64_t bytes, uint64_t max)
+{
+	return max == 0 || (used <= max && bytes <= max - used);
+}
+
+static bool drop_quietest(struct tfs_follow *f, bool all, uid_t uid, const char *why);
+
+/* Count `bytes` more of uid's order memory, within both bounds.  With
+ * `drop`, while they do not fit but `own` (the bytes of the order being
+ * built, these included) would alone, drop the uid's streams quiet
+ * longest (never another uid's).  Returns 0 or EFBIG. */
+static int charge_locked(struct tfs_follow *f, uid_t uid, uint64_t bytes, uint64_t own, bool drop)
+{
+	if (bytes == 0)
+		return 0; /* (a uid's entry never holds 0 bytes) */
+	for (;;) {
+		struct uid_use *u = uid_use(f, uid, true);
+		if (u == NULL)
+			return EFBIG; /* MAX_UIDS uids hold order memory */
+		if (within(f->bytes, bytes, f->max_bytes) && within(u->bytes, bytes, f->uid_max)) {
+			u->bytes += bytes;
+			f->bytes += bytes;
+			return 0;
+		}
+		if (u->bytes == 0)
+			f->nuids--; /* made above: nothing counted */
+		if (!drop || !within(0, own, f->max_bytes) || !within(0, own, f->uid_max) ||
+		    !drop_quietest(f, false, uid, "order memory beyond its bound"))
+			return EFBIG;
+	}
+}
+
+int tfs_follow_charge(struct tfs_follow *f, uid_t uid, uint64_t bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	int rc = charge_locked(f, uid, bytes, bytes, false);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+void tfs_follow_uncharge(struct tfs_follow *f, uid_t uid, uint64_t bytes)
+{
+	pthread_mutex_lock(&f->lock);
+	uncharge_locked(f, uid, bytes);
+	pthread_mutex_unlock(&f->lock);
+}
+
 static void drop_at(struct tfs_follow *f, size_t i)
 {
 	struct stream *s = f->s[i];
 	memmove(&f->s[i], &f->s[i + 1], (f->ns - i - 1) * sizeof(f->s[0]));
 	f->ns--;
-	f->bytes -= s->o.bytes;
+	uncharge_locked(f, s->uid, s->o.bytes);
 	if (f->rr > i)
 		f->rr--;
 	if (f->rr >= f->ns)
@@ -377,13 +513,14 @@ static void drop_at(struct tfs_follow *f, size_t i)
 	stream_free(s);
 }
 
-/* Drop the stream other than `keep` whose reader has been quiet longest,
- * saying `why`.  Returns false when there is none. */
-static bool drop_quietest(struct tfs_follow *f, const struct stream *keep, const char *why)
+/* Drop the stream whose reader has been quiet longest, of uid `uid` (any
+ * uid: `all`), saying `why`.  Returns false when there is none. */
+static bool drop_quietest(struct tfs_follow *f, bool all, uid_t uid, const char *why)
 {
 	size_t old = SIZE_MAX;
 	for (size_t i = 0; i < f->ns; i++)
-		if (f->s[i] != keep && (old == SIZE_MAX || f->s[i]->last_ms < f->s[old]->last_ms))
+		if ((all || f->s[i]->uid == uid) &&
+		    (old == SIZE_MAX || f->s[i]->last_ms < f->s[old]->last_ms))
 			old = i;
 	if (old == SIZE_MAX)
 		return false;
@@ -394,26 +531,12 @@ static bool drop_quietest(struct tfs_follow *f, const struct stream *keep, const
 	return true;
 }
 
-/* Make room for order `o` replacing that of `s` (NULL: a new stream) in
- * the bound of all orders' bytes.  Returns 0 or EFBIG. */
-static int make_room(struct tfs_follow *f, const struct stream *s, const struct order *o)
-{
-	if (f->max_bytes == 0)
-		return 0;
-	if (o->bytes > f->max_bytes)
-		return EFBIG;
-	while (f->bytes - (s ? s->o.bytes : 0) + o->bytes > f->max_bytes)
-		if (!drop_quietest(f, s, "orders beyond their byte bound"))
-			return EFBIG;
-	return 0;
-}
-
 /* Enter `s` (its id set here), dropping the stream whose reader has been
  * quiet longest when the table is full. */
 static void enter(struct tfs_follow *f, struct stream *s)
 {
 	if (f->ns == TFS_FOLLOW_MAX_STREAMS)
-		(void)drop_quietest(f, NULL, "too many streams");
+		(void)drop_quietest(f, true, 0, "too many streams");
 	s->id = ++f->next_id;
 	f->s[f->ns++] = s;
 	f->version++;
@@ -465,10 +588,10 @@ static void reader_at(struct tfs_follow *f, struct stream *s, size_t idx)
 	 *   open a file twice reopen it at once, not a window later);
 	 * - two first opens in a row far behind the window, close together,
 	 *   mean the reader went back to files it skipped. */
-	bool again = (s->o.seen[idx / 64] >> (idx % 64)) & 1;
+	bool again = order_opened(&s->o, idx);
 	bool behind = idx + 1 + 2 * (size_t)f->window < s->next;
 	if (again && (idx == 0 || idx + 1 + f->window < s->cur)) {
-		memset(s->o.seen, 0, (s->o.n + 63) / 64 * sizeof(*s->o.seen));
+		order_new_pass(&s->o);
 		f->realigned++;
 		s->pos = idx + 1;
 		restart_window(s, idx + 1);
@@ -480,7 +603,7 @@ static void reader_at(struct tfs_follow *f, struct stream *s, size_t idx)
 		advance(f, s, idx + 1);
 	}
 	s->back = behind ? idx + 1 : 0;
-	s->o.seen[idx / 64] |= 1ull << (idx % 64);
+	order_mark(&s->o, idx);
 	if (idx + 1 > s->pos)
 		s->pos = idx + 1;
 	refill(f, s);
@@ -513,10 +636,10 @@ void tfs_follow_opened(struct tfs_follow *f, const char *key, pid_t tid)
 	for (;;) {
 		size_t nc = 0;
 		for (size_t i = 0; i < f->ns; i++) {
-			size_t k = order_find(&f->s[i]->o, key, h);
-			if (k != SIZE_MAX) {
+			uint32_t k = order_find(&f->s[i]->o, key, h);
+			if (k != NONE) {
 				cand[nc] = f->s[i];
-				idx[nc] = k;
+				idx[nc] = order_pick(&f->s[i]->o, k, f->s[i]->cur, f->window);
 				cur[nc++] = f->s[i]->cur;
 			}
 		}
@@ -587,7 +710,7 @@ static int take_locked(struct tfs_follow *f, uint64_t budget, uint64_t now,
 			spent = true;
 			continue;
 		}
-		char *key = strdup(s->o.keys[s->take]);
+		char *key = strdup(key_name(&s->o, s->o.pos[s->take].key));
 		if (key == NULL)
 			return ENOMEM;
 		*job = (struct tfs_follow_job){
@@ -779,13 +902,13 @@ static void reap(struct tfs_follow *f)
 	}
 }
 
-/* Give `s` the order `o` (taken), from the start. */
-static void install(struct tfs_follow *f, struct stream *s, struct order *o)
+/* Give `s` the order `o` (taken, counted to `uid`), from the start. */
+static void install(struct tfs_follow *f, struct stream *s, uid_t uid, struct order *o)
 {
-	f->bytes += o->bytes;
-	f->bytes -= s->o.bytes;
+	uncharge_locked(f, s->uid, s->o.bytes);
 	order_free(&s->o);
 	s->o = *o;
+	s->uid = uid;
 	memset(o, 0, sizeof(*o));
 	s->gen++;
 	f->version++; /* its owner may be another process of the same pid */
@@ -802,37 +925,214 @@ static bool owns(const struct stream *s, const struct tfs_follow_owner *owner)
 	return s->kind == STREAM_PROCESS && s->owner.pid == owner->pid;
 }
 
-int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner,
-		   const struct tfs_manifest *m)
-{
-	reap(f);
+/* ---- building orders (no lock held) ---- */
+
+/* The most entries of one order (as the manifests of warm-ups). */
+#define MAX_ENTRIES (50u * 1000u * 1000u)
+
+/* An order being built for `uid`, its memory counted as it grows. */
+struct build {
+	struct tfs_follow *f;
+	uid_t uid;
 	struct order o;
-	int rc = order_build(m, &o);
+	size_t entries, errors; /* lines with an entry; those rejected */
+	uint64_t error_line;    /* the first rejected line */
+	char error[128];        /* and why */
+};
+
+static int build_charge(struct build *b, uint64_t bytes)
+{
+	pthread_mutex_lock(&b->f->lock);
+	int rc = charge_locked(b->f, b->uid, bytes, b->o.bytes + bytes, true);
+	pthread_mutex_unlock(&b->f->lock);
+	if (rc == 0)
+		b->o.bytes += bytes;
+	return rc;
+}
+
+static void build_uncharge(struct build *b, uint64_t bytes)
+{
+	tfs_follow_uncharge(b->f, b->uid, bytes);
+	b->o.bytes -= bytes;
+}
+
+/* Free what `b` built and give its memory back. */
+static void build_free(struct build *b)
+{
+	build_uncharge(b, b->o.bytes);
+	order_free(&b->o);
+}
+
+/* Resize the array *p of `cap` items of `elem` bytes to `ncap` items,
+ * counted.  Returns 0, EFBIG (beyond the bounds) or ENOMEM (unchanged). */
+static int build_resize(struct build *b, void **p, size_t *cap, size_t ncap, size_t elem)
+{
+	if (ncap == *cap)
+		return 0;
+	if (ncap == 0 || ncap > SIZE_MAX / elem)
+		return EFBIG;
+	int rc = ncap > *cap ? build_charge(b, (uint64_t)(ncap - *cap) * elem) : 0;
 	if (rc)
 		return rc;
-	struct stream *fresh = o.n ? stream_alloc(f->window) : NULL;
-	if (o.n && fresh == NULL) {
-		order_free(&o);
+	void *np = realloc(*p, ncap * elem);
+	if (np == NULL) {
+		if (ncap > *cap)
+			build_uncharge(b, (uint64_t)(ncap - *cap) * elem);
+		return ncap > *cap ? ENOMEM : 0;
+	}
+	if (ncap < *cap)
+		build_uncharge(b, (uint64_t)(*cap - ncap) * elem);
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+/* Make room for `need` items (doubling). */
+static int build_grow(struct build *b, void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc = nc > SIZE_MAX / 2 ? need : 2 * nc;
+	return build_resize(b, p, cap, nc, elem);
+}
+
+/* Index the keys in a table of `nslots` slots (a power of two). */
+static int build_rehash(struct build *b, size_t nslots)
+{
+	struct order *o = &b->o;
+	int rc = build_charge(b, (uint64_t)nslots * sizeof(*o->slots));
+	if (rc)
+		return rc;
+	uint32_t *ns = calloc(nslots, sizeof(*ns));
+	if (ns == NULL) {
+		build_uncharge(b, (uint64_t)nslots * sizeof(*o->slots));
 		return ENOMEM;
 	}
-	size_t n = o.n;
+	uint64_t old = (uint64_t)o->nslots * sizeof(*o->slots);
+	free(o->slots);
+	o->slots = ns;
+	o->nslots = nslots;
+	for (uint32_t k = 0; k < o->nk; k++)
+		o->slots[order_slot(o, key_name(o, k), hash(key_name(o, k)))] = k + 1;
+	build_uncharge(b, old);
+	return 0;
+}
+
+/* Append `key` at the next position: a new key is stored and indexed, a
+ * known one gets this position at the end of its chain.  Linear in the
+ * key's length, whatever the repeats.  Returns 0, EFBIG or ENOMEM. */
+static int build_add(struct build *b, const char *key)
+{
+	struct order *o = &b->o;
+	if (o->n >= NONE - 1)
+		return EFBIG;
+	void *p = o->pos;
+	int rc = build_grow(b, &p, &o->ncap, o->n + 1, sizeof(*o->pos));
+	o->pos = p;
+	if (rc)
+		return rc;
+	uint64_t h = hash(key);
+	uint32_t k = order_find(o, key, h);
+	if (k == NONE) {
+		size_t len = strlen(key) + 1;
+		if (o->pool_len + len > NONE)
+			return EFBIG;
+		if ((o->nk + 1) * 4 > o->nslots * 3 &&
+		    (rc = build_rehash(b, o->nslots ? 2 * o->nslots : 16)) != 0)
+			return rc;
+		p = o->keys;
+		rc = build_grow(b, &p, &o->kcap, o->nk + 1, sizeof(*o->keys));
+		o->keys = p;
+		if (rc)
+			return rc;
+		p = o->pool;
+		rc = build_grow(b, &p, &o->pool_cap, o->pool_len + len, 1);
+		o->pool = p;
+		if (rc)
+			return rc;
+		k = (uint32_t)o->nk++;
+		o->keys[k] = (struct okey){ .off = (uint32_t)o->pool_len,
+					    .head = (uint32_t)o->n,
+					    .tail = (uint32_t)o->n,
+					    .cursor = (uint32_t)o->n + 1 };
+		memcpy(o->pool + o->pool_len, key, len);
+		o->pool_len += len;
+		o->slots[order_slot(o, key, h)] = k + 1;
+	} else {
+		o->pos[o->keys[k].tail].next = (uint32_t)o->n;
+		o->keys[k].tail = (uint32_t)o->n;
+	}
+	o->pos[o->n++] = (struct opos){ .key = k, .next = NONE };
+	return 0;
+}
+
+/* One manifest entry (tfs_manifest_fn). */
+static int build_entry(void *ctx, uint64_t line, const char *key, const char *error)
+{
+	struct build *b = ctx;
+	if (++b->entries > MAX_ENTRIES)
+		return EFBIG;
+	if (key)
+		return build_add(b, key);
+	if (b->errors++ == 0) {
+		b->error_line = line;
+		snprintf(b->error, sizeof(b->error), "%s", error);
+	}
+	return 0;
+}
+
+/* The arrays to their sizes: what stays counted is what the order keeps. */
+static void build_trim(struct build *b)
+{
+	struct order *o = &b->o;
+	if (o->n == 0) {
+		build_free(b);
+		return;
+	}
+	void *p = o->pos;
+	(void)build_resize(b, &p, &o->ncap, o->n, sizeof(*o->pos));
+	o->pos = p;
+	p = o->keys;
+	(void)build_resize(b, &p, &o->kcap, o->nk, sizeof(*o->keys));
+	o->keys = p;
+	p = o->pool;
+	(void)build_resize(b, &p, &o->pool_cap, o->pool_len, 1);
+	o->pool = p;
+}
+
+/* Log why the order of `owner` was refused. */
+static void build_refused(struct build *b, const struct tfs_follow_owner *owner, int rc)
+{
+	struct tfs_follow *f = b->f;
+	if (rc == EFBIG)
+		tfs_warn(f->log,
+			 "follow: the order of process %ld (uid %lu) is beyond the bounds of order "
+			 "memory (prefetch.order_max %" PRIu64 ", %" PRIu64 " per uid; "
+			 "%" PRIu64 " bytes built, %zu entries); EFBIG",
+			 (long)owner->pid, (unsigned long)b->uid, f->max_bytes, f->uid_max,
+			 b->o.bytes, b->entries);
+	else
+		tfs_warn(f->log, "follow: the order of process %ld: %s", (long)owner->pid,
+			 strerror(rc));
+}
+
+/* Set the order of `owner`'s stream (a new stream when none), or remove
+ * the stream when the order is empty, from what `b` built (taken). */
+static void set_built(struct tfs_follow *f, const struct tfs_follow_owner *owner, struct build *b,
+		      struct stream *fresh)
+{
+	size_t n = b->o.n;
 	pthread_mutex_lock(&f->lock);
-	f->skipped_errors += m->errors;
+	f->skipped_errors += b->errors;
 	size_t i = 0;
 	while (i < f->ns && !owns(f->s[i], owner))
 		i++;
-	if (o.n == 0) {
+	if (n == 0) {
 		if (i < f->ns)
 			drop_at(f, i);
-	} else if ((rc = make_room(f, i < f->ns ? f->s[i] : NULL, &o)) != 0) {
-		tfs_warn(f->log,
-			 "follow: an order of %" PRIu64 " bytes is beyond the bound of all orders "
-			 "(%" PRIu64 "); EFBIG",
-			 o.bytes, f->max_bytes);
 	} else {
-		i = 0; /* make_room may have dropped streams */
-		while (i < f->ns && !owns(f->s[i], owner))
-			i++;
 		struct stream *s = i < f->ns ? f->s[i] : fresh;
 		if (s == fresh) {
 			s->kind = owner->pid > 0 ? STREAM_PROCESS : STREAM_UNKNOWN;
@@ -840,49 +1140,147 @@ int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner,
 			fresh = NULL;
 		}
 		s->owner = *owner;
-		install(f, s, &o);
+		install(f, s, b->uid, &b->o);
 	}
 	pthread_mutex_unlock(&f->lock);
 	stream_free(fresh);
-	order_free(&o);
-	if (rc == 0 && n == 0)
+	if (n == 0)
 		tfs_info(f->log, "follow: process %ld has no order now", (long)owner->pid);
-	else if (rc == 0)
+	else
 		tfs_info(f->log,
 			 "follow: order of %zu files set by process %ld (%zu bad lines skipped)", n,
-			 (long)owner->pid, m->errors);
-	return rc;
+			 (long)owner->pid, b->errors);
 }
 
-int tfs_follow_add(struct tfs_follow *f, const struct tfs_manifest *m, uint64_t *id)
+/* Build from `m` (or, m NULL, from the manifest text of `r`) and set the
+ * order of `owner`.  Returns 0, EINVAL (text with no valid entry),
+ * EFBIG or ENOMEM; on failure the old order stays. */
+static int set_order(struct tfs_follow *f, const struct tfs_follow_owner *owner, uid_t uid,
+		     const struct tfs_manifest *m, const struct tfs_follow_request *r)
 {
-	struct order o;
-	int rc = order_build(m, &o);
-	if (rc)
-		return rc;
-	struct stream *s = stream_alloc(f->window);
-	if (s == NULL) {
-		order_free(&o);
-		return ENOMEM;
+	reap(f);
+	struct build b = { .f = f, .uid = uid };
+	int rc = 0;
+	if (m) {
+		b.errors = m->errors;
+		for (size_t i = 0; rc == 0 && i < m->n; i++)
+			if (m->v[i].key)
+				rc = build_add(&b, m->v[i].key);
+	} else {
+		/* A position a line, at most: reserved at once when it fits
+		 * (else grown as needed), so the positions are not copied. */
+		size_t lines = 1;
+		for (const char *p = r->text, *e = r->text + r->len;
+		     (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+			lines++;
+		void *p = NULL;
+		if (lines <= MAX_ENTRIES &&
+		    build_grow(&b, &p, &b.o.ncap, lines, sizeof(*b.o.pos)) == 0)
+			b.o.pos = p;
+		rc = tfs_manifest_scan(r->text, r->len, r->scope, build_entry, &b);
+		if (rc == 0 && b.entries > 0 && b.entries == b.errors) {
+			tfs_warn(f->log, "%s: no valid entry (line %llu: %s); order unchanged",
+				 TFS_FOLLOW_FILE, (unsigned long long)b.error_line, b.error);
+			rc = EINVAL;
+		}
 	}
+	struct stream *fresh = NULL;
+	if (rc == 0 && b.o.n && (fresh = stream_alloc(f->window)) == NULL)
+		rc = ENOMEM;
+	if (rc) {
+		if (rc != EINVAL)
+			build_refused(&b, owner, rc);
+		build_free(&b);
+		return rc;
+	}
+	build_trim(&b);
+	set_built(f, owner, &b, fresh);
+	return 0;
+}
+
+int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner, uid_t uid,
+		   const struct tfs_manifest *m)
+{
+	return set_order(f, owner, uid, m, NULL);
+}
+
+int tfs_follow_add(struct tfs_follow *f, const struct tfs_manifest *m, uid_t uid, uint64_t *id)
+{
+	struct build b = { .f = f, .uid = uid };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < m->n; i++)
+		if (m->v[i].key)
+			rc = build_add(&b, m->v[i].key);
+	struct stream *s = rc == 0 ? stream_alloc(f->window) : NULL;
+	if (rc == 0 && s == NULL)
+		rc = ENOMEM;
+	if (rc) {
+		struct tfs_follow_owner none = { 0 };
+		build_refused(&b, &none, rc);
+		build_free(&b);
+		return rc;
+	}
+	build_trim(&b);
 	s->kind = STREAM_COMMAND;
-	size_t n = o.n;
+	size_t n = b.o.n;
 	pthread_mutex_lock(&f->lock);
 	f->skipped_errors += m->errors;
-	rc = make_room(f, NULL, &o);
-	if (rc) {
-		pthread_mutex_unlock(&f->lock);
-		order_free(&o);
-		stream_free(s);
-		return rc;
-	}
 	enter(f, s);
-	install(f, s, &o);
+	install(f, s, uid, &b.o);
 	*id = s->id;
 	pthread_mutex_unlock(&f->lock);
 	tfs_info(f->log, "follow: order of %zu files followed (%zu bad lines skipped)", n,
 		 m->errors);
 	return 0;
+}
+
+/* ---- the order builder thread ---- */
+
+static void *builder_main(void *arg)
+{
+	struct tfs_follow *f = arg;
+	(void)pthread_setname_np(pthread_self(), BUILDER_NAME);
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		while (f->bq == NULL && !f->builder_stop)
+			pthread_cond_wait(&f->built, &f->lock);
+		struct tfs_follow_request *r = f->bq;
+		if (r == NULL)
+			break; /* stopping, every request answered */
+		f->bq = r->next;
+		if (f->bq == NULL)
+			f->bq_tail = &f->bq;
+		pthread_mutex_unlock(&f->lock);
+		int rc = set_order(f, &r->owner, r->uid, NULL, r);
+		pthread_mutex_lock(&f->lock);
+		f->queued--;
+		if (rc)
+			f->orders_refused++;
+		else
+			f->orders_built++;
+		pthread_mutex_unlock(&f->lock);
+		r->done(r, rc); /* r may be gone after this */
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+int tfs_follow_submit(struct tfs_follow *f, struct tfs_follow_request *r)
+{
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (!f->builder_started || f->builder_stop)
+		rc = ESHUTDOWN;
+	if (rc == 0) {
+		r->next = NULL;
+		*f->bq_tail = r;
+		f->bq_tail = &r->next;
+		f->queued++;
+		pthread_cond_signal(&f->built);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 void tfs_follow_remove(struct tfs_follow *f, uint64_t id)
@@ -917,6 +1315,8 @@ static struct json_object *stream_json(struct tfs_follow *f, const struct stream
 	json_object_object_add(o, "id", json_object_new_uint64(s->id));
 	json_object_object_add(
 		o, "owner", s->kind == STREAM_PROCESS ? json_object_new_int64(s->owner.pid) : NULL);
+	json_object_object_add(o, "uid", json_object_new_uint64(s->uid));
+	json_object_object_add(o, "bytes", json_object_new_uint64(s->o.bytes));
 	json_object_object_add(o, "files", json_object_new_uint64(s->o.n));
 	json_object_object_add(o, "position", json_object_new_uint64(s->pos));
 	json_object_object_add(o, "files_ahead", json_object_new_uint64(s->take - s->cur));
@@ -962,6 +1362,19 @@ void tfs_follow_stats(struct tfs_follow *f, struct json_object *out)
 	json_object_object_add(o, "share_bytes",
 			       json_object_new_uint64(tfs_follow_share(budget, active)));
 	json_object_object_add(o, "dropped_streams", json_object_new_uint64(f->dropped));
+	json_object_object_add(o, "order_bytes", json_object_new_uint64(f->bytes));
+	json_object_object_add(o, "order_max", json_object_new_uint64(f->max_bytes));
+	json_object_object_add(o, "order_max_uid", json_object_new_uint64(f->uid_max));
+	struct json_object *uids = json_object_new_object();
+	for (size_t i = 0; uids && i < f->nuids; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "%lu", (unsigned long)f->uids[i].uid);
+		json_object_object_add(uids, name, json_object_new_uint64(f->uids[i].bytes));
+	}
+	json_object_object_add(o, "uid_bytes", uids);
+	json_object_object_add(o, "orders_queued", json_object_new_uint64(f->queued));
+	json_object_object_add(o, "orders_built", json_object_new_uint64(f->orders_built));
+	json_object_object_add(o, "orders_refused", json_object_new_uint64(f->orders_refused));
 	pthread_mutex_unlock(&f->lock);
 	json_object_object_add(o, "streams", arr);
 	json_object_object_add(out, "follow", o);
@@ -983,13 +1396,21 @@ int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta,
 	f->stall_ms = cfg->stall_ms;
 	f->budget = cfg->budget;
 	f->max_bytes = cfg->max_bytes;
+	f->uid_max = cfg->uid_max;
+	f->bq_tail = &f->bq;
 	f->clock_ms = cfg->clock_ms ? cfg->clock_ms : monotonic_ms;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->work, &ca);
+	pthread_cond_init(&f->built, NULL);
 	pthread_condattr_destroy(&ca);
+	if (pthread_create(&f->builder, NULL, builder_main, f) != 0) {
+		tfs_follow_destroy(f);
+		return EAGAIN;
+	}
+	f->builder_started = true;
 	if (tfs_workers_init(&f->pool, TFS_FOLLOW_MAX_WORKERS, worker, f)) {
 		tfs_follow_destroy(f);
 		return ENOMEM;
@@ -1016,6 +1437,12 @@ void tfs_follow_destroy(struct tfs_follow *f)
 	if (f == NULL)
 		return;
 	pthread_mutex_lock(&f->lock);
+	f->builder_stop = true; /* after the requests queued: each is answered */
+	pthread_cond_signal(&f->built);
+	pthread_mutex_unlock(&f->lock);
+	if (f->builder_started)
+		pthread_join(f->builder, NULL);
+	pthread_mutex_lock(&f->lock);
 	f->stop = true;
 	pthread_cond_broadcast(&f->work);
 	pthread_mutex_unlock(&f->lock);
@@ -1024,6 +1451,7 @@ void tfs_follow_destroy(struct tfs_follow *f)
 		stream_free(f->s[i]);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->work);
+	pthread_cond_destroy(&f->built);
 	free(f);
 }
 
@@ -1063,7 +1491,9 @@ static int follow_handler(void *vctx, struct tfs_ctl_conn *conn, struct json_obj
 		return tfs_ctl_fail(resp, rc, "manifest '%s': %s", path, strerror(rc));
 	struct json_object *bad = bad_lines(&m);
 	uint64_t id = 0;
-	rc = tfs_follow_add(f, &m, &id);
+	/* The control socket serves only the daemon's uid and root: its
+	 * streams count against the daemon's uid's share. */
+	rc = tfs_follow_add(f, &m, geteuid(), &id);
 	size_t errors = m.errors;
 	tfs_manifest_free(&m);
 	if (rc) {

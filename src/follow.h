@@ -31,8 +31,24 @@
  * until read (TFS_RAM_ONCE) and never take budget a reader is waiting
  * for.
  *
+ * An order may name a file several times (sampling with replacement):
+ * each occurrence keeps its position, and the key is stored once with the
+ * chain of its positions, so an order costs time and memory linear in its
+ * size whatever its repeats.  An open of such a file stands for its next
+ * occurrence not yet opened in this pass.
+ *
+ * Order memory: the bytes written into open handles of the control file
+ * (counted by their holder, tfs_follow_charge()) and every order's arrays
+ * as allocated (positions, keys, their names, the hash table; counted as
+ * they grow while an order is built) are counted per uid, within
+ * cfg->max_bytes in all and cfg->uid_max per uid.
+ *
+ * Orders written into the control file are built by one builder thread,
+ * in turn (tfs_follow_submit()): the FUSE threads only hand them over.
+ *
  * Thread safety: all functions may be called from any thread; one mutex
- * protects the streams, never held across a fetch or a read of /proc.
+ * protects the streams and the counts, never held across a fetch, a read
+ * of /proc or the parse of an order.
  */
 #ifndef TFS_FOLLOW_H
 #define TFS_FOLLOW_H
@@ -69,9 +85,13 @@ struct tfs_follow_config {
 	uint64_t budget;            /* prefetched bytes not yet opened, all active streams
 			    * together; 0: half of the RAM tier's size, read
 			    * when used (so a reload of ram.size applies) */
-	uint64_t max_bytes;         /* bytes of keys all orders hold together (0: no
-			     * bound); a new order beyond it drops the streams
-			     * quiet longest, else fails with EFBIG */
+	uint64_t max_bytes;         /* order memory of all uids together (0: no
+			     * bound; prefetch.order_max) */
+	uint64_t uid_max;           /* order memory of one uid (0: no bound;
+			     * prefetch.order_max_uid): a new order beyond
+			     * either bound drops that uid's streams quiet
+			     * longest, never another uid's, else fails with
+			     * EFBIG */
 	uint64_t (*clock_ms)(void); /* milliseconds of a monotonic clock; NULL:
 				     * CLOCK_MONOTONIC (tests pass their own) */
 };
@@ -92,27 +112,62 @@ void tfs_follow_owner_of(pid_t tid, struct tfs_follow_owner *out);
 
 /* Start cfg->workers fetch threads over the RAM tier `ram` and the
  * metadata cache (both borrowed; both may be NULL when cfg->workers is 0
- * and cfg->budget is set, as in unit tests).  Call after daemonizing.
- * Returns 0, ENOMEM or EAGAIN. */
+ * and cfg->budget is set, as in unit tests), and the order builder thread.
+ * Call after daemonizing.  Returns 0, ENOMEM or EAGAIN.
+ * tfs_follow_destroy() first lets the builder answer every request queued
+ * (call it before the FUSE session and the handles that hold the texts
+ * are gone). */
 int tfs_follow_create(struct tfs_layer *ram, struct tfs_meta *meta,
 		      const struct tfs_follow_config *cfg, const struct tfs_log *log,
 		      struct tfs_follow **out);
 void tfs_follow_destroy(struct tfs_follow *f);
 
 /* Set the order of `owner`'s stream to the valid entries of `m` (copied;
- * errors are skipped and counted), creating the stream, or replacing its
- * order and starting its reader over.  An order with no entries removes
- * the stream.  First drops the streams whose owner process is gone, then,
- * while the orders would hold more than cfg->max_bytes, the other streams
- * quiet longest.  Returns 0, EFBIG (more than UINT32_MAX - 1 entries, or
- * more than max_bytes alone) or ENOMEM (the old order stays). */
-int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner,
+ * errors are skipped and counted), its memory counted to `uid`, creating
+ * the stream, or replacing its order and starting its reader over.  An
+ * order with no entries removes the stream.  First drops the streams
+ * whose owner process is gone; while the order being built does not fit
+ * in the bounds (see cfg->uid_max), drops uid's streams quiet longest.
+ * Returns 0, EFBIG (more than UINT32_MAX - 1 entries, or beyond a bound
+ * alone or beside other uids' orders) or ENOMEM; on failure the old order
+ * stays, unless it was dropped to make room. */
+int tfs_follow_set(struct tfs_follow *f, const struct tfs_follow_owner *owner, uid_t uid,
 		   const struct tfs_manifest *m);
 
-/* A stream with no owner process (the follow command) following `m`
- * (bounded as by tfs_follow_set()): 0 and *id, ENOMEM or EFBIG.  It lives until tfs_follow_remove() (or it
- * is the one dropped for a new stream beyond TFS_FOLLOW_MAX_STREAMS). */
-int tfs_follow_add(struct tfs_follow *f, const struct tfs_manifest *m, uint64_t *id);
+/* A stream with no owner process (the follow command) following `m`,
+ * counted to `uid` (bounded as by tfs_follow_set()): 0 and *id, ENOMEM or
+ * EFBIG.  It lives until tfs_follow_remove() (or it is the one dropped
+ * for a new stream beyond TFS_FOLLOW_MAX_STREAMS or to make room). */
+int tfs_follow_add(struct tfs_follow *f, const struct tfs_manifest *m, uid_t uid, uint64_t *id);
+
+/* An order written into the control file, handed to the builder. */
+struct tfs_follow_request {
+	struct tfs_follow_owner owner;          /* whose order it sets */
+	uid_t uid;                              /* whose share its memory takes */
+	const struct tfs_manifest_scope *scope; /* to resolve its lines */
+	const char *text;                       /* the manifest text, `len` bytes, */
+	size_t len;                             /* unchanged until done() */
+	/* Called once by the builder thread when the order is set (rc 0) or
+	 * refused (EINVAL: not one valid entry in a non-empty text; EFBIG;
+	 * ENOMEM).  It may free the request. */
+	void (*done)(struct tfs_follow_request *r, int rc);
+	void *ctx;                       /* the caller's */
+	struct tfs_follow_request *next; /* the builder's queue */
+};
+
+/* Queue `r` for the builder thread, which parses its text and sets the
+ * order as tfs_follow_set() does, one request at a time in the order
+ * they came, then calls r->done.  Never blocks (the text's memory is
+ * already counted, by its holder).  Returns 0, or ESHUTDOWN (the builder
+ * stopped: done() is not called). */
+int tfs_follow_submit(struct tfs_follow *f, struct tfs_follow_request *r);
+
+/* Count `bytes` more order memory of `uid` (the text of a control-file
+ * handle), within both bounds; drops no stream.  Returns 0 or EFBIG
+ * (nothing counted).  tfs_follow_uncharge() gives them back (cannot
+ * fail). */
+int tfs_follow_charge(struct tfs_follow *f, uid_t uid, uint64_t bytes);
+void tfs_follow_uncharge(struct tfs_follow *f, uid_t uid, uint64_t bytes);
 /* Remove stream `id` (a no-op when it is gone).  Cannot fail. */
 void tfs_follow_remove(struct tfs_follow *f, uint64_t id);
 
@@ -134,8 +189,11 @@ void tfs_follow_position(struct tfs_follow *f, uint64_t id, uint64_t *pos, uint6
 int tfs_follow_set_workers(struct tfs_follow *f, unsigned workers);
 
 /* Add a "follow" object to `out`: totals over all streams (order_files
- * and position are sums over the streams) and "streams", an array with
- * one object per stream. */
+ * and position are sums over the streams), the order memory counted
+ * (order_bytes, uid_bytes per uid, and the bounds), the builder's
+ * orders_queued (waiting or being built), orders_built and
+ * orders_refused, and "streams", an array with one object per stream
+ * (with its uid and the bytes of its order). */
 void tfs_follow_stats(struct tfs_follow *f, struct json_object *out);
 
 /* ---- the fetch threads' steps (exposed for tests) ---- */

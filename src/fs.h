@@ -42,8 +42,9 @@ struct tfs_fs_config {
 	uint64_t readahead;     /* bytes read ahead of a sequential reader */
 	unsigned stream_gets;   /* prefetch.stream_gets: runs of readahead / 2 in
 			     * flight ahead of one sequential reader (0: 4) */
-	uint64_t order_max;     /* prefetch.order_max: bytes all open handles of the
-			     * control file TFS_FOLLOW_FILE hold together */
+	uint64_t order_max;     /* prefetch.order_max: the most bytes one handle of the
+			     * control file TFS_FOLLOW_FILE collects (the order
+			     * memory of all is counted by src/follow.c) */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
 	uint64_t max_inodes;    /* mount.max_inodes (inode.h); 0: no bound */
 	/* This daemon serves a kernel connection that an earlier daemon of the

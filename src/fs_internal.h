@@ -98,13 +98,28 @@ struct tfs_fs {
 	uint64_t fh_count;
 	uint32_t fh_next; /* low half of the next fh value (cfg.generation is the high) */
 	atomic_uint_fast64_t ops[OP__COUNT], errs[OP__COUNT], read_bytes, write_bytes;
-	_Atomic uint64_t order_bytes; /* written to open control-file handles (<= cfg.order_max) */
 	struct tfs_hist lat[OP__COUNT]; /* handler entry to return (after the reply) */
 	/* The inode trimmer (fs_trim.c): trim_stop under trim_lock. */
 	pthread_t trim_thread;
 	bool trim_started, trim_stop;
 	pthread_mutex_t trim_lock;
 	pthread_cond_t trim_cond;
+};
+
+/* A handle of the control file TFS_FOLLOW_FILE: what was written, and
+ * its commit.  `fh.lock` protects `busy`, `flush`, `set` and `done`. */
+struct fh_order {
+	char *buf;                     /* what was written: len bytes, cap */
+	size_t len, cap;               /* allocated, counted to uid (tfs_follow_charge()) */
+	uid_t uid;                     /* the opener's */
+	struct tfs_follow_owner owner; /* the process that opened it */
+	bool writer;                   /* opened for writing */
+	bool set;                      /* a commit set its order */
+	size_t done;                   /* bytes of buf the last commit set */
+	bool busy;                     /* handed to the builder: no write until done */
+	fuse_req_t flush;              /* the close waiting for the builder */
+	struct tfs_follow_request req; /* to the builder */
+	struct tfs_fs *fs;
 };
 
 /* An open file.  Clean files read through the cache stack (obj); dirty
@@ -116,15 +131,11 @@ struct fh {
 	char **retired_keys; /* earlier keys (reads in flight may still use them) */
 	size_t n_retired;
 	struct tfs_wb_file *wf; /* staged copy, or NULL */
-	struct tfs_dbuf *order; /* the control file TFS_FOLLOW_FILE: what was written */
-	struct tfs_follow_owner order_owner; /* the control file: the process that opened it */
-	bool order_writer;                   /* the control file, opened for writing */
-	bool order_set;                      /* the control file: a commit set its order */
-	size_t order_done;    /* the control file: bytes of `order` the last commit set */
-	bool writer;          /* opened for writing (holds a writer count) */
-	pthread_mutex_t lock; /* protects next_off and ra_next */
-	uint64_t next_off;    /* where a sequential reader continues */
-	uint64_t ra_next;     /* first block not yet handed to prefetch */
+	struct fh_order *order; /* the control file TFS_FOLLOW_FILE (fs_order.c) */
+	bool writer;            /* opened for writing (holds a writer count) */
+	pthread_mutex_t lock;   /* protects next_off, ra_next and order's state */
+	uint64_t next_off;      /* where a sequential reader continues */
+	uint64_t ra_next;       /* first block not yet handed to prefetch */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)
@@ -207,20 +218,34 @@ bool tfs_fs_is_order_file(const char *path);
 /* Its attributes: a file of mode 0644 owned by the mount's uid (cfg.uid),
  * empty, with the mount's time. */
 void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
-/* Append `size` bytes written to control-file handle `h`, within the one
- * budget of all its handles (cfg.order_max bytes, charged until the handle
- * is freed).  Lock-free (an atomic).  Returns 0, EFBIG (the budget would
- * be exceeded; nothing is kept) or ENOMEM. */
+/* Make `h` (a new handle) a control-file handle of the uid and process
+ * of `req`, opened for writing when `writer`.  Returns 0 or ENOMEM. */
+int tfs_fs_order_init(struct tfs_fs *fs, struct fh *h, fuse_req_t req, bool writer);
+/* Append `size` bytes written to control-file handle `h`; the memory it
+ * allocates (in steps of 4 KiB) is counted against the order memory of
+ * the opener's uid (src/follow.h) until the handle is freed.  Returns 0,
+ * EFBIG (beyond prefetch.order_max or the uid's share; nothing is kept),
+ * EBUSY (its close is being committed) or ENOMEM. */
 int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size);
-/* A close of handle `h`: parse what it collected and set the order of the
- * process that opened it (h->order_owner); nothing collected removes that
- * process's order.  Only a handle opened for writing commits, and only
- * when it has bytes the last commit did not see, or has not committed
- * yet (a close of a duplicate fd commits nothing new).  Returns 0, EINVAL
- * (not one valid entry in a non-empty file), EFBIG, ENOMEM. */
-int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h);
-/* Free handle `h`'s buffer (h->order, non-NULL) and give its bytes back to
- * the budget; h->order becomes NULL.  Called by tfs_fs_fh_free(). */
+/* A close (flush `req`) of handle `h`: hand what it collected to the
+ * order builder (tfs_follow_submit()), which sets the order of the
+ * process that opened it (nothing collected removes that process's
+ * order) and then calls `done` (in its thread) with 0, EINVAL (not one
+ * valid entry in a non-empty file), EFBIG or ENOMEM; `done` calls
+ * tfs_fs_order_committed() and replies.  Only a handle opened for
+ * writing commits, and only when it has bytes the last commit did not
+ * see, or has not committed yet, and is not committing now (a close of a
+ * duplicate fd commits nothing new).  Returns EINPROGRESS (`done` will
+ * reply to `req`), 0 (nothing to commit: reply now) or ESHUTDOWN. */
+int tfs_fs_commit_order(struct tfs_fs *fs, struct fh *h, fuse_req_t req,
+			void (*done)(struct tfs_follow_request *r, int rc));
+/* The commit of `h` (r->ctx of `done`) ended with `rc`: writes are taken
+ * again, and with rc 0 the bytes it set are remembered.  Returns the
+ * flush to reply to, the last use of `h` before that reply (once
+ * replied, the handle may be released). */
+fuse_req_t tfs_fs_order_committed(struct fh *h, int rc);
+/* Free handle `h`'s buffer (h->order, non-NULL, not committing) and give
+ * its memory back; h->order becomes NULL.  Called by tfs_fs_fh_free(). */
 void tfs_fs_order_free(struct tfs_fs *fs, struct fh *h);
 
 /* ---- fs_write.c: the handlers that change things (EROFS without

@@ -264,19 +264,13 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
 		return;
 	}
-	struct fh *h = tfs_fs_fh_new(fs, TFS_FOLLOW_FILE);
-	if (h)
-		h->order = malloc(sizeof(*h->order));
-	if (h == NULL || h->order == NULL || fs->follow == NULL) {
+	struct fh *h = fs->follow ? tfs_fs_fh_new(fs, TFS_FOLLOW_FILE) : NULL;
+	if (h == NULL || tfs_fs_order_init(fs, h, req, (fi->flags & O_ACCMODE) != O_RDONLY)) {
 		if (h)
 			tfs_fs_fh_free(fs, h);
 		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
 		return;
 	}
-	tfs_dbuf_init(h->order, (size_t)fs->cfg.order_max);
-	h->order_writer = (fi->flags & O_ACCMODE) != O_RDONLY;
-	if (h->order_writer)
-		tfs_follow_owner_of(fuse_req_ctx(req)->pid, &h->order_owner);
 	fi->fh = h->ent.id;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -631,6 +625,18 @@ static int commit_by_node(struct tfs_fs *fs, fuse_ino_t ino, bool durable)
 	return rc;
 }
 
+/* The order builder's thread: the order of a control-file close is set
+ * or refused. */
+static void order_flushed(struct tfs_follow_request *r, int rc)
+{
+	struct fh *h = r->ctx;
+	struct tfs_fs *fs = h->order->fs;
+	fuse_req_t req = tfs_fs_order_committed(h, rc);
+	if (rc)
+		tfs_err(fs->log, "close '%s': %s", TFS_FOLLOW_FILE, strerror(rc));
+	tfs_fs_reply_err(req, OP_FLUSH, rc);
+}
+
 void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
@@ -645,8 +651,8 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(): journal what was written (sync mode: upload it). */
 	if (h->wf && h->writer)
 		rc = tfs_wb_commit(fs->wb, h->wf, false);
-	else if (h->order)
-		rc = tfs_fs_commit_order(fs, h);
+	else if (h->order && (rc = tfs_fs_commit_order(fs, h, req, order_flushed)) == EINPROGRESS)
+		return; /* the order builder replies */
 	if (rc)
 		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));
 	tfs_fs_reply_err(req, OP_FLUSH, rc);

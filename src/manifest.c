@@ -67,11 +67,14 @@ static bool key_ok(const char *k)
 	return true;
 }
 
-/* Turn one reference (path or URL) into a key, or an error text. */
-static void resolve(const char *ref, const struct tfs_manifest_scope *sc, char **key, char **err)
+/* Turn one reference (path or URL) into a key (a suffix of `ref`), or an
+ * error text (malloc'd; NULL with no key: ENOMEM). */
+static void resolve(const char *ref, const struct tfs_manifest_scope *sc, const char **key,
+		    char **err)
 {
 	const char *k = ref;
-	*key = *err = NULL;
+	*key = NULL;
+	*err = NULL;
 	if (strncmp(ref, "s3://", 5) == 0) {
 		if (sc->bucket == NULL) {
 			*err = fmt("an s3:// URL, but the mount serves a local directory", NULL);
@@ -110,13 +113,12 @@ static void resolve(const char *ref, const struct tfs_manifest_scope *sc, char *
 		*err = fmt("not a file path (empty, '.', '..' or a trailing '/')", NULL);
 		return;
 	}
-	*key = strdup(k);
-	if (*key == NULL)
-		*err = NULL;
+	*key = k;
 }
 
-static int parse_line(struct tfs_manifest *m, size_t *cap, uint64_t lineno, char *s,
-		      const struct tfs_manifest_scope *sc)
+/* Hand line `lineno` (`s`, NUL-terminated, may be changed) to `fn`. */
+static int scan_line(uint64_t lineno, char *s, const struct tfs_manifest_scope *sc,
+		     tfs_manifest_fn fn, void *ctx)
 {
 	while (*s == ' ' || *s == '\t')
 		s++;
@@ -125,10 +127,12 @@ static int parse_line(struct tfs_manifest *m, size_t *cap, uint64_t lineno, char
 		s[--n] = '\0';
 	if (n == 0 || s[0] == '#')
 		return 0;
-	char *key = NULL, *err = NULL;
+	const char *key = NULL;
+	char *err = NULL;
+	struct json_object *o = NULL;
 	if (s[0] == '{') {
 		enum json_tokener_error je;
-		struct json_object *o = json_tokener_parse_verbose(s, &je);
+		o = json_tokener_parse_verbose(s, &je);
 		if (o == NULL || !json_object_is_type(o, json_type_object)) {
 			err = fmt("invalid JSON: %s",
 				  o ? "not an object" : json_tokener_error_desc(je));
@@ -147,21 +151,19 @@ static int parse_line(struct tfs_manifest *m, size_t *cap, uint64_t lineno, char
 			else
 				resolve(ref, sc, &key, &err);
 		}
-		json_object_put(o);
 	} else {
 		resolve(s, sc, &key, &err);
 	}
-	if (key == NULL && err == NULL)
-		return ENOMEM;
-	return add(m, cap, lineno, key, err);
+	int rc = key == NULL && err == NULL ? ENOMEM : fn(ctx, lineno, key, err);
+	json_object_put(o); /* after fn: `key` may point into it */
+	free(err);
+	return rc;
 }
 
-int tfs_manifest_parse(const char *text, size_t len, const struct tfs_manifest_scope *scope,
-		       size_t max_entries, struct tfs_manifest *out)
+int tfs_manifest_scan(const char *text, size_t len, const struct tfs_manifest_scope *scope,
+		      tfs_manifest_fn fn, void *ctx)
 {
-	size_t cap = 0;
 	uint64_t lineno = 0;
-	memset(out, 0, sizeof(*out));
 	char *line = malloc(MAX_LINE + 1);
 	if (line == NULL)
 		return ENOMEM;
@@ -172,20 +174,47 @@ int tfs_manifest_parse(const char *text, size_t len, const struct tfs_manifest_s
 		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
 		lineno++;
 		if (n > MAX_LINE || memchr(text + pos, '\0', n)) {
-			rc = add(out, &cap, lineno, NULL,
-				 fmt(n > MAX_LINE ? "line longer than 64 KiB"
-						  : "NUL byte in the line",
-				     NULL));
+			rc = fn(ctx, lineno, NULL,
+				n > MAX_LINE ? "line longer than 64 KiB" : "NUL byte in the line");
 		} else {
 			memcpy(line, text + pos, n);
 			line[n] = '\0';
-			rc = parse_line(out, &cap, lineno, line, scope);
+			rc = scan_line(lineno, line, scope, fn, ctx);
 		}
-		if (rc == 0 && out->n > max_entries)
-			rc = EFBIG;
 		pos += n + 1;
 	}
 	free(line);
+	return rc;
+}
+
+struct parse_ctx {
+	struct tfs_manifest *m;
+	size_t cap;
+	size_t max_entries;
+};
+
+static int parse_entry(void *vctx, uint64_t line, const char *key, const char *error)
+{
+	struct parse_ctx *c = vctx;
+	char *k = key ? strdup(key) : NULL;
+	char *e = error ? strdup(error) : NULL;
+	if ((key && k == NULL) || (error && e == NULL)) {
+		free(k);
+		free(e);
+		return ENOMEM;
+	}
+	int rc = add(c->m, &c->cap, line, k, e);
+	if (rc == 0 && c->m->n > c->max_entries)
+		rc = EFBIG;
+	return rc;
+}
+
+int tfs_manifest_parse(const char *text, size_t len, const struct tfs_manifest_scope *scope,
+		       size_t max_entries, struct tfs_manifest *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct parse_ctx c = { .m = out, .max_entries = max_entries };
+	int rc = tfs_manifest_scan(text, len, scope, parse_entry, &c);
 	if (rc)
 		tfs_manifest_free(out);
 	return rc;

@@ -39,6 +39,18 @@ struct tfs_manifest_scope {
 	const char *prefix;
 };
 
+/* One entry of a manifest: line number `line` (1-based), its key (relative
+ * to the mount's root) or NULL and why the line was rejected; both are
+ * borrowed for the call.  Returns 0 to go on, or an errno that stops the
+ * scan and is returned by tfs_manifest_scan(). */
+typedef int (*tfs_manifest_fn)(void *ctx, uint64_t line, const char *key, const char *error);
+
+/* Call `fn` for each entry of `len` bytes of manifest text, in order,
+ * allocating nothing per entry (one line buffer; a JSON line's objects
+ * live for its call).  Returns 0, ENOMEM or the first errno of `fn`. */
+int tfs_manifest_scan(const char *text, size_t len, const struct tfs_manifest_scope *scope,
+		      tfs_manifest_fn fn, void *ctx);
+
 /* Parse `len` bytes of manifest text.  Returns 0 and fills *out (release
  * with tfs_manifest_free), EFBIG (more than max_entries entries), or
  * ENOMEM.  Bad lines are entries with `error` set. */

@@ -7,6 +7,7 @@ Uses the harness of test_mount.py (Bucket, Mount).  Backend GETs are
 counted through `tierfs stats --json`.  Ends with
 "warmup: N passed, N failed".
 """
+import ctypes
 import errno
 import os
 import pty
@@ -552,11 +553,14 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 def t_order_file_owner_and_budget(ctx):
     """.tierfs-order is 0644, owned by the mount's uid: another uid cannot
-    set the order; all open handles share one prefetch.order_max budget
-    (EFBIG beyond it), given back when a handle is released."""
+    set the order; all open handles of a uid share its part of one
+    prefetch.order_max budget (EFBIG beyond it), given back when a handle
+    is released."""
     files = dataset(ctx.bucket, n=10, size=(1000, 2000))
     os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534 on its own
-    m = ctx.mount("orderbudget", opts=["-o", "allow_other", "-o", "prefetch.order_max=64K"]).mount()
+    # A uid's share is 79 KiB: one 40 KiB text and its order (2,048 lines,
+    # 32 KiB of positions while it grows) fit, two texts do not.
+    m = ctx.mount("orderbudget", opts=["-o", "allow_other", "-o", "prefetch.order_max=158K"]).mount()
     ctl = os.path.join(m.mnt, ".tierfs-order")
     try:
         st = os.stat(ctl)
@@ -593,13 +597,213 @@ def t_order_file_owner_and_budget(ctx):
             os.close(b)
         poll(lambda: stats(m)["follow"]["order_files"] == len(chunk) // len(line), 10,
              "the owner's order to be set")
-        # One write larger than the whole budget.
+        # One write larger than the uid's share.
         with open(ctl, "wb", buffering=0) as f:
             try:
                 f.write(b"x\n" * (40 * 1024))
-                raise AssertionError("a 80 KiB write into a 64 KiB budget was accepted")
+                raise AssertionError("a 80 KiB write into a 79 KiB share was accepted")
             except OSError as e:
                 assert e.errno == errno.EFBIG, e
+    finally:
+        m.umount()
+
+
+# A writer of an order: writes N copies of NAME into the control file,
+# prints "written", closes it on a line of stdin and prints "closed ERRNO",
+# then lives until its stdin closes (so its order's stream stays).
+CLOSER = r"""
+import os, sys
+ctl, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fd = os.open(ctl, os.O_WRONLY)
+data = ((name + "\n") * n).encode()
+while data:
+    data = data[os.write(fd, data):]
+print("written", flush=True)
+sys.stdin.readline()
+try:
+    os.close(fd)
+    print("closed 0", flush=True)
+except OSError as e:
+    print("closed %d" % e.errno, flush=True)
+sys.stdin.read()
+"""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH = 0x4206, 0x4207, 17
+WALL = 0x40000000
+
+
+def thread_named(pid, name):
+    """The id of the thread of `pid` called `name`, or None."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+            if f.read().strip() == name:
+                return int(tid)
+    return None
+
+
+def freeze_thread(tid):
+    """Stop one thread of another process (ptrace), the others run on."""
+    if _libc.ptrace(PTRACE_SEIZE, tid, None, None) != 0:
+        raise OSError(ctypes.get_errno(), "ptrace(SEIZE, %d)" % tid)
+    if _libc.ptrace(PTRACE_INTERRUPT, tid, None, None) != 0:
+        raise OSError(ctypes.get_errno(), "ptrace(INTERRUPT, %d)" % tid)
+    os.waitpid(tid, WALL)
+
+
+def thaw_thread(tid):
+    _libc.ptrace(PTRACE_DETACH, tid, None, None)
+
+
+def in_close(pid):
+    """Whether process `pid` sleeps in close(2) (x86-64: 3, arm64: 57)."""
+    nr = {"x86_64": "3", "aarch64": "57"}[os.uname().machine]
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            return f.read().split()[0] == nr
+    except (OSError, IndexError):
+        return False
+
+
+def t_order_repeats_never_block_the_mount(ctx):
+    """An order may name a file many times (sampling with replacement):
+    80,000 copies of one name cost linear time, and no FUSE thread builds
+    an order.  With the daemon's order builder held (ptrace), 24 closes of
+    such orders wait for it -- more than the 16 FUSE threads -- while a
+    stat by another user is answered, before any of the closes returns:
+    closes that built their orders on FUSE threads would hold every one of
+    them, and the stat would wait behind them.  Released, every close
+    returns 0 and every order is set, each occurrence a position."""
+    files = dataset(ctx.bucket, n=4, size=(1000, 2000))
+    name = sorted(files)[0]
+    copies, writers = 80_000, 24
+    os.chmod(ctx.work, 0o755)  # mkdtemp's 0700 would stop uid 65534 on its own
+    m = ctx.mount("orderrep", opts=["-o", "allow_other"]).mount()
+    ctl = os.path.join(m.mnt, ".tierfs-order")
+    procs, tid = [], None
+    try:
+        pid = m.pid()
+        tid = thread_named(pid, "tierfs-order")
+        if tid is not None:
+            freeze_thread(tid)
+        for _ in range(writers):
+            procs.append(subprocess.Popen([sys.executable, "-c", CLOSER, ctl, name, str(copies)],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          text=True))
+        for p in procs:
+            assert p.stdout.readline().strip() == "written"
+        for p in procs:
+            p.stdin.write("close\n")
+            p.stdin.flush()
+        poll(lambda: all(in_close(p.pid) for p in procs), 60, "every writer to be in close()")
+        st = subprocess.Popen(NOBODY + ["stat", "-c", "%s", os.path.join(m.mnt, name)],
+                              stdout=subprocess.PIPE, text=True)
+        poll(lambda: st.poll() is not None, 60, "the stat by uid 65534")
+        returned = [p.pid for p in procs if p.poll() is not None or not in_close(p.pid)]
+        size = st.communicate()[0].strip()
+        assert st.returncode == 0 and size == str(len(files[name])), size
+        assert not returned, "the stat waited until %d closes returned" % len(returned)
+        f = stats(m)["follow"]
+        assert f["orders_queued"] == writers, f["orders_queued"]
+        if tid is not None:
+            thaw_thread(tid)
+            tid = None
+        for p in procs:
+            assert p.stdout.readline().strip() == "closed 0"
+        f = stats(m)["follow"]
+        assert f["orders_queued"] == 0 and f["orders_built"] == writers, f
+        assert len(f["streams"]) == writers
+        assert all(s["files"] == copies for s in f["streams"]), [s["files"] for s in f["streams"]]
+        # One name, stored once: two 4-byte words a position.
+        assert all(s["bytes"] <= copies * 8 + 4096 for s in f["streams"]), f["streams"][0]
+    finally:
+        if tid is not None:
+            thaw_thread(tid)
+        for p in procs:
+            p.stdin.close()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        m.umount()
+
+
+def t_order_memory_counted_and_bounded_per_uid(ctx):
+    """Order memory is counted as allocated, against prefetch.order_max
+    and a share per uid (half of it): an order of 600,000 names grows the
+    daemon's RSS by about what is counted for it (once by 14x); one uid
+    that fills its share gets EFBIG, on a write and on the close of an
+    order that cannot be built in it, while the other uid that may write
+    orders (the mount's) still sets its own."""
+    files = dataset(ctx.bucket, n=10, size=(1000, 2000))
+    os.chmod(ctx.work, 0o755)
+    share = 64 * MIB
+    m = ctx.mount("ordermem", opts=["-o", "allow_other", "-o", "uid=65534", "-o",
+                                    "prefetch.order_max=%d" % (2 * share)]).mount()
+    ctl = os.path.join(m.mnt, ".tierfs-order")
+    try:
+        pid = m.pid()
+        # A writer of the mount's uid, started first: every process
+        # started while root's handle is open closes a copy of it at exec.
+        other = sorted(files)[2:6]
+        helper = subprocess.Popen(NOBODY + [sys.executable, "-c", CLOSER, ctl, other[0], "3"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert helper.stdout.readline().strip() == "written"
+        # Root fills its share with a text: the write beyond it fails.
+        fd = os.open(ctl, os.O_WRONLY)
+        try:
+            chunk = ((sorted(files)[1] + "\n") * 40_000).encode()
+            written = 0
+            try:
+                while True:
+                    written += os.write(fd, chunk)
+                    assert written <= share, "a text beyond the uid's share was accepted"
+            except OSError as e:
+                assert e.errno == errno.EFBIG, e
+            assert written > share - len(chunk) - 4096, written
+            # The mount's uid sets its order beside it.
+            helper.stdin.write("close\n")
+            helper.stdin.flush()
+            assert helper.stdout.readline().strip() == "closed 0"
+            f = stats(m)["follow"]
+            assert [s["files"] for s in f["streams"] if s["uid"] == 65534] == [3], f
+            assert f["uid_bytes"]["65534"] < f["uid_bytes"]["0"] <= share, f["uid_bytes"]
+        finally:
+            try:
+                os.close(fd)
+                raise AssertionError("an order beyond the uid's share was set")
+            except OSError as e:
+                assert e.errno == errno.EFBIG, e
+            helper.stdin.close()
+            helper.wait(30)
+        assert stats(m)["follow"]["orders_refused"] >= 1
+        read_all(m, files)
+        with open(ctl, "w") as f:  # the FUSE threads' buffers, the builder
+            f.write(sorted(files)[0] + "\n")
+        rss0 = rss_anon(pid)
+        n = 600_000
+        text = "".join("big/d%03d/name-%07d.bin\n" % (i % 500, i) for i in range(n))
+        with open(ctl, "w") as f:
+            f.write(text)
+        # The text's memory is given back once its handle is released.
+        def mine():
+            fo = stats(m)["follow"]
+            s = [s for s in fo["streams"] if s["owner"] == os.getpid()]
+            return (fo, s[0]) if s and fo["order_bytes"] == s[0]["bytes"] else None
+        fo, s = poll(mine, 30, "the order's text to be given back")
+        counted = s["bytes"]
+        assert s["files"] == n and s["uid"] == 0, s
+        assert fo["uid_bytes"] == {"0": counted}, fo["uid_bytes"]
+        assert counted >= len(text), (counted, len(text))  # the names are in it
+        grown = rss_anon(pid) - rss0
+        print("    order of %d names (%.1f MiB of text): %.1f MiB counted, RssAnon +%.1f MiB" %
+              (n, len(text) / MIB, counted / MIB, grown / MIB))
+        assert_rss(ctx, grown, 3 * counted // 2 + 8 * MIB, "RssAnon growth for the order")
+        with open(ctl, "w") as f:
+            pass  # an empty order: the stream and its memory go
+        poll(lambda: stats(m)["follow"]["order_bytes"] == 0, 30, "the order's memory to go")
     finally:
         m.umount()
 
@@ -618,6 +822,8 @@ TESTS = [
     ("follow_cli", t_follow_cli),
     ("follow_several_orders", t_follow_several_orders),
     ("order_dup_close_keeps_position", t_order_dup_close_keeps_position),
+    ("order_repeats_never_block_the_mount", t_order_repeats_never_block_the_mount),
+    ("order_memory_counted_and_bounded_per_uid", t_order_memory_counted_and_bounded_per_uid),
 ]
 
 

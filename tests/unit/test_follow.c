@@ -44,7 +44,7 @@ static void set_order(const struct tfs_follow_owner *owner, const int *perm, int
 		v[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1,
 						    .key = keys[perm ? perm[i] : i] };
 	struct tfs_manifest m = { .v = v, .n = (size_t)n };
-	cr_assert_eq(tfs_follow_set(fol, owner, &m), 0);
+	cr_assert_eq(tfs_follow_set(fol, owner, 0, &m), 0);
 }
 
 static void setup(void)
@@ -349,7 +349,7 @@ Test(follow, disjoint_orders_are_credited_by_the_key)
 						    .key = keys[N / 2 + i] };
 	struct tfs_manifest m = { .v = v, .n = N / 2 };
 	uint64_t id, p, len, fetched;
-	cr_assert_eq(tfs_follow_add(fol, &m, &id), 0);
+	cr_assert_eq(tfs_follow_add(fol, &m, 0, &id), 0);
 	for (int i = 0; i < 7; i++) {
 		tfs_follow_opened(fol, keys[i], 0);
 		tfs_follow_opened(fol, keys[N / 2 + i], 0);
@@ -378,8 +378,8 @@ Test(follow, without_an_owner_the_closest_window_wins)
 	}
 	struct tfs_manifest m1 = { .v = v1, .n = N }, m2 = { .v = v2, .n = N };
 	uint64_t id1, id2, p, len, fetched;
-	cr_assert_eq(tfs_follow_add(fol, &m1, &id1), 0);
-	cr_assert_eq(tfs_follow_add(fol, &m2, &id2), 0);
+	cr_assert_eq(tfs_follow_add(fol, &m1, 0, &id1), 0);
+	cr_assert_eq(tfs_follow_add(fol, &m2, 0, &id2), 0);
 	for (int i = 0; i < 3; i++) {
 		tfs_follow_opened(fol, keys[i], 0);           /* 1: ahead by 0; 2: 99 - i */
 		tfs_follow_opened(fol, keys[reversed[i]], 0); /* 2: ahead by 0 */
@@ -538,13 +538,13 @@ Test(follow, beyond_the_most_streams_the_quietest_goes)
 	uint64_t ids[TFS_FOLLOW_MAX_STREAMS], p, len, fetched;
 	for (int i = 0; i < TFS_FOLLOW_MAX_STREAMS - 1; i++) {
 		fake_now++;
-		cr_assert_eq(tfs_follow_add(fol, &m, &ids[i]), 0);
+		cr_assert_eq(tfs_follow_add(fol, &m, 0, &ids[i]), 0);
 	}
 	cr_assert_eq(nstreams(), TFS_FOLLOW_MAX_STREAMS);
 	fake_now++;
 	open_range(1, 2); /* self's reader: the most recent */
 	fake_now++;
-	cr_assert_eq(tfs_follow_add(fol, &m, &ids[TFS_FOLLOW_MAX_STREAMS - 1]), 0);
+	cr_assert_eq(tfs_follow_add(fol, &m, 0, &ids[TFS_FOLLOW_MAX_STREAMS - 1]), 0);
 	cr_assert_eq(nstreams(), TFS_FOLLOW_MAX_STREAMS);
 	cr_assert_eq(total("dropped_streams"), 1);
 	tfs_follow_position(fol, ids[0], &p, &len, &fetched);
@@ -614,17 +614,28 @@ Test(follow, the_owner_of_a_thread_is_its_process)
 	cr_assert_eq(o.pid, 0);
 }
 
-/* All orders together hold at most max_bytes of keys: a new order drops
- * the streams quiet longest; one larger than the bound is refused. */
+/* The bytes counted for the order of stream `pid` (its arrays as
+ * allocated). */
+static uint64_t order_bytes(pid_t pid)
+{
+	return stream_field(pid, "bytes");
+}
+
+/* All orders together take at most max_bytes of memory: a new order drops
+ * the uid's streams quiet longest; one larger than the bound is refused. */
 Test(follow, the_orders_bytes_are_bounded)
 {
+	uint64_t one = order_bytes(getpid()); /* an order of N keys */
+	cr_assert_gt(one, N * 11, "the keys' names alone are %d bytes", N * 11);
 	tfs_follow_destroy(fol);
-	/* An order of N keys "d/fNNN.jpg" holds N * 11 bytes. */
+	/* Room for one order and another being built (its arrays grow by
+	 * doubling), not for two and another. */
 	struct tfs_follow_config cfg = {
-		.window = 4, .budget = BUDGET, .max_bytes = N * 11 * 3 / 2, .clock_ms = fake_clock
+		.window = 4, .budget = BUDGET, .max_bytes = one * 2, .clock_ms = fake_clock
 	};
 	cr_assert_eq(tfs_follow_create(NULL, NULL, &cfg, &tlog, &fol), 0);
 	set_order(&self, NULL, N);
+	cr_assert_eq(total("order_bytes"), one);
 	pid_t b = spawn();
 	struct tfs_follow_owner ob = owner(b);
 	fake_now++;
@@ -635,6 +646,7 @@ Test(follow, the_orders_bytes_are_bounded)
 	cr_assert_eq(nstreams(), 1);
 	cr_assert(has_stream(b));
 	cr_assert_eq(total("dropped_streams"), 1);
+	cr_assert_eq(total("order_bytes"), one);
 	struct tfs_manifest_entry v[2 * N];
 	char more[N][32];
 	for (int i = 0; i < N; i++) {
@@ -644,6 +656,147 @@ Test(follow, the_orders_bytes_are_bounded)
 			(struct tfs_manifest_entry){ .line = (uint64_t)N + i + 1, .key = more[i] };
 	}
 	struct tfs_manifest m = { .v = v, .n = 2 * N };
-	cr_assert_eq(tfs_follow_set(fol, &self, &m), EFBIG);
-	cr_assert_eq(nstreams(), 1, "a refused order dropped a stream");
+	cr_assert_eq(tfs_follow_set(fol, &self, 0, &m), EFBIG);
+	/* What the refused order took is given back; streams it dropped while
+	 * it grew (b's, of the same uid) stay dropped. */
+	cr_assert_eq(total("order_bytes"), nstreams() ? one : 0);
+	cr_assert_not(has_stream(getpid()));
+}
+
+/* An order may name a file many times (sampling with replacement): the
+ * key is stored once, each occurrence keeps its position, and each open
+ * of it stands for its next occurrence. */
+Test(follow, repeated_keys_keep_every_position_and_cost_linear_memory)
+{
+	enum {
+		REPS = 200000
+	};
+	struct tfs_manifest_entry *v = calloc(REPS + 4, sizeof(*v));
+	cr_assert_not_null(v);
+	for (int i = 0; i < REPS; i++)
+		v[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1, .key = keys[0] };
+	struct tfs_manifest m = { .v = v, .n = REPS };
+	/* 200000 copies of one name: linear, where a table of positions
+	 * probed by name took 2e10 comparisons. */
+	cr_assert_eq(tfs_follow_set(fol, &self, 0, &m), 0);
+	cr_assert_eq(stream_field(getpid(), "files"), REPS);
+	/* Two 4-byte words a position, one name, a few slots. */
+	cr_assert_leq(order_bytes(getpid()), (uint64_t)REPS * 8 + 4096, "%llu bytes",
+		      (unsigned long long)order_bytes(getpid()));
+	cr_assert_eq(total("order_bytes"), order_bytes(getpid()));
+	free(v);
+
+	/* a b a c a: each open of a is its next occurrence. */
+	const char *seq[] = { keys[1], keys[2], keys[1], keys[3], keys[1] };
+	struct tfs_manifest_entry w[5];
+	for (int i = 0; i < 5; i++)
+		w[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1,
+						    .key = (char *)seq[i] };
+	struct tfs_manifest m2 = { .v = w, .n = 5 };
+	cr_assert_eq(tfs_follow_set(fol, &self, 0, &m2), 0);
+	for (int i = 0; i < 5; i++) {
+		tfs_follow_opened(fol, seq[i], getpid());
+		cr_assert_eq(stream_field(getpid(), "position"), (uint64_t)i + 1, "open %d", i);
+	}
+	/* Read again from the start: a new pass, a's first occurrence. */
+	tfs_follow_opened(fol, seq[0], getpid());
+	cr_assert_eq(stream_field(getpid(), "position"), 1);
+	cr_assert_eq(total("realigned"), 1);
+	tfs_follow_opened(fol, seq[1], getpid());
+	tfs_follow_opened(fol, seq[2], getpid());
+	cr_assert_eq(stream_field(getpid(), "position"), 3);
+}
+
+/* Each uid holds at most uid_max of order memory: beyond it, its own
+ * order is refused (EFBIG) or its own streams are dropped, never another
+ * uid's, and another uid's order is still accepted. */
+Test(follow, order_memory_is_bounded_per_uid)
+{
+	uint64_t one = order_bytes(getpid()); /* N keys */
+	tfs_follow_destroy(fol);
+	struct tfs_follow_config cfg = { .window = 4,
+					 .budget = BUDGET,
+					 .max_bytes = 4 * one,
+					 .uid_max = one + one / 2,
+					 .clock_ms = fake_clock };
+	cr_assert_eq(tfs_follow_create(NULL, NULL, &cfg, &tlog, &fol), 0);
+	/* uid 1000's text fills its share: its order is refused. */
+	cr_assert_eq(tfs_follow_charge(fol, 1000, one), 0);
+	cr_assert_eq(tfs_follow_charge(fol, 1000, one), EFBIG);
+	struct tfs_manifest_entry v[N];
+	for (int i = 0; i < N; i++)
+		v[i] = (struct tfs_manifest_entry){ .line = (uint64_t)i + 1, .key = keys[i] };
+	struct tfs_manifest m = { .v = v, .n = N };
+	cr_assert_eq(tfs_follow_set(fol, &self, 1000, &m), EFBIG);
+	cr_assert_eq(nstreams(), 0);
+	cr_assert_eq(total("order_bytes"), one, "the refused order's memory was kept");
+	/* uid 0's order is accepted beside it. */
+	pid_t b = spawn();
+	struct tfs_follow_owner ob = owner(b);
+	cr_assert_eq(tfs_follow_set(fol, &ob, 0, &m), 0);
+	cr_assert(has_stream(b));
+	cr_assert_eq(total("order_bytes"), 2 * one);
+	/* With its text given back, uid 1000's order fits; a second order of
+	 * uid 1000 drops its first stream, not uid 0's. */
+	tfs_follow_uncharge(fol, 1000, one);
+	cr_assert_eq(tfs_follow_set(fol, &self, 1000, &m), 0);
+	fake_now++;
+	pid_t c = spawn();
+	struct tfs_follow_owner oc = owner(c);
+	cr_assert_eq(tfs_follow_set(fol, &oc, 1000, &m), 0);
+	cr_assert(has_stream(c));
+	cr_assert(has_stream(b));
+	cr_assert_not(has_stream(getpid()));
+	cr_assert_eq(total("order_bytes"), 2 * one);
+}
+
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int rc, calls;
+};
+
+static void request_done(struct tfs_follow_request *r, int rc)
+{
+	struct waiter *w = r->ctx;
+	pthread_mutex_lock(&w->lock);
+	w->rc = rc;
+	w->calls++;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Submit `text` as the order of `owner` and wait for the builder. */
+static int submit(const struct tfs_follow_owner *owner, const char *text)
+{
+	static const struct tfs_manifest_scope scope = { .mountpoint = "/mnt", .prefix = "" };
+	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct tfs_follow_request r = { .owner = *owner,
+					.uid = 0,
+					.scope = &scope,
+					.text = text,
+					.len = strlen(text),
+					.done = request_done,
+					.ctx = &w };
+	cr_assert_eq(tfs_follow_submit(fol, &r), 0);
+	pthread_mutex_lock(&w.lock);
+	while (w.calls == 0)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	cr_assert_eq(w.calls, 1);
+	return w.rc;
+}
+
+/* The builder thread parses a text and sets its order, or refuses a text
+ * without one valid line (the order stays); an empty text removes it. */
+Test(follow, the_builder_sets_orders_from_text)
+{
+	cr_assert_eq(submit(&self, "d/f001.jpg\n# a comment\nd/f002.jpg\nd/f001.jpg\n"), 0);
+	cr_assert_eq(stream_field(getpid(), "files"), 3);
+	cr_assert_eq(submit(&self, "../up\n/elsewhere/x\n"), EINVAL);
+	cr_assert_eq(stream_field(getpid(), "files"), 3);
+	cr_assert_eq(total("orders_built"), 1);
+	cr_assert_eq(total("orders_refused"), 1);
+	cr_assert_eq(submit(&self, ""), 0);
+	cr_assert_not(has_stream(getpid()));
 }

@@ -78,6 +78,8 @@ struct tfs_http_resp {
 	char last_modified[64];
 	char request_id[128];
 	struct tfs_obj_meta meta;    /* x-amz-meta-* headers, and nothing else */
+	long parts_count;            /* x-amz-mp-parts-count; -1 when absent */
+	bool encrypted;              /* SSE-KMS or SSE-C named by the reply */
 	char error[CURL_ERROR_SIZE]; /* transport error text when status == 0 */
 	bool transport_error;
 };

@@ -237,7 +237,7 @@ struct tfs_obj_check {
 
 /* HEAD `key` for its check values: one HEAD, and for a multipart ETag a
  * second one with ?partNumber=1, whose size is part 1's when the reply
- * names the parts' count (x-amz-mp-parts-count) and the same ETag.
+ * names the parts' count (x-amz-mp-parts-count) that the ETag names.
  * Counted as HEAD requests.  ENOTSUP on a backend without it (local);
  * otherwise errors as tfs_backend_head(). */
 int tfs_backend_head_check(struct tfs_backend *be, const char *key, struct tfs_obj_check *out);

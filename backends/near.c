@@ -227,6 +227,18 @@ static bool first_time(struct near *n, const char *key, const char *etag)
 	return true;
 }
 
+/* Forget that the version was queued (its copy was found bad and
+ * deleted: the next read copies it again). */
+static void forget_queued(struct near *n, const char *key, const char *etag)
+{
+	uint64_t h = version_hash(key, etag);
+	pthread_mutex_lock(&n->lock);
+	for (unsigned i = 0; i < RECENT; i++)
+		if (n->recent[i] == h)
+			n->recent[i] = 0;
+	pthread_mutex_unlock(&n->lock);
+}
+
 static void job_free(struct copy_job *j)
 {
 	if (j) {
@@ -753,6 +765,8 @@ static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t le
 		 * asked (the read goes past the end, which far answers as
 		 * well), or a copy that failed its digests: ask far. */
 		bool answered = rc == ENOENT || rc == ERANGE || rc == EBADMSG;
+		if (rc == EBADMSG)
+			forget_queued(n, key, if_match);
 		near_result(n, answered);
 		count(n, rc == EBADMSG ? C_VERIFY_FAILED : answered ? C_MISSES : C_ERRORS, 1);
 		if (!answered)

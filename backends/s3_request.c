@@ -391,10 +391,13 @@ int s3_head_check_full(struct s3 *s, const char *fk, struct tfs_obj_check *out)
 	const char *e = out->etag[0] == '"' ? out->etag + 1 : out->etag;
 	if (rc == 0 && strlen(e) > 33 && e[32] == '-') {
 		/* A multipart ETag: part 1's size, where the server tells it
-		 * (AWS, MinIO, moto, Ceph RGW from Reef on).  Another answer
-		 * (a server that ignores partNumber) leaves it unknown. */
+		 * (AWS, MinIO, moto, Ceph RGW from Reef on) with the count of
+		 * parts the ETag names.  Its ETag may be the part's own (moto).
+		 * Another answer (a server that ignores partNumber) leaves it
+		 * unknown; a wrong size only fails the check of the copy. */
+		unsigned long want = strtoul(e + 33, NULL, 10);
 		int prc = head_one(s, fk, 1, &r);
-		if (prc == 0 && r.parts_count >= 1 && strcmp(r.etag, out->etag) == 0 &&
+		if (prc == 0 && r.parts_count >= 1 && (unsigned long)r.parts_count == want &&
 		    (uint64_t)r.content_length <= out->size)
 			out->part_size = (uint64_t)r.content_length;
 	}

@@ -183,7 +183,7 @@ def one_round(ctx, cl, proxy_endpoint, seed, rnd_index):
     wrong, seen = state["wrong"], state["seen"]
     errors += wrong
     st = [near_stats(m) for m in first]
-    verified = {k: sum(x[k] for x in st) for k in (
+    verified = {k: sum(x.get(k, 0) for x in st) for k in (
         "copies_verified_md5", "copies_verified_multipart", "copies_verified_ranges",
         "copies_mismatched", "copies_unverified", "verify_failed")}
     VERIFIED.append(verified)

@@ -442,3 +442,37 @@ Test(near_verify, a_spooled_buffer_reused_once_reported_never_reaches_the_copy, 
 	assert_copy("parts", etag, p, n);
 	free(p);
 }
+
+/* A copy whose digest text is too long for its metadata (past 48 MiB at
+ * 1 MiB blocks) has them in a sidecar, written first and deleted with it. */
+Test(near_verify, a_big_copy_keeps_its_digests_in_a_sidecar, .init = setup, .fini = teardown)
+{
+	compose(false);
+	size_t n = 50 * MIB + 3;
+	char *p = malloc(n), *buf = malloc(2 * MIB), etag[TFS_ETAG_MAX], path[700], side[800];
+	fill(p, n, 10);
+	put_far("big", p, n, etag);
+	read_scribbled("big", etag, 0, 1, n); /* exactly the object */
+	wait_for("copies", 1);
+	assert_copy("big", etag, p, n);
+	copy_path("big", etag, path, sizeof(path));
+	snprintf(side, sizeof(side), "%s.tierfs-sums", path);
+	cr_assert_eq(access(side, F_OK), 0, "no sidecar %s", side);
+	cr_assert_eq(read_at("big", etag, 49 * MIB, MIB + 3, buf), MIB + 3);
+	cr_assert_eq(memcmp(buf, p + 49 * MIB, MIB + 3), 0);
+	cr_assert_eq(stat_of("hits"), 1);
+	/* a byte of its last block changed: caught with the sidecar's digests */
+	int fd = open(path, O_WRONLY);
+	cr_assert_eq(pwrite(fd, "\x01", 1, n - 1), 1);
+	close(fd);
+	tfs_backend_destroy(be); /* a new node: no digests cached */
+	be = NULL;
+	compose(false);
+	cr_assert_eq(read_at("big", etag, 50 * MIB, 3, buf), 3);
+	cr_assert_eq(memcmp(buf, p + 50 * MIB, 3), 0);
+	cr_assert_eq(stat_of("verify_failed"), 1);
+	cr_assert_neq(access(path, F_OK), 0, "the bad copy stays");
+	cr_assert_neq(access(side, F_OK), 0, "its sidecar stays");
+	free(p);
+	free(buf);
+}

@@ -5,6 +5,7 @@
 #include "near_verify.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,15 +274,6 @@ int tfs_nv_sums_encode(const struct tfs_nv_sums *s, char **buf, size_t *len)
 	return 0;
 }
 
-static int unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 int tfs_nv_sums_decode(const char *text, size_t len, uint64_t size, struct tfs_nv_sums *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -301,7 +293,8 @@ int tfs_nv_sums_decode(const char *text, size_t len, uint64_t size, struct tfs_n
 	if (s->d == NULL)
 		return ENOMEM;
 	for (uint64_t k = 0; k < n * TFS_NV_DIGEST; k++) {
-		int hi = unhex(text[i + 2 * k]), lo = unhex(text[i + 2 * k + 1]);
+		int hi = OPENSSL_hexchar2int((unsigned char)text[i + 2 * k]);
+		int lo = OPENSSL_hexchar2int((unsigned char)text[i + 2 * k + 1]);
 		if (hi < 0 || lo < 0) {
 			tfs_nv_sums_clear(s);
 			return EBADMSG;

@@ -10,14 +10,16 @@
 #include <string.h>
 
 #include "fdio.h"
+#include "hash.h"
 
-#define SUMS_CACHE 64                /* copies whose digests are kept */
+#define SUMS_CACHE 1024              /* copies whose digests are kept */
 #define SUMS_CACHE_BYTES (16u << 20) /* bytes of digests kept */
 #define KEY_MAX (1024 + 64)          /* longest copy key, sidecar suffix included */
 #define SIDECAR_KEY_MAX (KEY_MAX + 16)
 
 struct entry {
-	char *nk; /* NULL: free */
+	char *nk;   /* NULL: free */
+	uint64_t h; /* hash of nk */
 	char netag[TFS_ETAG_MAX];
 	struct tfs_nv_sums sums;
 	uint64_t used; /* tick of the last use */
@@ -147,8 +149,9 @@ int tfs_near_sums_put(struct tfs_near_sums *s, const char *nk, const struct tfs_
 /* The cached entry of nk, or -1.  Lock held. */
 static int find(struct tfs_near_sums *s, const char *nk)
 {
+	uint64_t h = tfs_fnv1a_str(TFS_FNV1A_INIT, nk);
 	for (int i = 0; i < SUMS_CACHE; i++)
-		if (s->e[i].nk && strcmp(s->e[i].nk, nk) == 0)
+		if (s->e[i].nk && s->e[i].h == h && strcmp(s->e[i].nk, nk) == 0)
 			return i;
 	return -1;
 }
@@ -175,6 +178,7 @@ static void keep(struct tfs_near_sums *s, const char *nk, const char *netag,
 		if (free_slot >= 0 && s->bytes + bytes <= SUMS_CACHE_BYTES) {
 			struct entry *e = &s->e[free_slot];
 			e->nk = k;
+			e->h = tfs_fnv1a_str(TFS_FNV1A_INIT, nk);
 			snprintf(e->netag, sizeof(e->netag), "%s", netag);
 			e->sums = *sums;
 			memset(sums, 0, sizeof(*sums));

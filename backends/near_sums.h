@@ -13,8 +13,9 @@
  *
  * A reader fetches the digests of a copy once (a HEAD, and a GET of the
  * sidecar) and keeps them, with the copy's near ETag, in a bounded cache
- * (SUMS_CACHE entries, SUMS_CACHE_BYTES of digests); reads of the copy
- * are conditional on that ETag, so a copy replaced meanwhile is fetched
+ * (1024 copies, 16 MiB of digests: the least recently used go); reads of
+ * the copy are conditional on that ETag, so a copy replaced meanwhile is
+ * fetched
  * again rather than checked against old digests.
  *
  * Thread safety: every function may be called from any thread; one mutex

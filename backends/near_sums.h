@@ -15,8 +15,7 @@
  * sidecar) and keeps them, with the copy's near ETag, in a bounded cache
  * (1024 copies, 16 MiB of digests: the least recently used go); reads of
  * the copy are conditional on that ETag, so a copy replaced meanwhile is
- * fetched
- * again rather than checked against old digests.
+ * fetched again rather than checked against old digests.
  *
  * Thread safety: every function may be called from any thread; one mutex
  * guards the cache, never held during a request.

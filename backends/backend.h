@@ -233,11 +233,17 @@ struct tfs_obj_check {
 	uint64_t part_size; /* a multipart object's part 1 size (HEAD ?partNumber=1);
 			     * 0 when the server did not say (Ceph RGW before Reef) */
 	bool encrypted;     /* SSE-KMS or SSE-C: the ETag is not the bytes' MD5 */
+	/* A full-object checksum (x-amz-checksum-mode: ENABLED): its
+	 * algorithm ("crc32", "crc32c", "crc64nvme", "sha1", "sha256") and
+	 * its base64 value; "" when far has none (or only a composite one). */
+	char checksum_alg[16];
+	char checksum[64];
 };
 
 /* HEAD `key` for its check values: one HEAD, and for a multipart ETag a
  * second one with ?partNumber=1, whose size is part 1's when the reply
  * names the parts' count (x-amz-mp-parts-count) that the ETag names.
+ * The first HEAD asks for the object's checksum (x-amz-checksum-mode).
  * Counted as HEAD requests.  ENOTSUP on a backend without it (local);
  * otherwise errors as tfs_backend_head(). */
 int tfs_backend_head_check(struct tfs_backend *be, const char *key, struct tfs_obj_check *out);

@@ -74,11 +74,12 @@ enum {
 	C_VERIFIED_MD5 = C_SPOOL_GIVEN_UP + 1, /* copies checked against far's MD5 ETag */
 	C_VERIFIED_MULTIPART,                  /* ...against far's multipart ETag */
 	C_VERIFIED_RANGES,                     /* ...against the digests of the ranges read */
-	C_UNVERIFIED,   /* copies not uploaded: nothing could vouch for them */
-	C_MISMATCHED,   /* copies not uploaded: their bytes differ from far's */
-	C_VERIFY_FAILED /* near reads whose block digests differ (read far; copy deleted) */
+	C_UNVERIFIED,       /* copies not uploaded: nothing could vouch for them */
+	C_MISMATCHED,       /* copies not uploaded: their bytes differ from far's */
+	C_VERIFY_FAILED,    /* near reads whose block digests differ (read far; copy deleted) */
+	C_VERIFIED_CHECKSUM /* copies checked against far's full-object checksum */
 };
-#define NCOUNTERS (C_VERIFY_FAILED + 1)
+#define NCOUNTERS (C_VERIFIED_CHECKSUM + 1)
 
 static const char *const counter_names[NCOUNTERS] = {
 	"hits",
@@ -103,6 +104,7 @@ static const char *const counter_names[NCOUNTERS] = {
 	"copies_unverified",
 	"copies_mismatched",
 	"verify_failed",
+	"copies_verified_checksum",
 };
 
 struct near {
@@ -478,6 +480,7 @@ static bool far_says(struct near *n, const struct copy_job *j, struct tfs_obj_ch
 	int rc = tfs_backend_head_check(n->far, j->key, c);
 	if (rc == ENOTSUP) {
 		struct tfs_obj_meta m = { 0 };
+		memset(c, 0, sizeof(*c));
 		rc = tfs_backend_head(n->far, j->key, &m);
 		memcpy(c->etag, m.etag, sizeof(c->etag));
 		c->size = m.size;
@@ -498,9 +501,12 @@ static void put_copy(struct near *n, const char *nk, const struct copy_job *j, s
 	struct tfs_obj_check c;
 	if (!far_says(n, j, &c))
 		return;
-	struct tfs_nv_far far = {
-		.etag = c.etag, .size = c.size, .part_size = c.part_size, .encrypted = c.encrypted
-	};
+	struct tfs_nv_far far = { .etag = c.etag,
+				  .size = c.size,
+				  .part_size = c.part_size,
+				  .encrypted = c.encrypted,
+				  .checksum_alg = c.checksum_alg,
+				  .checksum = c.checksum };
 	struct tfs_nv_sums sums;
 	enum tfs_nv_how how;
 	int rc = tfs_nv_verify(src, len, &far, j->pieces, j->npieces, j->pieces_complete, &sums,
@@ -516,6 +522,7 @@ static void put_copy(struct near *n, const char *nk, const struct copy_job *j, s
 	count(n,
 	      how == TFS_NV_MD5         ? C_VERIFIED_MD5
 	      : how == TFS_NV_MULTIPART ? C_VERIFIED_MULTIPART
+	      : how == TFS_NV_CHECKSUM  ? C_VERIFIED_CHECKSUM
 					: C_VERIFIED_RANGES,
 	      1);
 	struct tfs_obj_meta m = { 0 };

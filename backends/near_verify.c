@@ -119,11 +119,115 @@ static bool etag_is(const char *want, const char *got)
 	return strncasecmp(e, got, n) == 0 && (e[n] == '\0' || (e[n] == '"' && e[n + 1] == '\0'));
 }
 
+/* ---- full-object checksums (far's x-amz-checksum-*) ----
+ * The CRCs are the reflected ones S3 names: CRC32 (polynomial 0x04C11DB7,
+ * zlib's), CRC32C (Castagnoli, 0x1EDC6F41) and CRC64NVME (0xAD93D23594C93659),
+ * each with all-ones initial value and final xor; S3 sends them, and the
+ * SHA digests, as the base64 of their big-endian bytes. */
+
+enum cksum_alg {
+	CK_NONE,
+	CK_CRC32,
+	CK_CRC32C,
+	CK_CRC64NVME,
+	CK_SHA1,
+	CK_SHA256
+};
+
+struct cksum {
+	enum cksum_alg alg;
+	uint32_t t32[256];
+	uint64_t t64[256];
+	uint64_t crc;
+	EVP_MD_CTX *md;
+};
+
+static enum cksum_alg cksum_alg(const char *name)
+{
+	static const char *const names[] = { "", "crc32", "crc32c", "crc64nvme", "sha1", "sha256" };
+	for (int i = 1; name && i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (strcmp(name, names[i]) == 0)
+			return (enum cksum_alg)i;
+	return CK_NONE;
+}
+
+/* Start a checksum of `alg`.  Returns 0 or ENOMEM. */
+static int cksum_init(struct cksum *c, enum cksum_alg alg)
+{
+	memset(c, 0, sizeof(*c));
+	c->alg = alg;
+	if (alg == CK_SHA1 || alg == CK_SHA256) {
+		c->md = EVP_MD_CTX_new();
+		if (c->md == NULL)
+			return ENOMEM;
+		EVP_DigestInit_ex(c->md, alg == CK_SHA1 ? EVP_sha1() : EVP_sha256(), NULL);
+		return 0;
+	}
+	uint32_t p32 = alg == CK_CRC32 ? 0xEDB88320u : 0x82F63B78u; /* reflected */
+	uint64_t p64 = 0x9A6C9329AC4BC9B5ull;                       /* CRC64NVME, reflected */
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t a = i;
+		uint64_t b = i;
+		for (int k = 0; k < 8; k++) {
+			a = a & 1 ? (a >> 1) ^ p32 : a >> 1;
+			b = b & 1 ? (b >> 1) ^ p64 : b >> 1;
+		}
+		c->t32[i] = a;
+		c->t64[i] = b;
+	}
+	c->crc = alg == CK_CRC64NVME ? UINT64_MAX : 0xFFFFFFFFu;
+	return 0;
+}
+
+static void cksum_update(struct cksum *c, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	if (c->alg == CK_NONE)
+		return;
+	if (c->md) {
+		EVP_DigestUpdate(c->md, buf, len);
+	} else if (c->alg == CK_CRC64NVME) {
+		for (size_t i = 0; i < len; i++)
+			c->crc = c->t64[(c->crc ^ p[i]) & 0xff] ^ (c->crc >> 8);
+	} else {
+		uint32_t crc = (uint32_t)c->crc;
+		for (size_t i = 0; i < len; i++)
+			crc = c->t32[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+		c->crc = crc;
+	}
+}
+
+/* Whether the checksum is `want` (base64); frees c. */
+static bool cksum_is(struct cksum *c, const char *want)
+{
+	unsigned char v[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	if (c->md) {
+		EVP_DigestFinal_ex(c->md, v, &n);
+		EVP_MD_CTX_free(c->md);
+		c->md = NULL;
+	} else {
+		uint64_t x = c->alg == CK_CRC64NVME ? ~c->crc : (~c->crc) & 0xFFFFFFFFu;
+		n = c->alg == CK_CRC64NVME ? 8 : 4;
+		for (unsigned i = 0; i < n; i++)
+			v[i] = (unsigned char)(x >> (8 * (n - 1 - i)));
+	}
+	char b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+	EVP_EncodeBlock((unsigned char *)b64, v, (int)n);
+	return strcmp(b64, want) == 0;
+}
+
+static void cksum_free(struct cksum *c)
+{
+	EVP_MD_CTX_free(c->md);
+	c->md = NULL;
+}
+
 /* One pass over the content: its MD5 (and its parts' MD5s, with
  * part_size), and the block digests.  etag_out gets the ETag these bytes
  * would have ("" when part_size gives more than 10,000 parts). */
-static int scan(struct tfs_io src, uint64_t size, uint64_t part_size, struct tfs_nv_sums *sums,
-		char etag_out[TFS_ETAG_MAX])
+static int scan(struct tfs_io src, uint64_t size, uint64_t part_size, struct cksum *ck,
+		struct tfs_nv_sums *sums, char etag_out[TFS_ETAG_MAX])
 {
 	int rc = 0;
 	uint64_t nblocks = (size + TFS_NV_BLOCK - 1) / TFS_NV_BLOCK;
@@ -153,6 +257,7 @@ static int scan(struct tfs_io src, uint64_t size, uint64_t part_size, struct tfs
 			goto out;
 		tfs_nv_digest(p, k, sums->d + b * TFS_NV_DIGEST);
 		EVP_DigestUpdate(whole, p, k);
+		cksum_update(ck, p, k);
 		while (part_size && k) {
 			uint64_t take = part_size - in_part < k ? part_size - in_part : k;
 			EVP_DigestUpdate(part, p, take);
@@ -239,9 +344,16 @@ int tfs_nv_verify(struct tfs_io src, uint64_t size, const struct tfs_nv_far *far
 	    (size + far->part_size - 1) / far->part_size == parts)
 		part_size = far->part_size;
 	char etag[TFS_ETAG_MAX];
-	int rc = scan(src, size, part_size, sums, etag);
-	if (rc)
+	struct cksum ck;
+	enum cksum_alg alg = far->checksum && *far->checksum ? cksum_alg(far->checksum_alg)
+							     : CK_NONE;
+	int rc = cksum_init(&ck, alg);
+	if (rc == 0)
+		rc = scan(src, size, part_size, &ck, sums, etag);
+	if (rc) {
+		cksum_free(&ck);
 		return rc;
+	}
 	if (n)
 		rc = check_pieces(src, size, pieces, n);
 	if (rc == 0 && (plain || part_size)) {
@@ -249,11 +361,17 @@ int tfs_nv_verify(struct tfs_io src, uint64_t size, const struct tfs_nv_far *far
 			*how = part_size ? TFS_NV_MULTIPART : TFS_NV_MD5;
 		else
 			rc = EBADMSG;
+	} else if (rc == 0 && alg != CK_NONE) {
+		if (cksum_is(&ck, far->checksum))
+			*how = TFS_NV_CHECKSUM;
+		else
+			rc = EBADMSG;
 	} else if (rc == 0 && n && complete) {
 		*how = TFS_NV_PIECES;
 	} else if (rc == 0) {
 		rc = ENOTSUP;
 	}
+	cksum_free(&ck);
 	if (rc)
 		tfs_nv_sums_clear(sums);
 	return rc;

@@ -7,6 +7,8 @@
  *     without SSE-KMS or SSE-C);
  *   - a multipart ETag ("<hex>-N"), recomputed from the bytes with the
  *     part size far reports for part 1 (HEAD ?partNumber=1);
+ *   - a full-object checksum far returns (x-amz-checksum-mode: CRC64NVME,
+ *     CRC32C, CRC32, SHA-256 or SHA-1);
  *   - failing those, the digests of each range taken when the reader's
  *     bytes arrived, before they were stored (tfs_nv_piece), checked
  *     again against the assembled content.
@@ -56,6 +58,10 @@ struct tfs_nv_far {
 	uint64_t size;      /* the object's size */
 	uint64_t part_size; /* a multipart ETag's part size (HEAD ?partNumber=1); 0: unknown */
 	bool encrypted;     /* SSE-KMS or SSE-C: the ETag is not the bytes' MD5 */
+	/* A full-object checksum: "crc32", "crc32c", "crc64nvme", "sha1" or
+	 * "sha256" (another name, or "", is none) and its base64 value. */
+	const char *checksum_alg;
+	const char *checksum;
 };
 
 /* Per-block digests of a copy.  Owns `d`: tfs_nv_sums_clear(). */
@@ -73,6 +79,7 @@ enum tfs_nv_how {
 	TFS_NV_NONE,      /* not verified */
 	TFS_NV_MD5,       /* far's plain MD5 ETag */
 	TFS_NV_MULTIPART, /* far's multipart ETag, with its part size */
+	TFS_NV_CHECKSUM,  /* far's full-object checksum */
 	TFS_NV_PIECES,    /* the range digests taken as the bytes arrived */
 };
 
@@ -81,8 +88,8 @@ enum tfs_nv_how {
  * NULL for none; `complete`: they cover every byte of the object), and
  * compute the copy's block digests (block TFS_NV_BLOCK) into *sums.  The
  * end-to-end ETag check is used when far's ETag allows it (plain MD5 and
- * not encrypted, or multipart with part_size known); otherwise the
- * pieces are, when complete.  Every piece given is checked either way.
+ * not encrypted, or multipart with part_size known); otherwise far's
+ * checksum, when it has one; otherwise the pieces, when complete.  Every piece given is checked either way.
  * Returns 0 (*how says how; *sums filled), EBADMSG (the bytes differ
  * from far's value or from a piece: never upload them), ENOTSUP
  * (nothing could vouch for them: not uploaded either), ENOMEM, or a read's

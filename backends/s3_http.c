@@ -342,6 +342,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		r->last_modified[0] = '\0';
 		r->parts_count = -1;
 		r->encrypted = false;
+		r->checksum_alg[0] = r->checksum[0] = r->checksum_type[0] = '\0';
 		tfs_obj_meta_clear(&r->meta);
 		return len;
 	}
@@ -381,6 +382,14 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		if (vlen < sizeof(num) && parse_i64(&s, &n) == 0 && *s == '\0' && n >= 1 &&
 		    n <= 10000)
 			r->parts_count = (long)n;
+	} else if (nlen == 19 && strncasecmp(line, "x-amz-checksum-type", 19) == 0) {
+		copy_value(r->checksum_type, sizeof(r->checksum_type), v, vlen);
+	} else if (nlen > 15 && nlen - 15 < sizeof(r->checksum_alg) &&
+		   strncasecmp(line, "x-amz-checksum-", 15) == 0 && vlen < sizeof(r->checksum)) {
+		copy_value(r->checksum_alg, sizeof(r->checksum_alg), line + 15, nlen - 15);
+		for (char *c = r->checksum_alg; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		copy_value(r->checksum, sizeof(r->checksum), v, vlen);
 	} else if (nlen == 28 && strncasecmp(line, "x-amz-server-side-encryption", 28) == 0) {
 		/* SSE-S3 (AES256) keeps the MD5 ETag; aws:kms and aws:kms:dsse do not */
 		r->encrypted |= vlen >= 7 && strncasecmp(v, "aws:kms", 7) == 0;

@@ -146,6 +146,35 @@ Test(near_verify, without_an_md5_etag_the_range_digests_decide)
 	free(p);
 }
 
+/* Far's full-object checksums, with the standard check input: each
+ * vouches for the bytes when no ETag can, and a changed byte fails it. */
+Test(near_verify, a_full_object_checksum_catches_a_changed_byte)
+{
+	static const char *const v[][2] = {
+		{ "crc32", "y/Q5Jg==" },
+		{ "crc32c", "4waSgw==" },
+		{ "crc64nvme", "rosUhgp5mIg=" },
+		{ "sha1", "98O8HYCOBHMq32eZZczDTKeuNEE=" },
+		{ "sha256", "FeKw08M4keuw8e9gnsQZQgwg4yDOlMZfvIwzEkSOsiU=" },
+	};
+	char p[] = "123456789";
+	/* a multipart ETag without its part size: it cannot vouch */
+	struct tfs_nv_far far = { .etag = "\"0123456789abcdef0123456789abcdef-2\"", .size = 9 };
+	enum tfs_nv_how how;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		far.checksum_alg = v[i][0];
+		far.checksum = v[i][1];
+		cr_assert_eq(verify(p, 9, &far, NULL, 0, false, &how), 0, "%s", v[i][0]);
+		cr_assert_eq(how, TFS_NV_CHECKSUM);
+		p[4] ^= 1;
+		cr_assert_eq(verify(p, 9, &far, NULL, 0, false, &how), EBADMSG, "%s", v[i][0]);
+		p[4] ^= 1;
+	}
+	/* An algorithm it does not know is no checksum */
+	far.checksum_alg = "md4";
+	cr_assert_eq(verify(p, 9, &far, NULL, 0, false, &how), ENOTSUP);
+}
+
 /* The spool's own logic: a range that lands at the wrong offset of the
  * file is caught by the digest taken from the reader's bytes. */
 Test(near_verify, a_spool_range_written_at_the_wrong_offset_is_caught)

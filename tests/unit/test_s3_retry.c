@@ -598,5 +598,26 @@ Test(s3_retry, head_check_reads_part_size_and_encryption)
 			      .content_length = 10));
 	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
 	cr_assert(c.encrypted);
+	cr_assert_str_eq(c.checksum_alg, "");
+	/* Far's checksum, asked for: a full-object one is kept, a composite
+	 * one (of the parts' checksums) is not. */
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"e\"\r\nx-amz-checksum-crc64nvme: rosUhgp5mIg=\r\n"
+					 "x-amz-checksum-type: FULL_OBJECT\r\n",
+			      .content_length = 9));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_str_eq(c.checksum_alg, "crc64nvme");
+	cr_assert_str_eq(c.checksum, "rosUhgp5mIg=");
+	cr_assert_not_null(strcasestr(mini_http_request(srv, mini_http_count(srv) - 1), "\r\nx-amz-"
+											"checksum-"
+											"mode: "
+											"ENABLED\r"
+											"\n"));
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"e\"\r\nx-amz-checksum-sha256: AAAA-3\r\n"
+					 "x-amz-checksum-type: COMPOSITE\r\n",
+			      .content_length = 9));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_str_eq(c.checksum_alg, "");
 #undef MP_ETAG
 }

@@ -203,6 +203,7 @@ Test(near_verify, a_spool_range_written_at_the_wrong_offset_is_caught)
 				   true, &sums, &how),
 		     0);
 	cr_assert_eq(how, TFS_NV_PIECES);
+	tfs_nv_sums_clear(&sums);
 	/* The file as the bug left it: the MiB at 1 MiB holds the next one */
 	cr_assert_eq(tfs_pwrite_all(res.done_fd, p + 2 * MIB, MIB, MIB), 0);
 	cr_assert_eq(tfs_nv_verify(tfs_io_fd(res.done_fd, 0), n, &far, res.pieces, res.npieces,

@@ -109,6 +109,13 @@ int tfs_near_sums_has(struct tfs_near_sums *s, const char *nk)
 	const char *v = rc == 0 ? tfs_obj_meta_get(&m, "tierfs-sums") : NULL;
 	if (rc == 0 && v == NULL)
 		rc = ENOENT; /* a copy from before digests: replace it */
+	char sk[SIDECAR_KEY_MAX];
+	if (rc == 0 && strcmp(v, "sidecar") == 0 && sidecar_key(nk, sk, sizeof(sk)) == 0) {
+		/* a copy whose sidecar is gone (gc) is replaced too */
+		struct tfs_obj_meta sm = { 0 };
+		rc = tfs_backend_head(s->near, sk, &sm);
+		tfs_obj_meta_clear(&sm);
+	}
 	tfs_obj_meta_clear(&m);
 	return rc;
 }

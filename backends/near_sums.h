@@ -41,8 +41,9 @@ int tfs_near_sums_create(struct tfs_backend *near, const struct tfs_log *log,
 /* Free the cache.  NULL-safe. */
 void tfs_near_sums_destroy(struct tfs_near_sums *s);
 
-/* Whether near holds copy `nk` with digests (one HEAD): 0 yes, ENOENT
- * (no copy, or one without digests), or near's errno. */
+/* Whether near holds copy `nk` with digests (a HEAD, and one of its
+ * sidecar): 0 yes, ENOENT (no copy, one without digests, or one whose
+ * sidecar is gone), or near's errno. */
 int tfs_near_sums_has(struct tfs_near_sums *s, const char *nk);
 
 /* Upload copy `nk`: `len` bytes of src, with the user metadata of `tags`

@@ -503,6 +503,17 @@ Test(near_verify, a_big_copy_keeps_its_digests_in_a_sidecar, .init = setup, .fin
 	cr_assert_eq(stat_of("verify_failed"), 1);
 	cr_assert_neq(access(path, F_OK), 0, "the bad copy stays");
 	cr_assert_neq(access(side, F_OK), 0, "its sidecar stays");
+	/* copied again; then a copy whose sidecar is lost is replaced */
+	wait_for("copies", 1);
+	assert_copy("big", etag, p, n);
+	cr_assert_eq(unlink(side), 0);
+	tfs_backend_destroy(be);
+	be = NULL;
+	compose(false);
+	cr_assert_eq(read_at("big", etag, 0, 3, buf), 3);
+	cr_assert_eq(stat_of("misses"), 1, "served without its digests");
+	wait_for("copies", 1);
+	cr_assert_eq(access(side, F_OK), 0, "the copy was not replaced");
 	free(p);
 	free(buf);
 }

@@ -170,6 +170,13 @@ step "operations: Prometheus metrics, live reload (tierfs reload, SIGHUP), loggi
 run "near moto" python3 tests/integration/test_near.py "$top/build/tierfs" --backend moto
 run "near rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --backend rgw \
 	--only one_copy_from_far,far_down_near_serves_known_versions,nodes_agree_on_the_near_secret
+# Near copies byte-exact (issue 31): large objects read in random ranges
+# by several nodes over a far behind the fault proxy's realistic mode;
+# fixed seeds (docs/testing.md).
+run "near integrity moto" python3 tests/integration/test_near_integrity.py "$top/build/tierfs" \
+	--backend moto
+run "near integrity rgw" python3 tests/integration/test_near_integrity.py "$top/build/tierfs" \
+	--backend rgw --rounds 1
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
 run "ops moto" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend moto
 
@@ -210,6 +217,12 @@ if [ $extended = 1 ]; then
 	# a near too slow to answer (docs/cluster.md).
 	run "near long rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --backend rgw \
 		--extended --only long_epoch_four_nodes,slow_near
+	# Near copies byte-exact over many random seeds (each failure prints
+	# its seed: --seed N replays it).
+	run "near integrity moto, random seeds" python3 tests/integration/test_near_integrity.py \
+		"$top/build/tierfs" --backend moto --extended
+	run "near integrity rgw, random seeds" python3 tests/integration/test_near_integrity.py \
+		"$top/build/tierfs" --backend rgw --extended --rounds 6
 	run "write, random seeds" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local
 	# fsx is built outside the tree (docs/testing.md, "fsx"): FSX=path/to/fsx
 	if [ -n "${FSX:-}" ]; then

@@ -272,6 +272,18 @@ int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_met
 	return account(be, TFS_OP_HEAD, be->ops->head(be->priv, key, out), 0, t0);
 }
 
+int tfs_backend_head_check(struct tfs_backend *be, const char *key, struct tfs_obj_check *out)
+{
+	uint64_t t0 = tfs_mono_ns();
+
+	memset(out, 0, sizeof(*out));
+	if (!key_ok(key))
+		return EINVAL;
+	if (be->ops->head_check == NULL)
+		return ENOTSUP;
+	return account(be, TFS_OP_HEAD, be->ops->head_check(be->priv, key, out), 0, t0);
+}
+
 /* Whether a name of a listing of `prefix` with delimiter `delim` ("": none)
  * belongs there: a key (`is_prefix` false) or a common prefix. */
 static bool list_name_ok(const char *name, const char *prefix, size_t plen, const char *delim,

@@ -225,6 +225,29 @@ struct json_object *tfs_backend_stats_json(const struct tfs_backend *be);
  * attributes.  On error *out is left empty. */
 int tfs_backend_head(struct tfs_backend *be, const char *key, struct tfs_obj_meta *out);
 
+/* What a HEAD says of a version's bytes, for checking a copy of them
+ * (backends/near_verify.h). */
+struct tfs_obj_check {
+	char etag[TFS_ETAG_MAX];
+	uint64_t size;      /* the object's size */
+	uint64_t part_size; /* a multipart object's part 1 size (HEAD ?partNumber=1);
+			     * 0 when the server did not say (Ceph RGW before Reef) */
+	bool encrypted;     /* SSE-KMS or SSE-C: the ETag is not the bytes' MD5 */
+	/* A full-object checksum (x-amz-checksum-mode: ENABLED): its
+	 * algorithm ("crc32", "crc32c", "crc64nvme", "sha1", "sha256") and
+	 * its base64 value; "" when far has none (or only a composite one). */
+	char checksum_alg[16];
+	char checksum[64];
+};
+
+/* HEAD `key` for its check values: one HEAD, and for a multipart ETag a
+ * second one with ?partNumber=1, whose size is part 1's when the reply
+ * names the parts' count (x-amz-mp-parts-count) that the ETag names.
+ * The first HEAD asks for the object's checksum (x-amz-checksum-mode).
+ * Counted as HEAD requests.  ENOTSUP on a backend without it (local);
+ * otherwise errors as tfs_backend_head(). */
+int tfs_backend_head_check(struct tfs_backend *be, const char *key, struct tfs_obj_check *out);
+
 /* LIST one page of keys starting with `prefix` ("" for all).  With a
  * non-NULL `delimiter` (normally "/"), keys containing it after the prefix
  * are rolled up into common prefixes.  `token` is NULL for the first page,

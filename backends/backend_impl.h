@@ -15,6 +15,8 @@
 struct tfs_backend_ops {
 	const char *name; /* "s3", "local" */
 	int (*head)(void *priv, const char *key, struct tfs_obj_meta *out);
+	/* optional (tfs_backend_head_check()): NULL means ENOTSUP */
+	int (*head_check)(void *priv, const char *key, struct tfs_obj_check *out);
 	int (*list)(void *priv, const char *prefix, const char *delimiter, const char *token,
 		    size_t max_keys, struct tfs_list_page *out);
 	int (*get_range)(void *priv, const char *key, uint64_t off, uint64_t len,

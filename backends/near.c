@@ -20,6 +20,8 @@
 #include "near_check.h"
 #include "near_key.h"
 #include "near_spool.h"
+#include "near_sums.h"
+#include "near_verify.h"
 #include "workers.h"
 
 #define RECENT 4096 /* versions remembered as queued (a power of two) */
@@ -29,6 +31,7 @@
 /* A copy's name (near_key.h), and the far checks remembered. */
 #define NAME_MAX_LEN (KEY_MAX + TFS_NEAR_NAME_HEX + 2)
 #define CHECK_SLOTS (1u << 15)
+#define CAPTURE_MAX (64u << 20) /* longest far read copied for a near copy */
 
 enum job_kind {
 	JOB_COPY,   /* from data, or read from far again */
@@ -46,6 +49,10 @@ struct copy_job {
 	uint64_t len;     /* bytes of data */
 	bool maybe_part;  /* data is the object's start: whole if far's size is len */
 	uint64_t charged; /* bytes taken from the budget */
+	/* Digests of the ranges as they arrived (near_verify.h), owned */
+	struct tfs_nv_piece *pieces;
+	size_t npieces;
+	bool pieces_complete;
 };
 
 enum counter {
@@ -68,7 +75,17 @@ enum counter {
 	C_FAR_REFUSED,   /* near reads refused: far refused this mount */
 	C_SPOOL_GIVEN_UP /* objects the spool gave up (then read from far again) */
 };
-#define NCOUNTERS (C_SPOOL_GIVEN_UP + 1)
+/* Integrity (near_verify.h, near_sums.h) */
+enum {
+	C_VERIFIED_MD5 = C_SPOOL_GIVEN_UP + 1, /* copies checked against far's MD5 ETag */
+	C_VERIFIED_MULTIPART,                  /* ...against far's multipart ETag */
+	C_VERIFIED_RANGES,                     /* ...against the digests of the ranges read */
+	C_UNVERIFIED,       /* copies not uploaded: nothing could vouch for them */
+	C_MISMATCHED,       /* copies not uploaded: their bytes differ from far's */
+	C_VERIFY_FAILED,    /* near reads whose block digests differ (read far; copy deleted) */
+	C_VERIFIED_CHECKSUM /* copies checked against far's full-object checksum */
+};
+#define NCOUNTERS (C_VERIFIED_CHECKSUM + 1)
 
 static const char *const counter_names[NCOUNTERS] = {
 	"hits",
@@ -89,6 +106,13 @@ static const char *const counter_names[NCOUNTERS] = {
 	"far_checks",
 	"far_refused",
 	"spool_given_up",
+	"copies_verified_md5",
+	"copies_verified_multipart",
+	"copies_verified_ranges",
+	"copies_unverified",
+	"copies_mismatched",
+	"verify_failed",
+	"copies_verified_checksum",
 };
 
 struct near {
@@ -116,10 +140,11 @@ struct near {
 	pthread_mutex_t secret_lock;
 	uint8_t secret[TFS_NEAR_SECRET_LEN];
 	atomic_bool have_secret;
+	struct tfs_near_sums *sums; /* the copies' digests */
 	atomic_uint_fast64_t count[NCOUNTERS];
 };
 
-static void count(struct near *n, enum counter c, uint64_t v)
+static void count(struct near *n, unsigned c, uint64_t v)
 {
 	atomic_fetch_add_explicit(&n->count[c], v, memory_order_relaxed);
 }
@@ -246,6 +271,18 @@ static bool first_time(struct near *n, const char *key, const char *etag)
 	return true;
 }
 
+/* Forget that the version was queued (its copy was found bad and
+ * deleted: the next read copies it again). */
+static void forget_queued(struct near *n, const char *key, const char *etag)
+{
+	uint64_t h = version_hash(key, etag);
+	pthread_mutex_lock(&n->lock);
+	for (unsigned i = 0; i < RECENT; i++)
+		if (n->recent[i] == h)
+			n->recent[i] = 0;
+	pthread_mutex_unlock(&n->lock);
+}
+
 static void job_free(struct copy_job *j)
 {
 	if (j) {
@@ -253,6 +290,7 @@ static void job_free(struct copy_job *j)
 			close(j->fd);
 		free(j->key);
 		free(j->data);
+		free(j->pieces);
 		free(j);
 	}
 }
@@ -283,6 +321,32 @@ static char *gather(struct tfs_io src, uint64_t len)
 		}
 	}
 	return p;
+}
+
+/* Make j's pieces one digest of its data (j->len bytes, from offset 0),
+ * taken now: data from a reader's private copy or a far read of its own.
+ * Without memory the job has no pieces (then only far's ETag can vouch
+ * for it). */
+static void job_piece(struct copy_job *j)
+{
+	free(j->pieces);
+	j->npieces = 0;
+	j->pieces = malloc(sizeof(*j->pieces));
+	if (j->pieces == NULL)
+		return;
+	tfs_nv_piece_make(j->pieces, 0, tfs_io_cbuf(j->data), j->len);
+	j->npieces = 1;
+	j->pieces_complete = true;
+}
+
+/* Give j the pieces of a done spool result (res's are then j's). */
+static void job_take_pieces(struct copy_job *j, struct tfs_spool_result *res)
+{
+	free(j->pieces);
+	j->pieces = res->pieces;
+	j->npieces = res->npieces;
+	j->pieces_complete = res->pieces_complete;
+	res->pieces = NULL;
 }
 
 /* Hand a job to the copiers. */
@@ -351,6 +415,8 @@ static void queue_copy(struct near *n, const char *key, const char *etag, bool w
 		j->data = gather(src, len);
 		j->len = len;
 		j->charged = len;
+		if (j->data)
+			job_piece(j);
 	}
 	if (!fits || j == NULL || j->key == NULL || (whole && j->data == NULL)) {
 		count(n, C_DROPPED, 1);
@@ -412,6 +478,8 @@ static int reread(struct near *n, struct copy_job *j)
 	if (rc == 0 && got != size)
 		rc = ESTALE; /* shorter than its HEAD said: it changed */
 	j->len = got;
+	if (rc == 0)
+		job_piece(j);
 	return rc;
 }
 
@@ -431,9 +499,7 @@ static bool job_key(struct near *n, const struct copy_job *j, char *nk, size_t c
  * another node made, and a failure. */
 static bool near_lacks(struct near *n, const char *nk)
 {
-	struct tfs_obj_meta m = { 0 };
-	int rc = tfs_backend_head(n->near, nk, &m);
-	tfs_obj_meta_clear(&m);
+	int rc = tfs_near_sums_has(n->sums, nk); /* ENOENT also for a copy without digests */
 	if (rc == 0) {
 		near_result(n, true);
 		count(n, C_EXISTED, 1);
@@ -447,19 +513,68 @@ static bool near_lacks(struct near *n, const char *nk)
 	return true;
 }
 
-/* Write the copy nk of j's version, `len` bytes from `src`. */
+/* What far says of j's version now: false (counted) when it changed or
+ * far cannot say. */
+static bool far_says(struct near *n, const struct copy_job *j, struct tfs_obj_check *c)
+{
+	int rc = tfs_backend_head_check(n->far, j->key, c);
+	if (rc == ENOTSUP) {
+		struct tfs_obj_meta m = { 0 };
+		memset(c, 0, sizeof(*c));
+		rc = tfs_backend_head(n->far, j->key, &m);
+		memcpy(c->etag, m.etag, sizeof(c->etag));
+		c->size = m.size;
+		tfs_obj_meta_clear(&m);
+	}
+	if (rc == 0 && strcmp(c->etag, j->etag) == 0)
+		return true;
+	count(n, rc == 0 || rc == ENOENT ? C_CHANGED : C_FAILED, 1);
+	return false;
+}
+
+/* Write the copy nk of j's version, `len` bytes from `src`, once they are
+ * verified against far's value for the version, or else against j's
+ * pieces (near_verify.h); bytes nothing vouches for are not uploaded. */
 static void put_copy(struct near *n, const char *nk, const struct copy_job *j, struct tfs_io src,
 		     uint64_t len)
 {
+	struct tfs_obj_check c;
+	if (!far_says(n, j, &c))
+		return;
+	struct tfs_nv_far far = { .etag = c.etag,
+				  .size = c.size,
+				  .part_size = c.part_size,
+				  .encrypted = c.encrypted,
+				  .checksum_alg = c.checksum_alg,
+				  .checksum = c.checksum };
+	struct tfs_nv_sums sums;
+	enum tfs_nv_how how;
+	int rc = tfs_nv_verify(src, len, &far, j->pieces, j->npieces, j->pieces_complete, &sums,
+			       &how);
+	if (rc) {
+		tfs_warn(n->log, "near: copy of '%s' (%s) not made: %s", j->key, j->etag,
+			 rc == EBADMSG   ? "its bytes differ from far's"
+			 : rc == ENOTSUP ? "nothing vouches for its bytes"
+					 : strerror(rc));
+		count(n, rc == EBADMSG ? C_MISMATCHED : rc == ENOTSUP ? C_UNVERIFIED : C_FAILED, 1);
+		return;
+	}
+	count(n,
+	      how == TFS_NV_MD5         ? C_VERIFIED_MD5
+	      : how == TFS_NV_MULTIPART ? C_VERIFIED_MULTIPART
+	      : how == TFS_NV_CHECKSUM  ? C_VERIFIED_CHECKSUM
+					: C_VERIFIED_RANGES,
+	      1);
 	struct tfs_obj_meta m = { 0 };
-	int rc = tfs_obj_meta_set(&m, TFS_NEAR_COPY_TAG, TFS_NEAR_COPY_TAG_VALUE);
+	rc = tfs_obj_meta_set(&m, TFS_NEAR_COPY_TAG, TFS_NEAR_COPY_TAG_VALUE);
 	if (rc == 0)
 		rc = tfs_obj_meta_set(&m, "tierfs-etag", j->etag);
 	if (rc == 0 && strlen(j->key) < KEY_MAX)
 		rc = tfs_obj_meta_set(&m, "tierfs-key", j->key);
 	if (rc == 0)
-		rc = tfs_backend_put(n->near, nk, src, len, &m, NULL);
+		rc = tfs_near_sums_put(n->sums, nk, &m, src, len, &sums);
 	tfs_obj_meta_clear(&m);
+	tfs_nv_sums_clear(&sums);
 	near_result(n, rc == 0);
 	if (rc) {
 		tfs_debug(n->log, "near: copy of '%s' failed: %s", j->key, strerror(rc));
@@ -481,7 +596,7 @@ static void upload_spooled(struct near *n, const struct copy_job *j, int fd, uin
 }
 
 /* A spooled object's size, from far; uploads it if that makes it whole. */
-static void size_spooled(struct near *n, const struct copy_job *j)
+static void size_spooled(struct near *n, struct copy_job *j)
 {
 	struct tfs_obj_meta m = { 0 };
 	struct tfs_spool_result res;
@@ -493,6 +608,7 @@ static void size_spooled(struct near *n, const struct copy_job *j)
 		count(n, C_CHANGED, 1);
 	tfs_near_spool_sized(n->spools, j->key, j->etag, same ? size : UINT64_MAX, &res);
 	if (res.done_fd >= 0) {
+		job_take_pieces(j, &res);
 		upload_spooled(n, j, res.done_fd, res.size);
 		close(res.done_fd);
 	}
@@ -580,8 +696,11 @@ static bool spool_range(struct near *n, const char *key, const char *etag, uint6
 	}
 	if (res.done_fd >= 0) {
 		struct copy_job *j = job_new(JOB_UPLOAD, key, etag, res.done_fd, res.size);
-		if (j)
+		if (j) {
+			job_take_pieces(j, &res);
 			enqueue(n, j);
+		}
+		free(res.pieces);
 	}
 	return true;
 }
@@ -659,24 +778,86 @@ static int read_near(struct near *n, const char *key, uint64_t off, uint64_t len
 		return rc == ESTALE ? 0 : rc;
 	if (!near_try_read(n))
 		return 0;
-	char netag[TFS_ETAG_MAX];
-	rc = tfs_backend_get_range(n->near, nk, off, len, NULL, dst, got, netag);
-	if (rc == 0 && *got == len) {
+	/* Every block read is checked against the copy's digests
+	 * (near_sums.h) before a byte reaches dst. */
+	rc = tfs_near_sums_read(n->sums, nk, off, len, dst);
+	if (rc == 0) {
 		near_result(n, true);
 		count(n, C_HITS, 1);
+		*got = len;
 		*served = true;
 		return 0;
 	}
-	/* Fewer bytes than asked: the reader asks for bytes within the
-	 * object, so the copy is short (or the read goes past the end,
-	 * which far answers as well): ask far. */
-	near_result(n, rc == 0 || rc == ENOENT);
-	count(n, rc == 0 || rc == ENOENT ? C_MISSES : C_ERRORS, 1);
-	if (rc && rc != ENOENT)
+	/* No copy (or none with digests), one shorter than the bytes asked
+	 * (the read goes past the end, which far answers as well), or a
+	 * copy that failed its digests (deleted): ask far. */
+	bool answered = rc == ENOENT || rc == ERANGE || rc == EBADMSG;
+	if (rc == EBADMSG)
+		forget_queued(n, key, if_match);
+	near_result(n, answered);
+	count(n, rc == EBADMSG ? C_VERIFY_FAILED : answered ? C_MISSES : C_ERRORS, 1);
+	if (!answered)
 		tfs_debug(n->log, "near: reading '%s' from %s: %s; reading %s", key,
 			  tfs_backend_describe(n->near), strerror(rc),
 			  tfs_backend_describe(n->far));
 	return 0;
+}
+
+/* A private copy of a far read's bytes, for its near copy.  A TFS_IO_IOV
+ * destination with progress hands each buffer to the caller as soon as it
+ * is full, and the caller may reuse it at once (for another block), so
+ * the bytes are copied here when each buffer is reported, before it is
+ * passed up, and never read from the caller's buffers afterwards. */
+struct capture {
+	struct tfs_io_progress mine; /* what the far backend reports to */
+	struct tfs_io_progress *up;  /* the caller's */
+	const struct iovec *iov;
+	char *buf; /* the bytes read, in order */
+};
+
+static void capture_done(void *ctx, int i)
+{
+	struct capture *c = ctx;
+	size_t len = c->iov[i].iov_len;
+	memcpy(c->buf + c->mine.done_bytes - len, c->iov[i].iov_base, len);
+	/* only now may the caller have (and reuse) the buffer */
+	c->up->ndone++;
+	c->up->done_bytes += len;
+	c->up->done(c->up->ctx, i);
+}
+
+/* Set c up to capture a far read of len bytes into *dst (then read with
+ * c's progress).  False when no copy is to be made of it (the bytes are
+ * then not captured: the copy, if any, reads far again). */
+static bool capture_start(struct near *n, struct capture *c, struct tfs_io *dst, uint64_t len)
+{
+	memset(c, 0, sizeof(*c));
+	if (dst->kind != TFS_IO_IOV || dst->progress == NULL)
+		return true; /* the caller's buffers are ours until we return */
+	if (len > CAPTURE_MAX || !near_closed(n) || (c->buf = malloc(len ? len : 1)) == NULL)
+		return false;
+	c->up = dst->progress;
+	c->iov = dst->iov;
+	c->mine.done = capture_done;
+	c->mine.ctx = c;
+	c->mine.background = c->up->background;
+	dst->progress = &c->mine;
+	return true;
+}
+
+/* The source of the bytes a far read delivered (got bytes into dst):
+ * the capture, completed with the buffers not reported (still ours). */
+static struct tfs_io capture_end(struct capture *c, struct tfs_io dst, size_t got)
+{
+	if (c->buf == NULL)
+		return dst;
+	uint64_t at = c->mine.done_bytes;
+	for (int i = c->mine.ndone; i < dst.iovcnt && at < got; i++) {
+		size_t k = dst.iov[i].iov_len < got - at ? dst.iov[i].iov_len : got - at;
+		memcpy(c->buf + at, dst.iov[i].iov_base, k);
+		at += k;
+	}
+	return tfs_io_cbuf(c->buf);
 }
 
 static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t len,
@@ -697,20 +878,27 @@ static int near_get_range(void *priv, const char *key, uint64_t off, uint64_t le
 			return rc;
 		}
 	}
+	struct capture cap;
+	bool copy = capture_start(n, &cap, &dst, len);
 	int rc = tfs_backend_get_range(n->far, key, off, len, if_match, dst, got, etag_out);
 	if (rc == 0 && *etag_out) /* far let this mount read that version */
 		tfs_near_checks_note(n->checks, tfs_backend_cache_identity(n->far), key, etag_out,
 				     tfs_mono_ms());
-	if (rc == 0 && (*got > 0 || off == 0)) {
+	if (rc == 0 && copy && (*got > 0 || off == 0)) {
+		struct tfs_io src = capture_end(&cap, dst, *got);
 		/* From offset 0, the bytes read are the object when it ended
 		 * first; they may be when the read asked for exactly its size
 		 * (a small file is one block), which the spool, or else the
 		 * copier, finds out. */
 		bool ended = off == 0 && *got < len;
-		bool whole = off == 0 && dst.kind != TFS_IO_FD && *got <= n->cfg.copy_budget;
-		if (ended || !spool_range(n, key, etag_out, off, dst, *got))
-			queue_copy(n, key, etag_out, whole, *got == len, dst, *got, C_QUEUED);
+		bool whole = off == 0 && src.kind != TFS_IO_FD && *got <= n->cfg.copy_budget;
+		if (ended || !spool_range(n, key, etag_out, off, src, *got))
+			queue_copy(n, key, etag_out, whole, *got == len, src, *got, C_QUEUED);
+	} else if (rc == 0 && !copy && (*got > 0 || off == 0)) {
+		/* not captured: a copy, if any, reads the object from far */
+		queue_copy(n, key, etag_out, false, false, dst, *got, C_QUEUED);
 	}
+	free(cap.buf);
 	return rc;
 }
 
@@ -857,6 +1045,8 @@ static void stop_copiers(struct near *n)
 	tfs_workers_stop(&n->pool);
 	tfs_near_spools_destroy(n->spools);
 	n->spools = NULL;
+	tfs_near_sums_destroy(n->sums);
+	n->sums = NULL;
 }
 
 /* Free what tfs_near_create() made besides the copiers and the stores. */
@@ -963,8 +1153,8 @@ int tfs_near_create(const struct tfs_near_config *cfg, struct tfs_backend *near,
 	unsigned par = 0;
 	const struct tfs_backend_ops *ops =
 		tfs_backend_multipart_geometry(far, &t, &p, &par) ? &multipart_ops : &plain_ops;
-	int rc = 0;
-	if (cfg->spool_dir)
+	int rc = tfs_near_sums_create(near, log, &n->sums);
+	if (rc == 0 && cfg->spool_dir)
 		rc = tfs_near_spools_create(cfg->spool_dir, cfg->spool_size,
 					    cfg->spool_idle_ms ? cfg->spool_idle_ms : 600000,
 					    spool_abandoned, n, &n->spools);

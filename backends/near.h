@@ -62,6 +62,15 @@
  * creation; when near cannot give it, the breaker opens (reads go to far)
  * and the first read after breaker_ms tries again.
  *
+ * Integrity (docs/cluster.md): the bytes a copy is made of are taken from
+ * the reader's buffers as the far read reports each one (before the
+ * caller may reuse it), with a digest of each range (near_verify.h); a
+ * copier uploads a copy only after checking its whole content against
+ * far's MD5 or multipart ETag, or else those range digests, and writes
+ * its block digests with it (near_sums.h).  A near read checks every
+ * block against them: a copy that differs is deleted and the read goes
+ * to far (counted: verify_failed); a copy without digests is not served.
+ *
  * Trust: near is the operator's own store.  Whoever can write its bucket
  * can change what every node reads (docs/security.md).
  *

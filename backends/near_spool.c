@@ -23,7 +23,10 @@ struct spool {
 	uint64_t bytes;              /* written (counted in the budget) */
 	uint64_t r[SPOOL_RANGES][2]; /* disjoint [start, end), sorted */
 	unsigned nr;
-	unsigned writers; /* adds writing into fd now */
+	unsigned writers;         /* adds writing into fd now */
+	struct tfs_nv_piece *pcs; /* the ranges' digests, in the order added */
+	size_t npcs, cappcs;
+	bool pcs_lost; /* a range's digest was not kept (SPOOL_PIECES) */
 	uint64_t last_ms;
 	bool gone; /* done or given up: the slot frees with the last writer */
 };
@@ -67,6 +70,7 @@ static void spool_free(struct spool *p)
 {
 	if (p->fd >= 0)
 		close(p->fd);
+	free(p->pcs);
 	free(p->key);
 	free(p);
 }
@@ -141,6 +145,26 @@ static int64_t add_range(struct spool *p, uint64_t a, uint64_t b)
 	return (int64_t)(b - a - covered);
 }
 
+/* Keep a range's digest (growing the list by doubling); one that cannot
+ * be kept marks the list incomplete.  Lock held. */
+static void keep_piece(struct spool *p, const struct tfs_nv_piece *pc)
+{
+	if (p->pcs_lost)
+		return;
+	if (p->npcs == p->cappcs) {
+		size_t cap = p->cappcs ? 2 * p->cappcs : 16;
+		struct tfs_nv_piece *np = cap <= SPOOL_PIECES ? realloc(p->pcs, cap * sizeof(*np))
+							      : NULL;
+		if (np == NULL) {
+			p->pcs_lost = true;
+			return;
+		}
+		p->pcs = np;
+		p->cappcs = cap;
+	}
+	p->pcs[p->npcs++] = *pc;
+}
+
 /* Whether the object is whole: hand its file over.  Lock held. */
 static void check_done(struct tfs_near_spools *s, int i, struct tfs_spool_result *res)
 {
@@ -153,6 +177,10 @@ static void check_done(struct tfs_near_spools *s, int i, struct tfs_spool_result
 		return;
 	res->done_fd = p->fd;
 	res->size = p->size;
+	res->pieces = p->pcs;
+	res->npieces = p->npcs;
+	res->pieces_complete = !p->pcs_lost;
+	p->pcs = NULL;
 	p->fd = -1;
 	retire(s, i);
 }
@@ -200,9 +228,8 @@ int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *e
 	unsigned n_idle;
 	int rc = 0;
 
-	res->first = false;
+	memset(res, 0, sizeof(*res));
 	res->done_fd = -1;
-	res->size = 0;
 	if ((src.kind != TFS_IO_BUF && src.kind != TFS_IO_IOV) || !key || !*key || !etag ||
 	    !*etag || off + len < off)
 		return EINVAL;
@@ -252,6 +279,9 @@ int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *e
 	if (rc)
 		return rc;
 
+	/* The digest of the caller's bytes, taken before they are written. */
+	struct tfs_nv_piece pc;
+	tfs_nv_piece_make(&pc, off, src, len);
 	int wrc = write_src(p->fd, off, src, len);
 
 	pthread_mutex_lock(&s->lock);
@@ -272,6 +302,7 @@ int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *e
 	}
 	s->used -= len - (uint64_t)fresh;
 	p->bytes -= len - (uint64_t)fresh;
+	keep_piece(p, &pc);
 	check_done(s, i, res);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -280,9 +311,8 @@ int tfs_near_spool_add(struct tfs_near_spools *s, const char *key, const char *e
 void tfs_near_spool_sized(struct tfs_near_spools *s, const char *key, const char *etag,
 			  uint64_t size, struct tfs_spool_result *res)
 {
-	res->first = false;
+	memset(res, 0, sizeof(*res));
 	res->done_fd = -1;
-	res->size = 0;
 	pthread_mutex_lock(&s->lock);
 	int i = find(s, key, etag);
 	if (i >= 0) {

@@ -8,6 +8,11 @@
  * after the first range) and the intervals cover [0, size), the object is
  * done: its file goes to the caller, which uploads it to near.
  *
+ * Each range added is digested from the caller's bytes before it is
+ * written (a tfs_nv_piece, near_verify.h); the pieces go with the done
+ * file, so that its upload can check every range against the bytes that
+ * arrived (an offset gone wrong on the way into the file is caught there).
+ *
  * Bounds: at most SPOOL_OBJECTS objects at once, at most SPOOL_RANGES
  * disjoint ranges each, and `budget` bytes in all the files.  A range
  * that would break a bound is refused (the caller then copies the object
@@ -25,9 +30,11 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "near_verify.h"
 
 #define SPOOL_OBJECTS 32
 #define SPOOL_RANGES 256
+#define SPOOL_PIECES 4096 /* pieces kept per object; beyond, they are incomplete */
 
 struct tfs_near_spools;
 
@@ -52,6 +59,12 @@ struct tfs_spool_result {
 	int done_fd;   /* >= 0: the object is whole; the caller owns the
 			  * file (read it from offset 0, then close it) */
 	uint64_t size; /* with done_fd: its size */
+	/* With done_fd: the digests of the ranges written (malloc'd, the
+	 * caller frees them), and whether they cover the whole object (false
+	 * beyond SPOOL_PIECES ranges). */
+	struct tfs_nv_piece *pieces;
+	size_t npieces;
+	bool pieces_complete;
 };
 
 /* Write bytes [off, off + len) of version `etag` of `key`, from `src`

@@ -39,6 +39,17 @@ static int s3_head(void *priv, const char *key, struct tfs_obj_meta *out)
 	return rc;
 }
 
+static int s3_head_check(void *priv, const char *key, struct tfs_obj_check *out)
+{
+	struct s3 *s = priv;
+	char *fk = s3_full_key(s, key);
+	if (fk == NULL)
+		return ENOMEM;
+	int rc = s3_head_check_full(s, fk, out);
+	free(fk);
+	return rc;
+}
+
 static int s3_list(void *priv, const char *prefix, const char *delimiter, const char *token,
 		   size_t max_keys, struct tfs_list_page *out)
 {
@@ -422,6 +433,7 @@ static int s3_check_key(void *priv, const char *key)
 static const struct tfs_backend_ops s3_ops = {
 	.name = "s3",
 	.head = s3_head,
+	.head_check = s3_head_check,
 	.list = s3_list,
 	.get_range = s3_get_range,
 	.put = s3_put,

@@ -146,6 +146,7 @@ void tfs_http_resp_init(struct tfs_http_resp *r)
 	tfs_dbuf_init(&r->body, REPLY_BODY_MAX);
 	r->content_length = -1;
 	r->range_first = r->range_last = r->range_total = -1;
+	r->parts_count = -1;
 }
 
 void tfs_http_resp_clear(struct tfs_http_resp *r)
@@ -339,6 +340,9 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		r->range_first = r->range_last = r->range_total = -1;
 		r->refused[0] = '\0';
 		r->last_modified[0] = '\0';
+		r->parts_count = -1;
+		r->encrypted = false;
+		r->checksum_alg[0] = r->checksum[0] = r->checksum_type[0] = '\0';
 		tfs_obj_meta_clear(&r->meta);
 		return len;
 	}
@@ -370,6 +374,28 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		copy_value(r->last_modified, sizeof(r->last_modified), v, vlen);
 	} else if (nlen == 16 && strncasecmp(line, "x-amz-request-id", 16) == 0) {
 		copy_value(r->request_id, sizeof(r->request_id), v, vlen);
+	} else if (nlen == 20 && strncasecmp(line, "x-amz-mp-parts-count", 20) == 0) {
+		char num[16];
+		copy_value(num, sizeof(num), v, vlen);
+		const char *s = num;
+		int64_t n;
+		if (vlen < sizeof(num) && parse_i64(&s, &n) == 0 && *s == '\0' && n >= 1 &&
+		    n <= 10000)
+			r->parts_count = (long)n;
+	} else if (nlen == 19 && strncasecmp(line, "x-amz-checksum-type", 19) == 0) {
+		copy_value(r->checksum_type, sizeof(r->checksum_type), v, vlen);
+	} else if (nlen > 15 && nlen - 15 < sizeof(r->checksum_alg) &&
+		   strncasecmp(line, "x-amz-checksum-", 15) == 0 && vlen < sizeof(r->checksum)) {
+		copy_value(r->checksum_alg, sizeof(r->checksum_alg), line + 15, nlen - 15);
+		for (char *c = r->checksum_alg; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+		copy_value(r->checksum, sizeof(r->checksum), v, vlen);
+	} else if (nlen == 28 && strncasecmp(line, "x-amz-server-side-encryption", 28) == 0) {
+		/* SSE-S3 (AES256) keeps the MD5 ETag; aws:kms and aws:kms:dsse do not */
+		r->encrypted |= vlen >= 7 && strncasecmp(v, "aws:kms", 7) == 0;
+	} else if (nlen > 38 &&
+		   strncasecmp(line, "x-amz-server-side-encryption-customer-", 38) == 0) {
+		r->encrypted = true; /* SSE-C */
 	} else if (nlen > 11 && strncasecmp(line, "x-amz-meta-", 11) == 0) {
 		char name[256], val[2048];
 		if (nlen - 11 < sizeof(name) && vlen < sizeof(val)) {

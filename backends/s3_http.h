@@ -77,7 +77,13 @@ struct tfs_http_resp {
 	char refused[96];
 	char last_modified[64];
 	char request_id[128];
-	struct tfs_obj_meta meta;    /* x-amz-meta-* headers, and nothing else */
+	struct tfs_obj_meta meta; /* x-amz-meta-* headers, and nothing else */
+	long parts_count;         /* x-amz-mp-parts-count; -1 when absent */
+	bool encrypted;           /* SSE-KMS or SSE-C named by the reply */
+	/* x-amz-checksum-<alg>: the last one named, "" when none */
+	char checksum_alg[16];
+	char checksum[64];
+	char checksum_type[16];      /* x-amz-checksum-type, "" when absent */
 	char error[CURL_ERROR_SIZE]; /* transport error text when status == 0 */
 	bool transport_error;
 };

@@ -62,6 +62,9 @@ void s3_describe_op(char *buf, size_t len, const char *op, const struct s3 *s, c
  * reply without Content-Length. */
 int s3_head_full(struct s3 *s, const char *full_key, struct tfs_obj_meta *out);
 
+/* tfs_backend_head_check() of a full key (backend.h). */
+int s3_head_check_full(struct s3 *s, const char *full_key, struct tfs_obj_check *out);
+
 /* The most S3 copies in one CopyObject or UploadPartCopy request. */
 #define S3_MAX_COPY (5ull << 30)
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 
-from test_mount import BUCKET, read, run_suite
+from test_mount import BUCKET, data_for, read, run_suite
 from test_write import kill9
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -207,10 +207,11 @@ def t_atime(ctx):
     change it (noatime)."""
     m = mount(ctx)
     f = os.path.join(m.mnt, "f")
+    data = data_for("atime", 10000)  # unique at every offset
     with open(f, "wb") as fh:
-        fh.write(b"x" * 10000)
+        fh.write(data)
     os.utime(f, (1900000000, 1800000000))
-    assert read(f) == b"x" * 10000
+    assert read(f) == data
     st = os.stat(f)
     assert (int(st.st_atime), int(st.st_mtime)) == (1900000000, 1800000000), st
     m2 = remount_fresh(ctx, m, "m2")

@@ -545,3 +545,79 @@ Test(s3_retry, a_small_copy_is_one_request)
 	cr_assert_eq(strncmp(req, "PUT /bkt/pre/dst ", 17), 0, "%s", req);
 	cr_assert_null(strcasestr(req, "x-amz-copy-source-range"), "%s", req);
 }
+
+/* tfs_backend_head_check() (near copies' checks, backends/near_verify.h):
+ * part 1's size from HEAD ?partNumber=1 when the reply names the ETag's
+ * count of parts; SSE-KMS and SSE-C mark the ETag as no MD5. */
+Test(s3_retry, head_check_reads_part_size_and_encryption)
+{
+#define MP_ETAG "ETag: \"0123456789abcdef0123456789abcdef-3\"\r\n"
+	mini_http_push(srv, R(.status = 200, .headers = MP_ETAG, .content_length = 12582912));
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\r\n"
+					 "x-amz-mp-parts-count: 3\r\n",
+			      .content_length = 5242880));
+	struct tfs_obj_check c;
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_eq(c.size, 12582912);
+	cr_assert_eq(c.part_size, 5242880);
+	cr_assert_not(c.encrypted);
+	cr_assert_not_null(strstr(mini_http_request(srv, 1), "?partNumber=1 "), "%s",
+			   mini_http_request(srv, 1));
+	/* A server that ignores partNumber (no parts count), or names
+	 * another count of parts: the size stays unknown. */
+	mini_http_push(srv, R(.status = 200, .headers = MP_ETAG, .content_length = 12582912));
+	mini_http_push(srv, R(.status = 200, .headers = MP_ETAG, .content_length = 12582912));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_eq(c.part_size, 0);
+	mini_http_push(srv, R(.status = 200, .headers = MP_ETAG, .content_length = 12582912));
+	mini_http_push(srv, R(.status = 200, .headers = MP_ETAG "x-amz-mp-parts-count: 2\r\n",
+			      .content_length = 5242880));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_eq(c.part_size, 0);
+	/* A plain ETag: one HEAD; SSE-S3 keeps it an MD5, SSE-KMS and
+	 * SSE-C do not. */
+	int before = mini_http_count(srv);
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"0123456789abcdef0123456789abcdef\"\r\n"
+					 "x-amz-server-side-encryption: AES256\r\n",
+			      .content_length = 10));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_not(c.encrypted);
+	cr_assert_eq(mini_http_count(srv), before + 1);
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"0123456789abcdef0123456789abcdef\"\r\n"
+					 "x-amz-server-side-encryption: aws:kms\r\n",
+			      .content_length = 10));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert(c.encrypted);
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"0123456789abcdef0123456789abcdef\"\r\n"
+					 "x-amz-server-side-encryption-customer-algorithm: "
+					 "AES256\r\n",
+			      .content_length = 10));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert(c.encrypted);
+	cr_assert_str_eq(c.checksum_alg, "");
+	/* Far's checksum, asked for: a full-object one is kept, a composite
+	 * one (of the parts' checksums) is not. */
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"e\"\r\nx-amz-checksum-crc64nvme: rosUhgp5mIg=\r\n"
+					 "x-amz-checksum-type: FULL_OBJECT\r\n",
+			      .content_length = 9));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_str_eq(c.checksum_alg, "crc64nvme");
+	cr_assert_str_eq(c.checksum, "rosUhgp5mIg=");
+	cr_assert_not_null(strcasestr(mini_http_request(srv, mini_http_count(srv) - 1), "\r\nx-amz-"
+											"checksum-"
+											"mode: "
+											"ENABLED\r"
+											"\n"));
+	mini_http_push(srv, R(.status = 200,
+			      .headers = "ETag: \"e\"\r\nx-amz-checksum-sha256: AAAA-3\r\n"
+					 "x-amz-checksum-type: COMPOSITE\r\n",
+			      .content_length = 9));
+	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
+	cr_assert_str_eq(c.checksum_alg, "");
+#undef MP_ETAG
+}

@@ -53,7 +53,7 @@ run() {
 	local name=$1; shift
 	local log
 	log=$(mktemp)
-	local rc=0 failed0=$failed
+	local rc=0 failed0=$failed t0=$SECONDS
 	"$@" >"$log" 2>&1 || rc=$?
 	local syn plain
 	syn=$(grep -a 'Synthesis:' "$log" | tail -n 1 || true)
@@ -81,10 +81,10 @@ run() {
 		# counts as one.
 		[ "$failed" -eq "$failed0" ] && failed=$((failed + 1))
 		failures+=("$name")
-		echo "FAIL: $name"
+		echo "FAIL: $name ($((SECONDS - t0)) s)"
 		tail -n 60 "$log"
 	else
-		echo "ok:   $name ${syn#*Synthesis: }"
+		echo "ok:   $name ${syn#*Synthesis: } ($((SECONDS - t0)) s)"
 	fi
 	rm -f "$log"
 }
@@ -174,7 +174,7 @@ run "near rgw" python3 tests/integration/test_near.py "$top/build/tierfs" --back
 # by several nodes over a far behind the fault proxy's realistic mode;
 # fixed seeds (docs/testing.md).
 run "near integrity moto" python3 tests/integration/test_near_integrity.py "$top/build/tierfs" \
-	--backend moto
+	--backend moto --rounds 1
 run "near integrity rgw" python3 tests/integration/test_near_integrity.py "$top/build/tierfs" \
 	--backend rgw --rounds 1
 run "ops local" python3 tests/integration/test_ops.py "$top/build/tierfs" --backend local
@@ -209,6 +209,8 @@ if [ $extended = 1 ]; then
 		--backend rgw --extended --only epoch_kill9
 	run "mount scale" python3 tests/integration/test_mount.py "$top/build/tierfs" --backend local \
 		--extended --only million_objects
+	run "mount moto, default fill queue" python3 tests/integration/test_mount.py \
+		"$top/build/tierfs" --backend moto --extended --only cold_read_cached_whole
 	run "robust scale" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local \
 		--extended --only ten_thousand_open_files,big_directory_listing,index_page_faults
 	run "crash rounds (20)" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto \
@@ -281,5 +283,6 @@ printf '\n'
 if [ ${#failures[@]} -gt 0 ]; then
 	printf 'failed suites: %s\n' "${failures[*]}"
 fi
+echo "time: $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -105,8 +105,11 @@ def read_all(m, keys, files, threads=4):
 
 def copies_settled(m):
     st = near_stats(m)
+    # every outcome a queued copy can have, those of the checks before
+    # the upload (docs/cluster.md, "Integrity") included
     done = st["copies"] + st["copies_existing"] + st["copies_dropped"] + \
-        st["copies_failed"] + st["copies_changed"]
+        st["copies_failed"] + st["copies_changed"] + st["copies_mismatched"] + \
+        st["copies_unverified"]
     return done >= st["copies_queued"]
 
 
@@ -408,7 +411,10 @@ def t_hostile_far_can_neither_read_nor_plant_copies(ctx):
     hostile far (a proxy over another prefix that reports the victim's
     ETags for its own objects).  The hostile mount reads its own bytes,
     never the victim's copy; and the copy it makes is never served to the
-    victim."""
+    victim.  The victim's "plant" is a multipart upload, so its ETag is no
+    MD5 the hostile bytes could be checked against: the hostile copy is
+    verified by its own range digests and reaches near, and only its name
+    (an HMAC of its source) keeps it from the victim."""
     if ctx.bucket.kind != "moto":
         return "skip"  # the proxy rewrites a signed header (If-Match): moto does not check
     from s3_policy_proxy import PolicyProxy
@@ -416,10 +422,19 @@ def t_hostile_far_can_neither_read_nor_plant_copies(ctx):
     evil = "evil%d/" % random.randrange(1 << 30)
     data = {}
     for name in ("weights", "plant"):
-        data[name] = unique(name, 150_000)
-        data["evil-" + name] = unique("evil-" + name, 150_000)
-        ctx.bucket.put("model/%s.bin" % name, data[name])
+        size = 150_000 if name == "weights" else 6 << 20
+        data[name] = unique(name, size)
+        data["evil-" + name] = unique("evil-" + name, size)
         s3.put_object(Bucket=BUCKET, Key=evil + "model/%s.bin" % name, Body=data["evil-" + name])
+    ctx.bucket.put("model/weights.bin", data["weights"])
+    up = s3.create_multipart_upload(Bucket=BUCKET, Key=pre + "model/plant.bin")
+    parts = []
+    for i, (a, b) in enumerate(((0, 5 << 20), (5 << 20, 6 << 20)), 1):
+        r = s3.upload_part(Bucket=BUCKET, Key=pre + "model/plant.bin", UploadId=up["UploadId"],
+                           PartNumber=i, Body=data["plant"][a:b])
+        parts.append({"PartNumber": i, "ETag": r["ETag"]})
+    s3.complete_multipart_upload(Bucket=BUCKET, Key=pre + "model/plant.bin",
+                                 UploadId=up["UploadId"], MultipartUpload={"Parts": parts})
 
     def etag(key):
         return s3.head_object(Bucket=BUCKET, Key=key)["ETag"].strip('"')
@@ -441,6 +456,7 @@ def t_hostile_far_can_neither_read_nor_plant_copies(ctx):
     # The other way: the hostile mount copies first, the victim reads after.
     assert read(os.path.join(hostile.mnt, "model/plant.bin")) == data["evil-plant"]
     poll(lambda: copies_settled(hostile), what="the hostile copy")
+    assert near_stats(hostile)["copies"] >= 1, near_stats(hostile)  # it reached near
     later = cl.node("victim-later")
     got = read(os.path.join(later.mnt, "model/plant.bin"))
     if got != data["plant"]:

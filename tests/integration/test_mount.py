@@ -304,7 +304,11 @@ def t_warm_restart_zero_gets(ctx):
             assert read(os.path.join(m.mnt, k)) == v
         st = m.stats()
         assert st["backend"]["get"]["requests"] == 0, "warm remount made %d GETs" % st["backend"]["get"]["requests"]
-        assert st["backend"]["list"]["requests"] <= 1, "warm remount listed %d times" % st["backend"]["list"]["requests"]
+        # At most one listing of the dataset's directory, plus one that a
+        # background listing of the first mount started after the poll
+        # above and cut short by its unmount leaves to this mount (seen
+        # once under ASan: 2); a listing per file would be 60.
+        assert st["backend"]["list"]["requests"] <= 2, "warm remount listed %d times" % st["backend"]["list"]["requests"]
         assert st["ssd"]["hits"] > 0
     finally:
         m.umount()

@@ -44,7 +44,7 @@ static void md5_hex(const void *p, size_t n, char out[33])
 	unsigned int len = 0;
 	EVP_Digest(p, n, md, &len, EVP_md5(), NULL);
 	for (unsigned i = 0; i < 16; i++)
-		sprintf(out + 2 * i, "%02x", md[i]);
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 /* The multipart ETag S3 gives parts of part_size bytes. */

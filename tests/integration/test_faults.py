@@ -740,6 +740,10 @@ class FaultTests(unittest.TestCase):
                                   "backend": {"low_speed_time": "30s"}})
         self.assertEqual(os.stat(m.path("ren/src.bin")).st_size, len(body))
         os.makedirs(m.path("other"), exist_ok=True)
+        self.addCleanup(delete_prefixes, ("ren/", "other/"))
+        # No held PUT can end before t_held + 4 s: the proxy holds it 4 s
+        # from a moment after this one.
+        t_held = time.monotonic()
         M.proxy.config(rules=[{"methods": ["PUT"], "path_regex": "ren/dst\\.bin",
                                "rates": {"latency": 1.0}, "latency_ms": [4000, 4000],
                                "latency_where": "headers"}])
@@ -764,7 +768,12 @@ class FaultTests(unittest.TestCase):
                             + self.diag(m))
             # the renamed name itself waits for the rename
             os.unlink(m.path("ren/dst.bin"))
-            self.assertFalse(t.is_alive(), "unlink of the target ran before the rename")
+            # The thread may not have run since its rename returned, so
+            # is_alive() cannot tell; the clock can: an unlink that waited
+            # for the rename returns after the held PUT.
+            waited = time.monotonic() - t_held
+            self.assertGreaterEqual(waited, 3.9, "unlink of the target ran before the rename"
+                                    + self.diag(m))
         finally:
             t.join(60)
             M.proxy.off()
@@ -785,6 +794,15 @@ class FaultTests(unittest.TestCase):
         left = [o["Key"] for o in M.s3.list_objects_v2(Bucket=M.bucket, Prefix=M.prefix).get(
             "Contents", []) if o["Key"][len(M.prefix):].startswith(("ren/", "other/"))]
         self.assertEqual(left, [], "objects left in the bucket")
+
+
+def delete_prefixes(prefixes):
+    """Delete the bucket's objects under the dataset prefix + each of
+    `prefixes`, so that a test that failed half-way leaves the listing
+    that expect_walk wants."""
+    for o in M.s3.list_objects_v2(Bucket=M.bucket, Prefix=M.prefix).get("Contents", []):
+        if o["Key"][len(M.prefix):].startswith(tuple(prefixes)):
+            M.s3.delete_object(Bucket=M.bucket, Key=o["Key"])
 
 
 def stat_size(m, key, size):

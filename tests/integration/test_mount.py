@@ -1167,7 +1167,7 @@ class Ctx:
 
 def run_suite(suite, tests, add_args=None, setup=None):
     """Run `tests` ([(name, fn(ctx))]) with this harness's command line
-    (TIERFS --backend local|moto [--only NAME[,NAME...]] [--extended], plus
+    (TIERFS --backend local|moto [--only|--skip NAME[,NAME...]] [--extended], plus
     what `add_args(parser)` adds), each in a fresh work directory and
     bucket; `setup(ctx, args)` may copy options into the context.  Print one
     line per test and end with "SUITE: N passed, N failed".  Returns the
@@ -1177,15 +1177,20 @@ def run_suite(suite, tests, add_args=None, setup=None):
     ap.add_argument("tierfs")
     ap.add_argument("--backend", default="local", choices=["local", "moto", "rgw"])
     ap.add_argument("--only", help="run only these tests (comma-separated names)")
+    ap.add_argument("--skip", help="run all but these tests (comma-separated names)")
     ap.add_argument("--extended", action="store_true", help="also the long scale tests")
     if add_args:
         add_args(ap)
     args = ap.parse_args()
     tierfs = os.path.abspath(args.tierfs)
     only = set(args.only.split(",")) if args.only else None
+    skip = set(args.skip.split(",")) if args.skip else set()
+    unknown = ((only or set()) | skip) - {name for name, _ in tests}
+    if unknown:
+        ap.error("no such test: %s" % ", ".join(sorted(unknown)))
     passed = failed = 0
     for name, fn in tests:
-        if only and name not in only:
+        if (only and name not in only) or name in skip:
             continue
         work = tempfile.mkdtemp(prefix="tierfs-%s-" % suite)
         bucket = None

@@ -787,17 +787,9 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->journaled = true;
 		e->file = f;
 		wb->staged += f->size;
-		if (lc->nids == lc->cap) {
-			size_t nc = lc->cap ? 2 * lc->cap : 64;
-			uint64_t *n = realloc(lc->ids, nc * sizeof(*n));
-			if (n == NULL)
-				return ENOMEM;
-			lc->ids = n;
-			lc->cap = nc;
-		}
-		lc->ids[lc->nids++] = r->staging_id;
-		if (r->staging_id >= wb->next_staging)
-			wb->next_staging = r->staging_id + 1;
+		int rc = keep_id(lc, r->staging_id);
+		if (rc)
+			return rc;
 	}
 	e->has_job = true;
 	e->op = r->op;

@@ -728,6 +728,17 @@ static int make_tmp(int tfd, char tmp[64], make_fn make, void *ctx)
 	return rc;
 }
 
+/* Begin replacing `key`: its directory and TMP_DIR (open_dirs(): *pfd,
+ * *name, *tfd, each for put_dir() whatever happens) and a new entry in
+ * TMP_DIR made by make(ctx, ...) under the name written to `tmp`
+ * (make_tmp()).  0 or the errno. */
+static int begin_replace(struct local *lb, const char *key, make_fn make, void *ctx, int *pfd,
+			 const char **name, int *tfd, char tmp[64])
+{
+	int rc = open_dirs(lb, key, pfd, name, tfd);
+	return rc ? rc : make_tmp(*tfd, tmp, make, ctx);
+}
+
 static int make_file(void *ctx, int tfd, const char *tmp)
 {
 	int *fd = ctx;
@@ -767,9 +778,7 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 	struct stat st;
 	int rc, fd = -1, pfd = -1, tfd = -1;
 
-	rc = open_dirs(lb, key, &pfd, &name, &tfd);
-	if (rc == 0)
-		rc = make_tmp(tfd, tmp, make_file, &fd);
+	rc = begin_replace(lb, key, make_file, &fd, &pfd, &name, &tfd, tmp);
 	if (rc)
 		goto fail_nofile;
 	rc = fill(ctx, fd);
@@ -849,9 +858,7 @@ static int replace_link(struct local *lb, const char *key, const char *target,
 	struct stat st;
 	int rc, lfd = -1, pfd = -1, tfd = -1;
 
-	rc = open_dirs(lb, key, &pfd, &name, &tfd);
-	if (rc == 0)
-		rc = make_tmp(tfd, tmp, make_link, (void *)target);
+	rc = begin_replace(lb, key, make_link, (void *)target, &pfd, &name, &tfd, tmp);
 	if (rc)
 		goto out;
 	/* The link itself, to stat it once it is in place. */

@@ -1,6 +1,8 @@
 /* backend_impl.h - what a backend implementation provides.
  *
- * Only backend implementations (s3.c, local.c) and backend.c include this.
+ * Only backend implementations (s3.c, local*.c, near.c), the files of
+ * the interface (through backend_internal.h) and the unit tests' fake
+ * backends include this.
  * An implementation defines one `static const struct tfs_backend_ops` and
  * wraps its private state with tfs_backend_new().  Each op has the contract
  * of the matching tfs_backend_*() wrapper in backend.h, with `priv` the

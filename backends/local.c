@@ -170,6 +170,26 @@ static int walk_parent(struct local *lb, const char *path, bool mkdirs, int *dfd
 	return 0;
 }
 
+/* Open `path` below the root with open_beneath() when this instance
+ * resolves with openat2(): 0 and *fd_out (the caller's), or the errno;
+ * ENOSYS when it does not (built without it, refused at start-up, or by
+ * the kernel now): the caller walks instead. */
+static int beneath(struct local *lb, const char *path, int flags, mode_t mode, int *fd_out)
+{
+#ifdef HAVE_OPENAT2
+	if (lb->openat2) {
+		int fd = open_beneath(lb->root_fd, path, flags, mode);
+		if (fd < 0)
+			return errno;
+		*fd_out = fd;
+		return 0;
+	}
+#else
+	(void)lb, (void)path, (void)flags, (void)mode, (void)fd_out;
+#endif
+	return ENOSYS;
+}
+
 /* Open `path` (relative to the root; "" is the root) with `flags` (and
  * `mode` with O_CREAT), following no symlink and staying in the root: one
  * openat2(), or walk_parent() + local_open_last().  A trailing '/' requires a
@@ -179,20 +199,12 @@ static int walk_parent(struct local *lb, const char *path, bool mkdirs, int *dfd
 static int resolve(struct local *lb, const char *path, int flags, mode_t mode, int *fd_out)
 {
 	flags |= O_CLOEXEC;
-#ifdef HAVE_OPENAT2
-	if (lb->openat2) {
-		int fd = open_beneath(lb->root_fd, path[0] ? path : ".", flags, mode);
-		if (fd >= 0) {
-			*fd_out = fd;
-			return 0;
-		}
-		if (errno != ENOSYS)
-			return errno;
-	}
-#endif
+	int rc = beneath(lb, path[0] ? path : ".", flags, mode, fd_out);
+	if (rc != ENOSYS)
+		return rc;
 	char last[NAME_MAX + 1];
 	int dfd;
-	int rc = walk_parent(lb, path, false, &dfd, last);
+	rc = walk_parent(lb, path, false, &dfd, last);
 	if (rc)
 		return rc;
 	size_t len = strlen(path);
@@ -219,21 +231,12 @@ static int resolve_dir(struct local *lb, const char *path, bool mkdirs, int *fd_
 		*fd_out = lb->root_fd;
 		return 0;
 	}
-#ifdef HAVE_OPENAT2
-	if (lb->openat2) {
-		int fd = open_beneath(lb->root_fd, path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
-		if (fd >= 0) {
-			*fd_out = fd;
-			return 0;
-		}
-		int e = errno;
-		if (e != ENOSYS && !(e == ENOENT && mkdirs))
-			return e;
-	}
-#endif
+	int rc = beneath(lb, path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, fd_out);
+	if (rc != ENOSYS && !(rc == ENOENT && mkdirs))
+		return rc;
 	char last[NAME_MAX + 1];
 	int dfd;
-	int rc = walk_parent(lb, path, mkdirs, &dfd, last);
+	rc = walk_parent(lb, path, mkdirs, &dfd, last);
 	if (rc)
 		return rc;
 	if (last[0] == '\0') {
@@ -725,6 +728,17 @@ static int make_tmp(int tfd, char tmp[64], make_fn make, void *ctx)
 	return rc;
 }
 
+/* Begin replacing `key`: its directory and TMP_DIR (open_dirs(): *pfd,
+ * *name, *tfd, each for put_dir() whatever happens) and a new entry in
+ * TMP_DIR made by make(ctx, ...) under the name written to `tmp`
+ * (make_tmp()).  0 or the errno. */
+static int begin_replace(struct local *lb, const char *key, make_fn make, void *ctx, int *pfd,
+			 const char **name, int *tfd, char tmp[64])
+{
+	int rc = open_dirs(lb, key, pfd, name, tfd);
+	return rc ? rc : make_tmp(*tfd, tmp, make, ctx);
+}
+
 static int make_file(void *ctx, int tfd, const char *tmp)
 {
 	int *fd = ctx;
@@ -764,9 +778,7 @@ static int replace_file(struct local *lb, const char *key, fill_fn fill, void *c
 	struct stat st;
 	int rc, fd = -1, pfd = -1, tfd = -1;
 
-	rc = open_dirs(lb, key, &pfd, &name, &tfd);
-	if (rc == 0)
-		rc = make_tmp(tfd, tmp, make_file, &fd);
+	rc = begin_replace(lb, key, make_file, &fd, &pfd, &name, &tfd, tmp);
 	if (rc)
 		goto fail_nofile;
 	rc = fill(ctx, fd);
@@ -846,9 +858,7 @@ static int replace_link(struct local *lb, const char *key, const char *target,
 	struct stat st;
 	int rc, lfd = -1, pfd = -1, tfd = -1;
 
-	rc = open_dirs(lb, key, &pfd, &name, &tfd);
-	if (rc == 0)
-		rc = make_tmp(tfd, tmp, make_link, (void *)target);
+	rc = begin_replace(lb, key, make_link, (void *)target, &pfd, &name, &tfd, tmp);
 	if (rc)
 		goto out;
 	/* The link itself, to stat it once it is in place. */

@@ -50,11 +50,13 @@ void tfs_jrec_clear(struct tfs_jrec *r)
 
 #define KEY_LEN (TFS_JOURNAL_OWNER_LEN + 32)
 
-static void key_of(const struct tfs_journal *j, const char *path, uint8_t k[KEY_LEN])
+/* The key of `name` (a record's path, a stream's upload id) in either
+ * database: this journal's owner, then SHA-256(name). */
+static void key_of(const struct tfs_journal *j, const char *name, uint8_t k[KEY_LEN])
 {
 	unsigned int n = 0;
 	memcpy(k, j->owner, TFS_JOURNAL_OWNER_LEN);
-	EVP_Digest(path, strlen(path), k + TFS_JOURNAL_OWNER_LEN, &n, EVP_sha256(), NULL);
+	EVP_Digest(name, strlen(name), k + TFS_JOURNAL_OWNER_LEN, &n, EVP_sha256(), NULL);
 }
 
 int tfs_jrec_encode(const struct tfs_jrec *r, void **out, size_t *len)
@@ -189,10 +191,25 @@ int tfs_jrec_decode(const void *buf, size_t len, struct tfs_jrec *out)
 	return 0;
 }
 
-/* Delete key `kb` of `dbi`; an absent key is no error. */
-static int del_key(MDB_txn *txn, MDB_dbi dbi, uint8_t kb[KEY_LEN])
+/* Store `len` bytes of `buf` (freed here, on every path) under `name`
+ * in `dbi`: 0 or an errno. */
+static int put_owned(MDB_txn *txn, const struct tfs_journal *j, MDB_dbi dbi, const char *name,
+		     void *buf, size_t len)
 {
-	MDB_val k = { KEY_LEN, kb };
+	uint8_t kb[KEY_LEN];
+	key_of(j, name, kb);
+	MDB_val k = { sizeof(kb), kb }, v = { len, buf };
+	int rc = mdb_put(txn, dbi, &k, &v, 0);
+	free(buf);
+	return tfs_lmdb_errno(rc);
+}
+
+/* Delete `name` from `dbi`; an absent key is no error. */
+static int del_owned(MDB_txn *txn, const struct tfs_journal *j, MDB_dbi dbi, const char *name)
+{
+	uint8_t kb[KEY_LEN];
+	key_of(j, name, kb);
+	MDB_val k = { sizeof(kb), kb };
 	int rc = mdb_del(txn, dbi, &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : tfs_lmdb_errno(rc);
 }
@@ -253,24 +270,15 @@ int tfs_journal_get(MDB_txn *txn, const struct tfs_journal *j, const char *path,
 
 int tfs_journal_put(MDB_txn *txn, const struct tfs_journal *j, const struct tfs_jrec *r)
 {
-	uint8_t kb[KEY_LEN];
 	void *buf;
 	size_t len;
 	int rc = tfs_jrec_encode(r, &buf, &len);
-	if (rc)
-		return rc;
-	key_of(j, r->path, kb);
-	MDB_val k = { sizeof(kb), kb }, v = { len, buf };
-	rc = mdb_put(txn, j->dbi, &k, &v, 0);
-	free(buf);
-	return tfs_lmdb_errno(rc);
+	return rc ? rc : put_owned(txn, j, j->dbi, r->path, buf, len);
 }
 
 int tfs_journal_del(MDB_txn *txn, const struct tfs_journal *j, const char *path)
 {
-	uint8_t kb[KEY_LEN];
-	key_of(j, path, kb);
-	return del_key(txn, j->dbi, kb);
+	return del_owned(txn, j, j->dbi, path);
 }
 
 struct visit_rec {
@@ -297,35 +305,21 @@ int tfs_journal_each(MDB_txn *txn, const struct tfs_journal *j, tfs_journal_fn f
 
 /* ---- streams ---- */
 
-static void stream_key(const struct tfs_journal *j, const char *upload_id, uint8_t k[KEY_LEN])
-{
-	unsigned int n = 0;
-	memcpy(k, j->owner, TFS_JOURNAL_OWNER_LEN);
-	EVP_Digest(upload_id, strlen(upload_id), k + TFS_JOURNAL_OWNER_LEN, &n, EVP_sha256(), NULL);
-}
-
 int tfs_journal_stream_add(MDB_txn *txn, const struct tfs_journal *j, const char *key,
 			   const char *upload_id)
 {
-	uint8_t kb[KEY_LEN];
 	size_t kl = strlen(key) + 1, ul = strlen(upload_id) + 1;
 	char *buf = malloc(kl + ul);
 	if (buf == NULL)
 		return ENOMEM;
 	memcpy(buf, key, kl);
 	memcpy(buf + kl, upload_id, ul);
-	stream_key(j, upload_id, kb);
-	MDB_val k = { sizeof(kb), kb }, v = { kl + ul, buf };
-	int rc = mdb_put(txn, j->streams, &k, &v, 0);
-	free(buf);
-	return tfs_lmdb_errno(rc);
+	return put_owned(txn, j, j->streams, upload_id, buf, kl + ul);
 }
 
 int tfs_journal_stream_del(MDB_txn *txn, const struct tfs_journal *j, const char *upload_id)
 {
-	uint8_t kb[KEY_LEN];
-	stream_key(j, upload_id, kb);
-	return del_key(txn, j->streams, kb);
+	return del_owned(txn, j, j->streams, upload_id);
 }
 
 struct visit_stream {

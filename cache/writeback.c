@@ -88,14 +88,32 @@ static int reserve(struct tfs_wb *wb, uint64_t more, const char *path)
 /* Hold room for f growing to `end` bytes while its staged copy is written:
  * the growth counts as staged from the check on, so concurrent writers
  * cannot all pass the check and together exceed the bound.  Lock held.
- * Returns 0 (*held bytes are held: the caller subtracts them from
- * wb->staged once the I/O is done) or ENOSPC (nothing held). */
+ * Returns 0 (*held bytes are held: the caller gives them back with
+ * end_growth() once the I/O is done) or ENOSPC (nothing held). */
 static int hold_growth(struct tfs_wb *wb, const struct tfs_wb_file *f, uint64_t end, uint64_t *held)
 {
 	uint64_t more = end > f->size ? end - f->size : 0;
 	int rc = reserve(wb, more, f->path);
 	*held = rc ? 0 : more;
 	wb->staged += *held;
+	return rc;
+}
+
+/* The end of the I/O on f's staged copy that hold_growth() held `held`
+ * bytes for, `rc` its result: takes the lock and gives the room back.  On
+ * failure drops the lock again, logs "<doing> the staged copy" and returns
+ * rc; on success returns 0 with the lock held, for the caller to count the
+ * new size. */
+static int end_growth(struct tfs_wb *wb, const struct tfs_wb_file *f, uint64_t held, int rc,
+		      const char *doing)
+{
+	pthread_mutex_lock(&wb->lock);
+	wb->staged -= held;
+	if (rc == 0)
+		return 0;
+	pthread_mutex_unlock(&wb->lock);
+	tfs_err(wb->log, "writeback: %s the staged copy of '%s': %s", doing,
+		f->path ? f->path : "(deleted)", strerror(rc));
 	return rc;
 }
 
@@ -486,14 +504,8 @@ int tfs_wb_write(struct tfs_wb *wb, struct tfs_wb_file *f, const void *buf, size
 	if (rc)
 		return rc;
 	rc = tfs_pwrite_all(f->fd, buf, len, (off_t)off);
-	pthread_mutex_lock(&wb->lock);
-	wb->staged -= held;
-	if (rc) {
-		pthread_mutex_unlock(&wb->lock);
-		tfs_err(wb->log, "writeback: writing the staged copy of '%s': %s",
-			f->path ? f->path : "(deleted)", strerror(rc));
+	if (end_growth(wb, f, held, rc, "writing"))
 		return rc;
-	}
 	if (off + len > f->size) {
 		wb->staged += off + len - f->size;
 		f->size = off + len;
@@ -516,14 +528,8 @@ int tfs_wb_truncate(struct tfs_wb *wb, struct tfs_wb_file *f, uint64_t size)
 	if (rc)
 		return rc;
 	rc = ftruncate(f->fd, (off_t)size) < 0 ? errno : 0;
-	pthread_mutex_lock(&wb->lock);
-	wb->staged -= held;
-	if (rc) {
-		pthread_mutex_unlock(&wb->lock);
-		tfs_err(wb->log, "writeback: truncating the staged copy of '%s': %s",
-			f->path ? f->path : "(deleted)", strerror(rc));
+	if (end_growth(wb, f, held, rc, "truncating"))
 		return rc;
-	}
 	if (size == 0) {
 		wb_file_stream_break(f); /* empty again: appending starts over */
 		f->appending = f->writers <= 1;
@@ -781,17 +787,9 @@ static int load_one(void *ctx, const struct tfs_jrec *r)
 		f->journaled = true;
 		e->file = f;
 		wb->staged += f->size;
-		if (lc->nids == lc->cap) {
-			size_t nc = lc->cap ? 2 * lc->cap : 64;
-			uint64_t *n = realloc(lc->ids, nc * sizeof(*n));
-			if (n == NULL)
-				return ENOMEM;
-			lc->ids = n;
-			lc->cap = nc;
-		}
-		lc->ids[lc->nids++] = r->staging_id;
-		if (r->staging_id >= wb->next_staging)
-			wb->next_staging = r->staging_id + 1;
+		int rc = keep_id(lc, r->staging_id);
+		if (rc)
+			return rc;
 	}
 	e->has_job = true;
 	e->op = r->op;

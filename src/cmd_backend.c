@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -260,46 +259,18 @@ static const struct {
 
 int tfs_cmd_backend(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "option", required_argument, NULL, 'o' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *conf = NULL;
-	char **ovr = calloc((size_t)argc + 1, sizeof(*ovr));
-	size_t n_ovr = 0;
-	bool verbose = false;
-	int c, rc;
-
-	if (ovr == NULL)
-		return TFS_EXIT_FAIL;
-	optind = 1;
-	/* '+': stop at SOURCE so that "ls -r" reaches the op. */
-	while ((c = getopt_long(argc, argv, "+c:o:vh", longopts, NULL)) != -1) {
-		if (tfs_cli_conf_opt(c, optarg, &conf, ovr, &n_ovr, &verbose))
-			continue;
-		switch (c) {
-		case 'h':
-			usage(stdout);
-			free(ovr);
-			return TFS_EXIT_OK;
-		default:
-			usage(stderr);
-			free(ovr);
-			return TFS_EXIT_CONFIG;
-		}
-	}
-	if (argc - optind < 2) {
-		usage(stderr);
-		free(ovr);
-		return TFS_EXIT_CONFIG;
-	}
-	const char *source = argv[optind];
-	const char *opname = argv[optind + 1];
-	int op_argc = argc - optind - 2;
-	char **op_argv = argv + optind + 2;
+	struct tfs_cli_conf cc;
+	int first;
+	/* In order: stop at SOURCE so that "ls -r" reaches the op. */
+	int rc = tfs_cli_parse(argc, argv, true, NULL, 0, &cc, usage, &first);
+	if (rc != -1)
+		return rc;
+	if (argc - first < 2)
+		return tfs_cli_usage_error(&cc, usage);
+	const char *source = argv[first];
+	const char *opname = argv[first + 1];
+	int op_argc = argc - first - 2;
+	char **op_argv = argv + first + 2;
 	size_t op = 0;
 	while (op < sizeof(ops) / sizeof(ops[0]) && strcmp(ops[op].name, opname) != 0)
 		op++;
@@ -308,14 +279,11 @@ int tfs_cmd_backend(int argc, char **argv)
 			op == sizeof(ops) / sizeof(ops[0]) ? "unknown operation"
 							   : "missing arguments for",
 			opname);
-		usage(stderr);
-		free(ovr);
-		return TFS_EXIT_CONFIG;
+		return tfs_cli_usage_error(&cc, usage);
 	}
 
 	struct tfs_config cfg;
-	rc = tfs_cli_load_config(&cfg, conf, ovr, n_ovr);
-	free(ovr);
+	rc = tfs_cli_conf_load(&cc, &cfg);
 	if (rc)
 		return rc;
 	struct tfs_source src;
@@ -327,7 +295,7 @@ int tfs_cmd_backend(int argc, char **argv)
 		return TFS_EXIT_CONFIG;
 	}
 	struct tfs_log log;
-	tfs_log_init_stderr(&log, verbose                        ? TFS_LOG_DEBUG
+	tfs_log_init_stderr(&log, cc.verbose                     ? TFS_LOG_DEBUG
 				  : cfg.log.level < TFS_LOG_WARN ? cfg.log.level
 								 : TFS_LOG_WARN);
 	struct tfs_backend *be = NULL;

@@ -36,19 +36,6 @@ int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrid
 	return rc ? TFS_EXIT_CONFIG : 0;
 }
 
-bool tfs_cli_conf_opt(int c, char *arg, const char **conf, char **ovr, size_t *n_ovr, bool *verbose)
-{
-	if (c == 'c')
-		*conf = arg;
-	else if (c == 'o')
-		ovr[(*n_ovr)++] = arg;
-	else if (c == 'v')
-		*verbose = true;
-	else
-		return false;
-	return true;
-}
-
 int tfs_cmd_config(int argc, char **argv)
 {
 	const char *conf = NULL;

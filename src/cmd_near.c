@@ -3,7 +3,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,63 +169,32 @@ static int gc(struct tfs_backend *be, const struct tfs_log *log, uint64_t max, b
 
 int tfs_cmd_near(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "option", required_argument, NULL, 'o' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "max-size", required_argument, NULL, 'm' },
-		{ "dry-run", no_argument, NULL, 'n' },
-		{ "whole-bucket", no_argument, NULL, 'w' },
-		{ NULL, 0, NULL, 0 },
+	const char *max_arg = NULL;
+	bool dry_run = false, whole_bucket = false;
+	const struct tfs_cli_opt opts[] = {
+		{ "max-size", 'm', true, &max_arg, NULL },
+		{ "dry-run", 'n', false, &dry_run, NULL },
+		{ "whole-bucket", 'w', false, &whole_bucket, NULL },
 	};
-	const char *conf = NULL, *max_arg = NULL;
-	bool verbose = false, dry_run = false, whole_bucket = false;
-	char **ovr = calloc((size_t)argc + 1, sizeof(*ovr));
-	size_t n_ovr = 0;
-	int c;
-	if (ovr == NULL)
-		return TFS_EXIT_FAIL;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:o:vhm:nw", longopts, NULL)) != -1) {
-		if (tfs_cli_conf_opt(c, optarg, &conf, ovr, &n_ovr, &verbose))
-			continue;
-		switch (c) {
-		case 'm':
-			max_arg = optarg;
-			break;
-		case 'n':
-			dry_run = true;
-			break;
-		case 'w':
-			whole_bucket = true;
-			break;
-		case 'h':
-			usage(stdout);
-			free(ovr);
-			return TFS_EXIT_OK;
-		default:
-			usage(stderr);
-			free(ovr);
-			return TFS_EXIT_CONFIG;
-		}
-	}
+	struct tfs_cli_conf cc;
+	int first;
+	int rc = tfs_cli_parse(argc, argv, false, opts, sizeof(opts) / sizeof(opts[0]), &cc, usage,
+			       &first);
+	if (rc != -1)
+		return rc;
 	uint64_t max = 0;
-	if (argc - optind != 1 || strcmp(argv[optind], "gc") != 0 || max_arg == NULL ||
+	if (argc - first != 1 || strcmp(argv[first], "gc") != 0 || max_arg == NULL ||
 	    tfs_parse_size(max_arg, &max) != 0) {
 		if (max_arg && tfs_parse_size(max_arg, &max) != 0)
 			fprintf(stderr, "tierfs near: --max-size '%s': not a size\n", max_arg);
-		usage(stderr);
-		free(ovr);
-		return TFS_EXIT_CONFIG;
+		return tfs_cli_usage_error(&cc, usage);
 	}
 	struct tfs_config cfg;
-	int rc = tfs_cli_load_config(&cfg, conf, ovr, n_ovr);
-	free(ovr);
+	rc = tfs_cli_conf_load(&cc, &cfg);
 	if (rc)
 		return rc;
 	struct tfs_log log;
-	tfs_log_init_stderr(&log, verbose ? TFS_LOG_DEBUG : TFS_LOG_WARN);
+	tfs_log_init_stderr(&log, cc.verbose ? TFS_LOG_DEBUG : TFS_LOG_WARN);
 	struct tfs_backend *be = NULL;
 	if (cfg.near_store.bucket == NULL) {
 		fprintf(stderr, "tierfs near: no [near] bucket in the configuration\n");

@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -223,71 +222,50 @@ static int call(const char *cmd, const char *mp, struct json_object *req, struct
 	return failed ? TFS_EXIT_FAIL : TFS_EXIT_OK;
 }
 
+/* --jobs/-j: a number from 1 to 256 into *(long *)dst. */
+static int set_jobs(const char *arg, void *dst)
+{
+	char *end;
+	long jobs = strtol(arg, &end, 10);
+	if (*end || jobs < 1 || jobs > 256) {
+		fprintf(stderr, "tierfs warmup: -j: a number from 1 to 256, not '%s'\n", arg);
+		return TFS_EXIT_CONFIG;
+	}
+	*(long *)dst = jobs;
+	return 0;
+}
+
+/* --tier: "ssd" or "ram" into *(const char **)dst. */
+static int set_tier(const char *arg, void *dst)
+{
+	if (strcmp(arg, "ssd") != 0 && strcmp(arg, "ram") != 0) {
+		fprintf(stderr, "tierfs warmup: --tier: ssd or ram, not '%s'\n", arg);
+		return TFS_EXIT_CONFIG;
+	}
+	*(const char **)dst = arg;
+	return 0;
+}
+
 int tfs_cmd_warmup(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "jobs", required_argument, NULL, 'j' },
-		{ "tier", required_argument, NULL, 't' },
-		{ "pin", no_argument, NULL, 'p' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "manifest", required_argument, NULL, 'm' },
-		{ "follow", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *tier = "ssd", *manifest = NULL, *follow = NULL;
 	long jobs = 0;
 	bool pin = false, quiet = false;
-	int c;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+j:qh", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j': {
-			char *end;
-			jobs = strtol(optarg, &end, 10);
-			if (*end || jobs < 1 || jobs > 256) {
-				fprintf(stderr,
-					"tierfs warmup: -j: a number from 1 to 256, not '%s'\n",
-					optarg);
-				return TFS_EXIT_CONFIG;
-			}
-			break;
-		}
-		case 't':
-			tier = optarg;
-			if (strcmp(tier, "ssd") != 0 && strcmp(tier, "ram") != 0) {
-				fprintf(stderr, "tierfs warmup: --tier: ssd or ram, not '%s'\n",
-					tier);
-				return TFS_EXIT_CONFIG;
-			}
-			break;
-		case 'p':
-			pin = true;
-			break;
-		case 'q':
-			quiet = true;
-			break;
-		case 'm':
-			manifest = optarg;
-			break;
-		case 'F':
-			follow = optarg;
-			break;
-		case 'h':
-			usage_warmup(stdout);
-			return TFS_EXIT_OK;
-		default:
-			usage_warmup(stderr);
-			return TFS_EXIT_CONFIG;
-		}
-	}
-	if (optind >= argc) {
-		usage_warmup(stderr);
-		return TFS_EXIT_CONFIG;
-	}
-	char *mp = realpath(argv[optind], NULL);
+	const struct tfs_cli_opt opts[] = {
+		{ "jobs", 'j', true, &jobs, set_jobs },   { "tier", 0, true, &tier, set_tier },
+		{ "pin", 0, false, &pin, NULL },          { "quiet", 'q', false, &quiet, NULL },
+		{ "manifest", 0, true, &manifest, NULL }, { "follow", 0, true, &follow, NULL },
+	};
+	int first;
+	int parsed = tfs_cli_parse(argc, argv, true, opts, sizeof(opts) / sizeof(opts[0]), NULL,
+				   usage_warmup, &first);
+	if (parsed != -1)
+		return parsed;
+	if (first >= argc)
+		return tfs_cli_usage_error(NULL, usage_warmup);
+	char *mp = realpath(argv[first], NULL);
 	if (mp == NULL) {
-		fprintf(stderr, "tierfs warmup: %s: %s\n", argv[optind], strerror(errno));
+		fprintf(stderr, "tierfs warmup: %s: %s\n", argv[first], strerror(errno));
 		return TFS_EXIT_FAIL;
 	}
 	struct json_object *req = json_object_new_object(), *paths = json_object_new_array();
@@ -310,7 +288,7 @@ int tfs_cmd_warmup(int argc, char **argv)
 		json_object_object_add(req, "manifest", json_object_new_string(abs));
 		free(abs);
 	}
-	for (int i = optind + 1; i < argc; i++) {
+	for (int i = first + 1; i < argc; i++) {
 		char key[PATH_MAX];
 		int rc = key_of(mp, argv[i], key, sizeof(key));
 		if (rc) {

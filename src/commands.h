@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "conf.h"
 
@@ -19,13 +20,52 @@
 int tfs_cli_load_config(struct tfs_config *cfg, const char *path, char **overrides,
 			size_t n_overrides);
 
-/* The options of every command that loads a configuration: -c CONF into
- * *conf, -o SECTION.KEY=VALUE appended to ovr (*n_ovr of them; the caller
- * gives as many slots as arguments) and -v into *verbose.  Returns true
- * when getopt's `c` (with `arg`, its optarg) was one of them.  Cannot
- * fail. */
-bool tfs_cli_conf_opt(int c, char *arg, const char **conf, char **ovr, size_t *n_ovr,
-		      bool *verbose);
+/* One option of a subcommand, for tfs_cli_parse() (cmd_opts.c). */
+struct tfs_cli_opt {
+	const char *name; /* --name */
+	char letter;      /* also -letter; 0: the long form only */
+	bool has_arg;     /* takes a value: --name=V, --name V, -lV, -l V */
+	/* Where it goes: without `set`, a flag sets *(bool *)dst to true and a
+	 * value is kept in *(const char **)dst (a pointer into argv); with
+	 * `set`, set(value or NULL, dst) checks and stores it and returns 0
+	 * or an exit status, having printed why. */
+	void *dst;
+	int (*set)(const char *arg, void *dst);
+};
+
+/* What the options of every command that loads a configuration gave:
+ * -c/--config CONF, each -o/--option SECTION.KEY=VALUE in order, and
+ * -v/--verbose.  `ovr` is owned (tfs_cli_conf_clear()). */
+struct tfs_cli_conf {
+	const char *conf; /* NULL: the default file */
+	char **ovr;
+	size_t n_ovr;
+	bool verbose;
+};
+
+/* Parse the options of argv[1..argc) (argv[0] is the command's name, which
+ * getopt's messages show) with getopt_long: the n options of `opts` (at
+ * most 32), -h/--help, and with `conf` non-NULL -c, -o and -v into *conf.
+ * With `in_order`, options stop at the first operand (getopt's '+'), so
+ * that a command's operands may take options of their own; without it,
+ * options and operands mix.  Returns -1 when the command goes on, its
+ * operands at argv[*first..argc) and *conf to be released
+ * (tfs_cli_conf_load() or tfs_cli_conf_clear()); otherwise an exit status,
+ * *conf released: TFS_EXIT_OK after usage(stdout) for --help,
+ * TFS_EXIT_CONFIG after getopt's message and usage(stderr) for an unknown
+ * option or a missing value, an option's set() status, or TFS_EXIT_FAIL
+ * (out of memory).  Not thread-safe (getopt). */
+int tfs_cli_parse(int argc, char **argv, bool in_order, const struct tfs_cli_opt *opts, size_t n,
+		  struct tfs_cli_conf *conf, void (*usage)(FILE *), int *first);
+/* Release the overrides tfs_cli_parse() put in *conf (NULL: nothing);
+ * conf->conf and conf->verbose stay.  Cannot fail. */
+void tfs_cli_conf_clear(struct tfs_cli_conf *conf);
+/* For operands the command refuses: usage(stderr), release *conf (NULL:
+ * none) and return TFS_EXIT_CONFIG. */
+int tfs_cli_usage_error(struct tfs_cli_conf *conf, void (*usage)(FILE *));
+/* tfs_cli_load_config() with *conf's file and overrides, then release
+ * *conf.  Returns 0 or TFS_EXIT_CONFIG (printed). */
+int tfs_cli_conf_load(struct tfs_cli_conf *conf, struct tfs_config *cfg);
 
 /* `tierfs config [-c CONF] [-o SECTION.KEY=VALUE]...` (argv[0] "config"):
  * print the effective configuration with the origin of every value that

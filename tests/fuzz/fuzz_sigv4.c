@@ -91,16 +91,13 @@ static bool is_field_value(const char *s)
 	return true;
 }
 
-/* A scope word: visible ASCII (isgraph in the C locale), but not the
+/* A scope word: 1*VCHAR (RFC 5234 appendix B.1: 0x21-0x7e) without the
  * Credential field's separators ',' and '/'. */
+static const char SCOPE_CHARS[] = ALPHA DIGITS "!\"#$%&'()*+-.:;<=>?@[\\]^_`{|}~";
+
 static bool is_scope_word(const char *s)
 {
-	if (s == NULL || *s == '\0')
-		return false;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if (*p >= 0x80 || !isgraph(*p) || *p == ',' || *p == '/')
-			return false;
-	return true;
+	return s != NULL && *s != '\0' && s[strspn(s, SCOPE_CHARS)] == '\0';
 }
 
 /* YYYYMMDD "T" HHMMSS "Z", digits only (not a calendar check). */

@@ -18,6 +18,19 @@ unsigned char fake_byte(const char *key, const char *etag, uint64_t off)
 	return (unsigned char)(h * 0xBF58476D1CE4E5B9ull >> 56);
 }
 
+void fake_fill(const char *key, const char *etag, uint64_t off, void *buf, size_t len)
+{
+	unsigned char *p = buf;
+	for (size_t i = 0; i < len; i++)
+		p[i] = fake_byte(key, etag, off + i);
+}
+
+static void pause_1ms(void)
+{
+	struct timespec ts = { 0, 1000000L };
+	nanosleep(&ts, NULL);
+}
+
 static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
 {
 	struct fake_layer *f = l->priv;
@@ -31,13 +44,16 @@ static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t id
 		struct timespec ts = { d / 1000, (d % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	int rc = atomic_load(&f->fail_with);
-	if (rc == 0) {
-		size_t len = tfs_obj_block_len(obj, idx, l->block_size);
-		unsigned char *p = buf;
-		for (size_t i = 0; i < len; i++)
-			p[i] = fake_byte(obj->key, obj->etag, idx * l->block_size + i);
+	const char *hold = atomic_load(&f->hold_key);
+	if (hold && strcmp(hold, obj->key) == 0) {
+		atomic_store(&f->held, 1);
+		while (!atomic_load(&f->release))
+			pause_1ms();
 	}
+	int rc = atomic_load(&f->fail_with);
+	if (rc == 0)
+		fake_fill(obj->key, obj->etag, idx * l->block_size, buf,
+			  tfs_obj_block_len(obj, idx, l->block_size));
 	atomic_fetch_sub(&f->in_flight, 1);
 	return rc;
 }
@@ -51,15 +67,12 @@ static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint
 	atomic_fetch_add(&f->multi_calls, 1);
 	for (unsigned i = 0; i < n; i++) {
 		size_t len = tfs_obj_block_len(obj, first + i, l->block_size);
-		unsigned char *p = bufs[i];
-		for (size_t j = 0; j < len; j++)
-			p[j] = fake_byte(obj->key, obj->etag, (first + i) * l->block_size + j);
+		fake_fill(obj->key, obj->etag, (first + i) * l->block_size, bufs[i], len);
 		if (i < good)
 			tfs_layer_block_done(progress, i, len);
 		while (i == 0 && atomic_load(&f->gate)) {
 			atomic_store(&f->at_gate, 1);
-			struct timespec ts = { 0, 1000000L };
-			nanosleep(&ts, NULL);
+			pause_1ms();
 		}
 		atomic_store(&f->at_gate, 0);
 	}

@@ -1,5 +1,6 @@
 /* fake_layer.h - an inner cache layer for unit tests: deterministic bytes
- * per (key, etag, block), call counting, optional errors and delays. */
+ * per (key, etag, offset), call counting, optional errors and delays, and
+ * reads held until the test releases them. */
 #ifndef TFS_FAKE_LAYER_H
 #define TFS_FAKE_LAYER_H
 
@@ -20,10 +21,16 @@ struct fake_layer {
 	atomic_int fail_after;
 	atomic_int gate;
 	atomic_int at_gate; /* 1 while read_blocks waits at the gate */
+	/* read_block of the object named `hold_key` (NULL: none) waits until
+	 * `release` is 1; `held` is 1 once one has waited. */
+	const char *_Atomic hold_key;
+	atomic_int held, release;
 };
 
 /* The byte at `off` of object (key, etag). */
 unsigned char fake_byte(const char *key, const char *etag, uint64_t off);
+/* Fill buf with the `len` bytes at `off` of object (key, etag). */
+void fake_fill(const char *key, const char *etag, uint64_t off, void *buf, size_t len);
 /* A layer whose state is *f (borrowed). */
 struct tfs_layer *fake_layer_create(struct fake_layer *f, uint64_t block_size);
 

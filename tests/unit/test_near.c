@@ -21,12 +21,9 @@
 #include "local.h"
 #include "log.h"
 #include "near.h"
+#include "near_fixture.h"
 #include "near_key.h"
 #include "s3_endpoint.h"
-
-static char base[64], near_dir[128], far_dir[128];
-static struct tfs_backend *be; /* the composition */
-static struct tfs_log tlog;
 
 /* A store that is down: every request fails with EIO, and is counted. */
 static atomic_int fake_calls;
@@ -115,14 +112,6 @@ static const struct tfs_backend_ops slow_get_ops = {
 	.destroy = fake_destroy,
 };
 
-static struct tfs_backend *local_at(const char *dir)
-{
-	struct tfs_local_config lc = { .root = (char *)dir };
-	struct tfs_backend *b = NULL;
-	cr_assert_eq(tfs_local_create(&lc, &tlog, &b), 0);
-	return b;
-}
-
 static struct tfs_backend *fake(void)
 {
 	struct tfs_backend *b = NULL;
@@ -130,65 +119,19 @@ static struct tfs_backend *fake(void)
 	return b;
 }
 
-#define UNIT_KEY "unit-test-near-secret"
-
-static const struct tfs_near_config cfg = {
-	.copiers = 2,
-	.copy_budget = 4 << 20,
-	.breaker_errors = 3,
-	.breaker_ms = 60000,
-	.source = { "http://far.test:80", "far-bucket", "" },
-	.key = UNIT_KEY,
-	.check_ttl_ms = UINT64_MAX,
-};
-
-/* The name of the copy of `etag` of `key` made with cfg's secret and
- * source. */
-static void copy_name(const char *key, const char *etag, char *buf, size_t cap)
-{
-	uint8_t secret[TFS_NEAR_SECRET_LEN];
-	tfs_near_secret_from_text(UNIT_KEY, strlen(UNIT_KEY), secret);
-	cr_assert_eq(tfs_near_copy_name(secret, &cfg.source, key, etag, buf, cap), 0);
-}
-
 static void setup(void)
 {
-	tfs_log_init_stderr(&tlog, TFS_LOG_ERROR);
-	snprintf(base, sizeof(base), "/tmp/test_near.XXXXXX");
-	cr_assert_not_null(mkdtemp(base));
-	snprintf(near_dir, sizeof(near_dir), "%s/near", base);
-	snprintf(far_dir, sizeof(far_dir), "%s/far", base);
-	cr_assert_eq(mkdir(near_dir, 0755), 0);
-	cr_assert_eq(mkdir(far_dir, 0755), 0);
+	near_setup();
 	atomic_store(&fake_calls, 0);
 	fake_has_copies = false;
 }
 
-static void teardown(void)
-{
-	tfs_backend_destroy(be);
-	be = NULL;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	cr_assert_eq(system(cmd), 0);
-}
-
 static void compose(struct tfs_backend *near, struct tfs_backend *far, uint64_t budget)
 {
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	if (budget)
 		c.copy_budget = budget;
 	cr_assert_eq(tfs_near_create(&c, near, far, &tlog, &be), 0);
-}
-
-static uint64_t stat_of(const char *name)
-{
-	struct json_object *o = tfs_backend_stats_json(be), *near, *v;
-	cr_assert_not_null(o);
-	cr_assert(json_object_object_get_ex(o, "near", &near));
-	uint64_t r = json_object_object_get_ex(near, name, &v) ? json_object_get_uint64(v) : 0;
-	json_object_put(o);
-	return r;
 }
 
 /* GETs far's own instance answered. */
@@ -202,13 +145,6 @@ static uint64_t far_gets(void)
 	uint64_t r = json_object_get_uint64(v);
 	json_object_put(o);
 	return r;
-}
-
-static void wait_for(const char *name, uint64_t want)
-{
-	for (int i = 0; i < 500 && stat_of(name) < want; i++)
-		usleep(10000);
-	cr_assert_geq(stat_of(name), want, "%s stayed at %lu", name, (unsigned long)stat_of(name));
 }
 
 static void put_far(const char *key, const char *data)
@@ -237,7 +173,7 @@ static size_t read_at(const char *key, const char *etag, uint64_t off, size_t le
 	return got;
 }
 
-TestSuite(near, .init = setup, .fini = teardown);
+TestSuite(near, .init = setup, .fini = near_teardown);
 
 Test(near, a_miss_is_copied_and_the_next_read_is_near)
 {
@@ -289,7 +225,7 @@ static void compose_spool(unsigned idle_ms)
 	char spool[160];
 	snprintf(spool, sizeof(spool), "%s/spool", base);
 	cr_assert_eq(mkdir(spool, 0700), 0);
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	c.spool_dir = spool;
 	c.spool_size = 1 << 20;
 	c.spool_idle_ms = idle_ms;
@@ -403,7 +339,7 @@ Test(near, a_failing_near_is_skipped_then_left_alone)
 
 Test(near, after_its_time_the_breaker_lets_one_read_try)
 {
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	c.breaker_ms = 100;
 	cr_assert_eq(tfs_near_create(&c, fake(), local_at(far_dir), &tlog, &be), 0);
 	put_far("p", "probe me");
@@ -622,7 +558,7 @@ Test(near, a_far_check_holds_for_the_ttl_only)
 	cr_assert_eq(read_at("t", etag, 0, 12, buf), 12);
 	wait_for("copies", 1);
 	tfs_backend_destroy(be);
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	c.check_ttl_ms = 0;
 	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), gate(), &tlog, &be), 0);
 	for (int i = 0; i < 3; i++)
@@ -636,7 +572,7 @@ Test(near, a_far_check_holds_for_the_ttl_only)
  * and both name the copies alike. */
 Test(near, mounts_share_the_secret_kept_in_near)
 {
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	c.key = NULL;
 	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
 	char path[256], first[80] = "", again[80] = "";
@@ -673,7 +609,7 @@ Test(near, a_malformed_secret_stops_near_not_the_reads)
 	cr_assert_not_null(f);
 	fputs("not a secret", f);
 	fclose(f);
-	struct tfs_near_config c = cfg;
+	struct tfs_near_config c = near_test_cfg;
 	c.key = NULL;
 	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
 	cr_assert_eq(stat_of("breaker_opens"), 1);

@@ -22,6 +22,7 @@
 #include "local.h"
 #include "log.h"
 #include "near.h"
+#include "near_fixture.h"
 #include "near_key.h"
 #include "near_spool.h"
 #include "near_verify.h"
@@ -255,55 +256,11 @@ Test(near_verify, block_digests_round_trip_and_catch_a_changed_byte)
 
 /* ---- through the near backend, two local stores ---- */
 
-static char base[64], near_dir[128], far_dir[128];
-static struct tfs_backend *be;
-static struct tfs_log tlog;
-
-static struct tfs_backend *local_at(const char *dir)
-{
-	struct tfs_local_config lc = { .root = (char *)dir };
-	struct tfs_backend *b = NULL;
-	cr_assert_eq(tfs_local_create(&lc, &tlog, &b), 0);
-	return b;
-}
-
-static void setup(void)
-{
-	tfs_log_init_stderr(&tlog, TFS_LOG_ERROR);
-	snprintf(base, sizeof(base), "/tmp/test_near_verify.XXXXXX");
-	cr_assert_not_null(mkdtemp(base));
-	snprintf(near_dir, sizeof(near_dir), "%s/near", base);
-	snprintf(far_dir, sizeof(far_dir), "%s/far", base);
-	cr_assert_eq(mkdir(near_dir, 0755), 0);
-	cr_assert_eq(mkdir(far_dir, 0755), 0);
-}
-
-static void teardown(void)
-{
-	tfs_backend_destroy(be);
-	be = NULL;
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-	cr_assert_eq(system(cmd), 0);
-}
-
-/* Copies are named under near.key = UNIT_KEY for this far (near_key.h). */
-#define UNIT_KEY "unit-test-near-secret"
-#define SOURCE                                         \
-	{                                              \
-		"http://far.test:80", "far-bucket", "" \
-	}
-
 static void compose(bool spool)
 {
 	char sp[160];
-	struct tfs_near_config c = { .copiers = 2,
-				     .copy_budget = 64 * MIB,
-				     .breaker_errors = 3,
-				     .breaker_ms = 60000,
-				     .source = SOURCE,
-				     .key = UNIT_KEY,
-				     .check_ttl_ms = UINT64_MAX };
+	struct tfs_near_config c = near_test_cfg;
+	c.copy_budget = 64 * MIB;
 	if (spool) {
 		snprintf(sp, sizeof(sp), "%s/spool", base);
 		cr_assert_eq(mkdir(sp, 0700), 0);
@@ -311,22 +268,6 @@ static void compose(bool spool)
 		c.spool_size = 64 * MIB;
 	}
 	cr_assert_eq(tfs_near_create(&c, local_at(near_dir), local_at(far_dir), &tlog, &be), 0);
-}
-
-static uint64_t stat_of(const char *name)
-{
-	struct json_object *o = tfs_backend_stats_json(be), *near, *v;
-	cr_assert(json_object_object_get_ex(o, "near", &near));
-	uint64_t r = json_object_object_get_ex(near, name, &v) ? json_object_get_uint64(v) : 0;
-	json_object_put(o);
-	return r;
-}
-
-static void wait_for(const char *name, uint64_t want)
-{
-	for (int i = 0; i < 500 && stat_of(name) < want; i++)
-		usleep(10000);
-	cr_assert_geq(stat_of(name), want, "%s stayed at %lu", name, (unsigned long)stat_of(name));
 }
 
 static void put_far(const char *key, const char *data, size_t n, char etag[TFS_ETAG_MAX])
@@ -341,10 +282,7 @@ static void put_far(const char *key, const char *data, size_t n, char etag[TFS_E
 static void copy_path(const char *key, const char *etag, char *path, size_t cap)
 {
 	char nk[512];
-	uint8_t secret[TFS_NEAR_SECRET_LEN];
-	const struct tfs_near_source src = SOURCE;
-	tfs_near_secret_from_text(UNIT_KEY, strlen(UNIT_KEY), secret);
-	cr_assert_eq(tfs_near_copy_name(secret, &src, key, etag, nk, sizeof(nk)), 0);
+	copy_name(key, etag, nk, sizeof(nk));
 	snprintf(path, cap, "%s/%s", near_dir, nk);
 }
 
@@ -370,7 +308,8 @@ static size_t read_at(const char *key, const char *etag, uint64_t off, size_t le
 	return got;
 }
 
-Test(near_verify, a_changed_byte_in_a_near_copy_is_never_served, .init = setup, .fini = teardown)
+Test(near_verify, a_changed_byte_in_a_near_copy_is_never_served, .init = near_setup,
+     .fini = near_teardown)
 {
 	compose(false);
 	size_t n = 3 * MIB;
@@ -403,8 +342,8 @@ Test(near_verify, a_changed_byte_in_a_near_copy_is_never_served, .init = setup, 
 	free(buf);
 }
 
-Test(near_verify, a_copy_without_digests_is_not_served_and_is_replaced, .init = setup,
-     .fini = teardown)
+Test(near_verify, a_copy_without_digests_is_not_served_and_is_replaced, .init = near_setup,
+     .fini = near_teardown)
 {
 	compose(false);
 	size_t n = 100000;
@@ -458,8 +397,8 @@ static void read_scribbled(const char *key, const char *etag, uint64_t off, unsi
 		free(iov[i].iov_base);
 }
 
-Test(near_verify, a_buffer_reused_once_reported_never_reaches_the_copy, .init = setup,
-     .fini = teardown)
+Test(near_verify, a_buffer_reused_once_reported_never_reaches_the_copy, .init = near_setup,
+     .fini = near_teardown)
 {
 	compose(false);
 	size_t n = 4 * 65536;
@@ -472,8 +411,8 @@ Test(near_verify, a_buffer_reused_once_reported_never_reaches_the_copy, .init = 
 	free(p);
 }
 
-Test(near_verify, a_spooled_buffer_reused_once_reported_never_reaches_the_copy, .init = setup,
-     .fini = teardown)
+Test(near_verify, a_spooled_buffer_reused_once_reported_never_reaches_the_copy, .init = near_setup,
+     .fini = near_teardown)
 {
 	compose(true);
 	size_t n = 6 * 65536;
@@ -490,7 +429,8 @@ Test(near_verify, a_spooled_buffer_reused_once_reported_never_reaches_the_copy, 
 
 /* A copy whose digest text is too long for its metadata (past 48 MiB at
  * 1 MiB blocks) has them in a sidecar, written first and deleted with it. */
-Test(near_verify, a_big_copy_keeps_its_digests_in_a_sidecar, .init = setup, .fini = teardown)
+Test(near_verify, a_big_copy_keeps_its_digests_in_a_sidecar, .init = near_setup,
+     .fini = near_teardown)
 {
 	compose(false);
 	size_t n = 50 * MIB + 3;

@@ -23,112 +23,16 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
-#include "layer.h"
 #include "clock.h"
+#include "fake_layer.h"
+#include "layer.h"
 #include "lmdb_env.h"
 #include "log.h"
 #include "ssd.h"
 
 #define BS (64 * 1024)
 #define MAP_SIZE (64ull << 20)
-
-/* ---- a fake inner layer ---- */
-
-struct fake {
-	atomic_int calls;
-	atomic_int multi_calls; /* read_blocks calls (one GET for a run) */
-	atomic_int invalidations;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	char block_key[64]; /* fills of this key wait for `release` */
-	bool inside, release;
-};
-
-static void fake_bytes(const char *key, const char *etag, uint64_t idx, unsigned char *p,
-		       size_t len)
-{
-	uint64_t x = XXH64(key, strlen(key), 0) ^ XXH64(etag, strlen(etag), 1) ^
-		     (idx + 1) * 0x9E3779B97F4A7C15ull;
-	uint64_t z = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (i % 8 == 0) {
-			x += 0x9E3779B97F4A7C15ull;
-			z = x;
-			z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-			z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-			z ^= z >> 31;
-		}
-		p[i] = (unsigned char)(z >> (8 * (i % 8)));
-	}
-}
-
-static int fake_read(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t idx, void *buf)
-{
-	struct fake *f = l->priv;
-	atomic_fetch_add(&f->calls, 1);
-	pthread_mutex_lock(&f->mu);
-	if (f->block_key[0] && strcmp(f->block_key, obj->key) == 0) {
-		f->inside = true;
-		pthread_cond_broadcast(&f->cv);
-		while (!f->release)
-			pthread_cond_wait(&f->cv, &f->mu);
-	}
-	pthread_mutex_unlock(&f->mu);
-	fake_bytes(obj->key, obj->etag, idx, buf, tfs_obj_block_len(obj, idx, l->block_size));
-	return 0;
-}
-
-static int fake_read_blocks(struct tfs_layer *l, const struct tfs_obj *obj, uint64_t first,
-			    unsigned n, void *const bufs[], struct tfs_io_progress *progress)
-{
-	struct fake *f = l->priv;
-	atomic_fetch_add(&f->multi_calls, 1);
-	for (unsigned i = 0; i < n; i++) {
-		size_t len = tfs_obj_block_len(obj, first + i, l->block_size);
-		fake_bytes(obj->key, obj->etag, first + i, bufs[i], len);
-		tfs_layer_block_done(progress, i, len);
-	}
-	return 0;
-}
-
-static void fake_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN])
-{
-	struct fake *f = l->priv;
-	(void)id;
-	atomic_fetch_add(&f->invalidations, 1);
-}
-
-static void fake_stats(struct tfs_layer *l, struct json_object *out)
-{
-	struct fake *f = l->priv;
-	json_object_object_add(out, "fake", json_object_new_int(atomic_load(&f->calls)));
-}
-
-static void fake_destroy(struct tfs_layer *l)
-{
-	free(l);
-}
-
-static const struct tfs_layer_ops fake_ops = {
-	.name = "fake",
-	.read_block = fake_read,
-	.read_blocks = fake_read_blocks,
-	.invalidate = fake_invalidate,
-	.stats = fake_stats,
-	.destroy = fake_destroy,
-};
-
-static struct tfs_layer *fake_layer(struct fake *f)
-{
-	struct tfs_layer *l = calloc(1, sizeof(*l));
-	cr_assert_not_null(l);
-	l->ops = &fake_ops;
-	l->priv = f;
-	l->block_size = BS;
-	return l;
-}
 
 /* ---- log capture ---- */
 
@@ -167,7 +71,7 @@ struct t {
 	struct tfs_cache_config cc;
 	struct tfs_log log;
 	struct logcap cap;
-	struct fake fk;
+	struct fake_layer fk;
 	MDB_env *env;
 	struct tfs_layer *ssd;
 };
@@ -188,13 +92,11 @@ static void t_init(struct t *t, enum tfs_policy policy, uint64_t size)
 	t->cc.policy = policy;
 	pthread_mutex_init(&t->cap.mu, NULL);
 	tfs_log_init(&t->log, cap_sink, &t->cap, TFS_LOG_INFO);
-	pthread_mutex_init(&t->fk.mu, NULL);
-	pthread_cond_init(&t->fk.cv, NULL);
 }
 
 static void t_open(struct t *t)
 {
-	struct tfs_layer *inner = fake_layer(&t->fk);
+	struct tfs_layer *inner = fake_layer_create(&t->fk, BS);
 	cr_assert_eq(tfs_lmdb_open(t->index, MAP_SIZE, &t->log, &t->env), 0);
 	cr_assert_eq(tfs_ssd_create(&t->cfg, &t->cc, t->env, inner, &t->log, &t->ssd), 0);
 }
@@ -234,7 +136,7 @@ static void rd(struct t *t, const char *key, const char *etag, uint64_t size, ui
 	tfs_obj_init(&obj, key, etag, size);
 	size_t len = tfs_obj_block_len(&obj, idx, BS);
 	unsigned char *buf = malloc(BS), *want = malloc(BS);
-	fake_bytes(key, etag, idx, want, len);
+	fake_fill(key, etag, idx * BS, want, len);
 	memset(buf, 0xEE, BS);
 	cr_assert_eq(tfs_layer_read_block(t->ssd, &obj, idx, buf), 0, "%s block %lu", key,
 		     (unsigned long)idx);
@@ -359,7 +261,7 @@ Test(ssd, cold_run_is_one_inner_request)
 	unsigned char *want = malloc(BS);
 	for (int i = 0; i < 4; i++) {
 		size_t len = tfs_obj_block_len(&obj, 2 + (uint64_t)i, BS);
-		fake_bytes("shard.tar", "\"r1\"", 2 + (uint64_t)i, want, len);
+		fake_fill("shard.tar", "\"r1\"", (2 + (uint64_t)i) * BS, want, len);
 		cr_assert_eq(memcmp(bufs[i], want, len), 0, "block %d", 2 + i);
 	}
 	cr_assert_eq(st_get(&t, "fill_bytes"), 3 * BS + 77);
@@ -690,7 +592,7 @@ Test(ssd, kill_9_is_warm)
 	cr_assert(pid >= 0);
 	if (pid == 0) {
 		/* the child: fill, then die without destroy or sync */
-		struct tfs_layer *inner = fake_layer(&t.fk);
+		struct tfs_layer *inner = fake_layer_create(&t.fk, BS);
 		if (tfs_lmdb_open(t.index, MAP_SIZE, &t.log, &t.env) != 0 ||
 		    tfs_ssd_create(&t.cfg, &t.cc, t.env, inner, &t.log, &t.ssd) != 0)
 			_exit(1);
@@ -847,13 +749,11 @@ Test(ssd, block_being_read_is_not_evicted)
 	}
 	cr_assert_eq(st_get(&t, "used_bytes"), 32 * BS);
 
-	snprintf(t.fk.block_key, sizeof(t.fk.block_key), "A");
+	atomic_store(&t.fk.hold_key, "A");
 	arg->t = &t;
 	cr_assert_eq(pthread_create(&th, NULL, read_a4, arg), 0);
-	pthread_mutex_lock(&t.fk.mu);
-	while (!t.fk.inside)
-		pthread_cond_wait(&t.fk.cv, &t.fk.mu);
-	pthread_mutex_unlock(&t.fk.mu);
+	while (!atomic_load(&t.fk.held))
+		nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
 
 	/* pressure: fill until above the high watermark, then let it evict */
 	uint64_t high = st_get(&t, "high_watermark_bytes");
@@ -872,15 +772,11 @@ Test(ssd, block_being_read_is_not_evicted)
 		rd(&t, "A", "e", obj_size(5), i);
 	cr_assert_eq(atomic_load(&t.fk.calls), calls);
 
-	pthread_mutex_lock(&t.fk.mu);
-	t.fk.release = true;
-	t.fk.block_key[0] = '\0';
-	pthread_cond_broadcast(&t.fk.cv);
-	pthread_mutex_unlock(&t.fk.mu);
+	atomic_store(&t.fk.release, 1);
 	pthread_join(th, NULL);
 	cr_assert_eq(arg->rc, 0);
 	unsigned char *want = malloc(BS);
-	fake_bytes("A", "e", 4, want, BS);
+	fake_fill("A", "e", 4 * BS, want, BS);
 	cr_assert(memcmp(arg->buf, want, BS) == 0);
 	rd(&t, "A", "e", obj_size(5), 4);
 	cr_assert_eq(atomic_load(&t.fk.calls), calls, "the fill of A was cached");
@@ -1030,7 +926,7 @@ static void rd_into(struct t *t, const char *key, const char *etag, uint64_t siz
 	tfs_obj_init(&obj, key, etag, size);
 	size_t len = tfs_obj_block_len(&obj, idx, BS);
 	unsigned char *want = malloc(BS);
-	fake_bytes(key, etag, idx, want, len);
+	fake_fill(key, etag, idx * BS, want, len);
 	memset(buf, 0xEE, BS);
 	cr_assert_eq(tfs_layer_read_block(t->ssd, &obj, idx, buf), 0);
 	cr_assert(memcmp(buf, want, len) == 0, "%s block %lu: wrong bytes", key,
@@ -1366,7 +1262,7 @@ static void *stress(void *p)
 		size_t len = tfs_obj_block_len(&obj, idx, BS);
 		if (tfs_layer_read_block(a->t->ssd, &obj, idx, buf) != 0)
 			a->errors++;
-		fake_bytes(key, etag, idx, want, len);
+		fake_fill(key, etag, idx * BS, want, len);
 		if (memcmp(buf, want, len) != 0)
 			a->errors++;
 		if (n % 97 == 0)

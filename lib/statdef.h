@@ -17,13 +17,15 @@
  *     label, or "JSON only" with the reason it has no metric.
  *
  * To report, the owner fills a snapshot (under its lock) and calls
- * tfs_stat_json(), which adds one member per row, in the rows' order.
- * The Prometheus exposition (src/metrics.c) walks the same rows and reads
- * each sample at the row's section and key in the stats JSON, so a key
- * renamed is renamed in both.  src/stats_schema.c lists every table of
- * the daemon; tests/unit/test_metrics.c checks the rows (each metric has
- * a member, each member a metric or a reason, docs/metrics.md names every
- * metric).
+ * tfs_stat_add_section() (or tfs_stat_json() on an object it builds),
+ * which adds one member per row, in the rows' order, named by the row and
+ * placed under the section's name.  The Prometheus exposition
+ * (src/metrics.c) walks the same rows and reads each sample at the row's
+ * section and key in the stats JSON, so a member renamed is renamed in
+ * both.  src/stats_schema.c lists every table of the daemon;
+ * tests/unit/test_stats_schema.c checks the rows (each family has a
+ * member, each member a family or a reason, docs/metrics.md matches them)
+ * and tests/integration/test_ops.py a live daemon against the docs.
  *
  * Families.  Several rows may feed one metric family: rows of one table
  * or of several (tierfs_cache_hits_total: the ram and ssd tables), each
@@ -31,7 +33,14 @@
  * one of its rows (the first in the schema's order); the others give
  * NULL.  A table whose `each` is set describes every member object of its
  * section instead (the per-operation objects of "backend" and "fuse"):
- * each sample gets the label `each` with the member's name.
+ * each sample gets the label `each` with the member's name.  A table
+ * marked metrics_only builds no JSON: its rows name members another
+ * table builds (tierfs_near_far_bytes_total reads far's GET bytes).
+ *
+ * Adding a counter: a field in the snapshot struct, a row in the table
+ * (in the place the member should take), the field filled where the
+ * snapshot is; and, for a metric, a line in docs/metrics.md (the unit
+ * test names what is missing).
  *
  * Example (a counter, and a member with no metric):
  *

@@ -214,6 +214,21 @@ struct tfs_backend_stats {
 
 const char *tfs_backend_op_name(enum tfs_backend_op op);
 
+/* One operation's counters, as its stats object has them. */
+struct tfs_backend_op_snap {
+	uint64_t requests, errors, payload_bytes;
+	const struct tfs_hist *latency;
+};
+
+struct tfs_stattab;
+
+/* The rows of a backend's stats (statdef.h): one object per operation
+ * ("backend.<op>", tfs_backend_op_stattab, the rows of a struct
+ * tfs_backend_op_snap), then the backend's own members
+ * (tfs_backend_stattab). */
+extern const struct tfs_stattab tfs_backend_op_stattab;
+extern const struct tfs_stattab tfs_backend_stattab;
+
 /* The counters as a new JSON object: per operation (head, list, get, put,
  * delete, copy) its requests, errors, payload_bytes and latency
  * histogram; list_foreign_dropped, list_loops, source (the description),

@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 
 #include "backend_internal.h"
+#include "statdef.h"
 
 static const char *const op_names[TFS_OP__COUNT] = {
 	[TFS_OP_HEAD] = "head", [TFS_OP_LIST] = "list",     [TFS_OP_GET] = "get",
@@ -37,10 +38,38 @@ const struct tfs_backend_stats *tfs_backend_stats(const struct tfs_backend *be)
 	return &be->stats;
 }
 
-static void add_u64(struct json_object *o, const char *k, uint64_t v)
-{
-	json_object_object_add(o, k, json_object_new_uint64(v));
-}
+#define OP_ROW(f, ...) TFS_STAT(struct tfs_backend_op_snap, f, __VA_ARGS__)
+static const struct tfs_statdef op_rows[] = {
+	OP_ROW(requests, TFS_COUNTER, "tierfs_backend_requests_total",
+	       "Backend requests, by operation."),
+	OP_ROW(errors, TFS_COUNTER, "tierfs_backend_errors_total",
+	       "Backend requests that failed after retries, by operation."),
+	OP_ROW(payload_bytes, TFS_COUNTER, "tierfs_backend_bytes_total",
+	       "Payload bytes read (get) or written (put), by operation."),
+	OP_ROW(latency, TFS_HISTOGRAM, "tierfs_backend_request_duration_seconds",
+	       "Backend request latency, retries included, by operation."),
+};
+#undef OP_ROW
+
+const struct tfs_stattab tfs_backend_op_stattab = TFS_STATTAB("backend", op_rows, .each = "op");
+
+struct backend_snap {
+	uint64_t list_foreign_dropped, list_loops;
+	const char *source;
+};
+
+#define ROW(f, ...) TFS_STAT(struct backend_snap, f, __VA_ARGS__)
+static const struct tfs_statdef backend_rows[] = {
+	ROW(list_foreign_dropped, TFS_COUNTER, "tierfs_backend_list_foreign_dropped_total",
+	    "Listing names dropped because they lie outside the listing asked for."),
+	ROW(list_loops, TFS_COUNTER, "tierfs_backend_list_loops_total",
+	    "Listings cut off with EIO because they did not end (a token came back, too many "
+	    "pages)."),
+	ROW(source, TFS_JSON_ONLY, NULL, "a string: the backend's description"),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_backend_stattab = TFS_STATTAB("backend", backend_rows);
 
 struct json_object *tfs_backend_stats_json(const struct tfs_backend *be)
 {
@@ -49,20 +78,23 @@ struct json_object *tfs_backend_stats_json(const struct tfs_backend *be)
 	if (bo == NULL)
 		return NULL;
 	for (int op = 0; op < TFS_OP__COUNT; op++) {
-		struct json_object *o = json_object_new_object();
-		if (o == NULL)
-			continue;
-		add_u64(o, "requests", atomic_load(&st->op[op].requests));
-		add_u64(o, "errors", atomic_load(&st->op[op].errors));
-		add_u64(o, "payload_bytes", atomic_load(&st->op[op].bytes));
-		struct json_object *lat = tfs_hist_json(&st->op[op].latency);
-		if (lat)
-			json_object_object_add(o, "latency", lat);
-		json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
+		const struct tfs_backend_op_stats *os = &st->op[op];
+		struct tfs_backend_op_snap snap = {
+			.requests = atomic_load(&os->requests),
+			.errors = atomic_load(&os->errors),
+			.payload_bytes = atomic_load(&os->bytes),
+			.latency = &os->latency,
+		};
+		struct json_object *o = tfs_stat_object(&tfs_backend_op_stattab, &snap);
+		if (o != NULL)
+			json_object_object_add(bo, tfs_backend_op_name((enum tfs_backend_op)op), o);
 	}
-	add_u64(bo, "list_foreign_dropped", atomic_load(&st->list_foreign_dropped));
-	add_u64(bo, "list_loops", atomic_load(&st->list_loops));
-	json_object_object_add(bo, "source", json_object_new_string(be->describe));
+	struct backend_snap snap = {
+		.list_foreign_dropped = atomic_load(&st->list_foreign_dropped),
+		.list_loops = atomic_load(&st->list_loops),
+		.source = be->describe,
+	};
+	(void)tfs_stat_json(bo, &tfs_backend_stattab, &snap);
 	if (be->ops->stats)
 		be->ops->stats(be->priv, bo);
 	return bo;

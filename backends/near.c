@@ -22,6 +22,7 @@
 #include "near_spool.h"
 #include "near_sums.h"
 #include "near_verify.h"
+#include "statdef.h"
 #include "workers.h"
 
 #define RECENT 4096 /* versions remembered as queued (a power of two) */
@@ -86,34 +87,6 @@ enum {
 	C_VERIFIED_CHECKSUM /* copies checked against far's full-object checksum */
 };
 #define NCOUNTERS (C_VERIFIED_CHECKSUM + 1)
-
-static const char *const counter_names[NCOUNTERS] = {
-	"hits",
-	"misses",
-	"errors",
-	"skipped_breaker_open",
-	"breaker_opens",
-	"copies_queued",
-	"copies",
-	"copy_bytes",
-	"copy_far_rereads",
-	"copies_existing",
-	"copies_changed",
-	"copies_dropped",
-	"copies_failed",
-	"copies_write_through",
-	"copies_spooled",
-	"far_checks",
-	"far_refused",
-	"spool_given_up",
-	"copies_verified_md5",
-	"copies_verified_multipart",
-	"copies_verified_ranges",
-	"copies_unverified",
-	"copies_mismatched",
-	"verify_failed",
-	"copies_verified_checksum",
-};
 
 struct near {
 	struct tfs_near_config cfg;
@@ -1008,31 +981,96 @@ static int near_check_key(void *priv, const char *key)
 	return tfs_backend_check_key(n->far, key);
 }
 
+/* The "backend.near" stats. */
+struct near_snap {
+	uint64_t count[NCOUNTERS];
+	uint64_t copy_budget_used, spool_bytes;
+	bool breaker_open;
+	struct json_object *store, *far;
+};
+
+#define C(c, key, ...) TFS_STAT_KEY(struct near_snap, count[c], key, __VA_ARGS__)
+#define ROW(f, ...) TFS_STAT(struct near_snap, f, __VA_ARGS__)
+#define DIAG TFS_JSON_ONLY, NULL, "a diagnostic of the copies"
+/* In the order of enum counter: the members come in the rows' order. */
+static const struct tfs_statdef near_rows[] = {
+	C(C_HITS, "hits", TFS_COUNTER, "tierfs_near_hits_total", "Reads served by the near copy."),
+	C(C_MISSES, "misses", TFS_COUNTER, "tierfs_near_misses_total",
+	  "Reads the near copy had no copy for (read from far)."),
+	C(C_ERRORS, "errors", TFS_COUNTER, "tierfs_near_errors_total",
+	  "Near reads that failed otherwise (read from far, no error to the reader)."),
+	C(C_SKIPPED, "skipped_breaker_open", TFS_COUNTER, "tierfs_near_skipped_total",
+	  "Reads not asked of near: its breaker was open."),
+	C(C_BREAKER, "breaker_opens", TFS_COUNTER, "tierfs_near_breaker_opens_total",
+	  "Times the near breaker opened."),
+	C(C_QUEUED, "copies_queued", DIAG),
+	C(C_COPIED, "copies", TFS_COUNTER, "tierfs_near_copies_total", "Copies written to near."),
+	C(C_COPY_BYTES, "copy_bytes", TFS_COUNTER, "tierfs_near_copy_bytes_total",
+	  "Bytes of the copies written to near."),
+	C(C_FAR_REREADS, "copy_far_rereads", TFS_COUNTER, "tierfs_near_copy_far_rereads_total",
+	  "Copies that read their object from far again."),
+	C(C_EXISTED, "copies_existing", DIAG),
+	C(C_CHANGED, "copies_changed", DIAG),
+	C(C_DROPPED, "copies_dropped", TFS_COUNTER, "tierfs_near_copies_dropped_total",
+	  "Copies dropped (budget, size, breaker open, unmount)."),
+	C(C_FAILED, "copies_failed", TFS_COUNTER, "tierfs_near_copies_failed_total",
+	  "Copies that failed."),
+	C(C_WRITE_THROUGH, "copies_write_through", DIAG),
+	C(C_SPOOLED, "copies_spooled", DIAG),
+	C(C_FAR_CHECKS, "far_checks", TFS_COUNTER, "tierfs_near_far_checks_total",
+	  "HEADs of far before a near read: this mount's credentials had not read that version "
+	  "lately."),
+	C(C_FAR_REFUSED, "far_refused", TFS_COUNTER, "tierfs_near_far_refused_total",
+	  "Near reads failed with far's error: far refused this mount the version."),
+	C(C_SPOOL_GIVEN_UP, "spool_given_up", DIAG),
+	C(C_VERIFIED_MD5, "copies_verified_md5", DIAG),
+	C(C_VERIFIED_MULTIPART, "copies_verified_multipart", DIAG),
+	C(C_VERIFIED_RANGES, "copies_verified_ranges", DIAG),
+	C(C_UNVERIFIED, "copies_unverified", TFS_COUNTER, "tierfs_near_copies_unverified_total",
+	  "Copies not uploaded: nothing from far could vouch for their bytes."),
+	C(C_MISMATCHED, "copies_mismatched", TFS_COUNTER, "tierfs_near_copies_mismatched_total",
+	  "Copies not uploaded: their bytes differed from far's ETag or range digests."),
+	C(C_VERIFY_FAILED, "verify_failed", TFS_COUNTER, "tierfs_near_verify_failed_total",
+	  "Near reads whose block digests differed (read from far; the copy deleted)."),
+	C(C_VERIFIED_CHECKSUM, "copies_verified_checksum", DIAG),
+	ROW(copy_budget_used, TFS_JSON_ONLY, NULL, "a diagnostic of the copy budget"),
+	ROW(spool_bytes, TFS_GAUGE, "tierfs_near_spool_bytes",
+	    "Bytes in the spool files assembling copies of objects read in parts."),
+	ROW(breaker_open, TFS_JSON_ONLY, NULL,
+	    "a diagnostic: tierfs_near_breaker_opens_total counts"),
+	ROW(store, TFS_JSON_ONLY, NULL,
+	    "the near store's backend stats; near's own rows count its use"),
+	ROW(far, TFS_JSON_ONLY, NULL, "far's backend stats; tierfs_near_far_bytes_total reads one"),
+};
+#undef DIAG
+#undef ROW
+#undef C
+
+const struct tfs_stattab tfs_near_stattab = TFS_STATTAB("backend.near", near_rows);
+
+/* Far's GET bytes: a member of far's backend stats (backend.c's rows). */
+static const struct tfs_statdef near_far_rows[] = {
+	TFS_STAT(struct tfs_backend_op_snap, payload_bytes, TFS_COUNTER,
+		 "tierfs_near_far_bytes_total", "Bytes read from far (the cloud bucket)."),
+};
+
+const struct tfs_stattab tfs_near_far_stattab =
+	TFS_STATTAB("backend.near.far.get", near_far_rows, .metrics_only = true);
+
 static void near_stats(void *priv, struct json_object *out)
 {
 	struct near *n = priv;
-	struct json_object *o = json_object_new_object();
-	if (o == NULL)
-		return;
+	struct near_snap s;
 	for (int i = 0; i < NCOUNTERS; i++)
-		json_object_object_add(o, counter_names[i],
-				       json_object_new_uint64(atomic_load(&n->count[i])));
+		s.count[i] = atomic_load(&n->count[i]);
 	pthread_mutex_lock(&n->lock);
-	uint64_t charged = n->charged;
-	bool open = n->open_until_ms && tfs_mono_ns() / 1000000 < n->open_until_ms;
+	s.copy_budget_used = n->charged;
+	s.breaker_open = n->open_until_ms && tfs_mono_ns() / 1000000 < n->open_until_ms;
 	pthread_mutex_unlock(&n->lock);
-	json_object_object_add(o, "copy_budget_used", json_object_new_uint64(charged));
-	json_object_object_add(o, "spool_bytes",
-			       json_object_new_uint64(n->spools ? tfs_near_spool_bytes(n->spools)
-								: 0));
-	json_object_object_add(o, "breaker_open", json_object_new_boolean(open));
-	struct json_object *s = tfs_backend_stats_json(n->near);
-	if (s)
-		json_object_object_add(o, "store", s);
-	s = tfs_backend_stats_json(n->far);
-	if (s)
-		json_object_object_add(o, "far", s);
-	json_object_object_add(out, "near", o);
+	s.spool_bytes = n->spools ? tfs_near_spool_bytes(n->spools) : 0;
+	s.store = tfs_backend_stats_json(n->near);
+	s.far = tfs_backend_stats_json(n->far);
+	(void)tfs_stat_add_section(out, &tfs_near_stattab, &s);
 }
 
 /* Stop the copiers (the running copies end first) and close the spool. */

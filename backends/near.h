@@ -90,6 +90,13 @@
 
 struct json_object;
 
+struct tfs_stattab;
+
+/* The rows of the near copy's stats (statdef.h): "backend.near", and the
+ * metric over far's GET bytes (a member of far's own backend stats). */
+extern const struct tfs_stattab tfs_near_stattab;
+extern const struct tfs_stattab tfs_near_far_stattab;
+
 struct tfs_near_config {
 	unsigned copiers;        /* background copies at once (1..64) */
 	uint64_t copy_budget;    /* bytes of queued and running copies (>= 1 MiB) */

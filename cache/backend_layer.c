@@ -5,6 +5,7 @@
 
 #include "layer.h"
 #include "log.h"
+#include "statdef.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -76,7 +77,7 @@ static void be_stats(struct tfs_layer *l, struct json_object *out)
 	struct be_layer *b = l->priv;
 	struct json_object *bo = tfs_backend_stats_json(b->be);
 	if (bo)
-		json_object_object_add(out, "backend", bo);
+		json_object_object_add(out, tfs_stat_name(&tfs_backend_stattab), bo);
 }
 
 static void be_destroy(struct tfs_layer *l)

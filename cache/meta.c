@@ -23,6 +23,7 @@
 
 #include "lmdb_env.h"
 #include "meta_headers.h"
+#include "statdef.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -364,30 +365,57 @@ int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino)
 
 /* ---- stats, open and close ---- */
 
+struct meta_snap {
+	uint64_t hits, negative_hits, backend_lookups, listings, list_pages, stale_served, errors,
+		listed_ahead, listed_ahead_partial, list_ahead_pending, ttl_ms;
+};
+
+#define ROW(f, ...) TFS_STAT(struct meta_snap, f, __VA_ARGS__)
+static const struct tfs_statdef meta_rows[] = {
+	ROW(hits, TFS_COUNTER, "tierfs_metadata_hits_total",
+	    "Lookups answered from the metadata cache."),
+	ROW(negative_hits, TFS_COUNTER, "tierfs_metadata_negative_hits_total",
+	    "Lookups of missing names answered from a cached listing."),
+	ROW(backend_lookups, TFS_COUNTER, "tierfs_metadata_backend_lookups_total",
+	    "Lookups that asked the backend (HEAD)."),
+	ROW(listings, TFS_COUNTER, "tierfs_metadata_listings_total",
+	    "Directory listings fetched from the backend."),
+	ROW(list_pages, TFS_COUNTER, "tierfs_metadata_list_pages_total",
+	    "LIST pages fetched for those listings."),
+	ROW(stale_served, TFS_COUNTER, "tierfs_metadata_stale_served_total",
+	    "Stale entries served because the backend could not be reached."),
+	ROW(errors, TFS_COUNTER, "tierfs_metadata_errors_total",
+	    "Metadata operations that failed."),
+	ROW(listed_ahead, TFS_COUNTER, "tierfs_metadata_listed_ahead_total",
+	    "Directories listed in the background because a lookup missed in them "
+	    "(cache.list_ahead)."),
+	ROW(listed_ahead_partial, TFS_COUNTER, "tierfs_metadata_listed_ahead_partial_total",
+	    "Listings ahead of lookups that stopped early because few lookups came "
+	    "(cache.list_ahead)."),
+	ROW(list_ahead_pending, TFS_JSON_ONLY, NULL, "a diagnostic: listings ahead queued now"),
+	ROW(ttl_ms, TFS_GAUGE, "tierfs_metadata_ttl_seconds",
+	    "cache.metadata_ttl in seconds (+Inf: forever).", .ms_to_s = true),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_meta_stattab = TFS_STATTAB("metadata", meta_rows);
+
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out)
 {
-	struct json_object *o = json_object_new_object();
-	if (o == NULL)
-		return;
-	json_object_object_add(o, "hits", json_object_new_uint64(atomic_load(&m->hits)));
-	json_object_object_add(o, "negative_hits",
-			       json_object_new_uint64(atomic_load(&m->neg_hits)));
-	json_object_object_add(o, "backend_lookups",
-			       json_object_new_uint64(atomic_load(&m->backend_lookups)));
-	json_object_object_add(o, "listings", json_object_new_uint64(atomic_load(&m->listings)));
-	json_object_object_add(o, "list_pages",
-			       json_object_new_uint64(atomic_load(&m->list_pages)));
-	json_object_object_add(o, "stale_served",
-			       json_object_new_uint64(atomic_load(&m->stale_served)));
-	json_object_object_add(o, "errors", json_object_new_uint64(atomic_load(&m->errors)));
-	json_object_object_add(o, "listed_ahead",
-			       json_object_new_uint64(atomic_load(&m->listed_ahead)));
-	json_object_object_add(o, "listed_ahead_partial",
-			       json_object_new_uint64(atomic_load(&m->listed_partial)));
-	json_object_object_add(o, "list_ahead_pending",
-			       json_object_new_uint64(meta_list_pending(m)));
-	json_object_object_add(o, "ttl_ms", json_object_new_uint64(atomic_load(&m->ttl_ms)));
-	json_object_object_add(out, "metadata", o);
+	struct meta_snap s = {
+		.hits = atomic_load(&m->hits),
+		.negative_hits = atomic_load(&m->neg_hits),
+		.backend_lookups = atomic_load(&m->backend_lookups),
+		.listings = atomic_load(&m->listings),
+		.list_pages = atomic_load(&m->list_pages),
+		.stale_served = atomic_load(&m->stale_served),
+		.errors = atomic_load(&m->errors),
+		.listed_ahead = atomic_load(&m->listed_ahead),
+		.listed_ahead_partial = atomic_load(&m->listed_partial),
+		.list_ahead_pending = meta_list_pending(m),
+		.ttl_ms = atomic_load(&m->ttl_ms),
+	};
+	(void)tfs_stat_add_section(out, &tfs_meta_stattab, &s);
 }
 
 void tfs_meta_set_ttl(struct tfs_meta *m, uint64_t ttl_ms)

@@ -174,8 +174,14 @@ uint64_t tfs_meta_ino(struct tfs_meta *m, const char *path);
  * ENAMETOOLONG or an LMDB errno (logged). */
 int tfs_meta_set_ino(struct tfs_meta *m, const char *path, uint64_t ino);
 
-/* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 struct json_object;
+struct tfs_stattab;
+
+/* The rows of the "metadata" stats (statdef.h): what tfs_meta_stats()
+ * adds, and the metrics over them. */
+extern const struct tfs_stattab tfs_meta_stattab;
+
+/* Add a "metadata" object to `out` (a json-c object).  Cannot fail. */
 void tfs_meta_stats(struct tfs_meta *m, struct json_object *out);
 
 /* Build "<dir>/<name>" (or "<name>" at the root) into buf.  Returns 0 or

@@ -5,6 +5,7 @@
 #include "prefetch.h"
 
 #include "ram.h"
+#include "statdef.h"
 #include "workers.h"
 
 #include <errno.h>
@@ -104,22 +105,43 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 	return 0;
 }
 
+struct pf_snap {
+	uint64_t workers, queued, done, dropped, failed, pending, active, active_max;
+};
+
+#define ROW(f, ...) TFS_STAT(struct pf_snap, f, __VA_ARGS__)
+static const struct tfs_statdef pf_rows[] = {
+	ROW(workers, TFS_GAUGE, "tierfs_prefetch_workers",
+	    "Read-ahead threads (prefetch.workers)."),
+	ROW(queued, TFS_COUNTER, "tierfs_prefetch_queued_total", "Read-ahead runs queued."),
+	ROW(done, TFS_COUNTER, "tierfs_prefetch_done_total", "Read-ahead runs fetched."),
+	ROW(dropped, TFS_COUNTER, "tierfs_prefetch_dropped_total",
+	    "Read-ahead runs dropped (queue full, no free RAM budget)."),
+	ROW(failed, TFS_COUNTER, "tierfs_prefetch_failed_total", "Read-ahead runs that failed."),
+	ROW(pending, TFS_GAUGE, "tierfs_prefetch_pending", "Read-ahead runs waiting in the queue."),
+	ROW(active, TFS_GAUGE, "tierfs_prefetch_active", "Read-ahead runs being fetched now."),
+	ROW(active_max, TFS_GAUGE, "tierfs_prefetch_active_max",
+	    "Most read-ahead runs fetched at once since the start."),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_prefetch_stattab = TFS_STATTAB("prefetch", pf_rows);
+
 void tfs_prefetch_stats(struct tfs_prefetch *pf, struct json_object *out)
 {
-	struct json_object *o = json_object_new_object();
-	if (o == NULL)
-		return;
 	pthread_mutex_lock(&pf->lock);
-	json_object_object_add(o, "workers", json_object_new_uint64(tfs_workers_count(&pf->pool)));
-	json_object_object_add(o, "queued", json_object_new_uint64(pf->queued));
-	json_object_object_add(o, "done", json_object_new_uint64(pf->done));
-	json_object_object_add(o, "dropped", json_object_new_uint64(pf->dropped));
-	json_object_object_add(o, "failed", json_object_new_uint64(pf->failed));
-	json_object_object_add(o, "pending", json_object_new_uint64(pf->len));
-	json_object_object_add(o, "active", json_object_new_uint64(pf->active));
-	json_object_object_add(o, "active_max", json_object_new_uint64(pf->active_max));
+	struct pf_snap s = {
+		.workers = tfs_workers_count(&pf->pool),
+		.queued = pf->queued,
+		.done = pf->done,
+		.dropped = pf->dropped,
+		.failed = pf->failed,
+		.pending = pf->len,
+		.active = pf->active,
+		.active_max = pf->active_max,
+	};
 	pthread_mutex_unlock(&pf->lock);
-	json_object_object_add(out, "prefetch", o);
+	(void)tfs_stat_add_section(out, &tfs_prefetch_stattab, &s);
 }
 
 void tfs_prefetch_destroy(struct tfs_prefetch *pf)

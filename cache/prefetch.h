@@ -57,6 +57,12 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
  * pthread_create() error (logged; fewer workers run).  Thread safe. */
 int tfs_prefetch_set_workers(struct tfs_prefetch *pf, unsigned workers);
 
+struct tfs_stattab;
+
+/* The rows of the "prefetch" stats (statdef.h): what tfs_prefetch_stats()
+ * adds, and the metrics over them. */
+extern const struct tfs_stattab tfs_prefetch_stattab;
+
 /* Add the "prefetch" object to `out`: workers, queued, done, dropped,
  * failed, pending (jobs queued now), active (jobs being filled now) and
  * active_max (the most filled at once since the start). */

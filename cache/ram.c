@@ -26,6 +26,7 @@
 
 #include "bufarena.h"
 #include "policy.h"
+#include "statdef.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -707,31 +708,79 @@ int tfs_ram_set_size(struct tfs_layer *l, uint64_t size)
 	return 0;
 }
 
+/* The RAM tier's part of the stats ("ram"): also the head of the metric
+ * families every tier feeds (tier="ram"; the SSD tier adds tier="ssd"). */
+struct ram_snap {
+	uint64_t hits, misses, hit_bytes, fill_bytes, evictions, not_admitted, budget_waits,
+		fill_errors, used_bytes, cached_bytes, capacity_bytes, blocks, pooled_bytes,
+		stream_consumed, background_yields, stream_kept;
+	const char *policy;
+};
+
+#define ROW(f, ...) TFS_STAT(struct ram_snap, f, __VA_ARGS__)
+#define TIER TFS_LABEL("tier", "ram")
+static const struct tfs_statdef ram_rows[] = {
+	ROW(hits, TFS_COUNTER, "tierfs_cache_hits_total", "Block reads served by the tier.", TIER),
+	ROW(misses, TFS_COUNTER, "tierfs_cache_misses_total",
+	    "Block reads the tier passed to the tier below.", TIER),
+	ROW(hit_bytes, TFS_COUNTER, "tierfs_cache_hit_bytes_total", "Bytes served by the tier.",
+	    TIER),
+	ROW(fill_bytes, TFS_COUNTER, "tierfs_cache_fill_bytes_total",
+	    "Bytes filled into the tier from below.", TIER),
+	ROW(evictions, TFS_COUNTER, "tierfs_cache_evictions_total",
+	    "Evictions (RAM: blocks; SSD: objects) to make room or to shrink the tier.", TIER),
+	ROW(not_admitted, TFS_COUNTER, "tierfs_cache_not_admitted_total",
+	    "Blocks served without being kept (admission policy, full tier).", TIER),
+	ROW(budget_waits, TFS_COUNTER, "tierfs_ram_budget_waits_total",
+	    "Reads that waited for RAM budget."),
+	ROW(fill_errors, TFS_COUNTER, "tierfs_ram_fill_errors_total",
+	    "RAM fills that failed (the read got the error)."),
+	ROW(used_bytes, TFS_GAUGE, "tierfs_cache_used_bytes", "Bytes held by the tier.", TIER),
+	ROW(cached_bytes, TFS_GAUGE, "tierfs_ram_cached_bytes",
+	    "Bytes of cached (admitted) blocks in RAM."),
+	ROW(capacity_bytes, TFS_GAUGE, "tierfs_cache_capacity_bytes",
+	    "The tier's size (ram.size, ssd.size).", TIER),
+	ROW(blocks, TFS_JSON_ONLY, NULL,
+	    "cached blocks; tierfs_ram_cached_bytes counts their bytes"),
+	ROW(pooled_bytes, TFS_JSON_ONLY, NULL, "a diagnostic of the buffer pool"),
+	ROW(stream_consumed, TFS_JSON_ONLY, NULL, "a diagnostic of the streaming policy"),
+	ROW(background_yields, TFS_COUNTER, "tierfs_ram_background_yields_total",
+	    "Warm-up fetches held back while training reads waited for data."),
+	ROW(stream_kept, TFS_JSON_ONLY, NULL, "a diagnostic of the streaming policy"),
+	ROW(policy, TFS_JSON_ONLY, NULL, "a string: the policy (cache.policy)"),
+};
+#undef TIER
+#undef ROW
+
+const struct tfs_stattab tfs_ram_stattab = TFS_STATTAB("ram", ram_rows);
+
 static void ram_stats(struct tfs_layer *l, struct json_object *out)
 {
 	struct ram *r = l->priv;
-	struct json_object *o = json_object_new_object();
-	if (o) {
-		pthread_mutex_lock(&r->lock);
-		static const char *const names[] = {
-			"hits",         "misses",          "hit_bytes",         "fill_bytes",
-			"evictions",    "not_admitted",    "budget_waits",      "fill_errors",
-			"used_bytes",   "cached_bytes",    "capacity_bytes",    "blocks",
-			"pooled_bytes", "stream_consumed", "background_yields", "stream_kept",
-		};
-		uint64_t vals[] = {
-			r->hits,      r->misses,       r->hit_bytes, r->fill_bytes,
-			r->evictions, r->not_admitted, r->waits,     r->fill_errors,
-			r->used,      r->cached,       r->cap,       r->nblocks_cached,
-			r->pooled,    r->consumed,     r->yields,    r->kept,
-		};
-		pthread_mutex_unlock(&r->lock);
-		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
-			json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
-		json_object_object_add(o, "policy",
-				       json_object_new_string(tfs_policy_name(r->policy)));
-		json_object_object_add(out, "ram", o);
-	}
+	struct ram_snap s;
+
+	pthread_mutex_lock(&r->lock);
+	s = (struct ram_snap){
+		.hits = r->hits,
+		.misses = r->misses,
+		.hit_bytes = r->hit_bytes,
+		.fill_bytes = r->fill_bytes,
+		.evictions = r->evictions,
+		.not_admitted = r->not_admitted,
+		.budget_waits = r->waits,
+		.fill_errors = r->fill_errors,
+		.used_bytes = r->used,
+		.cached_bytes = r->cached,
+		.capacity_bytes = r->cap,
+		.blocks = r->nblocks_cached,
+		.pooled_bytes = r->pooled,
+		.stream_consumed = r->consumed,
+		.background_yields = r->yields,
+		.stream_kept = r->kept,
+		.policy = tfs_policy_name(r->policy),
+	};
+	pthread_mutex_unlock(&r->lock);
+	(void)tfs_stat_add_section(out, &tfs_ram_stattab, &s);
 	tfs_layer_stats(r->inner, out);
 }
 

@@ -20,6 +20,12 @@
 #include "cache.h"
 #include "layer.h"
 
+struct tfs_stattab;
+
+/* The rows of the tier's "ram" stats (statdef.h): what its layer stats
+ * add, and the metrics over them. */
+extern const struct tfs_stattab tfs_ram_stattab;
+
 struct tfs_ram_config {
 	uint64_t size; /* bytes of block data held in memory (>= 16 MiB) */
 };

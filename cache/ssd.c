@@ -147,14 +147,10 @@
 #include "dbuf.h"
 #include "lmdb_env.h"
 #include "policy.h"
+#include "statdef.h"
 #include "units.h"
 
 /* ---- small helpers ---- */
-
-static void add_u64(struct json_object *o, const char *k, uint64_t v)
-{
-	json_object_object_add(o, k, json_object_new_uint64(v));
-}
 
 /* ---- dropping a block ---- */
 
@@ -607,53 +603,123 @@ static void ssd_invalidate(struct tfs_layer *l, const uint8_t id[TFS_OBJ_ID_LEN]
 	tfs_layer_invalidate(s->inner, id);
 }
 
+/* The SSD tier's part of the stats ("ssd"); the tier families' help is
+ * in the RAM tier's rows (ram.c). */
+struct ssd_snap {
+	uint64_t hits, misses, hit_bytes, fill_bytes, bypassed, evictions, evicted_bytes, corrupt,
+		write_errors, fill_written, fill_refused_policy, fill_refused_capacity, fill_failed,
+		fill_superseded;
+	struct tfs_stat_opt fill_dropped;
+	uint64_t fill_queued, fill_queue_bytes, fill_queue_hits, fill_queue_reused,
+		direct_read_bytes, used_bytes, capacity_bytes, high_watermark_bytes,
+		low_watermark_bytes, objects, pinned_bytes, pin_max_bytes, clock, reuse_samples;
+	double reuse_interval;
+	const char *policy;
+	bool disabled;
+};
+
+#define ROW(f, ...) TFS_STAT(struct ssd_snap, f, __VA_ARGS__)
+#define TIER(kind, name) kind, name, NULL, TFS_LABEL("tier", "ssd")
+#define FILLS(v) TFS_COUNTER, "tierfs_ssd_fills_total", NULL, TFS_LABEL("outcome", v)
+static const struct tfs_statdef ssd_rows[] = {
+	ROW(hits, TIER(TFS_COUNTER, "tierfs_cache_hits_total")),
+	ROW(misses, TIER(TFS_COUNTER, "tierfs_cache_misses_total")),
+	ROW(hit_bytes, TIER(TFS_COUNTER, "tierfs_cache_hit_bytes_total")),
+	ROW(fill_bytes, TIER(TFS_COUNTER, "tierfs_cache_fill_bytes_total")),
+	ROW(bypassed, TIER(TFS_COUNTER, "tierfs_cache_not_admitted_total")),
+	ROW(evictions, TIER(TFS_COUNTER, "tierfs_cache_evictions_total")),
+	ROW(evicted_bytes, TFS_COUNTER, "tierfs_ssd_evicted_bytes_total",
+	    "Bytes evicted from the SSD tier."),
+	ROW(corrupt, TFS_COUNTER, "tierfs_ssd_corrupt_blocks_total",
+	    "Cached blocks found damaged (checksum, short read) and fetched again."),
+	ROW(write_errors, TFS_COUNTER, "tierfs_ssd_write_errors_total",
+	    "Failed writes into the SSD tier."),
+	ROW(fill_written, TFS_COUNTER, "tierfs_ssd_fills_total",
+	    "Blocks offered to the SSD tier, by outcome (written; refused_policy, "
+	    "refused_capacity: not admitted; failed: memory, I/O or index error; superseded: a "
+	    "newer version took its place; dropped: the fill queue was full, only with "
+	    "ssd.fill_when_full = drop).",
+	    TFS_LABEL("outcome", "written")),
+	ROW(fill_refused_policy, FILLS("refused_policy")),
+	ROW(fill_refused_capacity, FILLS("refused_capacity")),
+	ROW(fill_failed, FILLS("failed")),
+	ROW(fill_superseded, FILLS("superseded")),
+	/* an outcome only ssd.fill_when_full = drop has */
+	ROW(fill_dropped, FILLS("dropped")),
+	ROW(fill_queued, TFS_COUNTER, "tierfs_ssd_fill_queued_total",
+	    "Blocks queued to be written into the SSD tier after a reader got them."),
+	ROW(fill_queue_bytes, TFS_GAUGE, "tierfs_ssd_fill_queue_bytes",
+	    "Bytes of blocks in the SSD tier's fill queue."),
+	ROW(fill_queue_hits, TFS_JSON_ONLY, NULL, "a diagnostic of the fill queue"),
+	ROW(fill_queue_reused, TFS_JSON_ONLY, NULL, "a diagnostic of the fill queue"),
+	ROW(direct_read_bytes, TFS_JSON_ONLY, NULL, "a diagnostic of the O_DIRECT reads"),
+	ROW(used_bytes, TIER(TFS_GAUGE, "tierfs_cache_used_bytes")),
+	ROW(capacity_bytes, TIER(TFS_GAUGE, "tierfs_cache_capacity_bytes")),
+	ROW(high_watermark_bytes, TFS_GAUGE, "tierfs_ssd_high_watermark_bytes",
+	    "SSD usage above which eviction starts."),
+	ROW(low_watermark_bytes, TFS_GAUGE, "tierfs_ssd_low_watermark_bytes",
+	    "SSD usage eviction goes down to."),
+	ROW(objects, TFS_GAUGE, "tierfs_ssd_objects", "Objects with data in the SSD tier."),
+	ROW(pinned_bytes, TFS_GAUGE, "tierfs_ssd_pinned_bytes",
+	    "Bytes of pinned objects (tierfs pin)."),
+	ROW(pin_max_bytes, TFS_GAUGE, "tierfs_ssd_pin_max_bytes",
+	    "The most bytes that may be pinned (ssd.pin_max)."),
+	ROW(clock, TFS_JSON_ONLY, NULL, "the policy's clock, a diagnostic"),
+	ROW(reuse_samples, TFS_JSON_ONLY, NULL, "a diagnostic of the reuse policy"),
+	ROW(reuse_interval, TFS_JSON_ONLY, NULL, "a diagnostic of the reuse policy"),
+	ROW(policy, TFS_JSON_ONLY, NULL, "a string: the policy (cache.policy)"),
+	ROW(disabled, TFS_GAUGE, "tierfs_ssd_disabled",
+	    "1 when a damaged index disabled the SSD tier until restart."),
+};
+#undef FILLS
+#undef TIER
+#undef ROW
+
+const struct tfs_stattab tfs_ssd_stattab = TFS_STATTAB("ssd", ssd_rows);
+
 static void ssd_stats(struct tfs_layer *l, struct json_object *out)
 {
 	struct ssd *s = l->priv;
-	struct json_object *o = json_object_new_object();
 	struct tfs_reuse r;
 
-	if (o != NULL) {
-		pthread_mutex_lock(&s->lock);
-		r = s->reuse;
-		pthread_mutex_unlock(&s->lock);
-		add_u64(o, "hits", atomic_load(&s->hits));
-		add_u64(o, "misses", atomic_load(&s->misses));
-		add_u64(o, "hit_bytes", atomic_load(&s->hit_bytes));
-		add_u64(o, "fill_bytes", atomic_load(&s->fill_bytes));
-		add_u64(o, "bypassed", atomic_load(&s->bypassed));
-		add_u64(o, "evictions", atomic_load(&s->evictions));
-		add_u64(o, "evicted_bytes", atomic_load(&s->evicted_bytes));
-		add_u64(o, "corrupt", atomic_load(&s->corrupt));
-		add_u64(o, "write_errors", atomic_load(&s->write_errors));
-		add_u64(o, "fill_written", atomic_load(&s->fill_written));
-		add_u64(o, "fill_refused_policy", atomic_load(&s->fill_refused_policy));
-		add_u64(o, "fill_refused_capacity", atomic_load(&s->fill_refused_capacity));
-		add_u64(o, "fill_failed", atomic_load(&s->fill_failed));
-		add_u64(o, "fill_superseded", atomic_load(&s->fill_superseded));
-		if (s->fillq.drop) /* an outcome only ssd.fill_when_full = drop has */
-			add_u64(o, "fill_dropped", atomic_load(&s->fill_dropped));
-		add_u64(o, "fill_queued", atomic_load(&s->fill_queued));
-		add_u64(o, "fill_queue_bytes", ssd_fillq_bytes(s));
-		add_u64(o, "fill_queue_hits", atomic_load(&s->fill_queue_hits));
-		add_u64(o, "fill_queue_reused", atomic_load(&s->fill_queue_reused));
-		add_u64(o, "direct_read_bytes", atomic_load(&s->direct_read_bytes));
-		add_u64(o, "used_bytes", atomic_load(&s->used));
-		add_u64(o, "capacity_bytes", atomic_load(&s->capacity));
-		add_u64(o, "high_watermark_bytes", atomic_load(&s->high));
-		add_u64(o, "low_watermark_bytes", atomic_load(&s->low));
-		add_u64(o, "objects", atomic_load(&s->objects));
-		add_u64(o, "pinned_bytes", atomic_load(&s->pinned));
-		add_u64(o, "pin_max_bytes", atomic_load(&s->pin_max));
-		add_u64(o, "clock", atomic_load(&s->clock));
-		add_u64(o, "reuse_samples", r.samples);
-		json_object_object_add(o, "reuse_interval", json_object_new_double(r.mean));
-		json_object_object_add(o, "policy",
-				       json_object_new_string(tfs_policy_name(s->policy)));
-		json_object_object_add(o, "disabled",
-				       json_object_new_boolean(atomic_load(&s->broken)));
-		json_object_object_add(out, "ssd", o);
-	}
+	pthread_mutex_lock(&s->lock);
+	r = s->reuse;
+	pthread_mutex_unlock(&s->lock);
+	struct ssd_snap v = {
+		.hits = atomic_load(&s->hits),
+		.misses = atomic_load(&s->misses),
+		.hit_bytes = atomic_load(&s->hit_bytes),
+		.fill_bytes = atomic_load(&s->fill_bytes),
+		.bypassed = atomic_load(&s->bypassed),
+		.evictions = atomic_load(&s->evictions),
+		.evicted_bytes = atomic_load(&s->evicted_bytes),
+		.corrupt = atomic_load(&s->corrupt),
+		.write_errors = atomic_load(&s->write_errors),
+		.fill_written = atomic_load(&s->fill_written),
+		.fill_refused_policy = atomic_load(&s->fill_refused_policy),
+		.fill_refused_capacity = atomic_load(&s->fill_refused_capacity),
+		.fill_failed = atomic_load(&s->fill_failed),
+		.fill_superseded = atomic_load(&s->fill_superseded),
+		.fill_dropped = { atomic_load(&s->fill_dropped), s->fillq.drop },
+		.fill_queued = atomic_load(&s->fill_queued),
+		.fill_queue_bytes = ssd_fillq_bytes(s),
+		.fill_queue_hits = atomic_load(&s->fill_queue_hits),
+		.fill_queue_reused = atomic_load(&s->fill_queue_reused),
+		.direct_read_bytes = atomic_load(&s->direct_read_bytes),
+		.used_bytes = atomic_load(&s->used),
+		.capacity_bytes = atomic_load(&s->capacity),
+		.high_watermark_bytes = atomic_load(&s->high),
+		.low_watermark_bytes = atomic_load(&s->low),
+		.objects = atomic_load(&s->objects),
+		.pinned_bytes = atomic_load(&s->pinned),
+		.pin_max_bytes = atomic_load(&s->pin_max),
+		.clock = atomic_load(&s->clock),
+		.reuse_samples = r.samples,
+		.reuse_interval = r.mean,
+		.policy = tfs_policy_name(s->policy),
+		.disabled = atomic_load(&s->broken),
+	};
+	(void)tfs_stat_add_section(out, &tfs_ssd_stattab, &v);
 	tfs_layer_stats(s->inner, out);
 }
 

@@ -45,6 +45,12 @@ enum tfs_ssd_when_full {
 	TFS_SSD_FULL_DROP = 1,
 };
 
+struct tfs_stattab;
+
+/* The rows of the tier's "ssd" stats (statdef.h): what its layer stats
+ * add, and the metrics over them. */
+extern const struct tfs_stattab tfs_ssd_stattab;
+
 struct tfs_ssd_config {
 	char *dir; /* absolute path of the cache directory */
 	/* Capacity: either absolute (size > 0, size_pct == 0) or relative

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backoff.h"
+#include "statdef.h"
 #include "fdio.h"
 
 struct mpu_ctx {
@@ -557,52 +558,60 @@ int tfs_wb_drain(struct tfs_wb *wb, uint64_t timeout_ms, uint64_t *files, uint64
 	return f ? ETIMEDOUT : 0;
 }
 
-void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
+struct wb_snap {
+	uint64_t pending_files, dirty_bytes, failed_files, uploading, open_files, uploads,
+		upload_bytes, deletes, mkdirs, attr_updates, attempt_failures, reuploads, recovered,
+		streams, streams_finished, streams_cancelled, streamed_parts, staged_bytes,
+		staging_capacity_bytes;
+	struct json_object *failing;
+	const char *mode;
+	uint64_t uploaders;
+};
+
+#define ROW(f, ...) TFS_STAT(struct wb_snap, f, __VA_ARGS__)
+static const struct tfs_statdef wb_rows[] = {
+	ROW(pending_files, TFS_GAUGE, "tierfs_writeback_pending_files",
+	    "Changes waiting to be uploaded (files)."),
+	ROW(dirty_bytes, TFS_GAUGE, "tierfs_writeback_dirty_bytes",
+	    "Bytes waiting to be uploaded."),
+	ROW(failed_files, TFS_GAUGE, "tierfs_writeback_failed_files",
+	    "Changes whose upload gave up (writeback.max_retries); kept in the journal."),
+	ROW(uploading, TFS_GAUGE, "tierfs_writeback_uploading", "Uploads in progress."),
+	ROW(open_files, TFS_GAUGE, "tierfs_writeback_open_files", "Dirty files open for writing."),
+	ROW(uploads, TFS_COUNTER, "tierfs_writeback_uploads_total", "Files uploaded."),
+	ROW(upload_bytes, TFS_COUNTER, "tierfs_writeback_upload_bytes_total", "Bytes uploaded."),
+	ROW(deletes, TFS_COUNTER, "tierfs_writeback_deletes_total", "Deletes done in the bucket."),
+	ROW(mkdirs, TFS_COUNTER, "tierfs_writeback_mkdirs_total",
+	    "Directory markers created in the bucket."),
+	ROW(attr_updates, TFS_COUNTER, "tierfs_writeback_attr_updates_total",
+	    "Attribute changes (chmod, utimens) done in the bucket."),
+	ROW(attempt_failures, TFS_COUNTER, "tierfs_writeback_attempt_failures_total",
+	    "Upload attempts that failed."),
+	ROW(reuploads, TFS_COUNTER, "tierfs_writeback_reuploads_total",
+	    "Uploads repeated because the file changed meanwhile."),
+	ROW(recovered, TFS_COUNTER, "tierfs_writeback_recovered_total",
+	    "Changes found in the journal at start-up and queued again."),
+	ROW(streams, TFS_JSON_ONLY, NULL, "a diagnostic of streamed uploads"),
+	ROW(streams_finished, TFS_JSON_ONLY, NULL, "a diagnostic of streamed uploads"),
+	ROW(streams_cancelled, TFS_JSON_ONLY, NULL, "a diagnostic of streamed uploads"),
+	ROW(streamed_parts, TFS_JSON_ONLY, NULL, "a diagnostic of streamed uploads"),
+	ROW(staged_bytes, TFS_GAUGE, "tierfs_writeback_staged_bytes", "Bytes in staged files."),
+	ROW(staging_capacity_bytes, TFS_GAUGE, "tierfs_writeback_staging_capacity_bytes",
+	    "The most bytes that may be staged (writeback.staging_size)."),
+	ROW(failing, TFS_JSON_ONLY, NULL, "a list: the first 20 changes whose uploads failed"),
+	ROW(mode, TFS_JSON_ONLY, NULL, "a string: writeback.mode"),
+	ROW(uploaders, TFS_GAUGE, "tierfs_writeback_uploaders",
+	    "Upload threads (writeback.uploaders)."),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_wb_stattab = TFS_STATTAB("writeback", wb_rows);
+
+/* The first 20 changes whose uploads failed, as a new JSON array (NULL on
+ * ENOMEM).  Called with wb->lock held. */
+static struct json_object *failing_json(struct tfs_wb *wb)
 {
-	struct json_object *o = json_object_new_object();
-	if (o == NULL)
-		return;
-	uint64_t f, b, failed, running = 0, open_files = 0;
-	pthread_mutex_lock(&wb->lock);
-	pending(wb, &f, &b, &failed);
-	for (size_t i = 0; i < NBUCKETS; i++)
-		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
-			running += e->running;
-			open_files += e->file && e->file->refs > 0;
-		}
-	static const char *const names[] = {
-		"pending_files", "dirty_bytes",  "failed_files",     "uploading",
-		"open_files",    "uploads",      "upload_bytes",     "deletes",
-		"mkdirs",        "attr_updates", "attempt_failures", "reuploads",
-		"recovered",     "streams",      "streams_finished", "streams_cancelled",
-		"streamed_parts"
-	};
-	struct tfs_upload_streams_stats ss = { 0 };
-	if (wb->streams)
-		tfs_upload_streams_stats(wb->streams, &ss);
-	uint64_t vals[] = { f,
-			    b,
-			    failed,
-			    running,
-			    open_files,
-			    wb->uploads,
-			    wb->upload_bytes,
-			    wb->deletes,
-			    wb->mkdirs,
-			    wb->metas,
-			    wb->failures,
-			    wb->reuploads,
-			    wb->recovered,
-			    ss.started,
-			    ss.finished,
-			    ss.cancelled,
-			    ss.parts };
-	pthread_mutex_unlock(&wb->lock);
-	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
-		json_object_object_add(o, names[i], json_object_new_uint64(vals[i]));
 	struct json_object *failing = json_object_new_array();
-	pthread_mutex_lock(&wb->lock);
-	uint64_t staged = wb->staged, cap = wb->staging_cap;
 	size_t listed = 0;
 	for (size_t i = 0; failing && i < NBUCKETS && listed < 20; i++)
 		for (struct wb_ent *e = wb->tab[i]; e && listed < 20; e = e->next) {
@@ -620,18 +629,45 @@ void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
 			json_object_array_add(failing, x);
 			listed++;
 		}
-	pthread_mutex_unlock(&wb->lock);
-	json_object_object_add(o, "staged_bytes", json_object_new_uint64(staged));
-	json_object_object_add(o, "staging_capacity_bytes", json_object_new_uint64(cap));
-	if (failing)
-		json_object_object_add(o, "failing", failing);
+	return failing;
+}
+
+void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out)
+{
 	static const char *const modes[] = { "async", "sync", "off" };
-	json_object_object_add(o, "mode", json_object_new_string(modes[wb->cfg.mode]));
+	struct wb_snap s = { .mode = modes[wb->cfg.mode] };
 	pthread_mutex_lock(&wb->lock);
-	unsigned uploaders = tfs_workers_count(&wb->pool);
+	pending(wb, &s.pending_files, &s.dirty_bytes, &s.failed_files);
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct wb_ent *e = wb->tab[i]; e; e = e->next) {
+			s.uploading += e->running;
+			s.open_files += e->file && e->file->refs > 0;
+		}
+	struct tfs_upload_streams_stats ss = { 0 };
+	if (wb->streams)
+		tfs_upload_streams_stats(wb->streams, &ss);
+	s.uploads = wb->uploads;
+	s.upload_bytes = wb->upload_bytes;
+	s.deletes = wb->deletes;
+	s.mkdirs = wb->mkdirs;
+	s.attr_updates = wb->metas;
+	s.attempt_failures = wb->failures;
+	s.reuploads = wb->reuploads;
+	s.recovered = wb->recovered;
+	s.streams = ss.started;
+	s.streams_finished = ss.finished;
+	s.streams_cancelled = ss.cancelled;
+	s.streamed_parts = ss.parts;
 	pthread_mutex_unlock(&wb->lock);
-	json_object_object_add(o, "uploaders", json_object_new_uint64(uploaders));
-	json_object_object_add(out, "writeback", o);
+	pthread_mutex_lock(&wb->lock);
+	s.failing = failing_json(wb);
+	s.staged_bytes = wb->staged;
+	s.staging_capacity_bytes = wb->staging_cap;
+	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_lock(&wb->lock);
+	s.uploaders = tfs_workers_count(&wb->pool);
+	pthread_mutex_unlock(&wb->lock);
+	(void)tfs_stat_add_section(out, &tfs_wb_stattab, &s);
 }
 
 int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n)

@@ -264,6 +264,12 @@ bool tfs_wb_writable(const struct tfs_wb *wb);
  * safe (wb->lock). */
 int tfs_wb_set_uploaders(struct tfs_wb *wb, unsigned n);
 
+struct tfs_stattab;
+
+/* The rows of the "writeback" stats (statdef.h): what tfs_wb_stats()
+ * adds, and the metrics over them. */
+extern const struct tfs_stattab tfs_wb_stattab;
+
 /* Add a "writeback" object (queue, dirty bytes, uploads, failures). */
 void tfs_wb_stats(struct tfs_wb *wb, struct json_object *out);
 

@@ -46,6 +46,7 @@
 #include "metrics.h"
 #include "session_io.h"
 #include "stack.h"
+#include "stats_schema.h"
 #include "warmup.h"
 
 #define FUSE_THREADS 16
@@ -61,26 +62,23 @@
 static void keeper_stats(struct daemon_ctx *d, struct json_object *o)
 {
 	const struct tfs_keeper_link *k = d->keeper;
-	struct json_object *ko = json_object_new_object();
-	if (ko == NULL)
-		return;
 	uint64_t serving = tfs_session_io_serving_ns(d->io);
-	json_object_object_add(ko, "pid", json_object_new_int(k->keeper_pid));
-	json_object_object_add(ko, "generation", json_object_new_uint64(k->generation));
-	json_object_object_add(ko, "restarts", json_object_new_uint64(k->restarts));
-	json_object_object_add(ko, "crashes", json_object_new_uint64(k->crashes));
-	json_object_object_add(ko, "upgrades", json_object_new_uint64(k->upgrades));
-	json_object_object_add(ko, "last_restart_cause", json_object_new_string(k->cause));
-	json_object_object_add(ko, "backoff_ms", json_object_new_uint64(k->backoff_ms));
-	json_object_object_add(ko, "resumed",
-			       json_object_new_boolean(tfs_session_io_resumed(d->io)));
-	json_object_object_add(ko, "resend", json_object_new_boolean(tfs_session_io_resent(d->io)));
-	json_object_object_add(ko, "serving_since_ns", json_object_new_uint64(serving));
 	uint64_t ns = k->stopped_ns && serving >= k->stopped_ns ? serving - k->stopped_ns : 0;
-	json_object_object_add(ko, "last_pause_ms",
-			       json_object_new_uint64((ns + 500000) / 1000000));
-	json_object_object_add(ko, "last_pause_s", json_object_new_double((double)ns / 1e9));
-	json_object_object_add(o, "keeper", ko);
+	struct tfs_stats_keeper s = {
+		.pid = k->keeper_pid,
+		.generation = k->generation,
+		.restarts = k->restarts,
+		.crashes = k->crashes,
+		.upgrades = k->upgrades,
+		.last_restart_cause = k->cause,
+		.backoff_ms = k->backoff_ms,
+		.resumed = tfs_session_io_resumed(d->io),
+		.resend = tfs_session_io_resent(d->io),
+		.serving_since_ns = serving,
+		.last_pause_ms = (ns + 500000) / 1000000,
+		.last_pause_s = (double)ns / 1e9,
+	};
+	(void)tfs_stat_add_section(o, &tfs_stats_keeper_tab, &s);
 }
 
 /* The statistics: `tierfs stats` and the metrics endpoint.  NULL on
@@ -91,41 +89,33 @@ static struct json_object *collect(void *vctx)
 	struct json_object *o = json_object_new_object();
 	if (o == NULL)
 		return NULL;
-	json_object_object_add(o, "mountpoint", json_object_new_string(d->mountpoint));
-	json_object_object_add(o, "source", json_object_new_string(d->source));
-	json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
-	json_object_object_add(o, "pid", json_object_new_int(getpid()));
-	json_object_object_add(o, "uptime_s",
-			       json_object_new_int64((int64_t)(time(NULL) - d->started)));
+	struct tfs_stats_top top = {
+		.mountpoint = d->mountpoint,
+		.source = d->source,
+		.version = PACKAGE_VERSION,
+		.pid = getpid(),
+		.uptime_s = (int64_t)(time(NULL) - d->started),
+	};
+	(void)tfs_stat_json(o, &tfs_stats_top_tab, &top);
 	tfs_fs_stats(d->fs, o);
 	tfs_stack_stats(d->stack, o);
 	if (d->follow)
 		tfs_follow_stats(d->follow, o);
-	struct json_object *lo = json_object_new_object(), *ro = json_object_new_object();
-	if (lo) {
-		enum tfs_log_level level = (enum tfs_log_level)atomic_load(&d->log->level);
-		uint64_t suppressed = tfs_log_suppressed(d->log);
-		json_object_object_add(lo, "level",
-				       json_object_new_string(tfs_log_level_name(level)));
-		json_object_object_add(lo, "suppressed", json_object_new_uint64(suppressed));
-		json_object_object_add(o, "log", lo);
-	}
-	if (ro) {
-		uint64_t ok = atomic_load(&d->reloads_ok), failed = atomic_load(&d->reloads_failed);
-		json_object_object_add(ro, "ok", json_object_new_uint64(ok));
-		json_object_object_add(ro, "failed", json_object_new_uint64(failed));
-		json_object_object_add(o, "reload", ro);
-	}
+	struct tfs_stats_log lg = {
+		.level = tfs_log_level_name((enum tfs_log_level)atomic_load(&d->log->level)),
+		.suppressed = tfs_log_suppressed(d->log),
+	};
+	(void)tfs_stat_add_section(o, &tfs_stats_log_tab, &lg);
+	struct tfs_stats_reload rl = {
+		.ok = atomic_load(&d->reloads_ok),
+		.failed = atomic_load(&d->reloads_failed),
+	};
+	(void)tfs_stat_add_section(o, &tfs_stats_reload_tab, &rl);
 	if (d->keeper)
 		keeper_stats(d, o);
 	if (d->metrics) {
-		struct json_object *mo = json_object_new_object();
-		if (mo) {
-			json_object_object_add(
-				mo, "listen",
-				json_object_new_string(tfs_metrics_address(d->metrics)));
-			json_object_object_add(o, "metrics", mo);
-		}
+		struct tfs_stats_metrics mt = { .listen = tfs_metrics_address(d->metrics) };
+		(void)tfs_stat_add_section(o, &tfs_stats_metrics_tab, &mt);
 	}
 	return o;
 }

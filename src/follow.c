@@ -22,6 +22,7 @@
 #include "hash.h"
 #include "path.h"
 #include "ram.h"
+#include "statdef.h"
 #include "workers.h"
 
 /* A fetch thread with nothing to take because of the shares looks again
@@ -1329,55 +1330,93 @@ static struct json_object *stream_json(struct tfs_follow *f, const struct stream
 	return o;
 }
 
+struct follow_snap {
+	uint64_t order_files, position, window, workers, prefetched_files, failed_files,
+		opened_in_order, realigned, bad_lines, active_streams, share_bytes, dropped_streams,
+		order_bytes, order_max, order_max_uid;
+	struct json_object *uid_bytes;
+	uint64_t orders_queued, orders_built, orders_refused;
+	struct json_object *streams;
+};
+
+#define ROW(f, ...) TFS_STAT(struct follow_snap, f, __VA_ARGS__)
+static const struct tfs_statdef follow_rows[] = {
+	ROW(order_files, TFS_GAUGE, "tierfs_follow_order_files",
+	    "Files in the orders being followed (all streams)."),
+	ROW(position, TFS_GAUGE, "tierfs_follow_position",
+	    "Files of the orders their readers have opened."),
+	ROW(window, TFS_GAUGE, "tierfs_follow_window",
+	    "Files kept in flight ahead of each reader, at most."),
+	ROW(workers, TFS_GAUGE, "tierfs_follow_workers", "Threads fetching files of the order."),
+	ROW(prefetched_files, TFS_COUNTER, "tierfs_follow_prefetched_files_total",
+	    "Files of the order prefetched."),
+	ROW(failed_files, TFS_COUNTER, "tierfs_follow_failed_files_total",
+	    "Files of the order that failed to prefetch."),
+	ROW(opened_in_order, TFS_COUNTER, "tierfs_follow_opened_in_order_total",
+	    "Opens of files in the order."),
+	ROW(realigned, TFS_COUNTER, "tierfs_follow_realigned_total",
+	    "Times the window moved because the reader jumped."),
+	ROW(bad_lines, TFS_JSON_ONLY, NULL, "a diagnostic: order lines skipped"),
+	ROW(active_streams, TFS_GAUGE, "tierfs_follow_active_streams",
+	    "Orders followed whose reader opened a file within prefetch.stall."),
+	ROW(share_bytes, TFS_JSON_ONLY, NULL,
+	    "a diagnostic: each active stream's share of the budget"),
+	ROW(dropped_streams, TFS_COUNTER, "tierfs_follow_dropped_streams_total",
+	    "Orders dropped for a new one beyond the most streams or the order memory."),
+	ROW(order_bytes, TFS_GAUGE, "tierfs_follow_order_bytes",
+	    "Order memory counted: texts of open control-file handles and orders built."),
+	ROW(order_max, TFS_JSON_ONLY, NULL, "a bound from the configuration"),
+	ROW(order_max_uid, TFS_JSON_ONLY, NULL, "a bound from the configuration"),
+	ROW(uid_bytes, TFS_JSON_ONLY, NULL, "order memory per uid: a label per uid is unbounded"),
+	ROW(orders_queued, TFS_GAUGE, "tierfs_follow_orders_queued",
+	    "Orders handed to the order builder by a close, not yet set or refused."),
+	ROW(orders_built, TFS_JSON_ONLY, NULL, "a diagnostic of the order builder"),
+	ROW(orders_refused, TFS_COUNTER, "tierfs_follow_orders_refused_total",
+	    "Orders the builder refused (no valid line, beyond the memory bounds)."),
+	ROW(streams, TFS_JSON_ONLY, NULL, "per stream: a label per stream is unbounded"),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_follow_stattab = TFS_STATTAB("follow", follow_rows);
+
 void tfs_follow_stats(struct tfs_follow *f, struct json_object *out)
 {
-	struct json_object *o = json_object_new_object();
-	struct json_object *arr = json_object_new_array();
-	if (o == NULL || arr == NULL) {
-		json_object_put(o);
-		json_object_put(arr);
+	struct follow_snap s = { .streams = json_object_new_array() };
+	if (s.streams == NULL)
 		return;
-	}
 	uint64_t budget = budget_of(f), now = f->clock_ms();
 	pthread_mutex_lock(&f->lock);
-	uint64_t files = 0, pos = 0;
 	for (size_t i = 0; i < f->ns; i++) {
-		files += f->s[i]->o.n;
-		pos += f->s[i]->pos;
+		s.order_files += f->s[i]->o.n;
+		s.position += f->s[i]->pos;
 		struct json_object *so = stream_json(f, f->s[i], now);
 		if (so)
-			json_object_array_add(arr, so);
+			json_object_array_add(s.streams, so);
 	}
-	size_t active = active_count(f, now);
-	json_object_object_add(o, "order_files", json_object_new_uint64(files));
-	json_object_object_add(o, "position", json_object_new_uint64(pos));
-	json_object_object_add(o, "window", json_object_new_uint64(f->window));
-	json_object_object_add(o, "workers", json_object_new_uint64(tfs_workers_count(&f->pool)));
-	json_object_object_add(o, "prefetched_files", json_object_new_uint64(f->fetched));
-	json_object_object_add(o, "failed_files", json_object_new_uint64(f->failed));
-	json_object_object_add(o, "opened_in_order", json_object_new_uint64(f->opened_in_order));
-	json_object_object_add(o, "realigned", json_object_new_uint64(f->realigned));
-	json_object_object_add(o, "bad_lines", json_object_new_uint64(f->skipped_errors));
-	json_object_object_add(o, "active_streams", json_object_new_uint64(active));
-	json_object_object_add(o, "share_bytes",
-			       json_object_new_uint64(tfs_follow_share(budget, active)));
-	json_object_object_add(o, "dropped_streams", json_object_new_uint64(f->dropped));
-	json_object_object_add(o, "order_bytes", json_object_new_uint64(f->bytes));
-	json_object_object_add(o, "order_max", json_object_new_uint64(f->max_bytes));
-	json_object_object_add(o, "order_max_uid", json_object_new_uint64(f->uid_max));
-	struct json_object *uids = json_object_new_object();
-	for (size_t i = 0; uids && i < f->nuids; i++) {
+	s.active_streams = active_count(f, now);
+	s.window = f->window;
+	s.workers = tfs_workers_count(&f->pool);
+	s.prefetched_files = f->fetched;
+	s.failed_files = f->failed;
+	s.opened_in_order = f->opened_in_order;
+	s.realigned = f->realigned;
+	s.bad_lines = f->skipped_errors;
+	s.share_bytes = tfs_follow_share(budget, s.active_streams);
+	s.dropped_streams = f->dropped;
+	s.order_bytes = f->bytes;
+	s.order_max = f->max_bytes;
+	s.order_max_uid = f->uid_max;
+	s.uid_bytes = json_object_new_object();
+	for (size_t i = 0; s.uid_bytes && i < f->nuids; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "%lu", (unsigned long)f->uids[i].uid);
-		json_object_object_add(uids, name, json_object_new_uint64(f->uids[i].bytes));
+		json_object_object_add(s.uid_bytes, name, json_object_new_uint64(f->uids[i].bytes));
 	}
-	json_object_object_add(o, "uid_bytes", uids);
-	json_object_object_add(o, "orders_queued", json_object_new_uint64(f->queued));
-	json_object_object_add(o, "orders_built", json_object_new_uint64(f->orders_built));
-	json_object_object_add(o, "orders_refused", json_object_new_uint64(f->orders_refused));
+	s.orders_queued = f->queued;
+	s.orders_built = f->orders_built;
+	s.orders_refused = f->orders_refused;
 	pthread_mutex_unlock(&f->lock);
-	json_object_object_add(o, "streams", arr);
-	json_object_object_add(out, "follow", o);
+	(void)tfs_stat_add_section(out, &tfs_follow_stattab, &s);
 }
 
 /* ---- life ---- */

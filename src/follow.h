@@ -188,6 +188,12 @@ void tfs_follow_position(struct tfs_follow *f, uint64_t id, uint64_t *pos, uint6
  * pthread_create() error (logged).  Thread safe. */
 int tfs_follow_set_workers(struct tfs_follow *f, unsigned workers);
 
+struct tfs_stattab;
+
+/* The rows of the "follow" stats (statdef.h): what tfs_follow_stats()
+ * adds, and the metrics over them. */
+extern const struct tfs_stattab tfs_follow_stattab;
+
 /* Add a "follow" object to `out`: totals over all streams (order_files
  * and position are sums over the streams), the order memory counted
  * (order_bytes, uid_bytes per uid, and the bounds), the builder's

@@ -38,6 +38,7 @@
 
 #include "fs_internal.h"
 #include "ram.h"
+#include "statdef.h"
 
 #define READDIR_MAX (64u * 1024u)
 
@@ -1059,35 +1060,67 @@ const struct fuse_lowlevel_ops *tfs_fs_ops(void)
 	return &ops;
 }
 
+/* The "fuse" stats: one object per operation, then the layer's own. */
+struct fs_op_snap {
+	uint64_t count, errors;
+	const struct tfs_hist *latency;
+};
+
+#define OP_ROW(f, ...) TFS_STAT(struct fs_op_snap, f, __VA_ARGS__)
+static const struct tfs_statdef fs_op_rows[] = {
+	OP_ROW(count, TFS_COUNTER, "tierfs_fuse_requests_total", "FUSE requests, by operation."),
+	OP_ROW(errors, TFS_COUNTER, "tierfs_fuse_errors_total",
+	       "FUSE requests answered with an error."),
+	OP_ROW(latency, TFS_HISTOGRAM, "tierfs_fuse_request_duration_seconds",
+	       "FUSE request latency (handler entry to reply), by operation."),
+};
+#undef OP_ROW
+
+const struct tfs_stattab tfs_fs_op_stattab = TFS_STATTAB("fuse", fs_op_rows, .each = "op");
+
+struct fs_snap {
+	uint64_t read_bytes, write_bytes, inodes, node_ids_reused, inodes_trimmed;
+};
+
+#define ROW(f, ...) TFS_STAT(struct fs_snap, f, __VA_ARGS__)
+static const struct tfs_statdef fs_rows[] = {
+	ROW(read_bytes, TFS_COUNTER, "tierfs_fuse_read_bytes_total", "Bytes returned by read()."),
+	ROW(write_bytes, TFS_COUNTER, "tierfs_fuse_write_bytes_total",
+	    "Bytes accepted by write()."),
+	ROW(inodes, TFS_GAUGE, "tierfs_fuse_inodes", "Inodes the kernel holds a reference to."),
+	ROW(node_ids_reused, TFS_JSON_ONLY, NULL, "a diagnostic of the inode table"),
+	ROW(inodes_trimmed, TFS_COUNTER, "tierfs_fuse_inodes_trimmed_total",
+	    "Names the kernel was asked to drop to keep the inodes within mount.max_inodes."),
+};
+#undef ROW
+
+const struct tfs_stattab tfs_fs_stattab = TFS_STATTAB("fuse", fs_rows);
+
 void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 {
 	struct json_object *o = json_object_new_object();
 	if (o == NULL)
 		return;
 	for (int i = 0; i < OP__COUNT; i++) {
-		struct json_object *x = json_object_new_object();
-		if (x == NULL)
-			continue;
-		json_object_object_add(x, "count",
-				       json_object_new_uint64(atomic_load(&fs->ops[i])));
-		json_object_object_add(x, "errors",
-				       json_object_new_uint64(atomic_load(&fs->errs[i])));
-		struct json_object *lat = tfs_hist_json(&fs->lat[i]);
-		if (lat)
-			json_object_object_add(x, "latency", lat);
-		json_object_object_add(o, op_names[i], x);
+		struct fs_op_snap op = {
+			.count = atomic_load(&fs->ops[i]),
+			.errors = atomic_load(&fs->errs[i]),
+			.latency = &fs->lat[i],
+		};
+		struct json_object *x = tfs_stat_object(&tfs_fs_op_stattab, &op);
+		if (x != NULL)
+			json_object_object_add(o, op_names[i], x);
 	}
-	json_object_object_add(o, "read_bytes",
-			       json_object_new_uint64(atomic_load(&fs->read_bytes)));
-	json_object_object_add(o, "write_bytes",
-			       json_object_new_uint64(atomic_load(&fs->write_bytes)));
-	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
-	uint64_t reused = 0, retired = 0;
-	tfs_itable_ghost_counts(fs->itable, &reused, &retired);
-	json_object_object_add(o, "node_ids_reused", json_object_new_uint64(reused));
-	json_object_object_add(o, "inodes_trimmed",
-			       json_object_new_uint64(tfs_itable_trim_count(fs->itable)));
-	json_object_object_add(out, "fuse", o);
+	struct fs_snap s = {
+		.read_bytes = atomic_load(&fs->read_bytes),
+		.write_bytes = atomic_load(&fs->write_bytes),
+		.inodes = tfs_itable_count(fs->itable),
+		.inodes_trimmed = tfs_itable_trim_count(fs->itable),
+	};
+	uint64_t retired = 0;
+	tfs_itable_ghost_counts(fs->itable, &s.node_ids_reused, &retired);
+	(void)tfs_stat_json(o, &tfs_fs_stattab, &s);
+	json_object_object_add(out, tfs_stat_name(&tfs_fs_stattab), o);
 }
 
 int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct tfs_layer *top,

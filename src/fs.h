@@ -109,6 +109,13 @@ const struct fuse_lowlevel_ops *tfs_fs_ops(void);
  * now on).  Thread safe (an atomic). */
 void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms);
 
+struct tfs_stattab;
+
+/* The rows of the "fuse" stats (statdef.h): one object per operation
+ * (tfs_fs_op_stattab), then the layer's own members (tfs_fs_stattab). */
+extern const struct tfs_stattab tfs_fs_op_stattab;
+extern const struct tfs_stattab tfs_fs_stattab;
+
 /* Add "fuse" counters (operations, errors, latency histograms, inodes) to
  * `out`. */
 void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out);

@@ -4,11 +4,15 @@
  * listen; off by default).
  *
  * The exposition is built from the same JSON object `tierfs stats --json`
- * prints (one collect callback builds both), through a table that maps
- * JSON paths to metric families, so no counter is kept twice.  Every
- * family is named tierfs_* and every sample carries a `mount` label (the
- * mountpoint); the families are listed in docs/metrics.md, which
- * tests/integration/test_ops.py checks against a scrape.
+ * prints (one collect callback builds both), by the rows that built its
+ * members (lib/statdef.h; every table is in stats_schema.h), so no
+ * counter is kept twice and a member renamed renames its sample's
+ * source.  A family comes where its row with the help text is in the
+ * schema, with the samples of all its rows.  Every family is named
+ * tierfs_* and every sample carries a `mount` label (the mountpoint); the
+ * families are listed in docs/metrics.md, which
+ * tests/unit/test_stats_schema.c checks against the rows and
+ * tests/integration/test_ops.py against a scrape.
  *
  * Only loopback addresses and unix sockets are accepted: the endpoint has
  * no authentication, and the statistics name the bucket and mountpoint.
@@ -47,8 +51,8 @@ struct tfs_listen {
 int tfs_metrics_parse_listen(const char *spec, struct tfs_listen *out, char *why, size_t cap);
 
 /* Append the exposition of `stats` (the stats JSON object) to `out`, every
- * sample labelled mount="<mount>".  Families whose JSON members are absent
- * are left out.  Returns 0, or ENOMEM/EOVERFLOW from the buffer. */
+ * sample labelled mount="<mount>".  A row whose member is absent or not a
+ * number gives no sample; a family without samples is left out.  Returns 0, or ENOMEM/EOVERFLOW from the buffer. */
 int tfs_metrics_render(struct json_object *stats, const char *mount, struct tfs_dbuf *out);
 
 /* Builds a new stats object for a scrape (the caller puts it), or NULL on

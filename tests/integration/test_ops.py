@@ -156,6 +156,27 @@ def documented():
     return names
 
 
+def documented_members():
+    """{metric: [stats member paths]} from docs/metrics.md's last column
+    (which tests/unit/test_stats_schema.c checks against the rows that
+    define both)."""
+    out = {}
+    with open(DOC) as f:
+        for line in f:
+            mt = re.match(r"^\| `(tierfs_[a-z0-9_]+)` \|.*\| `([^|]*)` \|\s*$", line)
+            if mt:
+                out[mt.group(1)] = [p.strip() for p in mt.group(2).split(",")]
+    return out
+
+
+def member(st, path):
+    for part in path.split("."):
+        if not isinstance(st, dict) or part not in st:
+            return None
+        st = st[part]
+    return st
+
+
 def ops_mount(ctx, name, extra=None, opts=None):
     conf = {"metrics": {"listen": "127.0.0.1:0"}, "writeback": {"delay": "0s"}}
     for sec, kv in (extra or {}).items():
@@ -200,6 +221,52 @@ def t_scrape_covers_every_documented_metric(ctx):
             raise AssertionError("/nothing answered 200")
         except urllib.error.HTTPError as e:
             assert e.code == 404, e.code
+    finally:
+        m.umount()
+
+
+def t_every_metric_reads_its_stats_member(ctx):
+    """Each family's samples add up to its members in `tierfs stats --json`
+    (per-operation families and tierfs_info aside), and a family whose
+    members are all absent has no sample."""
+    ctx.bucket.put("d/a.bin", data_for("a", 2 * MIB + 7))
+    m = ops_mount(ctx, "members")
+    try:
+        assert read(os.path.join(m.mnt, "d/a.bin")) == data_for("a", 2 * MIB + 7)
+        fams = {k: v for k, v in documented_members().items()
+                if k != "tierfs_info" and not any("*" in p for p in v)}
+        assert len(fams) > 80, len(fams)
+
+        def mismatches():
+            st = m.stats()
+            types, samples = parse(scrape(m))
+            bad = []
+            for fam, paths in sorted(fams.items()):
+                vals = [member(st, p) for p in paths]
+                vals = [v for v in vals if v is not None]
+                if not vals:
+                    if fam in types:
+                        bad.append("%s scraped without its members %s" % (fam, paths))
+                    continue
+                if fam.endswith("_seconds") and paths[0].endswith("_ms"):
+                    vals = [float("inf") if v == 2**64 - 1 else v / 1000 for v in vals]
+                want = sum(float(v) for v in vals)
+                got = value(samples, fam)
+                if got != want:
+                    bad.append("%s = %r, stats %s = %r" % (fam, got, paths, want))
+            return bad
+
+        last = []
+
+        def agree():
+            last[:] = mismatches()
+            return not last
+
+        # counters move while the read's fills finish: poll until quiet
+        poll(agree, 30, "the metrics to agree with tierfs stats")
+    except AssertionError:
+        print("mismatches: %s" % last)
+        raise
     finally:
         m.umount()
 
@@ -673,6 +740,7 @@ exec "$@"
 
 TESTS = [
     ("scrape_covers_every_documented_metric", t_scrape_covers_every_documented_metric),
+    ("every_metric_reads_its_stats_member", t_every_metric_reads_its_stats_member),
     ("values_follow_reads_and_writes", t_values_follow_reads_and_writes),
     ("reload_applies_tunables", t_reload_applies_tunables),
     ("reload_invalid_changes_nothing", t_reload_invalid_changes_nothing),

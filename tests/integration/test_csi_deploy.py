@@ -8,7 +8,7 @@ Needs PyYAML only: no root, no server, no binary.  Every YAML file of
 csi/deploy/ is parsed, and each check below looks at the parsed objects
 (and at csi.conf inside configmap.yaml, parsed as INI).  The names the
 checks accept come from the C sources: the volume options and limit keys
-from flexvolume/fv_opts.c, the [node] keys from flexvolume/fv_nodeconf.c
+from node/node_opts.c, the [node] keys from node/node_conf.c
 (the CSI plugin's node config has the same format and keys).
 
 Each check is run twice: on the files as they are, where it must find
@@ -55,12 +55,12 @@ def read(path):
 
 def known_names():
     """{'options': [...], 'limits': [...], 'node': [...]} from the C tables."""
-    opts_c = read(os.path.join(TOP, "flexvolume", "fv_opts.c"))
-    node_c = read(os.path.join(TOP, "flexvolume", "fv_nodeconf.c"))
-    table = opts_c[opts_c.index("defs[FV_OPT_COUNT]"):]
+    opts_c = read(os.path.join(TOP, "node", "node_opts.c"))
+    node_c = read(os.path.join(TOP, "node", "node_conf.c"))
+    table = opts_c[opts_c.index("defs[TFS_NODE_OPT_COUNT]"):]
     table = table[:table.index("};")]
-    options = re.findall(r'\[FV_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
-    limits = re.findall(r'FV_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
+    options = re.findall(r'\[TFS_NODE_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
+    limits = re.findall(r'TFS_NODE_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
     node = re.findall(r'NK\("(\w+)"', node_c)
     conf_c = read(os.path.join(TOP, "src", "conf_keys.c"))
     tierfs = re.findall(r'KEY\("(\w+)",\s*"(\w+)"', conf_c)
@@ -697,11 +697,11 @@ def c_inline(m):
 
 def c_options_documented(m):
     """The option table of docs/kubernetes.md lists exactly the options of
-    flexvolume/fv_opts.c (the table both drivers share)."""
+    node/node_opts.c (the table both drivers share)."""
     doc = docs_option_table(m["docs"])
     code = known_names()["options"]
     if doc != code:
-        return ["docs/kubernetes.md's option table %s differs from fv_opts.c's %s" % (doc, code)]
+        return ["docs/kubernetes.md's option table %s differs from node_opts.c's %s" % (doc, code)]
     if DRIVER not in m["docs"]:
         return ["docs/kubernetes.md never names %s" % DRIVER]
     return []

@@ -1256,7 +1256,7 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(ini["node"]["tierfs"], defaults["SRC"] + "/bin/tierfs")
         self.assertIn("-Wl,-rpath," + defaults["SRC"] + "/lib", dockerfile)
         # The node config: HOST_ETC/flexvolume.conf is where the driver
-        # built with --sysconfdir=/etc reads it (fv_nodeconf.c).
+        # built with --sysconfdir=/etc reads it (node_conf.c).
         etc = host_dir("HOST_ETC")
         self.assertIn('"$HOST_ETC/flexvolume.conf"', install)
         self.assertEqual(etc + "/flexvolume.conf", "/etc/tierfs/flexvolume.conf")

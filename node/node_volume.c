@@ -1,8 +1,8 @@
-/* fv_volume.c - the kubelet's options JSON, under the node's policy, and
+/* node_volume.c - the kubelet's options JSON, under the node's policy, and
  * the tierfs configuration it becomes. */
 #include "config.h"
 
-#include "fv_volume.h"
+#include "node_volume.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,7 +16,7 @@
 #include <openssl/hmac.h>
 
 #include "conf.h"
-#include "fv_sys.h"
+#include "node_sys.h"
 #include "source.h"
 #include "units.h"
 
@@ -25,8 +25,8 @@
 
 /* What the pod gave, before the defaults are merged in. */
 struct pod_opts {
-	const char *value[FV_OPT_COUNT]; /* borrowed from the request; NULL: absent */
-	struct fv_value parsed[FV_OPT_COUNT];
+	const char *value[TFS_NODE_OPT_COUNT]; /* borrowed from the request; NULL: absent */
+	struct tfs_node_value parsed[TFS_NODE_OPT_COUNT];
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct tfs_dbuf *err, const char *fmt, ...)
@@ -44,12 +44,12 @@ __attribute__((format(printf, 2, 3))) static int fail(struct tfs_dbuf *err, cons
 	return EINVAL;
 }
 
-void fv_volume_clear(struct fv_volume *v)
+void tfs_node_volume_clear(struct tfs_node_volume *v)
 {
 	free(v->source);
-	for (int i = 0; i < FV_OPT_COUNT; i++)
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++)
 		free(v->value[i]);
-	fv_creds_clear(&v->creds);
+	tfs_node_creds_clear(&v->creds);
 	free(v->pod);
 	free(v->pv);
 	memset(v, 0, sizeof(*v));
@@ -72,16 +72,16 @@ static char *trimmed_dup(const char *s)
 }
 
 /* The names of the options the node lets a pod set, for messages. */
-static const char *allowed_list(const struct fv_node *node, char *buf, size_t cap)
+static const char *allowed_list(const struct tfs_node_conf *node, char *buf, size_t cap)
 {
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
 		if (!node->allow[i])
 			continue;
 		int r = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "",
-				 fv_opt_name((enum fv_opt)i));
+				 tfs_node_opt_name((enum tfs_node_opt)i));
 		if (r < 0 || (size_t)r >= cap - n)
 			break;
 		n += (size_t)r;
@@ -92,11 +92,11 @@ static const char *allowed_list(const struct fv_node *node, char *buf, size_t ca
 }
 
 /* One key of the volume's Secret, its value in plain text. */
-static int take_secret(struct fv_volume *v, const char *name, const char *value,
+static int take_secret(struct tfs_node_volume *v, const char *name, const char *value,
 		       struct tfs_dbuf *err)
 {
 	char **slot;
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 
 	if (strcmp(name, "accessKey") == 0)
 		slot = &v->creds.access_key;
@@ -108,9 +108,9 @@ static int take_secret(struct fv_volume *v, const char *name, const char *value,
 		return fail(err,
 			    "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
 			    "sessionToken)",
-			    fv_quote(q, sizeof(q), name));
+			    tfs_node_quote(q, sizeof(q), name));
 	char *copy;
-	int rc = fv_secret_plain(name, value, &copy, err);
+	int rc = tfs_node_secret_plain(name, value, &copy, err);
 	if (rc)
 		return rc;
 	if (*slot) {
@@ -122,34 +122,34 @@ static int take_secret(struct fv_volume *v, const char *name, const char *value,
 }
 
 /* One pod option: known, allowed, well-formed, within limits. */
-static int take_option(const struct fv_node *node, struct pod_opts *p, const char *key,
+static int take_option(const struct tfs_node_conf *node, struct pod_opts *p, const char *key,
 		       const char *raw, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN], list[512], where[4200], lim[TFS_UNITS_BUFLEN], origin[128];
-	enum fv_opt o;
+	char q[TFS_NODE_QUOTE_BUFLEN], list[512], where[4200], lim[TFS_UNITS_BUFLEN], origin[128];
+	enum tfs_node_opt o;
 
-	if (fv_opt_find(key, false, &o) != 0)
-		return fail(err, "unknown option %s (known: %s)", fv_quote(q, sizeof(q), key),
-			    fv_opt_list(list, sizeof(list)));
+	if (tfs_node_opt_find(key, false, &o) != 0)
+		return fail(err, "unknown option %s (known: %s)", tfs_node_quote(q, sizeof(q), key),
+			    tfs_node_opt_list(list, sizeof(list)));
 	if (!node->allow[o])
 		return fail(err,
 			    "option %s: not allowed on this node (a volume may set: %s; "
 			    "[pod] allow, %s)",
-			    fv_opt_name(o), allowed_list(node, list, sizeof(list)),
-			    fv_node_where(node, node->allow_line, where, sizeof(where)));
+			    tfs_node_opt_name(o), allowed_list(node, list, sizeof(list)),
+			    tfs_node_conf_where(node, node->allow_line, where, sizeof(where)));
 	char *value = trimmed_dup(raw);
 	if (value == NULL)
 		return ENOMEM;
-	snprintf(origin, sizeof(origin), "option %s", fv_opt_name(o));
-	int rc = fv_opt_check(o, value, origin, true, &p->parsed[o], err);
+	snprintf(origin, sizeof(origin), "option %s", tfs_node_opt_name(o));
+	int rc = tfs_node_opt_check(o, value, origin, true, &p->parsed[o], err);
 	if (rc == 0 && node->limit[o].set &&
-	    !fv_opt_within(o, &p->parsed[o], node->limit[o].value)) {
-		fv_opt_format_limit(o, node->limit[o].value, lim, sizeof(lim));
-		rc = fail(err, "option %s: %s is %s this node's limit %s = %s (%s)", fv_opt_name(o),
-			  fv_quote(q, sizeof(q), value),
-			  fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below",
-			  fv_opt_limit_key(o), lim,
-			  fv_node_where(node, node->limit[o].line, where, sizeof(where)));
+	    !tfs_node_opt_within(o, &p->parsed[o], node->limit[o].value)) {
+		tfs_node_opt_format_limit(o, node->limit[o].value, lim, sizeof(lim));
+		rc = fail(err, "option %s: %s is %s this node's limit %s = %s (%s)",
+			  tfs_node_opt_name(o), tfs_node_quote(q, sizeof(q), value),
+			  tfs_node_opt_limit_kind(o) == TFS_NODE_LIMIT_MAX ? "above" : "below",
+			  tfs_node_opt_limit_key(o), lim,
+			  tfs_node_conf_where(node, node->limit[o].line, where, sizeof(where)));
 	}
 	free(value);
 	if (rc)
@@ -159,7 +159,7 @@ static int take_option(const struct fv_node *node, struct pod_opts *p, const cha
 	return 0;
 }
 
-int fv_parse_gid(const char *s, unsigned *out)
+int tfs_node_parse_gid(const char *s, unsigned *out)
 {
 	char *end;
 	unsigned long v;
@@ -206,43 +206,44 @@ static int set_copy(char **dst, const char *src)
 }
 
 /* Decide s3://BUCKET[/PREFIX] from the pod's and the node's options. */
-static int resolve_source(const struct fv_node *node, const struct pod_opts *p, struct fv_volume *v,
-			  struct tfs_dbuf *err)
+static int resolve_source(const struct tfs_node_conf *node, const struct pod_opts *p,
+			  struct tfs_node_volume *v, struct tfs_dbuf *err)
 {
 	char *bucket = NULL, *prefix = NULL;
-	const struct fv_node_default *d = node->def;
+	const struct tfs_node_conf_default *d = node->def;
 	int rc = 0;
 
-	if (p->value[FV_OPT_SOURCE] && (p->value[FV_OPT_BUCKET] || p->value[FV_OPT_PREFIX]))
+	if (p->value[TFS_NODE_OPT_SOURCE] &&
+	    (p->value[TFS_NODE_OPT_BUCKET] || p->value[TFS_NODE_OPT_PREFIX]))
 		return fail(err,
 			    "options source and %s exclude each other (source is "
 			    "s3://BUCKET[/PREFIX])",
-			    p->value[FV_OPT_BUCKET] ? "bucket" : "prefix");
-	if (p->value[FV_OPT_SOURCE]) {
-		char *s = trimmed_dup(p->value[FV_OPT_SOURCE]);
+			    p->value[TFS_NODE_OPT_BUCKET] ? "bucket" : "prefix");
+	if (p->value[TFS_NODE_OPT_SOURCE]) {
+		char *s = trimmed_dup(p->value[TFS_NODE_OPT_SOURCE]);
 
 		rc = s ? split_source(s, &bucket, &prefix) : ENOMEM;
 		free(s);
-	} else if (p->value[FV_OPT_BUCKET]) {
-		rc = set_copy(&bucket, p->value[FV_OPT_BUCKET]);
+	} else if (p->value[TFS_NODE_OPT_BUCKET]) {
+		rc = set_copy(&bucket, p->value[TFS_NODE_OPT_BUCKET]);
 		if (rc == 0)
-			rc = set_copy(&prefix, p->value[FV_OPT_PREFIX]);
+			rc = set_copy(&prefix, p->value[TFS_NODE_OPT_PREFIX]);
 	} else {
-		if (d[FV_OPT_SOURCE].value)
-			rc = split_source(d[FV_OPT_SOURCE].value, &bucket, &prefix);
+		if (d[TFS_NODE_OPT_SOURCE].value)
+			rc = split_source(d[TFS_NODE_OPT_SOURCE].value, &bucket, &prefix);
 		else
-			rc = set_copy(&bucket, d[FV_OPT_BUCKET].value);
-		if (rc == 0 && !d[FV_OPT_SOURCE].value)
-			rc = set_copy(&prefix, d[FV_OPT_PREFIX].value);
-		if (rc == 0 && p->value[FV_OPT_PREFIX])
-			rc = set_copy(&prefix, p->value[FV_OPT_PREFIX]);
+			rc = set_copy(&bucket, d[TFS_NODE_OPT_BUCKET].value);
+		if (rc == 0 && !d[TFS_NODE_OPT_SOURCE].value)
+			rc = set_copy(&prefix, d[TFS_NODE_OPT_PREFIX].value);
+		if (rc == 0 && p->value[TFS_NODE_OPT_PREFIX])
+			rc = set_copy(&prefix, p->value[TFS_NODE_OPT_PREFIX]);
 	}
 	if (rc == 0 && (bucket == NULL || *bucket == '\0'))
 		rc = fail(err, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or "
 			       "bucket");
 	if (rc == 0) {
 		struct tfs_dbuf s;
-		struct fv_value unused;
+		struct tfs_node_value unused;
 
 		tfs_dbuf_init(&s, 8192);
 		/* tfs_source_parse() wants no trailing '/' doubled: strip it. */
@@ -251,8 +252,8 @@ static int resolve_source(const struct fv_node *node, const struct pod_opts *p, 
 			prefix[--plen] = '\0';
 		rc = tfs_dbuf_addf(&s, "s3://%s%s%s", bucket, plen ? "/" : "", plen ? prefix : "");
 		if (rc == 0)
-			rc = fv_opt_check(FV_OPT_SOURCE, tfs_dbuf_str(&s), "the volume's source",
-					  false, &unused, err);
+			rc = tfs_node_opt_check(TFS_NODE_OPT_SOURCE, tfs_dbuf_str(&s),
+						"the volume's source", false, &unused, err);
 		if (rc == 0) {
 			v->source = tfs_dbuf_steal(&s);
 			rc = v->source ? 0 : ENOMEM;
@@ -264,7 +265,8 @@ static int resolve_source(const struct fv_node *node, const struct pod_opts *p, 
 	return rc;
 }
 
-static int check_creds(const struct fv_node *node, const struct fv_volume *v, struct tfs_dbuf *err)
+static int check_creds(const struct tfs_node_conf *node, const struct tfs_node_volume *v,
+		       struct tfs_dbuf *err)
 {
 	if ((v->creds.access_key == NULL) != (v->creds.secret_key == NULL))
 		return fail(err,
@@ -291,8 +293,8 @@ static int dup_or_null(char **dst, const char *s)
 	return 0;
 }
 
-int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, struct fv_volume *out,
-		   struct tfs_dbuf *err)
+int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_node_conf *node,
+			 struct tfs_node_volume *out, struct tfs_dbuf *err)
 {
 	struct pod_opts p = { 0 };
 	int rc = 0;
@@ -304,12 +306,12 @@ int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, stru
 		rc = take_option(node, &p, rq->opt[i].key, rq->opt[i].value, err);
 	for (size_t i = 0; rc == 0 && i < rq->n_secret; i++)
 		rc = take_secret(out, rq->secret[i].key, rq->secret[i].value, err);
-	if (rc == 0 && rq->fsgroup && fv_parse_gid(rq->fsgroup, &out->fsgroup)) {
-		char q[FV_QUOTE_BUFLEN];
+	if (rc == 0 && rq->fsgroup && tfs_node_parse_gid(rq->fsgroup, &out->fsgroup)) {
+		char q[TFS_NODE_QUOTE_BUFLEN];
 
 		rc = fail(err, "%s: %s is not a group id (0 to 2147483647)",
 			  rq->fsgroup_origin ? rq->fsgroup_origin : "fsGroup",
-			  fv_quote(q, sizeof(q), rq->fsgroup));
+			  tfs_node_quote(q, sizeof(q), rq->fsgroup));
 	}
 	if (rc == 0)
 		rc = resolve_source(node, &p, out, err);
@@ -320,15 +322,16 @@ int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, stru
 
 	/* The other options: the pod's value, else the node's default. */
 	bool ro_opt = false;
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
-		enum fv_opt o = (enum fv_opt)i;
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
+		enum tfs_node_opt o = (enum tfs_node_opt)i;
 
-		if (o == FV_OPT_SOURCE || o == FV_OPT_BUCKET || o == FV_OPT_PREFIX)
+		if (o == TFS_NODE_OPT_SOURCE || o == TFS_NODE_OPT_BUCKET ||
+		    o == TFS_NODE_OPT_PREFIX)
 			continue;
 		const char *chosen = p.value[o] ? p.value[o] : node->def[o].value;
 		if (chosen == NULL)
 			continue;
-		if (o == FV_OPT_READ_ONLY) {
+		if (o == TFS_NODE_OPT_READ_ONLY) {
 			ro_opt = p.value[o] ? p.parsed[o].flag : node->def[o].parsed.flag;
 			continue;
 		}
@@ -339,14 +342,14 @@ int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, stru
 	}
 	out->read_only = ro_opt || rq->read_only;
 	out->has_fsgroup = rq->fsgroup != NULL;
-	if (out->read_only && out->from_pod[FV_OPT_WRITEBACK] &&
-	    strcmp(out->value[FV_OPT_WRITEBACK], "off") != 0) {
-		char q[FV_QUOTE_BUFLEN];
+	if (out->read_only && out->from_pod[TFS_NODE_OPT_WRITEBACK] &&
+	    strcmp(out->value[TFS_NODE_OPT_WRITEBACK], "off") != 0) {
+		char q[TFS_NODE_QUOTE_BUFLEN];
 
 		rc = fail(err,
 			  "option writeback: %s on a read-only volume (readOnly or %s); use "
 			  "writeback=off or a read-write volume",
-			  fv_quote(q, sizeof(q), out->value[FV_OPT_WRITEBACK]),
+			  tfs_node_quote(q, sizeof(q), out->value[TFS_NODE_OPT_WRITEBACK]),
 			  rq->read_only_origin ? rq->read_only_origin : "a read-only request");
 		goto out;
 	}
@@ -355,7 +358,7 @@ int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, stru
 		rc = dup_or_null(&out->pv, rq->pv);
 out:
 	if (rc)
-		fv_volume_clear(out);
+		tfs_node_volume_clear(out);
 	return rc;
 }
 
@@ -364,10 +367,10 @@ out:
 /* The request a JSON object makes; its strings are borrowed from the JSON
  * but the decoded secrets, which are wiped and freed by json_req_clear(). */
 struct json_req {
-	struct fv_request rq;
-	struct fv_kv opt[FV_MAX_KV];
-	struct fv_kv secret[FV_MAX_KV];
-	char *decoded[FV_MAX_KV];
+	struct tfs_node_request rq;
+	struct tfs_node_kv opt[TFS_NODE_MAX_KV];
+	struct tfs_node_kv secret[TFS_NODE_MAX_KV];
+	char *decoded[TFS_NODE_MAX_KV];
 	char *pod;
 };
 
@@ -386,21 +389,21 @@ static void json_req_clear(struct json_req *j)
 static int json_kubelet_key(struct json_req *j, const char *key, const char *s, const char **ns,
 			    const char **name, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 
 	if (strcmp(key, K8S "readwrite") == 0) {
 		if (s == NULL || (strcmp(s, "ro") != 0 && strcmp(s, "rw") != 0))
 			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
-				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+				    s ? tfs_node_quote(q, sizeof(q), s) : "a non-string");
 		j->rq.read_only = strcmp(s, "ro") == 0;
 	} else if (strcmp(key, K8S "mounterArgs.FsGroup") == 0) {
 		unsigned g;
 
-		if (s == NULL || fv_parse_gid(s, &g))
+		if (s == NULL || tfs_node_parse_gid(s, &g))
 			return fail(err,
 				    "kubernetes.io/mounterArgs.FsGroup: %s is not a group id "
 				    "(0 to 2147483647)",
-				    s ? fv_quote(q, sizeof(q), s) : "a non-string");
+				    s ? tfs_node_quote(q, sizeof(q), s) : "a non-string");
 		j->rq.fsgroup = s;
 	} else if (strcmp(key, K8S "pod.namespace") == 0) {
 		*ns = s;
@@ -419,13 +422,14 @@ static int json_entry(struct json_req *j, const char *key, struct json_object *v
 {
 	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
 								   : NULL;
-	enum fv_opt o;
+	enum tfs_node_opt o;
 
 	if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0) {
 		const char *sname = key + strlen(K8S_SECRET);
 
-		if (j->rq.n_secret == FV_MAX_KV)
-			return fail(err, "the volume's Secret has more than %d keys", FV_MAX_KV);
+		if (j->rq.n_secret == TFS_NODE_MAX_KV)
+			return fail(err, "the volume's Secret has more than %d keys",
+				    TFS_NODE_MAX_KV);
 		size_t i = j->rq.n_secret;
 		/* An unknown key is refused by name, quoted, in take_secret(). */
 		bool known = strcmp(sname, "accessKey") == 0 || strcmp(sname, "secretKey") == 0 ||
@@ -433,27 +437,29 @@ static int json_entry(struct json_req *j, const char *key, struct json_object *v
 		if (known && s == NULL)
 			return fail(err, "secret %s: expected a base64 string", sname);
 		if (known) {
-			int rc = fv_secret_decode(sname, s, &j->decoded[i], err);
+			int rc = tfs_node_secret_decode(sname, s, &j->decoded[i], err);
 
 			if (rc)
 				return rc;
 		}
-		j->secret[i] = (struct fv_kv){ sname, j->decoded[i] ? j->decoded[i] : s ? s : "" };
+		j->secret[i] = (struct tfs_node_kv){ sname, j->decoded[i] ? j->decoded[i]
+							    : s           ? s
+									  : "" };
 		j->rq.n_secret++;
 		return 0;
 	}
 	if (strncmp(key, K8S, strlen(K8S)) == 0)
 		return json_kubelet_key(j, key, s, ns, name, err);
-	if (s == NULL && fv_opt_find(key, false, &o) == 0)
-		return fail(err, "option %s: expected a string value", fv_opt_name(o));
-	if (j->rq.n_opt == FV_MAX_KV)
-		return fail(err, "more than %d options", FV_MAX_KV);
-	j->opt[j->rq.n_opt++] = (struct fv_kv){ key, s ? s : "" };
+	if (s == NULL && tfs_node_opt_find(key, false, &o) == 0)
+		return fail(err, "option %s: expected a string value", tfs_node_opt_name(o));
+	if (j->rq.n_opt == TFS_NODE_MAX_KV)
+		return fail(err, "more than %d options", TFS_NODE_MAX_KV);
+	j->opt[j->rq.n_opt++] = (struct tfs_node_kv){ key, s ? s : "" };
 	return 0;
 }
 
-int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
-		    struct tfs_dbuf *err)
+int tfs_node_volume_parse(const char *json, const struct tfs_node_conf *node,
+			  struct tfs_node_volume *out, struct tfs_dbuf *err)
 {
 	enum json_tokener_error jerr = json_tokener_success;
 	struct json_object *root;
@@ -501,7 +507,7 @@ int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volu
 			goto out;
 		j->rq.pod = j->pod;
 	}
-	rc = fv_volume_make(&j->rq, node, out, err);
+	rc = tfs_node_volume_make(&j->rq, node, out, err);
 out:
 	json_req_clear(j);
 	free(j);
@@ -525,9 +531,9 @@ static int set_key(struct tfs_config *cfg, const char *key, const char *value, c
 	return rc;
 }
 
-int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
-			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
-			  bool *writable, struct tfs_dbuf *err)
+int tfs_node_volume_tierfs_conf(const struct tfs_node_volume *v, const struct tfs_node_conf *node,
+				const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
+				bool *writable, struct tfs_dbuf *err)
 {
 	struct tfs_config cfg;
 	char origin[4300], where[4200];
@@ -540,26 +546,26 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 		return rc;
 	if (node->tierfs_conf)
 		rc = tfs_config_load(&cfg, node->tierfs_conf, true, err);
-	for (int i = 0; rc == 0 && i < FV_OPT_COUNT; i++) {
-		enum fv_opt o = (enum fv_opt)i;
-		const char *key = fv_opt_tierfs_key(o);
+	for (int i = 0; rc == 0 && i < TFS_NODE_OPT_COUNT; i++) {
+		enum tfs_node_opt o = (enum tfs_node_opt)i;
+		const char *key = tfs_node_opt_tierfs_key(o);
 
 		if (key == NULL || v->value[o] == NULL)
 			continue;
 		if (v->from_pod[o])
-			snprintf(origin, sizeof(origin), "option %s:", fv_opt_name(o));
+			snprintf(origin, sizeof(origin), "option %s:", tfs_node_opt_name(o));
 		else
 			snprintf(origin, sizeof(origin), "%s: [defaults] %s:",
-				 fv_node_where(node, node->def[o].line, where, sizeof(where)),
-				 fv_opt_name(o));
+				 tfs_node_conf_where(node, node->def[o].line, where, sizeof(where)),
+				 tfs_node_opt_name(o));
 		rc = set_key(&cfg, key, v->value[o], origin, err);
 	}
 	/* The pod chooses the bucket and prefix, so whoever can write there
 	 * chooses the modes: never trusted, whatever the node's base says. */
 	if (rc == 0)
 		rc = set_key(&cfg, "mount.trusted", "false",
-			     node->driver == FV_DRIVER_CSI ? "a CSI volume:"
-							   : "a FlexVolume volume:",
+			     node->driver == TFS_NODE_DRIVER_CSI ? "a CSI volume:"
+								 : "a FlexVolume volume:",
 			     err);
 	if (rc == 0)
 		rc = set_key(&cfg, "ssd.dir", ssd_dir, "the volume's cache directory:", err);
@@ -585,7 +591,8 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 		 * naming it could exceed the config reader's line limit. */
 		rc = tfs_dbuf_addf(out,
 				   "# Written by %s for one volume; rewritten at each mount.%s\n",
-				   fv_driver_name(node->driver), v->read_only ? " Read-only." : "");
+				   tfs_node_driver_name(node->driver),
+				   v->read_only ? " Read-only." : "");
 	if (rc == 0)
 		rc = tfs_config_dump(&cfg, false, out);
 	if (rc == 0 && writable)
@@ -596,8 +603,8 @@ int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
 
 /* ---- the fingerprint ---- */
 
-int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, size_t keylen,
-			  char *out, size_t len)
+int tfs_node_volume_fingerprint(const struct tfs_node_volume *v, const unsigned char *key,
+				size_t keylen, char *out, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -605,7 +612,7 @@ int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, s
 	struct tfs_dbuf s;
 	int rc;
 
-	if (len < FV_HASH_LEN + 1)
+	if (len < TFS_NODE_HASH_LEN + 1)
 		return ERANGE;
 	tfs_dbuf_init(&s, 1 << 20);
 	/* The whole credential, not just the access key ID, which is no
@@ -618,9 +625,10 @@ int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, s
 			   v->creds.access_key ? v->creds.access_key : "",
 			   v->creds.secret_key ? v->creds.secret_key : "",
 			   v->creds.session_token ? v->creds.session_token : "");
-	for (int i = 0; rc == 0 && i < FV_OPT_COUNT; i++) {
+	for (int i = 0; rc == 0 && i < TFS_NODE_OPT_COUNT; i++) {
 		if (v->value[i])
-			rc = tfs_dbuf_addf(&s, "%s=%s\n", fv_opt_name((enum fv_opt)i), v->value[i]);
+			rc = tfs_dbuf_addf(&s, "%s=%s\n", tfs_node_opt_name((enum tfs_node_opt)i),
+					   v->value[i]);
 	}
 	/* Keyed: without the node's key, the fingerprint tells nothing
 	 * about the secret key in the text, however weak it is. */
@@ -628,14 +636,14 @@ int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, s
 	    (keylen == 0 || keylen > INT_MAX ||
 	     HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)tfs_dbuf_str(&s),
 		  tfs_dbuf_len(&s), md, &mdlen) == NULL ||
-	     mdlen * 2 < FV_HASH_LEN))
+	     mdlen * 2 < TFS_NODE_HASH_LEN))
 		rc = EIO;
 	if (rc == 0) {
-		for (int i = 0; i < FV_HASH_LEN / 2; i++) {
+		for (int i = 0; i < TFS_NODE_HASH_LEN / 2; i++) {
 			out[2 * i] = hex[md[i] >> 4];
 			out[2 * i + 1] = hex[md[i] & 15];
 		}
-		out[FV_HASH_LEN] = '\0';
+		out[TFS_NODE_HASH_LEN] = '\0';
 	}
 	if (s.buf)
 		explicit_bzero(s.buf, s.len);
@@ -646,8 +654,8 @@ int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, s
 
 /* ---- the mount options ---- */
 
-int fv_volume_mount_opts(const struct fv_volume *v, const struct fv_node *node,
-			 struct tfs_dbuf *out)
+int tfs_node_volume_mount_opts(const struct tfs_node_volume *v, const struct tfs_node_conf *node,
+			       struct tfs_dbuf *out)
 {
 	int rc = tfs_dbuf_adds(out, v->read_only ? "allow_other,ro" : "allow_other");
 

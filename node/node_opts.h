@@ -1,4 +1,4 @@
-/* fv_opts.h - the options a FlexVolume volume may carry (pod spec or the
+/* node_opts.h - the options a FlexVolume volume may carry (pod spec or the
  * node's [defaults]), what each one means for tierfs, and how a value is
  * checked.
  *
@@ -9,7 +9,7 @@
  * mount SOURCE; readOnly makes the mount read-only.
  *
  * Limits: the node config may bound some options ([limits] maxRamSize,
- * minMetadataTTL, ...); fv_opt_limit_kind() says which and in what
+ * minMetadataTTL, ...); tfs_node_opt_limit_kind() says which and in what
  * direction.
  *
  * Messages: functions taking `err` (may be NULL) empty it first and, on
@@ -22,8 +22,8 @@
  * bytes, so a message is always one printable line.  No function here keeps
  * state; all are thread safe.
  */
-#ifndef TFS_FV_OPTS_H
-#define TFS_FV_OPTS_H
+#ifndef TFS_NODE_OPTS_H
+#define TFS_NODE_OPTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,38 +31,38 @@
 
 #include "dbuf.h"
 
-enum fv_opt {
-	FV_OPT_SOURCE,             /* s3://BUCKET[/PREFIX] */
-	FV_OPT_BUCKET,             /* BUCKET (with prefix: the other way to say source) */
-	FV_OPT_PREFIX,             /* PREFIX inside the bucket */
-	FV_OPT_ENDPOINT,           /* backend.endpoint */
-	FV_OPT_REGION,             /* backend.region */
-	FV_OPT_PATH_STYLE,         /* backend.path_style */
-	FV_OPT_RAM_SIZE,           /* ram.size */
-	FV_OPT_SSD_SIZE,           /* ssd.size */
-	FV_OPT_BLOCK_SIZE,         /* cache.block_size */
-	FV_OPT_READAHEAD,          /* prefetch.readahead */
-	FV_OPT_POLICY,             /* cache.policy */
-	FV_OPT_METADATA_TTL,       /* cache.metadata_ttl */
-	FV_OPT_WRITEBACK,          /* writeback.mode */
-	FV_OPT_NEAR_BUCKET,        /* near.bucket (docs/cluster.md) */
-	FV_OPT_NEAR_PREFIX,        /* near.prefix */
-	FV_OPT_NEAR_ENDPOINT,      /* near.endpoint */
-	FV_OPT_NEAR_WRITE_THROUGH, /* near.write_through */
-	FV_OPT_READ_ONLY,          /* the mount option ro */
-	FV_OPT_COUNT
+enum tfs_node_opt {
+	TFS_NODE_OPT_SOURCE,             /* s3://BUCKET[/PREFIX] */
+	TFS_NODE_OPT_BUCKET,             /* BUCKET (with prefix: the other way to say source) */
+	TFS_NODE_OPT_PREFIX,             /* PREFIX inside the bucket */
+	TFS_NODE_OPT_ENDPOINT,           /* backend.endpoint */
+	TFS_NODE_OPT_REGION,             /* backend.region */
+	TFS_NODE_OPT_PATH_STYLE,         /* backend.path_style */
+	TFS_NODE_OPT_RAM_SIZE,           /* ram.size */
+	TFS_NODE_OPT_SSD_SIZE,           /* ssd.size */
+	TFS_NODE_OPT_BLOCK_SIZE,         /* cache.block_size */
+	TFS_NODE_OPT_READAHEAD,          /* prefetch.readahead */
+	TFS_NODE_OPT_POLICY,             /* cache.policy */
+	TFS_NODE_OPT_METADATA_TTL,       /* cache.metadata_ttl */
+	TFS_NODE_OPT_WRITEBACK,          /* writeback.mode */
+	TFS_NODE_OPT_NEAR_BUCKET,        /* near.bucket (docs/cluster.md) */
+	TFS_NODE_OPT_NEAR_PREFIX,        /* near.prefix */
+	TFS_NODE_OPT_NEAR_ENDPOINT,      /* near.endpoint */
+	TFS_NODE_OPT_NEAR_WRITE_THROUGH, /* near.write_through */
+	TFS_NODE_OPT_READ_ONLY,          /* the mount option ro */
+	TFS_NODE_OPT_COUNT
 };
 
-enum fv_limit_kind {
-	FV_LIMIT_NONE, /* the option has no limit */
-	FV_LIMIT_MAX,  /* sizes: a pod may ask for at most the limit */
-	FV_LIMIT_MIN,  /* metadataTTL: a pod may ask for at least the limit */
+enum tfs_node_limit_kind {
+	TFS_NODE_LIMIT_NONE, /* the option has no limit */
+	TFS_NODE_LIMIT_MAX,  /* sizes: a pod may ask for at most the limit */
+	TFS_NODE_LIMIT_MIN,  /* metadataTTL: a pod may ask for at least the limit */
 };
 
 /* A checked value.  num is meaningful for sizes (bytes) and durations
  * (milliseconds, UINT64_MAX for "forever"); pct is true for a relative
  * size "N%" (num is then 0); flag holds a boolean. */
-struct fv_value {
+struct tfs_node_value {
 	uint64_t num;
 	bool pct;
 	bool flag;
@@ -70,30 +70,30 @@ struct fv_value {
 
 /* The pod-spec name of `o` ("ramSize").  Static string; never NULL for a
  * valid option. */
-const char *fv_opt_name(enum fv_opt o);
+const char *tfs_node_opt_name(enum tfs_node_opt o);
 
 /* The tierfs configuration key ("ram.size") or NULL for source, bucket,
  * prefix and readOnly.  Static string. */
-const char *fv_opt_tierfs_key(enum fv_opt o);
+const char *tfs_node_opt_tierfs_key(enum tfs_node_opt o);
 
 /* Find an option by name: exactly (pod specs), or ignoring case (the node
  * config, like tierfs.conf).  Returns 0 and sets *out, or ENOENT. */
-int fv_opt_find(const char *name, bool ignore_case, enum fv_opt *out);
+int tfs_node_opt_find(const char *name, bool ignore_case, enum tfs_node_opt *out);
 
 /* "source, bucket, prefix, ..." into buf (truncated to fit).  Returns buf. */
-const char *fv_opt_list(char *buf, size_t cap);
+const char *tfs_node_opt_list(char *buf, size_t cap);
 
 /* The limit of `o`: its kind and its key in [limits] ("maxRamSize"; NULL
- * when FV_LIMIT_NONE). */
-enum fv_limit_kind fv_opt_limit_kind(enum fv_opt o);
-const char *fv_opt_limit_key(enum fv_opt o);
+ * when TFS_NODE_LIMIT_NONE). */
+enum tfs_node_limit_kind tfs_node_opt_limit_kind(enum tfs_node_opt o);
+const char *tfs_node_opt_limit_key(enum tfs_node_opt o);
 
 /* Find an option by its [limits] key, ignoring case.  Returns 0 and sets
  * *out, or ENOENT. */
-int fv_opt_find_limit(const char *key, enum fv_opt *out);
+int tfs_node_opt_find_limit(const char *key, enum tfs_node_opt *out);
 
 /* "maxRamSize, maxSsdSize, ..." into buf.  Returns buf. */
-const char *fv_opt_limit_list(char *buf, size_t cap);
+const char *tfs_node_opt_limit_list(char *buf, size_t cap);
 
 /* Check `value` (already trimmed of blanks) for option `o` and parse it
  * into *out (may be NULL).
@@ -103,26 +103,26 @@ const char *fv_opt_limit_list(char *buf, size_t cap);
  * be s3://BUCKET[/PREFIX] (a pod must not mount a directory of the node);
  * bucket a bucket name (no '/'); prefix printable text.
  * Returns 0, EINVAL (message in err) or ENOMEM. */
-int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from_pod,
-		 struct fv_value *out, struct tfs_dbuf *err);
+int tfs_node_opt_check(enum tfs_node_opt o, const char *value, const char *origin, bool from_pod,
+		       struct tfs_node_value *out, struct tfs_dbuf *err);
 
 /* Parse a limit value for option `o` (a size, or a duration for
  * metadataTTL; "N%" is refused) into *num.  Same conventions as
- * fv_opt_check(). */
-int fv_opt_check_limit(enum fv_opt o, const char *value, const char *origin, uint64_t *num,
-		       struct tfs_dbuf *err);
+ * tfs_node_opt_check(). */
+int tfs_node_opt_check_limit(enum tfs_node_opt o, const char *value, const char *origin,
+			     uint64_t *num, struct tfs_dbuf *err);
 
 /* Does value `v` of option `o` respect the limit `limit`?  Relative sizes
- * cannot be compared and pass.  Always true for FV_LIMIT_NONE. */
-bool fv_opt_within(enum fv_opt o, const struct fv_value *v, uint64_t limit);
+ * cannot be compared and pass.  Always true for TFS_NODE_LIMIT_NONE. */
+bool tfs_node_opt_within(enum tfs_node_opt o, const struct tfs_node_value *v, uint64_t limit);
 
 /* Format a limit of option `o` for messages ("4G", "10s"). */
-void fv_opt_format_limit(enum fv_opt o, uint64_t limit, char *buf, size_t cap);
+void tfs_node_opt_format_limit(enum tfs_node_opt o, uint64_t limit, char *buf, size_t cap);
 
 /* Write s into buf for a message: quoted, control characters as \xNN, cut
- * after 100 bytes with "...".  cap of FV_QUOTE_BUFLEN always suffices.
+ * after 100 bytes with "...".  cap of TFS_NODE_QUOTE_BUFLEN always suffices.
  * Returns buf. */
-#define FV_QUOTE_BUFLEN 420
-const char *fv_quote(char *buf, size_t cap, const char *s);
+#define TFS_NODE_QUOTE_BUFLEN 420
+const char *tfs_node_quote(char *buf, size_t cap, const char *s);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include <ini.h>
 
+#include "ini_reader.h"
 #include "units.h"
 
 #ifndef SYSCONFDIR
@@ -163,10 +164,8 @@ const char *tfs_node_conf_where(const struct tfs_node_conf *n, unsigned line, ch
 struct load_ctx {
 	struct tfs_node_conf *n;
 	const char *file;
-	const char *data;
-	size_t len, pos;
-	unsigned lineno;
-	unsigned err_line; /* set once an error is in err */
+	struct tfs_ini_reader rd; /* the file's lines (ini_reader.h); rd.err_line
+				   * is set once an error is in err */
 	int rc;
 	struct tfs_dbuf *err;
 };
@@ -181,46 +180,11 @@ __attribute__((format(printf, 2, 3))) static int fail(struct load_ctx *c, const 
 	va_end(ap);
 	if (c->err) {
 		tfs_dbuf_reset(c->err);
-		tfs_dbuf_addf(c->err, "%s:%u: %s", c->file, c->lineno, msg);
+		tfs_dbuf_addf(c->err, "%s:%u: %s", c->file, c->rd.lineno, msg);
 	}
-	c->err_line = c->lineno;
+	c->rd.err_line = c->rd.lineno;
 	c->rc = EINVAL;
 	return 0;
-}
-
-/* Like conf.c: leading blanks are dropped (libinih as Debian builds it
- * would take an indented line as the continuation of the previous value),
- * and a line too long for inih is an error instead of two lines. */
-static char *read_line(char *str, int num, void *stream)
-{
-	struct load_ctx *c = stream;
-	const char *start, *nl;
-	size_t n;
-
-	if (c->err_line || c->pos >= c->len)
-		return NULL;
-	start = c->data + c->pos;
-	nl = memchr(start, '\n', c->len - c->pos);
-	n = nl ? (size_t)(nl - start) : c->len - c->pos;
-	c->pos += n + (nl != NULL);
-	c->lineno++;
-	if (n && start[n - 1] == '\r')
-		n--;
-	while (n && (*start == ' ' || *start == '\t')) {
-		start++;
-		n--;
-	}
-	if (memchr(start, '\0', n)) {
-		fail(c, "NUL byte in line");
-		return NULL;
-	}
-	if (num < 1 || n >= (size_t)num) {
-		fail(c, "line too long (more than %d characters)", num - 1);
-		return NULL;
-	}
-	memcpy(str, start, n);
-	str[n] = '\0';
-	return str;
 }
 
 /* An SELinux context as mount(8)'s context= takes it: user:role:type[:level],
@@ -454,7 +418,7 @@ static int set_allow(struct load_ctx *c, const char *value)
 		p += n;
 	}
 	memcpy(c->n->allow, allow, sizeof(allow));
-	c->n->allow_line = c->lineno;
+	c->n->allow_line = c->rd.lineno;
 	return 1;
 }
 
@@ -464,7 +428,7 @@ static int on_value(void *user, const char *section, const char *key, const char
 	char origin[300], q[TFS_NODE_QUOTE_BUFLEN], known[512];
 	enum tfs_node_opt o;
 
-	if (c->err_line || c->rc)
+	if (c->rd.err_line || c->rc)
 		return 0;
 	if (strcasecmp(section, "node") == 0) {
 		for (size_t i = 0; i < N_NODE_KEYS; i++) {
@@ -488,12 +452,12 @@ static int on_value(void *user, const char *section, const char *key, const char
 			return fail(c, "[defaults]: unknown option %s (known: %s)",
 				    tfs_node_quote(q, sizeof(q), key),
 				    tfs_node_opt_list(known, sizeof(known)));
-		snprintf(origin, sizeof(origin), "%s:%u: [defaults] %s", c->file, c->lineno,
+		snprintf(origin, sizeof(origin), "%s:%u: [defaults] %s", c->file, c->rd.lineno,
 			 tfs_node_opt_name(o));
 		struct tfs_node_value v;
 		int rc = tfs_node_opt_check(o, value, origin, false, &v, c->err);
 		if (rc) {
-			c->err_line = c->lineno;
+			c->rd.err_line = c->rd.lineno;
 			c->rc = rc;
 			return 0;
 		}
@@ -504,7 +468,7 @@ static int on_value(void *user, const char *section, const char *key, const char
 		}
 		free(c->n->def[o].value);
 		c->n->def[o].value = copy;
-		c->n->def[o].line = c->lineno;
+		c->n->def[o].line = c->rd.lineno;
 		c->n->def[o].parsed = v;
 		return 1;
 	}
@@ -513,18 +477,18 @@ static int on_value(void *user, const char *section, const char *key, const char
 			return fail(c, "[limits]: unknown key %s (known: %s)",
 				    tfs_node_quote(q, sizeof(q), key),
 				    tfs_node_opt_limit_list(known, sizeof(known)));
-		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->lineno,
+		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->rd.lineno,
 			 tfs_node_opt_limit_key(o));
 		uint64_t num;
 		int rc = tfs_node_opt_check_limit(o, value, origin, &num, c->err);
 		if (rc) {
-			c->err_line = c->lineno;
+			c->rd.err_line = c->rd.lineno;
 			c->rc = rc;
 			return 0;
 		}
 		c->n->limit[o] = (struct tfs_node_conf_limit){ .set = true,
 							       .value = num,
-							       .line = c->lineno };
+							       .line = c->rd.lineno };
 		return 1;
 	}
 	if (strcasecmp(section, "pod") == 0) {
@@ -688,15 +652,19 @@ int tfs_node_conf_load(struct tfs_node_conf *n, enum tfs_node_driver driver, con
 	struct load_ctx c = {
 		.n = n,
 		.file = path,
-		.data = tfs_dbuf_str(&data),
-		.len = tfs_dbuf_len(&data),
 		.err = err,
 	};
-	int bad = ini_parse_stream(read_line, &c, on_value, &c);
+	tfs_ini_reader_init(&c.rd, tfs_dbuf_str(&data), tfs_dbuf_len(&data));
+	int bad = ini_parse_stream(tfs_ini_read_line, &c.rd, on_value, &c);
 	if (c.rc) {
 		rc = c.rc;
+	} else if (c.rd.err[0]) {
+		/* a line the reader refused */
+		c.rd.lineno = c.rd.err_line;
+		fail(&c, "%s", c.rd.err);
+		rc = EINVAL;
 	} else if (bad > 0) {
-		c.lineno = (unsigned)bad;
+		c.rd.lineno = (unsigned)bad;
 		fail(&c, "syntax error (expected [section] or key = value)");
 		rc = EINVAL;
 	} else if (bad < 0) {

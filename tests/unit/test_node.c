@@ -348,6 +348,20 @@ Test(nodeconf, errors)
 	longline[sizeof(longline) - 2] = '\n';
 	longline[sizeof(longline) - 1] = '\0';
 	node_fails(longline, "1: line too long (more than 199 characters)");
+	/* The reader tierfs.conf uses (ini_reader.h): a long comment is no
+	 * error and the lines after it keep their numbers; so is a long line
+	 * whose inline comment is what makes it long. */
+	char text[700];
+	memset(longline, 'c', sizeof(longline) - 1);
+	longline[sizeof(longline) - 1] = '\0';
+	snprintf(text, sizeof(text), "# %s\n[node]\nlog_level = info ; %s\nfoo = 1\n", longline,
+		 longline);
+	node_fails(text, "4: [node]: unknown key 'foo' (known: tierfs, tierfs_conf, "
+			 "cache_root, state_dir, log_file, log_level, daemon_log, "
+			 "credentials_file, mount_timeout, unmount_timeout, systemd, "
+			 "systemd_run, fsgroup, fsgroup_dir_mode, fsgroup_file_mode, "
+			 "selinux_context, kubelet_dir, max_daemons, max_total_ram, "
+			 "max_total_ssd, memory_margin, cgroup_dir)");
 }
 
 Test(nodeconf, node_limits_and_kubelet_dir)

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "conf.h"
+#include "escape.h"
 #include "source.h"
 #include "units.h"
 
@@ -143,29 +144,12 @@ const char *tfs_node_opt_limit_list(char *buf, size_t cap)
 
 const char *tfs_node_quote(char *buf, size_t cap, const char *s)
 {
-	size_t o = 0, i;
-
 	if (cap < 16) {
 		if (cap)
 			buf[0] = '\0';
 		return buf;
 	}
-	buf[o++] = '\'';
-	for (i = 0; i < MAX_QUOTE && s[i] && o + 8 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	if (s[i]) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o++] = '\'';
-	buf[o] = '\0';
-	return buf;
+	return tfs_escape(buf, cap, s, MAX_QUOTE, true);
 }
 
 static bool has_ctrl(const char *s)

@@ -119,9 +119,10 @@ bool tfs_node_opt_within(enum tfs_node_opt o, const struct tfs_node_value *v, ui
 /* Format a limit of option `o` for messages ("4G", "10s"). */
 void tfs_node_opt_format_limit(enum tfs_node_opt o, uint64_t limit, char *buf, size_t cap);
 
-/* Write s into buf for a message: quoted, control characters as \xNN, cut
- * after 100 bytes with "...".  cap of TFS_NODE_QUOTE_BUFLEN always suffices.
- * Returns buf. */
+/* Write s into buf for a message as tierfs.conf's messages do (lib's
+ * tfs_escape()): quoted, control characters as \xNN, cut after 100 bytes
+ * with "...".  cap of TFS_NODE_QUOTE_BUFLEN always suffices; below 16
+ * bytes buf gets "".  Returns buf. */
 #define TFS_NODE_QUOTE_BUFLEN 420
 const char *tfs_node_quote(char *buf, size_t cap, const char *s);
 

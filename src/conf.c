@@ -206,7 +206,7 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 	copy_trimmed(text, sizeof(text), p, (size_t)(eol - p));
 	tfs_conf_fail(c->err, &w, NULL, NULL,
 		      "syntax error: expected '[section]' or 'key = value', got %s",
-		      tfs_conf_escape(q, sizeof(q), text, MAX_QUOTE, true));
+		      tfs_escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
 int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)

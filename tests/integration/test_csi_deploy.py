@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""test_csi_deploy.py - the CSI deployment files of csi/deploy/ agree with
-each other, with the plugin's contract and with the FlexVolume option table.
+"""test_csi_deploy.py - the CSI deployment files of csi/deploy/ (and the
+image's Dockerfile, node/deploy/Dockerfile, which both drivers share) agree
+with each other, with the plugin's contract and with the option table.
 
     test_csi_deploy.py [--only NAME[,NAME...]] [--list]
 
@@ -14,8 +15,8 @@ from node/node_opts.c, the [node] keys from node/node_conf.c
 Each check is run twice: on the files as they are, where it must find
 nothing, and on copies broken in the way the check is about (its
 mutations), where it must find something; a check that cannot fail fails.
-install_sh runs csi/deploy/install.sh (the init container) on a fake node
-directory.
+install_sh runs csi/deploy/install.sh (the init container, with the steps
+it shares, node/deploy/install-tierfs.sh) on a fake node directory.
 
 Ends with "csideploy: N passed, N failed".
 """
@@ -94,7 +95,7 @@ def load():
             with open(os.path.join(DEPLOY, name)) as f:
                 m["files"][name] = [o for o in yaml.safe_load_all(f) if o is not None]
     m["install"] = read(os.path.join(DEPLOY, "install.sh"))
-    m["dockerfile"] = read(os.path.join(DEPLOY, "Dockerfile"))
+    m["dockerfile"] = read(os.path.join(TOP, "node", "deploy", "Dockerfile"))
     m["docs"] = read(os.path.join(TOP, "docs", "kubernetes.md"))
     return m
 
@@ -524,8 +525,12 @@ def c_install_layout(m):
     defaults = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}$", m["install"], re.M))
     if sorted(defaults) != ["HOST_OPT", "SRC"]:
         return p + ["install.sh's variables are %s" % sorted(defaults)]
-    if "COPY csi/deploy/install.sh /install.sh" not in m["dockerfile"]:
+    if "COPY ${DRIVER}/deploy/install.sh /install.sh" not in m["dockerfile"] or \
+            "COPY node/deploy/install-tierfs.sh /install-tierfs.sh" not in m["dockerfile"] or \
+            'common=$(dirname "$0")/install-tierfs.sh' not in m["install"]:
         p.append("the Dockerfile does not put install.sh at /install.sh")
+    if "docker build -f node/deploy/Dockerfile --build-arg DRIVER=csi " not in m["docs"]:
+        p.append("docs/kubernetes.md does not build the image with DRIVER=csi")
     if inst.get("command") != ["/install.sh"]:
         p.append("the init container runs %r" % inst.get("command"))
     env = {e["name"]: e.get("value") for e in inst.get("env", [])}
@@ -874,7 +879,11 @@ CHECKS = [
         lambda m: container(m, "install")["env"][0].update(value="/host/opt"),
         lambda m: container(m, "tierfs-csi").update(command=["/usr/sbin/tierfs-csi"]),
         set_conf("node", "tierfs", "/usr/bin/tierfs"),
-        set_mount("tierfs-csi", "opt", "mountPath", "/host/opt/tierfs")]),
+        set_mount("tierfs-csi", "opt", "mountPath", "/host/opt/tierfs"),
+        lambda m: m.update(dockerfile=m["dockerfile"].replace(
+            "COPY node/deploy/install-tierfs.sh /install-tierfs.sh", "")),
+        lambda m: m.update(install=m["install"].replace("/install-tierfs.sh", "/common.sh")),
+        lambda m: m.update(docs=m["docs"].replace("--build-arg DRIVER=csi ", ""))]),
     ("volume_attributes_known", c_volume_attributes, [
         inline_attr("cacheSize", "1G"), inline_attr("policy", 1),
         inline_attr("endpoint", "http://10.0.0.1"),

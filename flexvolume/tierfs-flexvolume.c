@@ -29,6 +29,7 @@
 #include <json-c/json.h>
 
 #include "dbuf.h"
+#include "fv_json.h"
 #include "node_mount.h"
 #include "node_conf.h"
 #include "log.h"
@@ -253,7 +254,7 @@ int main(int argc, char **argv)
 	}
 	open_log(&node, &log, &lf);
 	if (is_mount)
-		rc = tfs_node_mount(&node, &log, argv[2], json, &msg);
+		rc = fv_mount(&node, &log, argv[2], json, &msg);
 	else
 		rc = tfs_node_unmount(&node, &log, argv[2], &msg);
 	if (rc && tfs_dbuf_len(&msg) == 0)

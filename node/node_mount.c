@@ -989,27 +989,6 @@ out:
 	return rc;
 }
 
-int tfs_node_mount(const struct tfs_node_conf *node, const struct tfs_log *log, const char *target,
-		   const char *json, struct tfs_dbuf *msg)
-{
-	struct tfs_node_volume vol;
-	struct tfs_dbuf err;
-	int rc;
-
-	tfs_dbuf_init(&err, 8192);
-	rc = tfs_node_volume_parse(json, node, &vol, &err);
-	if (rc) {
-		say(msg, "%s", tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
-		tfs_dbuf_free(&err);
-		tfs_warn(log, "mount %s refused: %s", target, tfs_dbuf_str(msg));
-		return rc;
-	}
-	tfs_dbuf_free(&err);
-	rc = tfs_node_mount_volume(node, log, target, &vol, msg);
-	tfs_node_volume_clear(&vol);
-	return rc;
-}
-
 /* ---- unmount ---- */
 
 /* Upload what the volume's pods wrote, bounded by `deadline_ms`: the

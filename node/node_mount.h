@@ -77,11 +77,6 @@ int tfs_node_mount_volume(const struct tfs_node_conf *node, const struct tfs_log
 int tfs_node_fingerprint(const struct tfs_node_conf *node, const struct tfs_node_volume *vol,
 			 char *out, size_t len, struct tfs_dbuf *msg);
 
-/* `mount TARGET JSON`: tfs_node_volume_parse(), then tfs_node_mount_volume().  Returns 0 (the mount is live), or an errno with
- * the reason for the kubelet in `msg` (one line; never a secret). */
-int tfs_node_mount(const struct tfs_node_conf *node, const struct tfs_log *log, const char *target,
-		   const char *json, struct tfs_dbuf *msg);
-
 /* `unmount TARGET`.  Returns 0 (nothing of ours is mounted there any
  * more), or an errno with the reason in `msg`. */
 int tfs_node_unmount(const struct tfs_node_conf *node, const struct tfs_log *log,

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <json-c/json.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -20,16 +19,13 @@
 #include "source.h"
 #include "units.h"
 
-#define K8S "kubernetes.io/"
-#define K8S_SECRET "kubernetes.io/secret/"
-
 /* What the pod gave, before the defaults are merged in. */
 struct pod_opts {
 	const char *value[TFS_NODE_OPT_COUNT]; /* borrowed from the request; NULL: absent */
 	struct tfs_node_value parsed[TFS_NODE_OPT_COUNT];
 };
 
-__attribute__((format(printf, 2, 3))) static int fail(struct tfs_dbuf *err, const char *fmt, ...)
+int tfs_node_refuse(struct tfs_dbuf *err, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -105,10 +101,11 @@ static int take_secret(struct tfs_node_volume *v, const char *name, const char *
 	else if (strcmp(name, "sessionToken") == 0)
 		slot = &v->creds.session_token;
 	else
-		return fail(err,
-			    "unknown key %s in the volume's Secret (allowed: accessKey, secretKey, "
-			    "sessionToken)",
-			    tfs_node_quote(q, sizeof(q), name));
+		return tfs_node_refuse(err,
+				       "unknown key %s in the volume's Secret (allowed: accessKey, "
+				       "secretKey, "
+				       "sessionToken)",
+				       tfs_node_quote(q, sizeof(q), name));
 	char *copy;
 	int rc = tfs_node_secret_plain(name, value, &copy, err);
 	if (rc)
@@ -129,14 +126,16 @@ static int take_option(const struct tfs_node_conf *node, struct pod_opts *p, con
 	enum tfs_node_opt o;
 
 	if (tfs_node_opt_find(key, false, &o) != 0)
-		return fail(err, "unknown option %s (known: %s)", tfs_node_quote(q, sizeof(q), key),
-			    tfs_node_opt_list(list, sizeof(list)));
+		return tfs_node_refuse(err, "unknown option %s (known: %s)",
+				       tfs_node_quote(q, sizeof(q), key),
+				       tfs_node_opt_list(list, sizeof(list)));
 	if (!node->allow[o])
-		return fail(err,
-			    "option %s: not allowed on this node (a volume may set: %s; "
-			    "[pod] allow, %s)",
-			    tfs_node_opt_name(o), allowed_list(node, list, sizeof(list)),
-			    tfs_node_conf_where(node, node->allow_line, where, sizeof(where)));
+		return tfs_node_refuse(err,
+				       "option %s: not allowed on this node (a volume may set: %s; "
+				       "[pod] allow, %s)",
+				       tfs_node_opt_name(o), allowed_list(node, list, sizeof(list)),
+				       tfs_node_conf_where(node, node->allow_line, where,
+							   sizeof(where)));
 	char *value = trimmed_dup(raw);
 	if (value == NULL)
 		return ENOMEM;
@@ -145,11 +144,12 @@ static int take_option(const struct tfs_node_conf *node, struct pod_opts *p, con
 	if (rc == 0 && node->limit[o].set &&
 	    !tfs_node_opt_within(o, &p->parsed[o], node->limit[o].value)) {
 		tfs_node_opt_format_limit(o, node->limit[o].value, lim, sizeof(lim));
-		rc = fail(err, "option %s: %s is %s this node's limit %s = %s (%s)",
-			  tfs_node_opt_name(o), tfs_node_quote(q, sizeof(q), value),
-			  tfs_node_opt_limit_kind(o) == TFS_NODE_LIMIT_MAX ? "above" : "below",
-			  tfs_node_opt_limit_key(o), lim,
-			  tfs_node_conf_where(node, node->limit[o].line, where, sizeof(where)));
+		rc = tfs_node_refuse(
+			err, "option %s: %s is %s this node's limit %s = %s (%s)",
+			tfs_node_opt_name(o), tfs_node_quote(q, sizeof(q), value),
+			tfs_node_opt_limit_kind(o) == TFS_NODE_LIMIT_MAX ? "above" : "below",
+			tfs_node_opt_limit_key(o), lim,
+			tfs_node_conf_where(node, node->limit[o].line, where, sizeof(where)));
 	}
 	free(value);
 	if (rc)
@@ -215,10 +215,10 @@ static int resolve_source(const struct tfs_node_conf *node, const struct pod_opt
 
 	if (p->value[TFS_NODE_OPT_SOURCE] &&
 	    (p->value[TFS_NODE_OPT_BUCKET] || p->value[TFS_NODE_OPT_PREFIX]))
-		return fail(err,
-			    "options source and %s exclude each other (source is "
-			    "s3://BUCKET[/PREFIX])",
-			    p->value[TFS_NODE_OPT_BUCKET] ? "bucket" : "prefix");
+		return tfs_node_refuse(err,
+				       "options source and %s exclude each other (source is "
+				       "s3://BUCKET[/PREFIX])",
+				       p->value[TFS_NODE_OPT_BUCKET] ? "bucket" : "prefix");
 	if (p->value[TFS_NODE_OPT_SOURCE]) {
 		char *s = trimmed_dup(p->value[TFS_NODE_OPT_SOURCE]);
 
@@ -239,8 +239,9 @@ static int resolve_source(const struct tfs_node_conf *node, const struct pod_opt
 			rc = set_copy(&prefix, p->value[TFS_NODE_OPT_PREFIX]);
 	}
 	if (rc == 0 && (bucket == NULL || *bucket == '\0'))
-		rc = fail(err, "missing bucket: set the option source (s3://BUCKET[/PREFIX]) or "
-			       "bucket");
+		rc = tfs_node_refuse(err, "missing bucket: set the option source "
+					  "(s3://BUCKET[/PREFIX]) or "
+					  "bucket");
 	if (rc == 0) {
 		struct tfs_dbuf s;
 		struct tfs_node_value unused;
@@ -269,19 +270,23 @@ static int check_creds(const struct tfs_node_conf *node, const struct tfs_node_v
 		       struct tfs_dbuf *err)
 {
 	if ((v->creds.access_key == NULL) != (v->creds.secret_key == NULL))
-		return fail(err,
-			    "secret: the volume's Secret has %s but not %s (both are required)",
-			    v->creds.access_key ? "accessKey" : "secretKey",
-			    v->creds.access_key ? "secretKey" : "accessKey");
+		return tfs_node_refuse(err,
+				       "secret: the volume's Secret has %s but not %s (both are "
+				       "required)",
+				       v->creds.access_key ? "accessKey" : "secretKey",
+				       v->creds.access_key ? "secretKey" : "accessKey");
 	if (v->creds.access_key == NULL && v->creds.session_token)
-		return fail(err, "secret: the volume's Secret has sessionToken but not accessKey "
-				 "and secretKey");
+		return tfs_node_refuse(err, "secret: the volume's Secret has sessionToken but not "
+					    "accessKey "
+					    "and secretKey");
 	if (v->creds.access_key == NULL && node->credentials_file == NULL)
-		return fail(err,
-			    "no credentials: give the volume a secretRef to a Secret of type "
-			    "tierfs/tierfs with accessKey and secretKey (or set credentials_file "
-			    "in [node] of %s)",
-			    node->path ? node->path : "the node config");
+		return tfs_node_refuse(err,
+				       "no credentials: give the volume a secretRef to a Secret of "
+				       "type "
+				       "tierfs/tierfs with accessKey and secretKey (or set "
+				       "credentials_file "
+				       "in [node] of %s)",
+				       node->path ? node->path : "the node config");
 	return 0;
 }
 
@@ -309,9 +314,9 @@ int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_nod
 	if (rc == 0 && rq->fsgroup && tfs_node_parse_gid(rq->fsgroup, &out->fsgroup)) {
 		char q[TFS_NODE_QUOTE_BUFLEN];
 
-		rc = fail(err, "%s: %s is not a group id (0 to 2147483647)",
-			  rq->fsgroup_origin ? rq->fsgroup_origin : "fsGroup",
-			  tfs_node_quote(q, sizeof(q), rq->fsgroup));
+		rc = tfs_node_refuse(err, "%s: %s is not a group id (0 to 2147483647)",
+				     rq->fsgroup_origin ? rq->fsgroup_origin : "fsGroup",
+				     tfs_node_quote(q, sizeof(q), rq->fsgroup));
 	}
 	if (rc == 0)
 		rc = resolve_source(node, &p, out, err);
@@ -346,11 +351,12 @@ int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_nod
 	    strcmp(out->value[TFS_NODE_OPT_WRITEBACK], "off") != 0) {
 		char q[TFS_NODE_QUOTE_BUFLEN];
 
-		rc = fail(err,
-			  "option writeback: %s on a read-only volume (readOnly or %s); use "
-			  "writeback=off or a read-write volume",
-			  tfs_node_quote(q, sizeof(q), out->value[TFS_NODE_OPT_WRITEBACK]),
-			  rq->read_only_origin ? rq->read_only_origin : "a read-only request");
+		rc = tfs_node_refuse(
+			err,
+			"option writeback: %s on a read-only volume (readOnly or %s); use "
+			"writeback=off or a read-write volume",
+			tfs_node_quote(q, sizeof(q), out->value[TFS_NODE_OPT_WRITEBACK]),
+			rq->read_only_origin ? rq->read_only_origin : "a read-only request");
 		goto out;
 	}
 	rc = dup_or_null(&out->pod, rq->pod);
@@ -359,159 +365,6 @@ int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_nod
 out:
 	if (rc)
 		tfs_node_volume_clear(out);
-	return rc;
-}
-
-/* ---- the FlexVolume's options JSON ---- */
-
-/* The request a JSON object makes; its strings are borrowed from the JSON
- * but the decoded secrets, which are wiped and freed by json_req_clear(). */
-struct json_req {
-	struct tfs_node_request rq;
-	struct tfs_node_kv opt[TFS_NODE_MAX_KV];
-	struct tfs_node_kv secret[TFS_NODE_MAX_KV];
-	char *decoded[TFS_NODE_MAX_KV];
-	char *pod;
-};
-
-static void json_req_clear(struct json_req *j)
-{
-	for (size_t i = 0; i < j->rq.n_secret; i++) {
-		if (j->decoded[i]) {
-			explicit_bzero(j->decoded[i], strlen(j->decoded[i]));
-			free(j->decoded[i]);
-		}
-	}
-	free(j->pod);
-	memset(j, 0, sizeof(*j));
-}
-
-static int json_kubelet_key(struct json_req *j, const char *key, const char *s, const char **ns,
-			    const char **name, struct tfs_dbuf *err)
-{
-	char q[TFS_NODE_QUOTE_BUFLEN];
-
-	if (strcmp(key, K8S "readwrite") == 0) {
-		if (s == NULL || (strcmp(s, "ro") != 0 && strcmp(s, "rw") != 0))
-			return fail(err, "kubernetes.io/readwrite: %s is neither ro nor rw",
-				    s ? tfs_node_quote(q, sizeof(q), s) : "a non-string");
-		j->rq.read_only = strcmp(s, "ro") == 0;
-	} else if (strcmp(key, K8S "mounterArgs.FsGroup") == 0) {
-		unsigned g;
-
-		if (s == NULL || tfs_node_parse_gid(s, &g))
-			return fail(err,
-				    "kubernetes.io/mounterArgs.FsGroup: %s is not a group id "
-				    "(0 to 2147483647)",
-				    s ? tfs_node_quote(q, sizeof(q), s) : "a non-string");
-		j->rq.fsgroup = s;
-	} else if (strcmp(key, K8S "pod.namespace") == 0) {
-		*ns = s;
-	} else if (strcmp(key, K8S "pod.name") == 0) {
-		*name = s;
-	} else if (strcmp(key, K8S "pvOrVolumeName") == 0) {
-		j->rq.pv = s;
-	}
-	/* fsType, pod.uid, serviceAccount.name and keys of later kubelets:
-	 * nothing to do. */
-	return 0;
-}
-
-static int json_entry(struct json_req *j, const char *key, struct json_object *val, const char **ns,
-		      const char **name, struct tfs_dbuf *err)
-{
-	const char *s = json_object_is_type(val, json_type_string) ? json_object_get_string(val)
-								   : NULL;
-	enum tfs_node_opt o;
-
-	if (strncmp(key, K8S_SECRET, strlen(K8S_SECRET)) == 0) {
-		const char *sname = key + strlen(K8S_SECRET);
-
-		if (j->rq.n_secret == TFS_NODE_MAX_KV)
-			return fail(err, "the volume's Secret has more than %d keys",
-				    TFS_NODE_MAX_KV);
-		size_t i = j->rq.n_secret;
-		/* An unknown key is refused by name, quoted, in take_secret(). */
-		bool known = strcmp(sname, "accessKey") == 0 || strcmp(sname, "secretKey") == 0 ||
-			     strcmp(sname, "sessionToken") == 0;
-		if (known && s == NULL)
-			return fail(err, "secret %s: expected a base64 string", sname);
-		if (known) {
-			int rc = tfs_node_secret_decode(sname, s, &j->decoded[i], err);
-
-			if (rc)
-				return rc;
-		}
-		j->secret[i] = (struct tfs_node_kv){ sname, j->decoded[i] ? j->decoded[i]
-							    : s           ? s
-									  : "" };
-		j->rq.n_secret++;
-		return 0;
-	}
-	if (strncmp(key, K8S, strlen(K8S)) == 0)
-		return json_kubelet_key(j, key, s, ns, name, err);
-	if (s == NULL && tfs_node_opt_find(key, false, &o) == 0)
-		return fail(err, "option %s: expected a string value", tfs_node_opt_name(o));
-	if (j->rq.n_opt == TFS_NODE_MAX_KV)
-		return fail(err, "more than %d options", TFS_NODE_MAX_KV);
-	j->opt[j->rq.n_opt++] = (struct tfs_node_kv){ key, s ? s : "" };
-	return 0;
-}
-
-int tfs_node_volume_parse(const char *json, const struct tfs_node_conf *node,
-			  struct tfs_node_volume *out, struct tfs_dbuf *err)
-{
-	enum json_tokener_error jerr = json_tokener_success;
-	struct json_object *root;
-	struct json_req *j;
-	const char *ns = NULL, *name = NULL;
-	int rc = 0;
-
-	memset(out, 0, sizeof(*out));
-	if (err)
-		tfs_dbuf_reset(err);
-	root = json_tokener_parse_verbose(json, &jerr);
-	if (root == NULL)
-		return fail(err, "the options are not valid JSON: %s",
-			    json_tokener_error_desc(jerr));
-	if (!json_object_is_type(root, json_type_object)) {
-		json_object_put(root);
-		return fail(err, "the options are not a JSON object");
-	}
-	j = calloc(1, sizeof(*j));
-	if (j == NULL) {
-		json_object_put(root);
-		return ENOMEM;
-	}
-	j->rq.opt = j->opt;
-	j->rq.secret = j->secret;
-	j->rq.read_only_origin = "kubernetes.io/readwrite=ro";
-	j->rq.fsgroup_origin = "kubernetes.io/mounterArgs.FsGroup";
-	json_object_object_foreach(root, key, val)
-	{
-		rc = json_entry(j, key, val, &ns, &name, err);
-		if (rc)
-			goto out;
-	}
-	if (ns || name) {
-		struct tfs_dbuf s;
-
-		tfs_dbuf_init(&s, 1024);
-		rc = tfs_dbuf_addf(&s, "%s/%s", ns ? ns : "?", name ? name : "?");
-		if (rc == 0) {
-			j->pod = tfs_dbuf_steal(&s);
-			rc = j->pod ? 0 : ENOMEM;
-		}
-		tfs_dbuf_free(&s);
-		if (rc)
-			goto out;
-		j->rq.pod = j->pod;
-	}
-	rc = tfs_node_volume_make(&j->rq, node, out, err);
-out:
-	json_req_clear(j);
-	free(j);
-	json_object_put(root);
 	return rc;
 }
 

@@ -1,12 +1,11 @@
 /* node_volume.h - one volume as the kubelet describes it, checked against
  * the node's policy, and the tierfs configuration it becomes.  Both drivers
- * share it: the CSI plugin fills a struct tfs_node_request from the call's
- * volume_context, secrets and capability (tfs_node_volume_make()); the FlexVolume
- * driver from the options JSON of a `mount` call (tfs_node_volume_parse()).
- *
- * The FlexVolume JSON is a flat object of strings (anchors §5): the pod's
- * flexVolume.options verbatim, the kubelet's "kubernetes.io/..." keys and
- * each key of the Secret as "kubernetes.io/secret/<key>".
+ * share it: each fills a struct tfs_node_request, the CSI plugin from the
+ * call's volume_context, secrets and capability (csi/csi_node.c), the
+ * FlexVolume driver from the options JSON of a `mount` call
+ * (flexvolume/fv_json.c), and tfs_node_volume_make() checks it.  The rules,
+ * in the words of the FlexVolume JSON (the CSI plugin passes the same
+ * request from its own fields, csi_node.h):
  *
  *   - Volume options (node_opts.h) are matched exactly ("ramSize").  An
  *     unknown one is an error; so is one the node does not allow
@@ -99,14 +98,11 @@ int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_nod
  * sets *out, or EINVAL. */
 int tfs_node_parse_gid(const char *s, unsigned *out);
 
-/* Parse the kubelet's FlexVolume options `json` into a request (the
- * Secret's keys base64-decoded with tfs_node_secret_decode(), more than
- * TFS_NODE_MAX_KV options or keys refused) and check it with tfs_node_volume_make() under the policy of `node` into *out.
- * Returns 0; EINVAL with one line in `err` saying which option, secret or
- * rule and why (never a secret's value); ENOMEM.  On failure *out is
- * cleared; on success the caller calls tfs_node_volume_clear(). */
-int tfs_node_volume_parse(const char *json, const struct tfs_node_conf *node,
-			  struct tfs_node_volume *out, struct tfs_dbuf *err);
+/* Replace the text of `err` (when not NULL) with the message, cut at 2047
+ * bytes; returns EINVAL.  How tfs_node_volume_make() refuses a request,
+ * and how a driver refuses what it cannot make a request of. */
+int tfs_node_refuse(struct tfs_dbuf *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Wipe the secrets, free everything, zero *v.  Safe on a zeroed struct. */
 void tfs_node_volume_clear(struct tfs_node_volume *v);

@@ -69,7 +69,7 @@ declare -A needs=(
 	[conf]="src/conf.c src/conf_value.c src/conf_keys.c"
 	[s3_xml]="backends/s3_xml.c"
 	[sigv4]="backends/s3_sigv4.c"
-	[flexvolume]="node/node_volume.c node/node_opts.c"
+	[flexvolume]="flexvolume/fv_json.c node/node_volume.c node/node_opts.c"
 	[manifest]="src/manifest.c"
 )
 

@@ -1,11 +1,11 @@
 /* fuzz_flexvolume.c - libFuzzer harness for the FlexVolume driver's
- * options: the kubelet's JSON (tfs_node_volume_parse, node/node_volume.h),
+ * options: the kubelet's JSON (fv_volume_parse, flexvolume/fv_json.h),
  * the per-option checks (tfs_node_opt_check, node/node_opts.h), the Secret
  * decoding they call (tfs_node_secret_decode) and the tierfs.conf a volume
  * becomes (tfs_node_volume_tierfs_conf).
  *
  * Written against the driver's API while it was being written (as
- * committed in 684d97d); if node_opts.h or node_volume.h change, adapt here.
+ * committed in 684d97d); if fv_json.h, node_opts.h or node_volume.h change, adapt here.
  *
  * Input: the options JSON exactly as the kubelet passes it (a flat object
  * of strings; anchors §5).  Each input is parsed under three node
@@ -15,7 +15,7 @@
  * default source, no node credentials).
  *
  * Invariants checked besides "no crash, no leak, no UB":
- *  - tfs_node_volume_parse returns 0, EINVAL or ENOMEM; on failure *out is all
+ *  - fv_volume_parse returns 0, EINVAL or ENOMEM; on failure *out is all
  *    zero and the message is one line without control characters;
  *  - a message never contains a Secret's value (base64 or decoded): when
  *    it does, the parse is repeated with that secret replaced by another
@@ -51,6 +51,7 @@
 #include <openssl/evp.h>
 
 #include "conf.h"
+#include "fv_json.h"
 #include "node_conf.h"
 #include "node_opts.h"
 #include "node_secrets.h"
@@ -254,7 +255,7 @@ static char *message_with_other_secret(const char *json, const char *key, size_t
 	json_object_object_add(root, key, json_object_new_string((const char *)b64));
 	const char *again = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
 	tfs_dbuf_init(&err, 65536);
-	if (tfs_node_volume_parse(again, node, &v, &err) == 0)
+	if (fv_volume_parse(again, node, &v, &err) == 0)
 		tfs_node_volume_clear(&v);
 	m = strdup(tfs_dbuf_str(&err));
 	if (m == NULL)
@@ -505,18 +506,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int rc;
 
 		tfs_dbuf_init(&err, 65536);
-		memset(&v, 0xa5, sizeof(v)); /* tfs_node_volume_parse must not read *out */
-		rc = tfs_node_volume_parse(json, &nodes[i], &v, &err);
+		memset(&v, 0xa5, sizeof(v)); /* fv_volume_parse must not read *out */
+		rc = fv_volume_parse(json, &nodes[i], &v, &err);
 		if (getenv("TFS_FUZZ_VERBOSE"))
-			fprintf(stderr, "node %d: tfs_node_volume_parse %d %s\n", i, rc,
+			fprintf(stderr, "node %d: fv_volume_parse %d %s\n", i, rc,
 				rc ? tfs_dbuf_str(&err) : v.source);
 		CHECK("tfs_node_errno", rc == 0 || rc == EINVAL || rc == ENOMEM,
-		      "tfs_node_volume_parse returned %d", rc);
+		      "fv_volume_parse returned %d", rc);
 		if (rc) {
 			CHECK("tfs_node_cleared", is_zero(&v, sizeof(v)), "%s",
-			      "a failed tfs_node_volume_parse left data in *out");
+			      "a failed fv_volume_parse left data in *out");
 			if (rc == EINVAL) {
-				check_message("tfs_node_volume_parse", &err);
+				check_message("fv_volume_parse", &err);
 				check_no_secret(json, root, &nodes[i], tfs_dbuf_str(&err));
 			}
 		} else {

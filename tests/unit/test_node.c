@@ -21,6 +21,7 @@
 
 #include "conf.h"
 #include "clock.h"
+#include "fv_json.h"
 #include "node_conf.h"
 #include "node_opts.h"
 #include "node_secrets.h"
@@ -486,7 +487,7 @@ static void vol_ok(struct tfs_node_volume *v, const char *json_tail)
 	char json[4096];
 
 	snprintf(json, sizeof(json), "{%s%s%s}", SECRET, *json_tail ? "," : "", json_tail);
-	int rc = tfs_node_volume_parse(json, &node, v, &err);
+	int rc = fv_volume_parse(json, &node, v, &err);
 	cr_assert_eq(rc, 0, "%s: %d: %s", json, rc, tfs_dbuf_str(&err));
 }
 
@@ -494,7 +495,7 @@ static void vol_fails(const char *json, const char *want)
 {
 	struct tfs_node_volume v;
 
-	cr_assert_eq(tfs_node_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
+	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
@@ -787,7 +788,7 @@ Test(volume, selinux_context)
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"selinux_context\":\"u:r:t:s0\"}",
 		 SECRET);
 	struct tfs_node_volume v;
-	cr_assert_eq(tfs_node_volume_parse(json, &node, &v, &err), EINVAL);
+	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "selinux_context"), "%s", tfs_dbuf_str(&err));
 }
 
@@ -825,7 +826,7 @@ Test(volume, secrets_and_json)
 	tfs_node_conf_clear(&node);
 	node_ok("[node]\ncredentials_file = /etc/tierfs/node-credentials\n");
 	struct tfs_node_volume v;
-	cr_assert_eq(tfs_node_volume_parse("{\"source\":\"s3://b\"}", &node, &v, &err), 0, "%s",
+	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\"}", &node, &v, &err), 0, "%s",
 		     tfs_dbuf_str(&err));
 	cr_assert_null(v.creds.access_key);
 	tfs_node_volume_clear(&v);
@@ -843,9 +844,9 @@ Test(volume, near_options_under_the_node_policy)
 
 	node_ok("[defaults]\nnearBucket = cache\nnearEndpoint = http://127.0.0.1:7480\n"
 		"[pod]\nallow = source nearPrefix\n");
-	cr_assert_eq(tfs_node_volume_parse("{\"source\":\"s3://b\",\"nearEndpoint\":\"http://"
-					   "evil\"}",
-					   &node, &v, &err),
+	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\",\"nearEndpoint\":\"http://"
+				     "evil\"}",
+				     &node, &v, &err),
 		     EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "nearEndpoint") != NULL, "%s", tfs_dbuf_str(&err));
 	vol_ok(&v, "\"source\":\"s3://b/p\",\"nearPrefix\":\"team-a/\"");
@@ -966,7 +967,7 @@ Test(volume, tierfs_conf_never_trusted)
 		char json[512];
 
 		snprintf(json, sizeof(json), "{\"source\":\"s3://b\",\"%s\":\"true\"}", o);
-		cr_assert_eq(tfs_node_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
+		cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
 		cr_assert(strncmp(tfs_dbuf_str(&err), "unknown option '", 16) == 0, "%s",
 			  tfs_dbuf_str(&err));
 	}

@@ -18,9 +18,9 @@
 
 #include "csi.pb-c.h"
 #include "ctl_path.h"
-#include "fv_mount.h"
-#include "fv_sys.h"
-#include "fv_volume.h"
+#include "node_mount.h"
+#include "node_sys.h"
+#include "node_volume.h"
 
 #define FSTYPE "fuse.tierfs"
 #define K8S_PREFIX "csi.storage.k8s.io/"
@@ -261,17 +261,17 @@ static int check_cap(const Csi__V1__VolumeCapability *cap, bool *ro_flag, struct
 	}
 	const char *fs = cap->mount->fs_type;
 	if (fs && fs[0] && strcmp(fs, "tierfs") != 0) {
-		char q[FV_QUOTE_BUFLEN];
+		char q[TFS_NODE_QUOTE_BUFLEN];
 
 		set_error(r, CSI_INVALID_ARGUMENT,
 			  "volume_capability: fs_type %s (a tierfs volume has fs_type \"\" or "
 			  "\"tierfs\")",
-			  fv_quote(q, sizeof(q), fs));
+			  tfs_node_quote(q, sizeof(q), fs));
 		return EINVAL;
 	}
 	for (size_t i = 0; i < cap->mount->n_mount_flags; i++) {
 		const char *f = cap->mount->mount_flags[i];
-		char q[FV_QUOTE_BUFLEN];
+		char q[TFS_NODE_QUOTE_BUFLEN];
 
 		if (strcmp(f, "ro") == 0) {
 			*ro_flag = true;
@@ -280,7 +280,7 @@ static int check_cap(const Csi__V1__VolumeCapability *cap, bool *ro_flag, struct
 		set_error(r, CSI_INVALID_ARGUMENT,
 			  "volume_capability: mount flag %s is not supported (only ro; set tierfs "
 			  "options in volumeAttributes)",
-			  fv_quote(q, sizeof(q), f));
+			  tfs_node_quote(q, sizeof(q), f));
 		return EINVAL;
 	}
 	return 0;
@@ -301,10 +301,10 @@ static bool reader_only(const Csi__V1__VolumeCapability *cap)
 
 /* Build and check the volume of a stage call or an ephemeral publish. */
 static int make_volume(const struct csi_node *cn, const struct vol_args *a, bool ro_flag,
-		       struct fv_volume *vol, struct csi_reply *r)
+		       struct tfs_node_volume *vol, struct csi_reply *r)
 {
-	struct fv_kv opt[FV_MAX_KV], sec[FV_MAX_KV];
-	struct fv_request rq = { .opt = opt, .secret = sec };
+	struct tfs_node_kv opt[TFS_NODE_MAX_KV], sec[TFS_NODE_MAX_KV];
+	struct tfs_node_request rq = { .opt = opt, .secret = sec };
 	const char *ns = NULL, *name = NULL;
 	char pod[600];
 	struct tfs_dbuf err;
@@ -321,21 +321,21 @@ static int make_volume(const struct csi_node *cn, const struct vol_args *a, bool
 				name = e->value;
 			continue;
 		}
-		if (rq.n_opt == FV_MAX_KV) {
+		if (rq.n_opt == TFS_NODE_MAX_KV) {
 			set_error(r, CSI_INVALID_ARGUMENT, "more than %d volume attributes",
-				  FV_MAX_KV);
+				  TFS_NODE_MAX_KV);
 			return EINVAL;
 		}
-		opt[rq.n_opt++] = (struct fv_kv){ e->key, e->value };
+		opt[rq.n_opt++] = (struct tfs_node_kv){ e->key, e->value };
 	}
 	for (size_t i = 0; i < a->n_secrets; i++) {
 		const struct map_entry *e = (const struct map_entry *)a->secrets[i];
 
-		if (rq.n_secret == FV_MAX_KV) {
-			set_error(r, CSI_INVALID_ARGUMENT, "more than %d secrets", FV_MAX_KV);
+		if (rq.n_secret == TFS_NODE_MAX_KV) {
+			set_error(r, CSI_INVALID_ARGUMENT, "more than %d secrets", TFS_NODE_MAX_KV);
 			return EINVAL;
 		}
-		sec[rq.n_secret++] = (struct fv_kv){ e->key, e->value };
+		sec[rq.n_secret++] = (struct tfs_node_kv){ e->key, e->value };
 	}
 	rq.read_only = ro_flag || reader_only(a->cap);
 	rq.read_only_origin = "a read-only access mode";
@@ -349,7 +349,7 @@ static int make_volume(const struct csi_node *cn, const struct vol_args *a, bool
 	}
 	rq.pv = a->volume_id;
 	tfs_dbuf_init(&err, 8192);
-	rc = fv_volume_make(&rq, cn->node, vol, &err);
+	rc = tfs_node_volume_make(&rq, cn->node, vol, &err);
 	if (rc)
 		set_error(r, rc == EINVAL ? CSI_INVALID_ARGUMENT : CSI_INTERNAL, "%s",
 			  tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
@@ -359,14 +359,14 @@ static int make_volume(const struct csi_node *cn, const struct vol_args *a, bool
 	return rc;
 }
 
-/* The code of a failed fv_mount_volume(). */
+/* The code of a failed tfs_node_mount_volume(). */
 static enum csi_code mount_code(int rc, const char *msg)
 {
 	if (rc == EBUSY)
 		return CSI_ALREADY_EXISTS;
 	if (rc == EINVAL)
 		return CSI_INVALID_ARGUMENT;
-	if (rc == EDQUOT) /* a node-wide limit (fv_mount.h) */
+	if (rc == EDQUOT) /* a node-wide limit (node_mount.h) */
 		return CSI_RESOURCE_EXHAUSTED;
 	/* The daemon's words for a bucket that is not there (S3's
 	 * NoSuchBucket, the local backend's missing directory). */
@@ -377,14 +377,14 @@ static enum csi_code mount_code(int rc, const char *msg)
 }
 
 /* Mount `vol` on `target` with its own daemon. */
-static int mount_volume(const struct csi_node *cn, const char *target, const struct fv_volume *vol,
+static int mount_volume(const struct csi_node *cn, const char *target, const struct tfs_node_volume *vol,
 			struct csi_reply *r)
 {
 	struct tfs_dbuf msg;
 	int rc;
 
 	tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
-	rc = fv_mount_volume(cn->node, cn->log, target, vol, &msg);
+	rc = tfs_node_mount_volume(cn->node, cn->log, target, vol, &msg);
 	if (rc)
 		set_error(r, mount_code(rc, tfs_dbuf_str(&msg)), "%s",
 			  tfs_dbuf_len(&msg) ? tfs_dbuf_str(&msg) : strerror(rc));
@@ -399,7 +399,7 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 	const struct csi_node *cn = ctx;
 	Csi__V1__NodeStageVolumeRequest *in;
 	char staging[PATH_MAX];
-	struct fv_volume vol;
+	struct tfs_node_volume vol;
 	bool ro_flag;
 
 	in = csi__v1__node_stage_volume_request__unpack(NULL, len, req);
@@ -412,7 +412,7 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 	if (check_given("staging_target_path", in->staging_target_path, r) ||
 	    check_kubelet(cn, "staging_target_path", in->staging_target_path, r))
 		goto out;
-	int rc = fv_mkdirs(in->staging_target_path, 0750);
+	int rc = tfs_node_mkdirs(in->staging_target_path, 0750);
 	if (rc) {
 		set_error(r, CSI_INTERNAL, "staging_target_path %.1024s: %s",
 			  in->staging_target_path, strerror(rc));
@@ -433,7 +433,7 @@ static void node_stage(void *ctx, const uint8_t *req, size_t len, struct csi_rep
 		goto out;
 	tfs_info(cn->log, "NodeStageVolume %s: %s on %s", in->volume_id, vol.source, staging);
 	(void)mount_volume(cn, staging, &vol, r);
-	fv_volume_clear(&vol);
+	tfs_node_volume_clear(&vol);
 out:
 	if (r->code == CSI_OK) {
 		Csi__V1__NodeStageVolumeResponse o = CSI__V1__NODE_STAGE_VOLUME_RESPONSE__INIT;
@@ -468,12 +468,12 @@ static void node_unstage(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			r->code = CSI_OK, r->msg[0] = '\0';
 		goto out;
 	}
-	/* fv_unmount() refuses a tierfs mount it has no state of. */
+	/* tfs_node_unmount() refuses a tierfs mount it has no state of. */
 	if (check_kubelet(cn, "staging_target_path", staging, r))
 		goto out;
 	tfs_info(cn->log, "NodeUnstageVolume %s: %s", in->volume_id, staging);
 	tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
-	int rc = fv_unmount(cn->node, cn->log, staging, &msg);
+	int rc = tfs_node_unmount(cn->node, cn->log, staging, &msg);
 	if (rc)
 		set_error(r, rc == EBUSY ? CSI_FAILED_PRECONDITION : CSI_INTERNAL, "%s",
 			  tfs_dbuf_len(&msg) ? tfs_dbuf_str(&msg) : strerror(rc));
@@ -498,12 +498,12 @@ static DIR *open_state_dir(const struct csi_node *cn, const char *sub, char *dir
 	return opendir(dir);
 }
 
-/* STATE/published/<fv_hash(target)>: the target, its source and volume,
+/* STATE/published/<tfs_node_hash(target)>: the target, its source and volume,
  * written before the bind and removed after the unbind. */
 static int record_path(const struct csi_node *cn, const char *target, char *out, size_t cap)
 {
-	char h[FV_HASH_LEN + 1];
-	int rc = fv_hash(target, h, sizeof(h));
+	char h[TFS_NODE_HASH_LEN + 1];
+	int rc = tfs_node_hash(target, h, sizeof(h));
 
 	if (rc)
 		return rc;
@@ -521,7 +521,7 @@ static int record_target(const struct csi_node *cn, const char *target, const ch
 			       (int)sizeof(dir))
 		rc = ENAMETOOLONG;
 	if (rc == 0)
-		rc = fv_mkdirs(dir, 0700);
+		rc = tfs_node_mkdirs(dir, 0700);
 	if (rc)
 		return rc;
 	struct json_object *o = json_object_new_object();
@@ -531,7 +531,7 @@ static int record_target(const struct csi_node *cn, const char *target, const ch
 	json_object_object_add(o, "source", json_object_new_string(source));
 	json_object_object_add(o, "volume_id", json_object_new_string(volume_id));
 	const char *txt = json_object_to_json_string_ext(o, JSON_C_TO_STRING_NOSLASHESCAPE);
-	rc = txt ? fv_write_file(path, txt, strlen(txt), 0600) : ENOMEM;
+	rc = txt ? tfs_node_write_file(path, txt, strlen(txt), 0600) : ENOMEM;
 	json_object_put(o);
 	return rc;
 }
@@ -553,7 +553,7 @@ static void read_record(const char *path, char *out, size_t cap)
 
 	out[0] = '\0';
 	tfs_dbuf_init(&d, 3 * PATH_MAX + 2 * MAX_ID);
-	if (fv_read_file(path, &d) == 0)
+	if (tfs_node_read_file(path, &d) == 0)
 		o = json_tokener_parse(tfs_dbuf_str(&d));
 	if (o && json_object_object_get_ex(o, "target", &t) &&
 	    json_object_is_type(t, json_type_string))
@@ -584,13 +584,13 @@ static void forget_gone_targets(const struct csi_node *cn)
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		struct fv_mount_entry me;
+		struct tfs_node_mount_entry me;
 
 		if (e->d_name[0] == '.' ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
 			continue;
 		read_record(path, t, sizeof(t));
-		if (t[0] && fv_mount_lookup(t, &me) == 0 && me.mounted &&
+		if (t[0] && tfs_node_mount_lookup(t, &me) == 0 && me.mounted &&
 		    strcmp(me.fstype, FSTYPE) == 0)
 			continue;
 		tfs_info(cn->log, "forgetting the publish record of %s: not mounted", t[0] ? t : path);
@@ -614,15 +614,15 @@ static int ephemeral_path(const struct csi_node *cn, const char *fp, char *out, 
 static int ephemeral_source(const struct csi_node *cn, const struct vol_args *a, bool ro_flag,
 			    char *src, size_t cap, struct csi_reply *r)
 {
-	struct fv_volume vol;
-	char fp[FV_HASH_LEN + 1];
+	struct tfs_node_volume vol;
+	char fp[TFS_NODE_HASH_LEN + 1];
 	int rc;
 
 	if (make_volume(cn, a, ro_flag, &vol, r))
 		return EINVAL;
 	struct tfs_dbuf msg;
 	tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
-	rc = fv_fingerprint(cn->node, &vol, fp, sizeof(fp), &msg);
+	rc = tfs_node_fingerprint(cn->node, &vol, fp, sizeof(fp), &msg);
 	if (rc)
 		set_error(r, CSI_INTERNAL, "the ephemeral volume's fingerprint: %s",
 			  tfs_dbuf_len(&msg) ? tfs_dbuf_str(&msg) : strerror(rc));
@@ -630,7 +630,7 @@ static int ephemeral_source(const struct csi_node *cn, const struct vol_args *a,
 	if (rc == 0)
 		rc = ephemeral_path(cn, fp, src, cap);
 	if (rc == 0)
-		rc = fv_mkdirs(src, 0700);
+		rc = tfs_node_mkdirs(src, 0700);
 	if (rc) {
 		if (r->code == CSI_OK)
 			set_error(r, CSI_INTERNAL, "the ephemeral volume's mount point: %s",
@@ -640,7 +640,7 @@ static int ephemeral_source(const struct csi_node *cn, const struct vol_args *a,
 			 vol.source, src);
 		rc = mount_volume(cn, src, &vol, r);
 	}
-	fv_volume_clear(&vol);
+	tfs_node_volume_clear(&vol);
 	return rc;
 }
 
@@ -672,7 +672,7 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 	const struct csi_node *cn = ctx;
 	Csi__V1__NodePublishVolumeRequest *in;
 	char target[PATH_MAX], src[PATH_MAX];
-	struct fv_mount_entry sme, tme;
+	struct tfs_node_mount_entry sme, tme;
 	bool ro_flag;
 	int rc;
 
@@ -713,7 +713,7 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 			goto out;
 		}
 	}
-	rc = fv_mount_lookup(src, &sme);
+	rc = tfs_node_mount_lookup(src, &sme);
 	if (rc == 0 && !(sme.mounted && strcmp(sme.fstype, FSTYPE) == 0)) {
 		set_error(r, CSI_FAILED_PRECONDITION,
 			  "volume %s is not staged: nothing of tierfs is mounted on %s", in->volume_id,
@@ -722,14 +722,14 @@ static void node_publish(void *ctx, const uint8_t *req, size_t len, struct csi_r
 	}
 	/* A read-only daemon's binds say so too. */
 	ro = ro || sme.read_only;
-	rc = rc ? rc : fv_mkdirs(in->target_path, 0750);
+	rc = rc ? rc : tfs_node_mkdirs(in->target_path, 0750);
 	if (rc) {
 		set_error(r, CSI_INTERNAL, "target_path %.1024s: %s", in->target_path, strerror(rc));
 		goto out;
 	}
 	if (check_kubelet_path(cn, "target_path", in->target_path, target, sizeof(target), r))
 		goto out;
-	rc = fv_mount_lookup(target, &tme);
+	rc = tfs_node_mount_lookup(target, &tme);
 	if (rc) {
 		set_error(r, CSI_INTERNAL, "cannot read the mount table: %s", strerror(rc));
 		goto out;
@@ -787,24 +787,24 @@ static void ephemeral_gc(const struct csi_node *cn, const char *only_devno)
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		struct fv_mount_entry me;
+		struct tfs_node_mount_entry me;
 		unsigned users = 0;
 
 		if (e->d_name[0] == '.' ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
 			continue;
-		if (fv_mount_lookup(path, &me) != 0)
+		if (tfs_node_mount_lookup(path, &me) != 0)
 			continue;
 		if (me.mounted) {
 			if (only_devno && strcmp(me.devno, only_devno) != 0)
 				continue;
-			if (fv_mount_users(me.devno, path, &users) != 0 || users > 0)
+			if (tfs_node_mount_users(me.devno, path, &users) != 0 || users > 0)
 				continue;
 			struct tfs_dbuf msg;
 
 			tfs_info(cn->log, "ephemeral mount %s: no pod uses it; stopping it", path);
 			tfs_dbuf_init(&msg, CSI_GRPC_MAX_DETAILS);
-			int rc = fv_unmount(cn->node, cn->log, path, &msg);
+			int rc = tfs_node_unmount(cn->node, cn->log, path, &msg);
 			if (rc)
 				tfs_warn(cn->log, "ephemeral mount %s: %s", path, tfs_dbuf_str(&msg));
 			tfs_dbuf_free(&msg);
@@ -820,13 +820,13 @@ static void ephemeral_gc(const struct csi_node *cn, const char *only_devno)
 /* Whether the tierfs mount `me` on `target` is a bind this plugin made: a
  * recorded target, or (published before targets were recorded) a bind of
  * a mount that the state records. */
-static bool ours(const struct csi_node *cn, const char *target, const struct fv_mount_entry *me)
+static bool ours(const struct csi_node *cn, const char *target, const struct tfs_node_mount_entry *me)
 {
 	bool found = false;
 
 	if (recorded_target(cn, target))
 		return true;
-	if (fv_recorded_devno(cn->node, me->devno, &found) != 0 || !found)
+	if (tfs_node_recorded_devno(cn->node, me->devno, &found) != 0 || !found)
 		return false;
 	tfs_info(cn->log, "%s: an unrecorded bind of a mount of ours (published by an older "
 			  "plugin)",
@@ -838,8 +838,8 @@ static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi
 {
 	const struct csi_node *cn = ctx;
 	Csi__V1__NodeUnpublishVolumeRequest *in;
-	char target[PATH_MAX], devno[sizeof(((struct fv_mount_entry *)0)->devno)] = "";
-	struct fv_mount_entry me;
+	char target[PATH_MAX], devno[sizeof(((struct tfs_node_mount_entry *)0)->devno)] = "";
+	struct tfs_node_mount_entry me;
 
 	in = csi__v1__node_unpublish_volume_request__unpack(NULL, len, req);
 	if (in == NULL) {
@@ -860,7 +860,7 @@ static void node_unpublish(void *ctx, const uint8_t *req, size_t len, struct csi
 		goto out;
 	/* A bind of ours, once or stacked by a retried publish. */
 	for (int tries = 0; tries < 8; tries++) {
-		int rc = fv_mount_lookup(target, &me);
+		int rc = tfs_node_mount_lookup(target, &me);
 
 		if (rc) {
 			set_error(r, CSI_INTERNAL, "cannot read the mount table: %s", strerror(rc));
@@ -931,8 +931,8 @@ const struct csi_method *csi_node_methods(size_t *n)
 
 void csi_node_reconcile(const struct csi_node *cn)
 {
-	fv_sweep(cn->node, cn->log);
+	tfs_node_sweep(cn->node, cn->log);
 	forget_gone_targets(cn);
 	ephemeral_gc(cn, NULL);
-	fv_report(cn->node, cn->log);
+	tfs_node_report(cn->node, cn->log);
 }

@@ -8,7 +8,7 @@
  * Defaults: $CSI_ENDPOINT, else unix:///csi/csi.sock; $KUBE_NODE_NAME, else
  * the host name; $TIERFS_CSI_CONF (must exist), else
  * /etc/tierfs/csi.conf (may be missing).  The node config is the FlexVolume
- * driver's format (fv_nodeconf.h).  Logs go to its log_file, else to
+ * driver's format (node_conf.h).  Logs go to its log_file, else to
  * standard error.  Exit status 0 after a signal, 1 when it cannot start.
  */
 #include "config.h"
@@ -26,8 +26,8 @@
 #include "csi_grpc.h"
 #include "csi_node.h"
 #include "dbuf.h"
-#include "fv_nodeconf.h"
-#include "fv_sys.h"
+#include "node_conf.h"
+#include "node_sys.h"
 #include "log.h"
 
 #define UNIX_SCHEME "unix://"
@@ -60,7 +60,7 @@ static int parse_args(int argc, char **argv, struct args *a, char *host, size_t 
 
 	a->endpoint = getenv("CSI_ENDPOINT");
 	a->node_id = getenv("KUBE_NODE_NAME");
-	a->config = fv_node_conf_path(FV_DRIVER_CSI, &a->config_must_exist);
+	a->config = tfs_node_conf_path(TFS_NODE_DRIVER_CSI, &a->config_must_exist);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e':
@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 {
 	struct args a;
 	char host[256];
-	struct fv_node node;
+	struct tfs_node_conf node;
 	struct tfs_log log;
 	struct tfs_dbuf err;
 	struct csi_server *srv = NULL;
@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 		return rc;
 	umask(077);
 	tfs_dbuf_init(&err, 8192);
-	rc = fv_node_load(&node, FV_DRIVER_CSI, a.config, a.config_must_exist, &err);
+	rc = tfs_node_conf_load(&node, TFS_NODE_DRIVER_CSI, a.config, a.config_must_exist, &err);
 	if (rc) {
 		fprintf(stderr, "tierfs-csi: %s\n",
 			tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 		if (rc) {
 			fprintf(stderr, "tierfs-csi: log_file %s: %s\n", node.log_file,
 				strerror(rc));
-			fv_node_clear(&node);
+			tfs_node_conf_clear(&node);
 			return 1;
 		}
 	} else {
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	char *slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
-		rc = fv_mkdirs(dir, 0750);
+		rc = tfs_node_mkdirs(dir, 0750);
 		if (rc)
 			tfs_warn(&log, "tierfs-csi: cannot create %s: %s", dir, strerror(rc));
 	}
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
 	rc = csi_server_start(sock, m, n, &cn, &log, &srv);
 	if (rc) {
 		tfs_err(&log, "tierfs-csi: cannot serve on %s: %s", sock, strerror(rc));
-		fv_node_clear(&node);
+		tfs_node_conf_clear(&node);
 		tfs_log_close(&log);
 		return 1;
 	}
@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		tfs_err(&log, "tierfs-csi: cannot start the signal thread: %s", strerror(rc));
 		csi_server_free(srv);
-		fv_node_clear(&node);
+		tfs_node_conf_clear(&node);
 		tfs_log_close(&log);
 		return 1;
 	}
@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 	pthread_join(sig_thread, NULL);
 	csi_server_free(srv);
 	tfs_info(&log, "tierfs-csi: stopped");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	tfs_log_close(&log);
 	return 0;
 }

@@ -2,7 +2,7 @@
  * it as <plugindir>/tierfs~tierfs/tierfs with one call per process.
  *
  *	init                      capabilities, at once, without I/O
- *	mount TARGET JSON         mount the volume (fv_mount.h); JSON, which
+ *	mount TARGET JSON         mount the volume (node_mount.h); JSON, which
  *	                          holds the Secret's keys, is copied and
  *	                          zeroed in argv before anything else
  *	unmount TARGET            unmount it, from the path alone
@@ -29,8 +29,9 @@
 #include <json-c/json.h>
 
 #include "dbuf.h"
-#include "fv_mount.h"
-#include "fv_nodeconf.h"
+#include "fv_json.h"
+#include "node_mount.h"
+#include "node_conf.h"
 #include "log.h"
 
 #define EXIT_SUCCESS_REPLY 0
@@ -82,7 +83,7 @@ static int reply_status(int fd, const char *status, const char *message)
 /* Every capability explicit: a missing one defaults to true, and fsGroup
  * would chown the bucket while selinuxRelabel breaks FUSE mounts.  The
  * kubelet passes the pod's fsGroup all the same; the driver maps it to the
- * mount's gid (fv_volume_mount_opts()), and [node] selinux_context gives
+ * mount's gid (tfs_node_volume_mount_opts()), and [node] selinux_context gives
  * SELinux nodes their context= option. */
 static int reply_init(int fd)
 {
@@ -108,13 +109,13 @@ static int reply_init(int fd)
 
 /* ---- the driver's log ---- */
 
-struct fv_logfile {
+struct tfs_node_logfile {
 	FILE *f;
 };
 
 static void file_sink(void *ctx, enum tfs_log_level level, const char *line)
 {
-	struct fv_logfile *lf = ctx;
+	struct tfs_node_logfile *lf = ctx;
 	struct timespec ts;
 	struct tm tm;
 	char stamp[32];
@@ -129,7 +130,8 @@ static void file_sink(void *ctx, enum tfs_log_level level, const char *line)
 
 /* Log to node.log_file, or to syslog when it is unset or cannot be
  * opened.  Never to the terminal. */
-static void open_log(const struct fv_node *node, struct tfs_log *log, struct fv_logfile *lf)
+static void open_log(const struct tfs_node_conf *node, struct tfs_log *log,
+		     struct tfs_node_logfile *lf)
 {
 	enum tfs_log_level level = node ? node->log_level : TFS_LOG_INFO;
 
@@ -152,7 +154,7 @@ static void open_log(const struct fv_node *node, struct tfs_log *log, struct fv_
 	tfs_log_init_syslog(log, level);
 }
 
-static void close_log(struct fv_logfile *lf)
+static void close_log(struct tfs_node_logfile *lf)
 {
 	if (lf->f)
 		fclose(lf->f);
@@ -230,16 +232,16 @@ int main(int argc, char **argv)
 	}
 
 	umask(077);
-	struct fv_node node;
+	struct tfs_node_conf node;
 	struct tfs_log log;
-	struct fv_logfile lf = { NULL };
+	struct tfs_node_logfile lf = { NULL };
 	struct tfs_dbuf msg;
 	bool must_exist;
-	const char *path = fv_node_conf_path(FV_DRIVER_FLEXVOLUME, &must_exist);
+	const char *path = tfs_node_conf_path(TFS_NODE_DRIVER_FLEXVOLUME, &must_exist);
 	int rc;
 
 	tfs_dbuf_init(&msg, 16 * 1024);
-	rc = fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, must_exist, &msg);
+	rc = tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, must_exist, &msg);
 	if (rc) {
 		open_log(NULL, &log, &lf);
 		if (tfs_dbuf_len(&msg) == 0)
@@ -254,7 +256,7 @@ int main(int argc, char **argv)
 	if (is_mount)
 		rc = fv_mount(&node, &log, argv[2], json, &msg);
 	else
-		rc = fv_unmount(&node, &log, argv[2], &msg);
+		rc = tfs_node_unmount(&node, &log, argv[2], &msg);
 	if (rc && tfs_dbuf_len(&msg) == 0)
 		tfs_dbuf_adds(&msg, strerror(rc));
 	rc = rc ? reply_status(out, "Failure", tfs_dbuf_str(&msg))
@@ -262,6 +264,6 @@ int main(int argc, char **argv)
 	tfs_dbuf_free(&msg);
 	drop_json(json);
 	close_log(&lf);
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	return rc;
 }

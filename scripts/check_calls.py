@@ -3,10 +3,10 @@
 
 Usage: scripts/check_calls.py BUILD_DIR [--graph | --doc FILE | --write-doc FILE]
 
-For each layer directory (lib, backends, cache, src, flexvolume, csi) under
-BUILD_DIR, reads the object files' symbol tables with nm(1): a file calls
-another when it uses (U) a function or object that the other defines
-(T, D, B, R).  Inside a layer the calls must go one way: the graph of
+For each layer directory (lib, backends, cache, vfs, src, node, flexvolume,
+csi) under BUILD_DIR, reads the object files' symbol tables with nm(1): a
+file calls another when it uses (U) a function or object that the other
+defines (T, D, B, R).  Inside a layer the calls must go one way: the graph of
 "file calls file" may have no cycle (two files calling each other, or a
 longer ring).  Prints each cycle as "layer: a.c -> b.c -> a.c"; with
 --graph also prints every layer's graph, one "layer/a.c -> b.c c.c" line
@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["lib", "backends", "cache", "src", "flexvolume", "csi"]
+LAYERS = ["lib", "backends", "cache", "vfs", "src", "node", "flexvolume", "csi"]
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -39,7 +39,7 @@ def symbols(obj):
 
 
 def source_name(obj):
-    # "libflexvolume_a-fv_mount.o" -> "fv_mount.c"
+    # "libnode_a-node_mount.o" -> "node_mount.c"
     base = os.path.basename(obj)[:-2]
     base = re.sub(r"^(lib\w+?_a|tierfs_\w+?)-", "", base)
     return base + ".c"

@@ -4,7 +4,7 @@
 #   scripts/check_format.sh          check every C file of the tree
 #   scripts/check_format.sh --fix    format them in place
 #
-# The files: lib/, backends/, cache/, src/, flexvolume/ and tests/ (*.c,
+# The files: lib/, backends/, cache/, src/, node/, flexvolume/ and tests/ (*.c,
 # *.h), as git tracks them.  Prints each file that differs, with the first
 # lines of the difference, then "format: N files differ"; exits 1 if any.
 # Needs clang-format (Debian's clang-format 14; scripts/deps.sh test).
@@ -28,7 +28,7 @@ while IFS= read -r f; do
 		bad=$((bad + 1))
 	fi
 done < <(git ls-files -- 'lib/*.[ch]' 'backends/*.[ch]' 'cache/*.[ch]' 'src/*.[ch]' \
-	'flexvolume/*.[ch]' 'tests/*.[ch]')
+	'node/*.[ch]' 'flexvolume/*.[ch]' 'tests/*.[ch]')
 [ $fix = 1 ] && exit 0
 echo "format: $bad files differ"
 [ "$bad" -eq 0 ]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # check_layers.sh - fail when the source tree breaks the layering rules.
 #
-#   1. Layers go one way: lib -> backends -> cache -> src -> flexvolume -> csi.
-#      A file may include headers of its own layer and of layers below it,
-#      never of a layer above.  The include path holds every directory, so
+#   1. Layers go one way: lib -> backends -> cache -> vfs -> src -> node ->
+#      flexvolume, csi.  A file may include headers of its own layer and of
+#      layers below it, never of a layer above.  flexvolume and csi are
+#      siblings, two front ends over node: neither includes the other.  The include path holds every directory, so
 #      the compiler does not catch an upward include; this script does.
 #   2. A header says what the code does now: no comment in a header
 #      promises work ("soon", "future", "milestone", "TODO", "FIXME",
@@ -19,11 +20,14 @@ set -euo pipefail
 top=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$top"
 
-layers=(lib backends cache src flexvolume csi)
+layers=(lib backends cache vfs src node flexvolume csi)
 declare -A rank where
 for i in "${!layers[@]}"; do
 	rank[${layers[$i]}]=$i
 done
+# The two drivers sit side by side on node/: one rank, so neither may
+# include the other (the check below refuses a sibling's header).
+rank[csi]=${rank[flexvolume]}
 # Which layer each project header lives in.  Two headers of one name in
 # different layers would make the check ambiguous, so that is an error too.
 bad=0
@@ -49,6 +53,9 @@ for d in "${layers[@]}"; do
 			[ -n "$hd" ] || continue # a system or generated header (config.h)
 			if [ "${rank[$hd]}" -gt "${rank[$d]}" ]; then
 				echo "$f:$line: includes $hd/${inc##*/}, a layer above $d/"
+				bad=$((bad + 1))
+			elif [ "$hd" != "$d" ] && [ "${rank[$hd]}" -eq "${rank[$d]}" ]; then
+				echo "$f:$line: includes $hd/${inc##*/}, a sibling of $d/"
 				bad=$((bad + 1))
 			fi
 		done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" || true)

@@ -18,6 +18,7 @@
 
 #include <ini.h>
 
+#include "ini_reader.h"
 #include "units.h"
 
 #ifndef SYSCONFDIR
@@ -104,98 +105,27 @@ int tfs_config_defaults(struct tfs_config *cfg)
 struct load_ctx {
 	struct tfs_config *cfg;
 	const char *file;
-	const char *data;
-	size_t len;
-	size_t pos;
-	unsigned lineno;   /* lines handed to inih so far */
-	unsigned err_line; /* line of the first error found here; 0: none */
-	int rc;            /* its errno */
+	struct tfs_ini_reader rd; /* the file's lines (ini_reader.h) */
+	int rc;                   /* the errno of rd.err_line */
 	struct tfs_dbuf *err;
 };
-
-/* inih's line reader.  Each call returns exactly one line of the file, so
- * lineno is the line inih works on, and inih's return value (the first
- * line it found wrong) counts lines the same way.  Reading lines here
- * instead of with ini_parse() also fixes two traps of libinih as Debian
- * builds it (INI_ALLOW_MULTILINE, 200-byte INI_MAX_LINE): an indented line
- * would continue the previous value, and a long line would be split in two
- * (shifting every later line number).  Leading blanks are dropped here, so
- * indentation is harmless, and a long line is an error. */
-static char *read_line(char *str, int num, void *stream)
-{
-	struct load_ctx *c = stream;
-	struct where w = { .src = SRC_FILE, .file = c->file };
-	const char *start, *nl;
-	size_t n;
-
-	if (c->err_line || c->pos >= c->len)
-		return NULL;
-	start = c->data + c->pos;
-	nl = memchr(start, '\n', c->len - c->pos);
-	n = nl ? (size_t)(nl - start) : c->len - c->pos;
-	c->pos += n + (nl != NULL);
-	w.line = ++c->lineno;
-
-	if (n && start[n - 1] == '\r')
-		n--;
-	while (n && is_blank(*start)) {
-		start++;
-		n--;
-	}
-	if (n && (*start == ';' || *start == '#')) {
-		/* A comment: inih would skip it; hand it an empty line, so a
-		 * long comment is no error and line numbers stay right. */
-		if (num < 1)
-			return NULL;
-		str[0] = '\0';
-		return str;
-	}
-	if (memchr(start, '\0', n)) {
-		tfs_conf_fail(c->err, &w, NULL, NULL, "NUL byte in line");
-		c->err_line = c->lineno;
-		c->rc = EINVAL;
-		return NULL;
-	}
-	if (num >= 1 && n >= (size_t)num) {
-		/* An inline comment (" ;", as the dump's origins are) is
-		 * dropped by inih anyway: only what precedes it must fit. */
-		for (size_t i = 1; i < n; i++) {
-			if (start[i] == ';' && (start[i - 1] == ' ' || start[i - 1] == '\t')) {
-				n = i;
-				while (n && is_blank(start[n - 1]))
-					n--; /* inih strips these too */
-				break;
-			}
-		}
-	}
-	if (num < 1 || n >= (size_t)num) {
-		tfs_conf_fail(c->err, &w, NULL, NULL, "line too long (more than %d characters)",
-			      num - 1);
-		c->err_line = c->lineno;
-		c->rc = EINVAL;
-		return NULL;
-	}
-	memcpy(str, start, n);
-	str[n] = '\0';
-	return str;
-}
 
 /* inih's handler, for each "key = value".  Returns 1 to go on, or 0 after
  * the first error (inih then reports this line). */
 static int on_value(void *user, const char *section, const char *key, const char *value)
 {
 	struct load_ctx *c = user;
-	struct where w = { .src = SRC_FILE, .file = c->file, .line = c->lineno };
+	struct where w = { .src = SRC_FILE, .file = c->file, .line = c->rd.lineno };
 	char sec[MAX_NAME];
 	int rc;
 
-	if (c->err_line)
+	if (c->rd.err_line)
 		return 0;
 	/* inih keeps the blanks inside "[ ssd ]" */
 	copy_trimmed(sec, sizeof(sec), section, strlen(section));
 	rc = tfs_conf_apply(c->cfg, &w, sec, key, value, c->err);
 	if (rc) {
-		c->err_line = c->lineno;
+		c->rd.err_line = c->rd.lineno;
 		c->rc = rc;
 		return 0;
 	}
@@ -260,7 +190,7 @@ out:
 static void syntax_error(const struct load_ctx *c, unsigned line)
 {
 	const struct where w = { .src = SRC_FILE, .file = c->file, .line = line };
-	const char *p = c->data, *end = c->data + c->len, *eol;
+	const char *p = c->rd.data, *end = c->rd.data + c->rd.len, *eol;
 	char text[256];
 	char q[QBUF];
 
@@ -276,7 +206,7 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 	copy_trimmed(text, sizeof(text), p, (size_t)(eol - p));
 	tfs_conf_fail(c->err, &w, NULL, NULL,
 		      "syntax error: expected '[section]' or 'key = value', got %s",
-		      tfs_conf_escape(q, sizeof(q), text, MAX_QUOTE, true));
+		      tfs_escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
 int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)
@@ -311,18 +241,23 @@ int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, s
 	for (size_t i = 0; i < tfs_conf_nopts; i++)
 		cfg->origin[i].line = 0;
 
-	c.data = tfs_dbuf_str(&data);
-	c.len = tfs_dbuf_len(&data);
-	int bad = ini_parse_stream(read_line, &c, on_value, &c);
+	tfs_ini_reader_init(&c.rd, tfs_dbuf_str(&data), tfs_dbuf_len(&data));
+	int bad = ini_parse_stream(tfs_ini_read_line, &c.rd, on_value, &c);
 
 	if (bad < 0) {
 		/* -2: inih could not allocate its line buffer */
 		rc = ENOMEM;
-	} else if (bad > 0 && (c.err_line == 0 || (unsigned)bad < c.err_line)) {
+	} else if (bad > 0 && (c.rd.err_line == 0 || (unsigned)bad < c.rd.err_line)) {
 		/* a line inih could not parse: it calls no handler for it */
 		syntax_error(&c, (unsigned)bad);
 		rc = EINVAL;
-	} else if (c.err_line) {
+	} else if (c.rd.err[0]) {
+		/* a line the reader refused */
+		const struct where w = { .src = SRC_FILE, .file = c.file, .line = c.rd.err_line };
+
+		tfs_conf_fail(err, &w, NULL, NULL, "%s", c.rd.err);
+		rc = EINVAL;
+	} else if (c.rd.err_line) {
 		rc = c.rc;
 	}
 out:

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "conf.h"
+#include "escape.h"
 
 /* ---- the option table (conf_keys.c) ---- */
 
@@ -115,8 +116,8 @@ const char *tfs_conf_enum_name(const struct opt_name *names, int v);
 /* ---- one value (conf_value.c) ---- */
 
 #define MAX_QUOTE 100 /* bytes of a bad value shown in a message */
-/* The size of a buffer for tfs_conf_escape(..., MAX_QUOTE, ...). */
-#define QBUF (4 * MAX_QUOTE + 8)
+/* The size of a buffer for tfs_escape(..., MAX_QUOTE, ...) (escape.h). */
+#define QBUF TFS_ESCAPE_BUFLEN(MAX_QUOTE)
 
 enum src {
 	SRC_DEFAULT,
@@ -145,12 +146,6 @@ union value {
 	} sp;
 	const char *s; /* points into the input, len bytes */
 };
-
-/* Write s into buf (cap bytes, at least 8) for a message: control
- * characters as \xNN, cut after `max` bytes with "...", in single quotes
- * when `quote`.  Returns buf; a buffer of QBUF bytes holds any s for max
- * = MAX_QUOTE. */
-const char *tfs_conf_escape(char *buf, size_t cap, const char *s, size_t max, bool quote);
 
 /* v bytes or milliseconds as the file syntax writes them ("64M", "1500ms",
  * "forever") into buf; "" when cap is too small (TFS_UNITS_BUFLEN is

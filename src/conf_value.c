@@ -29,33 +29,6 @@ static bool is_ctrl(unsigned char c)
 
 /* Write s into buf for a message: control characters as \xNN, cut after
  * `max` bytes with "...", in single quotes when `quote`. */
-const char *tfs_conf_escape(char *buf, size_t cap, const char *s, size_t max, bool quote)
-{
-	size_t o = 0;
-	size_t i;
-
-	/* the loop stops while there is room for one escape, "...", the quote
-	 * and the NUL (callers pass QBUF bytes for max = MAX_QUOTE) */
-	if (quote)
-		buf[o++] = '\'';
-	for (i = 0; i < max && s[i] && o + 8 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (is_ctrl(c))
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	if (s[i]) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	if (quote)
-		buf[o++] = '\'';
-	buf[o] = '\0';
-	return buf;
-}
-
 /* ---- what a key allows, for messages ---- */
 
 void tfs_conf_fmt_size(uint64_t v, char *buf, size_t cap)
@@ -222,7 +195,7 @@ void tfs_conf_fail(struct tfs_dbuf *err, const struct where *w, const char *sect
 	tfs_dbuf_reset(err);
 	if (w->src == SRC_CMDLINE) {
 		tfs_dbuf_addf(err, "%s %s: ", w->origin,
-			      tfs_conf_escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, false));
+			      tfs_escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, false));
 	} else if (w->src == SRC_FILE) {
 		tfs_dbuf_adds(err, w->file);
 		if (w->line)
@@ -230,10 +203,10 @@ void tfs_conf_fail(struct tfs_dbuf *err, const struct where *w, const char *sect
 		tfs_dbuf_adds(err, ": ");
 		if (section && *section)
 			tfs_dbuf_addf(err, "[%s] ",
-				      tfs_conf_escape(esc, sizeof(esc), section, MAX_QUOTE, false));
+				      tfs_escape(esc, sizeof(esc), section, MAX_QUOTE, false));
 		if (key)
-			tfs_dbuf_addf(err, "%s: ",
-				      tfs_conf_escape(esc, sizeof(esc), key, MAX_QUOTE, false));
+			tfs_dbuf_addf(err,
+				      "%s: ", tfs_escape(esc, sizeof(esc), key, MAX_QUOTE, false));
 	} else {
 		if (section && *section)
 			tfs_dbuf_addf(err, "[%s] ", section);
@@ -337,7 +310,7 @@ int tfs_conf_parse_value(const struct opt *o, const char *v, union value *out, s
 	char allowed[256];
 	int rc = 0;
 
-	tfs_conf_escape(q, sizeof(q), v, MAX_QUOTE, true);
+	tfs_escape(q, sizeof(q), v, MAX_QUOTE, true);
 
 	switch (o->type) {
 	case OPT_STR:
@@ -551,7 +524,7 @@ int tfs_conf_apply(struct tfs_config *cfg, const struct where *w, const char *se
 	}
 	if (!tfs_conf_section_known(section)) {
 		tfs_conf_fail(err, w, section, key, "unknown section [%s] (allowed: %s)",
-			      tfs_conf_escape(esc, sizeof(esc), section, MAX_QUOTE, false),
+			      tfs_escape(esc, sizeof(esc), section, MAX_QUOTE, false),
 			      tfs_conf_list_names(names, sizeof(names), NULL));
 		return EINVAL;
 	}
@@ -559,7 +532,7 @@ int tfs_conf_apply(struct tfs_config *cfg, const struct where *w, const char *se
 	if (o == NULL) {
 		tfs_conf_fail(err, w, section, key,
 			      "unknown key '%s' in section [%s] (allowed: %s)",
-			      tfs_conf_escape(esc, sizeof(esc), key, MAX_QUOTE, false), section,
+			      tfs_escape(esc, sizeof(esc), key, MAX_QUOTE, false), section,
 			      tfs_conf_list_names(names, sizeof(names), section));
 		return EINVAL;
 	}
@@ -612,8 +585,7 @@ int tfs_conf_check_value(const struct tfs_config *cfg, const struct opt *o, cons
 			char q[QBUF];
 
 			tfs_conf_fail(err, w, o->section, o->key, "invalid %s %s%s%s (allowed: %s)",
-				      type_name(o),
-				      tfs_conf_escape(q, sizeof(q), s, MAX_QUOTE, true),
+				      type_name(o), tfs_escape(q, sizeof(q), s, MAX_QUOTE, true),
 				      why[0] ? ": " : "", why,
 				      describe_syntax(o, allowed, sizeof(allowed)));
 			return EINVAL;

@@ -10,7 +10,8 @@
 #   driver                     -> PLUGIN_DIR/tierfs~tierfs/tierfs
 #   /config/flexvolume.conf    (ConfigMap) -> HOST_ETC/flexvolume.conf
 # Every file is copied to a dot-name in the same directory, then renamed
-# into place: the kubelet, which watches PLUGIN_DIR, and running daemons
+# into place (node/deploy/install-tierfs.sh, the steps shared with the CSI
+# installer): the kubelet, which watches PLUGIN_DIR, and running daemons
 # never see a half-written file.  A running daemon keeps the files it has
 # open; the previous version directory is kept for it.
 #
@@ -28,39 +29,16 @@ VERSION=$(cat "$SRC/VERSION" 2>/dev/null || echo unknown)
 
 log() { echo "tierfs-flexvolume-installer: $*"; }
 
-# put SRC DST MODE: copy to a dot-name beside DST, then rename over DST.
-put() {
-	tmp=$(dirname "$2")/.$(basename "$2").tmp$$
-	cp "$1" "$tmp"
-	chmod "$3" "$tmp"
-	mv -f "$tmp" "$2"
-}
+# put and install_tierfs, shared with the CSI installer: beside this
+# script in the image, in node/deploy/ in the source tree.
+common=$(dirname "$0")/install-tierfs.sh
+[ -f "$common" ] || common=$(dirname "$0")/../../node/deploy/install-tierfs.sh
+# shellcheck source=node/deploy/install-tierfs.sh
+. "$common"
 
 # 1. tierfs, the driver and their libraries: HOST_OPT/VERSION, then the
 #    link HOST_OPT/current.
-mkdir -p "$HOST_OPT"
-prev=$(readlink "$HOST_OPT/current" 2>/dev/null || true)
-stage=$HOST_OPT/.$VERSION.tmp$$
-rm -rf "$stage"
-cp -a "$SRC" "$stage"
-if [ -d "$HOST_OPT/$VERSION" ]; then
-	# Same version again: replace file by file (a daemon may use them).
-	for f in $(cd "$stage" && find . -type f); do
-		mkdir -p "$(dirname "$HOST_OPT/$VERSION/$f")"
-		put "$stage/$f" "$HOST_OPT/$VERSION/$f" "$(stat -c %a "$stage/$f")"
-	done
-	rm -rf "$stage"
-else
-	mv "$stage" "$HOST_OPT/$VERSION"
-fi
-ln -sfn "$VERSION" "$HOST_OPT/.current.tmp$$"
-mv -Tf "$HOST_OPT/.current.tmp$$" "$HOST_OPT/current"
-# Keep this version and the one before it (its daemons may still run);
-# older ones have none left unless a node ran two upgrades under one mount.
-for d in $(ls -1 "$HOST_OPT"); do
-	case $d in current | "$VERSION" | "$prev") ;; *) rm -rf "${HOST_OPT:?}/$d" ;; esac
-done
-log "tierfs $VERSION in $HOST_OPT/current"
+install_tierfs
 
 # 2. The node config, if the ConfigMap is mounted.
 if [ -f "$CONFIG" ]; then

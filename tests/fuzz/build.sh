@@ -2,7 +2,7 @@
 # tests/fuzz/build.sh [OUTDIR] - build the libFuzzer harnesses.
 #
 # Compiles the project's sources (lib/, backends/, cache/, src/,
-# flexvolume/, all but the two main()s) with clang -fsanitize=fuzzer-no-link,
+# node/, flexvolume/, all but the two main()s) with clang -fsanitize=fuzzer-no-link,
 # address,undefined and -DFUZZING into OUTDIR/libtierfs-fuzz.a, then links
 # each tests/fuzz/fuzz_<name>.c against it: the linker takes only the
 # objects a harness needs, so a source file that does not compile right
@@ -16,7 +16,7 @@
 #   FUZZ_CFLAGS=-O2 tests/fuzz/build.sh      extra flags for every file
 #   FUZZ_ONLY="conf sigv4" tests/fuzz/build.sh
 #
-# A harness whose code under test is missing (e.g. flexvolume/ in a tree
+# A harness whose code under test is missing (e.g. node/ in a tree
 # without the FlexVolume driver) is skipped with a note, not an error.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,7 +61,7 @@ pkg_cflags=$(pkg-config --cflags $pkgs)
 pkg_libs="$(pkg-config --libs $pkgs) -lpthread -lm"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=gnu11 -g -O1 -DFUZZING $SAN -I$out/include \
-	-I$top/lib -I$top/backends -I$top/cache -I$top/src -I$top/flexvolume -I$here \
+	-I$top/lib -I$top/backends -I$top/cache -I$top/src -I$top/node -I$top/flexvolume -I$here \
 	$pkg_cflags ${FUZZ_CFLAGS:-}"
 
 # The code each harness is about: without it the harness is skipped.
@@ -69,7 +69,7 @@ declare -A needs=(
 	[conf]="src/conf.c src/conf_value.c src/conf_keys.c"
 	[s3_xml]="backends/s3_xml.c"
 	[sigv4]="backends/s3_sigv4.c"
-	[flexvolume]="flexvolume/fv_volume.c flexvolume/fv_opts.c"
+	[flexvolume]="flexvolume/fv_json.c node/node_volume.c node/node_opts.c"
 	[manifest]="src/manifest.c"
 )
 
@@ -77,14 +77,14 @@ declare -A needs=(
 stamp=$out/obj/.stamp
 headers_newer=0
 if [ ! -f "$stamp" ] || [ "$0" -nt "$stamp" ] || [ "$out/include/config.h" -nt "$stamp" ] ||
-	[ -n "$(find "$top/lib" "$top/backends" "$top/cache" "$top/src" "$top/flexvolume" \
+	[ -n "$(find "$top/lib" "$top/backends" "$top/cache" "$top/src" "$top/node" "$top/flexvolume" \
 		-name '*.h' -newer "$stamp" -print -quit 2>/dev/null)" ]; then
 	headers_newer=1
 fi
 touch "$out/obj/.stamp.new"
 
 srcs=()
-for d in lib backends cache src flexvolume; do
+for d in lib backends cache src node flexvolume; do
 	for f in "$top/$d"/*.c; do
 		[ -f "$f" ] || continue
 		case ${f#"$top"/} in

@@ -1,11 +1,11 @@
 /* fuzz_flexvolume.c - libFuzzer harness for the FlexVolume driver's
- * options: the kubelet's JSON (fv_volume_parse, flexvolume/fv_volume.h),
- * the per-option checks (fv_opt_check, flexvolume/fv_opts.h), the Secret
- * decoding they call (fv_secret_decode) and the tierfs.conf a volume
- * becomes (fv_volume_tierfs_conf).
+ * options: the kubelet's JSON (fv_volume_parse, flexvolume/fv_json.h),
+ * the per-option checks (tfs_node_opt_check, node/node_opts.h), the Secret
+ * decoding they call (tfs_node_secret_decode) and the tierfs.conf a volume
+ * becomes (tfs_node_volume_tierfs_conf).
  *
  * Written against the driver's API while it was being written (as
- * committed in 684d97d); if fv_opts.h or fv_volume.h change, adapt here.
+ * committed in 684d97d); if fv_json.h, node_opts.h or node_volume.h change, adapt here.
  *
  * Input: the options JSON exactly as the kubelet passes it (a flat object
  * of strings; anchors §5).  Each input is parsed under three node
@@ -24,15 +24,15 @@
  *  - on success: the source is a valid s3:// SOURCE; accessKey and
  *    secretKey come together, a sessionToken only with them, each
  *    printable ASCII without blanks; without a Secret the node has a
- *    credentials_file; every value is trimmed, passes fv_opt_check and the
+ *    credentials_file; every value is trimmed, passes tfs_node_opt_check and the
  *    node's limits when it came from the pod, and is the node's default
  *    when it did not; a read-only volume has no pod write-back mode but
- *    "off"; fv_volume_clear zeroes the struct (twice is safe);
- *  - the tierfs.conf from fv_volume_tierfs_conf loads with
+ *    "off"; tfs_node_volume_clear zeroes the struct (twice is safe);
+ *  - the tierfs.conf from tfs_node_volume_tierfs_conf loads with
  *    tfs_config_load, validates, and holds the volume's ssd.dir,
  *    credentials_file, log.file, read-only write-back mode and sizes, and
  *    *writable says whether that configuration takes writes;
- *  - fv_opt_check agrees with tierfs's own -o parser (tfs_config_set) on
+ *  - tfs_node_opt_check agrees with tierfs's own -o parser (tfs_config_set) on
  *    every string value of a known option in the JSON (values without
  *    surrounding blanks; from the node, so N% sizes count).
  *
@@ -51,10 +51,11 @@
 #include <openssl/evp.h>
 
 #include "conf.h"
-#include "fv_nodeconf.h"
-#include "fv_opts.h"
-#include "fv_secrets.h"
-#include "fv_volume.h"
+#include "fv_json.h"
+#include "node_conf.h"
+#include "node_opts.h"
+#include "node_secrets.h"
+#include "node_volume.h"
 #include "units.h"
 #include "fuzz_common.h"
 
@@ -100,7 +101,7 @@ static const char node_strict[] = "[defaults]\n"
 				  "allow = source, prefix, ramSize, ssdSize, blockSize, readahead, "
 				  "metadataTTL, writeback, readOnly\n";
 
-static struct fv_node nodes[N_NODES];
+static struct tfs_node_conf nodes[N_NODES];
 static int conf_fd = -1;
 static char conf_path[64];
 
@@ -120,13 +121,13 @@ static int memfd_with(const char *name, const char *text, char *path, size_t cap
 	return fd;
 }
 
-static void load_node(struct fv_node *n, const char *path, bool must_exist)
+static void load_node(struct tfs_node_conf *n, const char *path, bool must_exist)
 {
 	struct tfs_dbuf err;
 	int rc;
 
 	tfs_dbuf_init(&err, 65536);
-	rc = fv_node_load(n, FV_DRIVER_FLEXVOLUME, path, must_exist, &err);
+	rc = tfs_node_conf_load(n, TFS_NODE_DRIVER_FLEXVOLUME, path, must_exist, &err);
 	if (rc) {
 		fprintf(stderr, "fuzz_flexvolume: the node config %s does not load: %s\n", path,
 			tfs_dbuf_str(&err));
@@ -205,24 +206,26 @@ static void check_message(const char *what, const struct tfs_dbuf *err)
 	const char *m = tfs_dbuf_str(err);
 	const char *bad = fuzz_bad_message(m);
 
-	CHECK("fv_message", bad == NULL, "%s: the message has %s: '%s'", what, bad ? bad : "", m);
+	CHECK("tfs_node_message", bad == NULL, "%s: the message has %s: '%s'", what, bad ? bad : "",
+	      m);
 }
 
 static void check_cred(const char *name, const char *v)
 {
 	if (v == NULL)
 		return;
-	CHECK("fv_creds", *v != '\0', "%s is empty", name);
+	CHECK("tfs_node_creds", *v != '\0', "%s is empty", name);
 	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-		CHECK("fv_creds", *p > 0x20 && *p < 0x7f, "%s has byte 0x%02x", name, *p);
-	CHECK("fv_creds", strlen(v) <= FV_CREDS_MAX_LINE, "%s has %zu bytes", name, strlen(v));
-	/* What the daemon can sign with (fv_secrets.h). */
+		CHECK("tfs_node_creds", *p > 0x20 && *p < 0x7f, "%s has byte 0x%02x", name, *p);
+	CHECK("tfs_node_creds", strlen(v) <= TFS_NODE_CREDS_MAX_LINE, "%s has %zu bytes", name,
+	      strlen(v));
+	/* What the daemon can sign with (node_secrets.h). */
 	if (strcmp(name, "sessionToken") == 0)
-		CHECK("fv_creds", strlen(v) <= FV_SESSION_TOKEN_MAX, "%s has %zu bytes", name,
-		      strlen(v));
+		CHECK("tfs_node_creds", strlen(v) <= TFS_NODE_SESSION_TOKEN_MAX, "%s has %zu bytes",
+		      name, strlen(v));
 	if (strcmp(name, "accessKey") == 0)
-		CHECK("fv_creds", strlen(v) <= FV_ACCESS_KEY_MAX, "%s has %zu bytes", name,
-		      strlen(v));
+		CHECK("tfs_node_creds", strlen(v) <= TFS_NODE_ACCESS_KEY_MAX, "%s has %zu bytes",
+		      name, strlen(v));
 }
 
 /* ---- the secret never in a message ---- */
@@ -233,11 +236,11 @@ static const char *const secret_names[] = { "accessKey", "secretKey", "sessionTo
  * one of `len` bytes (not `avoid`).  malloc'd, or NULL when the JSON does
  * not parse here. */
 static char *message_with_other_secret(const char *json, const char *key, size_t len,
-				       const char *avoid, const struct fv_node *node)
+				       const char *avoid, const struct tfs_node_conf *node)
 {
 	struct json_object *root = json_tokener_parse(json);
 	unsigned char *fill, *b64;
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf err;
 	char *m;
 
@@ -253,7 +256,7 @@ static char *message_with_other_secret(const char *json, const char *key, size_t
 	const char *again = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
 	tfs_dbuf_init(&err, 65536);
 	if (fv_volume_parse(again, node, &v, &err) == 0)
-		fv_volume_clear(&v);
+		tfs_node_volume_clear(&v);
 	m = strdup(tfs_dbuf_str(&err));
 	if (m == NULL)
 		abort();
@@ -264,8 +267,8 @@ static char *message_with_other_secret(const char *json, const char *key, size_t
 	return m;
 }
 
-static void check_no_secret(const char *json, struct json_object *root, const struct fv_node *node,
-			    const char *msg)
+static void check_no_secret(const char *json, struct json_object *root,
+			    const struct tfs_node_conf *node, const char *msg)
 {
 	char key[64];
 
@@ -279,7 +282,8 @@ static void check_no_secret(const char *json, struct json_object *root, const st
 		if (!json_object_object_get_ex(root, key, &val) ||
 		    !json_object_is_type(val, json_type_string))
 			continue;
-		if (fv_secret_decode(secret_names[i], json_object_get_string(val), &dec, NULL) != 0)
+		if (tfs_node_secret_decode(secret_names[i], json_object_get_string(val), &dec,
+					   NULL) != 0)
 			continue;
 		char *raw = trim_dup(json_object_get_string(val));
 		/* the base64 text also has no blanks inside: trim newlines too */
@@ -289,7 +293,8 @@ static void check_no_secret(const char *json, struct json_object *root, const st
 			if (strlen(needles[k]) < 6 || strstr(msg, needles[k]) == NULL)
 				continue;
 			char *m2 = message_with_other_secret(json, key, strlen(dec), dec, node);
-			CHECK("fv_secret_in_message", m2 == NULL || strstr(m2, needles[k]) != NULL,
+			CHECK("tfs_node_secret_in_message",
+			      m2 == NULL || strstr(m2, needles[k]) != NULL,
 			      "the message shows the %s of %s: %s", k ? "base64 value" : "value",
 			      secret_names[i], msg);
 			free(m2);
@@ -302,70 +307,73 @@ static void check_no_secret(const char *json, struct json_object *root, const st
 
 /* ---- a parsed volume ---- */
 
-static void check_volume(const struct fv_volume *v, const struct fv_node *node)
+static void check_volume(const struct tfs_node_volume *v, const struct tfs_node_conf *node)
 {
 	struct tfs_dbuf err;
-	struct fv_value pv;
+	struct tfs_node_value pv;
 	int rc;
 
 	tfs_dbuf_init(&err, 65536);
-	CHECK("fv_source", v->source && strncmp(v->source, "s3://", 5) == 0, "source '%s'",
+	CHECK("tfs_node_source", v->source && strncmp(v->source, "s3://", 5) == 0, "source '%s'",
 	      v->source ? v->source : "(null)");
-	rc = fv_opt_check(FV_OPT_SOURCE, v->source, "source", false, NULL, &err);
-	CHECK("fv_source", rc == 0, "the volume's source '%s' fails its own check: %s", v->source,
-	      tfs_dbuf_str(&err));
+	rc = tfs_node_opt_check(TFS_NODE_OPT_SOURCE, v->source, "source", false, NULL, &err);
+	CHECK("tfs_node_source", rc == 0, "the volume's source '%s' fails its own check: %s",
+	      v->source, tfs_dbuf_str(&err));
 
-	CHECK("fv_creds", (v->creds.access_key == NULL) == (v->creds.secret_key == NULL), "%s",
-	      "accessKey without secretKey or the other way round");
-	CHECK("fv_creds", v->creds.session_token == NULL || v->creds.access_key != NULL, "%s",
+	CHECK("tfs_node_creds", (v->creds.access_key == NULL) == (v->creds.secret_key == NULL),
+	      "%s", "accessKey without secretKey or the other way round");
+	CHECK("tfs_node_creds", v->creds.session_token == NULL || v->creds.access_key != NULL, "%s",
 	      "a sessionToken without keys");
-	CHECK("fv_creds", v->creds.access_key != NULL || node->credentials_file != NULL, "%s",
+	CHECK("tfs_node_creds", v->creds.access_key != NULL || node->credentials_file != NULL, "%s",
 	      "no Secret and no node credentials_file, yet the volume parsed");
 	check_cred("accessKey", v->creds.access_key);
 	check_cred("secretKey", v->creds.secret_key);
 	check_cred("sessionToken", v->creds.session_token);
 
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
-		enum fv_opt o = (enum fv_opt)i;
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
+		enum tfs_node_opt o = (enum tfs_node_opt)i;
 		const char *val = v->value[o];
 
-		if (o == FV_OPT_SOURCE || o == FV_OPT_BUCKET || o == FV_OPT_PREFIX ||
-		    o == FV_OPT_READ_ONLY) {
-			CHECK("fv_values", val == NULL, "value[%s] is set", fv_opt_name(o));
+		if (o == TFS_NODE_OPT_SOURCE || o == TFS_NODE_OPT_BUCKET ||
+		    o == TFS_NODE_OPT_PREFIX || o == TFS_NODE_OPT_READ_ONLY) {
+			CHECK("tfs_node_values", val == NULL, "value[%s] is set",
+			      tfs_node_opt_name(o));
 			continue;
 		}
 		if (val == NULL)
 			continue;
-		CHECK("fv_values", trimmed(val), "%s '%s' is not trimmed", fv_opt_name(o), val);
-		rc = fv_opt_check(o, val, fv_opt_name(o), v->from_pod[o], &pv, &err);
-		CHECK("fv_values", rc == 0, "%s '%s' was accepted but fails fv_opt_check: %s",
-		      fv_opt_name(o), val, tfs_dbuf_str(&err));
+		CHECK("tfs_node_values", trimmed(val), "%s '%s' is not trimmed",
+		      tfs_node_opt_name(o), val);
+		rc = tfs_node_opt_check(o, val, tfs_node_opt_name(o), v->from_pod[o], &pv, &err);
+		CHECK("tfs_node_values", rc == 0,
+		      "%s '%s' was accepted but fails tfs_node_opt_check: %s", tfs_node_opt_name(o),
+		      val, tfs_dbuf_str(&err));
 		if (v->from_pod[o]) {
-			CHECK("fv_values", node->allow[o], "%s from the pod, not allowed",
-			      fv_opt_name(o));
-			CHECK("fv_limits",
+			CHECK("tfs_node_values", node->allow[o], "%s from the pod, not allowed",
+			      tfs_node_opt_name(o));
+			CHECK("tfs_node_limits",
 			      rc || !node->limit[o].set ||
-				      fv_opt_within(o, &pv, node->limit[o].value),
-			      "%s '%s' is beyond the node's limit", fv_opt_name(o), val);
+				      tfs_node_opt_within(o, &pv, node->limit[o].value),
+			      "%s '%s' is beyond the node's limit", tfs_node_opt_name(o), val);
 		} else {
-			CHECK("fv_values", node->def[o].value != NULL,
-			      "%s '%s' neither from the pod nor a node default", fv_opt_name(o),
-			      val);
+			CHECK("tfs_node_values", node->def[o].value != NULL,
+			      "%s '%s' neither from the pod nor a node default",
+			      tfs_node_opt_name(o), val);
 			char *d = trim_dup(node->def[o].value);
-			CHECK("fv_values", strcmp(d, val) == 0,
-			      "%s '%s' is not the node default '%s'", fv_opt_name(o), val, d);
+			CHECK("tfs_node_values", strcmp(d, val) == 0,
+			      "%s '%s' is not the node default '%s'", tfs_node_opt_name(o), val, d);
 			free(d);
 		}
 	}
-	if (v->read_only && v->value[FV_OPT_WRITEBACK] && v->from_pod[FV_OPT_WRITEBACK])
-		CHECK("fv_read_only", strcmp(v->value[FV_OPT_WRITEBACK], "off") == 0,
+	if (v->read_only && v->value[TFS_NODE_OPT_WRITEBACK] && v->from_pod[TFS_NODE_OPT_WRITEBACK])
+		CHECK("tfs_node_read_only", strcmp(v->value[TFS_NODE_OPT_WRITEBACK], "off") == 0,
 		      "a read-only volume with writeback '%s' from the pod",
-		      v->value[FV_OPT_WRITEBACK]);
+		      v->value[TFS_NODE_OPT_WRITEBACK]);
 	tfs_dbuf_free(&err);
 }
 
 /* The tierfs.conf of the volume loads, validates and says what it should. */
-static void check_conf(const struct fv_volume *v, const struct fv_node *node)
+static void check_conf(const struct tfs_node_volume *v, const struct tfs_node_conf *node)
 {
 	struct tfs_dbuf out, err;
 	struct tfs_config cfg;
@@ -375,11 +383,11 @@ static void check_conf(const struct fv_volume *v, const struct fv_node *node)
 
 	tfs_dbuf_init(&out, 1 << 20);
 	tfs_dbuf_init(&err, 65536);
-	rc = fv_volume_tierfs_conf(v, node, SSD_DIR, CREDS_FILE, &out, &writable, &err);
-	CHECK("fv_errno", rc == 0 || rc == EINVAL || rc == ENOMEM || rc == EOVERFLOW,
-	      "fv_volume_tierfs_conf returned %d", rc);
+	rc = tfs_node_volume_tierfs_conf(v, node, SSD_DIR, CREDS_FILE, &out, &writable, &err);
+	CHECK("tfs_node_errno", rc == 0 || rc == EINVAL || rc == ENOMEM || rc == EOVERFLOW,
+	      "tfs_node_volume_tierfs_conf returned %d", rc);
 	if (rc == EINVAL)
-		check_message("fv_volume_tierfs_conf", &err);
+		check_message("tfs_node_volume_tierfs_conf", &err);
 	if (rc) {
 		tfs_dbuf_free(&out);
 		tfs_dbuf_free(&err);
@@ -387,49 +395,51 @@ static void check_conf(const struct fv_volume *v, const struct fv_node *node)
 	}
 	put_file(tfs_dbuf_str(&out));
 	rc = tfs_config_defaults(&cfg);
-	CHECK("fv_conf_reloads", rc == 0, "tfs_config_defaults: %d", rc);
+	CHECK("tfs_node_conf_reloads", rc == 0, "tfs_config_defaults: %d", rc);
 	rc = tfs_config_load(&cfg, conf_path, true, &err);
-	CHECK("fv_conf_reloads", rc == 0 || rc == ENOMEM,
+	CHECK("tfs_node_conf_reloads", rc == 0 || rc == ENOMEM,
 	      "the volume's tierfs.conf does not load: %s\n--- it is:\n%s", tfs_dbuf_str(&err),
 	      tfs_dbuf_str(&out));
 	if (rc == 0) {
 		rc = tfs_config_validate(&cfg, &err);
-		CHECK("fv_conf_validates", rc == 0,
+		CHECK("tfs_node_conf_validates", rc == 0,
 		      "the volume's tierfs.conf does not validate: %s", tfs_dbuf_str(&err));
-		CHECK("fv_conf_values", cfg.ssd.dir && strcmp(cfg.ssd.dir, SSD_DIR) == 0,
+		CHECK("tfs_node_conf_values", cfg.ssd.dir && strcmp(cfg.ssd.dir, SSD_DIR) == 0,
 		      "ssd.dir is '%s'", cfg.ssd.dir ? cfg.ssd.dir : "(null)");
-		CHECK("fv_conf_values",
+		CHECK("tfs_node_conf_values",
 		      cfg.backend.credentials_file &&
 			      strcmp(cfg.backend.credentials_file, CREDS_FILE) == 0,
 		      "backend.credentials_file is '%s'",
 		      cfg.backend.credentials_file ? cfg.backend.credentials_file : "(null)");
 		if (node->daemon_log)
-			CHECK("fv_conf_values",
+			CHECK("tfs_node_conf_values",
 			      cfg.log.file && strcmp(cfg.log.file, node->daemon_log) == 0,
 			      "log.file is '%s'", cfg.log.file ? cfg.log.file : "(null)");
 		if (v->read_only)
-			CHECK("fv_conf_values", cfg.writeback.mode == TFS_WB_OFF,
+			CHECK("tfs_node_conf_values", cfg.writeback.mode == TFS_WB_OFF,
 			      "a read-only volume with writeback.mode %d", (int)cfg.writeback.mode);
-		CHECK("fv_conf_values",
+		CHECK("tfs_node_conf_values",
 		      writable == (!v->read_only && cfg.writeback.mode != TFS_WB_OFF),
 		      "*writable is %d for a %s volume with writeback.mode %d", writable,
 		      v->read_only ? "read-only" : "read-write", (int)cfg.writeback.mode);
-		if (v->value[FV_OPT_RAM_SIZE] && tfs_parse_size(v->value[FV_OPT_RAM_SIZE], &n) == 0)
-			CHECK("fv_conf_values", cfg.ram.size == n, "ram.size %llu, expected %llu",
-			      (unsigned long long)cfg.ram.size, (unsigned long long)n);
-		if (v->value[FV_OPT_BLOCK_SIZE] &&
-		    tfs_parse_size(v->value[FV_OPT_BLOCK_SIZE], &n) == 0)
-			CHECK("fv_conf_values", cfg.cache.block_size == n,
+		if (v->value[TFS_NODE_OPT_RAM_SIZE] &&
+		    tfs_parse_size(v->value[TFS_NODE_OPT_RAM_SIZE], &n) == 0)
+			CHECK("tfs_node_conf_values", cfg.ram.size == n,
+			      "ram.size %llu, expected %llu", (unsigned long long)cfg.ram.size,
+			      (unsigned long long)n);
+		if (v->value[TFS_NODE_OPT_BLOCK_SIZE] &&
+		    tfs_parse_size(v->value[TFS_NODE_OPT_BLOCK_SIZE], &n) == 0)
+			CHECK("tfs_node_conf_values", cfg.cache.block_size == n,
 			      "cache.block_size %llu, expected %llu",
 			      (unsigned long long)cfg.cache.block_size, (unsigned long long)n);
-		if (v->value[FV_OPT_READAHEAD] &&
-		    tfs_parse_size(v->value[FV_OPT_READAHEAD], &n) == 0)
-			CHECK("fv_conf_values", cfg.prefetch.readahead == n,
+		if (v->value[TFS_NODE_OPT_READAHEAD] &&
+		    tfs_parse_size(v->value[TFS_NODE_OPT_READAHEAD], &n) == 0)
+			CHECK("tfs_node_conf_values", cfg.prefetch.readahead == n,
 			      "prefetch.readahead %llu, expected %llu",
 			      (unsigned long long)cfg.prefetch.readahead, (unsigned long long)n);
-		if (v->value[FV_OPT_METADATA_TTL] &&
-		    tfs_parse_duration(v->value[FV_OPT_METADATA_TTL], &n) == 0)
-			CHECK("fv_conf_values", cfg.cache.metadata_ttl_ms == n,
+		if (v->value[TFS_NODE_OPT_METADATA_TTL] &&
+		    tfs_parse_duration(v->value[TFS_NODE_OPT_METADATA_TTL], &n) == 0)
+			CHECK("tfs_node_conf_values", cfg.cache.metadata_ttl_ms == n,
 			      "cache.metadata_ttl %llu ms, expected %llu",
 			      (unsigned long long)cfg.cache.metadata_ttl_ms, (unsigned long long)n);
 	}
@@ -438,7 +448,7 @@ static void check_conf(const struct fv_volume *v, const struct fv_node *node)
 	tfs_dbuf_free(&err);
 }
 
-/* ---- fv_opt_check against tfs_config_set ---- */
+/* ---- tfs_node_opt_check against tfs_config_set ---- */
 
 static void check_agreement(struct json_object *root)
 {
@@ -446,36 +456,38 @@ static void check_agreement(struct json_object *root)
 		return;
 	json_object_object_foreach(root, key, val)
 	{
-		enum fv_opt o;
+		enum tfs_node_opt o;
 		struct tfs_dbuf err, assign;
 		struct tfs_config cfg;
-		struct fv_value pv;
+		struct tfs_node_value pv;
 		const char *value;
 		const char *tk;
 		int r1, r2;
 
-		if (!json_object_is_type(val, json_type_string) || fv_opt_find(key, false, &o) != 0)
+		if (!json_object_is_type(val, json_type_string) ||
+		    tfs_node_opt_find(key, false, &o) != 0)
 			continue;
 		value = json_object_get_string(val);
 		tfs_dbuf_init(&err, 65536);
-		r1 = fv_opt_check(o, value, "option x", false, &pv, &err);
-		CHECK("fv_errno", r1 == 0 || r1 == EINVAL || r1 == ENOMEM,
-		      "fv_opt_check returned %d", r1);
+		r1 = tfs_node_opt_check(o, value, "option x", false, &pv, &err);
+		CHECK("tfs_node_errno", r1 == 0 || r1 == EINVAL || r1 == ENOMEM,
+		      "tfs_node_opt_check returned %d", r1);
 		if (r1 == EINVAL) {
-			check_message("fv_opt_check", &err);
-			CHECK("fv_message", strncmp(tfs_dbuf_str(&err), "option x: ", 10) == 0,
+			check_message("tfs_node_opt_check", &err);
+			CHECK("tfs_node_message",
+			      strncmp(tfs_dbuf_str(&err), "option x: ", 10) == 0,
 			      "the message does not start with its origin: %s", tfs_dbuf_str(&err));
 		}
-		tk = fv_opt_tierfs_key(o);
+		tk = tfs_node_opt_tierfs_key(o);
 		if (tk && trimmed(value) && r1 != ENOMEM) {
 			if (tfs_config_defaults(&cfg) != 0)
 				abort();
 			tfs_dbuf_init(&assign, 1 << 20);
 			tfs_dbuf_addf(&assign, "%s=%s", tk, value);
 			r2 = tfs_config_set(&cfg, tfs_dbuf_str(&assign), NULL, NULL);
-			CHECK("fv_opts_agree", (r1 == 0) == (r2 == 0),
-			      "%s '%s': fv_opt_check says %d, tfs_config_set %d (%s)", key, value,
-			      r1, r2, tfs_dbuf_str(&err));
+			CHECK("tfs_node_opts_agree", (r1 == 0) == (r2 == 0),
+			      "%s '%s': tfs_node_opt_check says %d, tfs_config_set %d (%s)", key,
+			      value, r1, r2, tfs_dbuf_str(&err));
 			tfs_dbuf_free(&assign);
 			tfs_config_clear(&cfg);
 		}
@@ -489,7 +501,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct json_object *root = json_tokener_parse(json);
 
 	for (int i = 0; i < N_NODES; i++) {
-		struct fv_volume v;
+		struct tfs_node_volume v;
 		struct tfs_dbuf err;
 		int rc;
 
@@ -499,24 +511,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (getenv("TFS_FUZZ_VERBOSE"))
 			fprintf(stderr, "node %d: fv_volume_parse %d %s\n", i, rc,
 				rc ? tfs_dbuf_str(&err) : v.source);
-		CHECK("fv_errno", rc == 0 || rc == EINVAL || rc == ENOMEM,
+		CHECK("tfs_node_errno", rc == 0 || rc == EINVAL || rc == ENOMEM,
 		      "fv_volume_parse returned %d", rc);
 		if (rc) {
-			CHECK("fv_cleared", is_zero(&v, sizeof(v)), "%s",
+			CHECK("tfs_node_cleared", is_zero(&v, sizeof(v)), "%s",
 			      "a failed fv_volume_parse left data in *out");
 			if (rc == EINVAL) {
 				check_message("fv_volume_parse", &err);
 				check_no_secret(json, root, &nodes[i], tfs_dbuf_str(&err));
 			}
 		} else {
-			CHECK("fv_message", tfs_dbuf_len(&err) == 0, "success with a message: %s",
-			      tfs_dbuf_str(&err));
+			CHECK("tfs_node_message", tfs_dbuf_len(&err) == 0,
+			      "success with a message: %s", tfs_dbuf_str(&err));
 			check_volume(&v, &nodes[i]);
 			check_conf(&v, &nodes[i]);
 		}
-		fv_volume_clear(&v);
-		CHECK("fv_cleared", is_zero(&v, sizeof(v)), "%s", "fv_volume_clear left data");
-		fv_volume_clear(&v);
+		tfs_node_volume_clear(&v);
+		CHECK("tfs_node_cleared", is_zero(&v, sizeof(v)), "%s",
+		      "tfs_node_volume_clear left data");
+		tfs_node_volume_clear(&v);
 		tfs_dbuf_free(&err);
 	}
 	check_agreement(root);

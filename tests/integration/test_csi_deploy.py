@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""test_csi_deploy.py - the CSI deployment files of csi/deploy/ agree with
-each other, with the plugin's contract and with the FlexVolume option table.
+"""test_csi_deploy.py - the CSI deployment files of csi/deploy/ (and the
+image's Dockerfile, node/deploy/Dockerfile, which both drivers share) agree
+with each other, with the plugin's contract and with the option table.
 
     test_csi_deploy.py [--only NAME[,NAME...]] [--list]
 
@@ -8,14 +9,14 @@ Needs PyYAML only: no root, no server, no binary.  Every YAML file of
 csi/deploy/ is parsed, and each check below looks at the parsed objects
 (and at csi.conf inside configmap.yaml, parsed as INI).  The names the
 checks accept come from the C sources: the volume options and limit keys
-from flexvolume/fv_opts.c, the [node] keys from flexvolume/fv_nodeconf.c
+from node/node_opts.c, the [node] keys from node/node_conf.c
 (the CSI plugin's node config has the same format and keys).
 
 Each check is run twice: on the files as they are, where it must find
 nothing, and on copies broken in the way the check is about (its
 mutations), where it must find something; a check that cannot fail fails.
-install_sh runs csi/deploy/install.sh (the init container) on a fake node
-directory.
+install_sh runs csi/deploy/install.sh (the init container, with the steps
+it shares, node/deploy/install-tierfs.sh) on a fake node directory.
 
 Ends with "csideploy: N passed, N failed".
 """
@@ -55,12 +56,12 @@ def read(path):
 
 def known_names():
     """{'options': [...], 'limits': [...], 'node': [...]} from the C tables."""
-    opts_c = read(os.path.join(TOP, "flexvolume", "fv_opts.c"))
-    node_c = read(os.path.join(TOP, "flexvolume", "fv_nodeconf.c"))
-    table = opts_c[opts_c.index("defs[FV_OPT_COUNT]"):]
+    opts_c = read(os.path.join(TOP, "node", "node_opts.c"))
+    node_c = read(os.path.join(TOP, "node", "node_conf.c"))
+    table = opts_c[opts_c.index("defs[TFS_NODE_OPT_COUNT]"):]
     table = table[:table.index("};")]
-    options = re.findall(r'\[FV_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
-    limits = re.findall(r'FV_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
+    options = re.findall(r'\[TFS_NODE_OPT_\w+\]\s*=\s*\{\s*"(\w+)"', table)
+    limits = re.findall(r'TFS_NODE_LIMIT_\w+,\s*"(\w+)"\s*\}', table)
     node = re.findall(r'NK\("(\w+)"', node_c)
     conf_c = read(os.path.join(TOP, "src", "conf_keys.c"))
     tierfs = re.findall(r'KEY\("(\w+)",\s*"(\w+)"', conf_c)
@@ -94,7 +95,7 @@ def load():
             with open(os.path.join(DEPLOY, name)) as f:
                 m["files"][name] = [o for o in yaml.safe_load_all(f) if o is not None]
     m["install"] = read(os.path.join(DEPLOY, "install.sh"))
-    m["dockerfile"] = read(os.path.join(DEPLOY, "Dockerfile"))
+    m["dockerfile"] = read(os.path.join(TOP, "node", "deploy", "Dockerfile"))
     m["docs"] = read(os.path.join(TOP, "docs", "kubernetes.md"))
     return m
 
@@ -524,8 +525,12 @@ def c_install_layout(m):
     defaults = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}$", m["install"], re.M))
     if sorted(defaults) != ["HOST_OPT", "SRC"]:
         return p + ["install.sh's variables are %s" % sorted(defaults)]
-    if "COPY csi/deploy/install.sh /install.sh" not in m["dockerfile"]:
+    if "COPY ${DRIVER}/deploy/install.sh /install.sh" not in m["dockerfile"] or \
+            "COPY node/deploy/install-tierfs.sh /install-tierfs.sh" not in m["dockerfile"] or \
+            'common=$(dirname "$0")/install-tierfs.sh' not in m["install"]:
         p.append("the Dockerfile does not put install.sh at /install.sh")
+    if "docker build -f node/deploy/Dockerfile --build-arg DRIVER=csi " not in m["docs"]:
+        p.append("docs/kubernetes.md does not build the image with DRIVER=csi")
     if inst.get("command") != ["/install.sh"]:
         p.append("the init container runs %r" % inst.get("command"))
     env = {e["name"]: e.get("value") for e in inst.get("env", [])}
@@ -697,11 +702,11 @@ def c_inline(m):
 
 def c_options_documented(m):
     """The option table of docs/kubernetes.md lists exactly the options of
-    flexvolume/fv_opts.c (the table both drivers share)."""
+    node/node_opts.c (the table both drivers share)."""
     doc = docs_option_table(m["docs"])
     code = known_names()["options"]
     if doc != code:
-        return ["docs/kubernetes.md's option table %s differs from fv_opts.c's %s" % (doc, code)]
+        return ["docs/kubernetes.md's option table %s differs from node_opts.c's %s" % (doc, code)]
     if DRIVER not in m["docs"]:
         return ["docs/kubernetes.md never names %s" % DRIVER]
     return []
@@ -874,7 +879,11 @@ CHECKS = [
         lambda m: container(m, "install")["env"][0].update(value="/host/opt"),
         lambda m: container(m, "tierfs-csi").update(command=["/usr/sbin/tierfs-csi"]),
         set_conf("node", "tierfs", "/usr/bin/tierfs"),
-        set_mount("tierfs-csi", "opt", "mountPath", "/host/opt/tierfs")]),
+        set_mount("tierfs-csi", "opt", "mountPath", "/host/opt/tierfs"),
+        lambda m: m.update(dockerfile=m["dockerfile"].replace(
+            "COPY node/deploy/install-tierfs.sh /install-tierfs.sh", "")),
+        lambda m: m.update(install=m["install"].replace("/install-tierfs.sh", "/common.sh")),
+        lambda m: m.update(docs=m["docs"].replace("--build-arg DRIVER=csi ", ""))]),
     ("volume_attributes_known", c_volume_attributes, [
         inline_attr("cacheSize", "1G"), inline_attr("policy", 1),
         inline_attr("endpoint", "http://10.0.0.1"),

@@ -1194,15 +1194,22 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(pvc["spec"]["resources"]["requests"]["storage"],
                          pv["spec"]["capacity"]["storage"])
 
-        # The DaemonSet against install.sh (its entry point) and the Dockerfile.
+        # The DaemonSet against install.sh (its entry point) and the Dockerfile
+        # both drivers share (node/deploy/), whose default DRIVER is ours.
         with open(os.path.join(deploy, "install.sh")) as f:
             install = f.read()
-        with open(os.path.join(deploy, "Dockerfile")) as f:
+        self.assertIn('common=$(dirname "$0")/install-tierfs.sh', install)
+        # install.sh with the steps it sources (the CSI installer's too).
+        with open(os.path.join(deploy, "..", "..", "node", "deploy", "install-tierfs.sh")) as f:
+            install += f.read()
+        with open(os.path.join(deploy, "..", "..", "node", "deploy", "Dockerfile")) as f:
             dockerfile = f.read()
         defaults = dict(re.findall(r"^(\w+)=\$\{\1:-([^}]*)\}$", install, re.M))
         self.assertEqual(sorted(defaults),
                          ["CONFIG", "HOST_ETC", "HOST_OPT", "PLUGIN_DIR", "SRC"])
-        self.assertIn('COPY flexvolume/deploy/install.sh /install.sh', dockerfile)
+        self.assertRegex(dockerfile, r"(?m)^ARG DRIVER=flexvolume$")
+        self.assertIn('COPY ${DRIVER}/deploy/install.sh /install.sh', dockerfile)
+        self.assertIn('COPY node/deploy/install-tierfs.sh /install-tierfs.sh', dockerfile)
         self.assertIn('ENTRYPOINT ["/install.sh"]', dockerfile)
         self.assertIn("--prefix=" + defaults["SRC"] + " ", dockerfile)
         self.assertIn("--sysconfdir=/etc ", dockerfile)
@@ -1256,7 +1263,7 @@ class FlexVolumeTests(unittest.TestCase):
         self.assertEqual(ini["node"]["tierfs"], defaults["SRC"] + "/bin/tierfs")
         self.assertIn("-Wl,-rpath," + defaults["SRC"] + "/lib", dockerfile)
         # The node config: HOST_ETC/flexvolume.conf is where the driver
-        # built with --sysconfdir=/etc reads it (fv_nodeconf.c).
+        # built with --sysconfdir=/etc reads it (node_conf.c).
         etc = host_dir("HOST_ETC")
         self.assertIn('"$HOST_ETC/flexvolume.conf"', install)
         self.assertEqual(etc + "/flexvolume.conf", "/etc/tierfs/flexvolume.conf")

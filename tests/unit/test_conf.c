@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include "conf.h"
+#include "escape.h"
+#include "ini_reader.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -1047,4 +1049,74 @@ Test(config, merged_config_is_validated_again)
 	cr_assert(strstr(tfs_dbuf_str(&err), "must be at least 4 times [cache] block_size (64M)"),
 		  "%s", tfs_dbuf_str(&err));
 	tfs_config_clear(&next);
+}
+
+/* ---- the pieces both INI files use (lib/ini_reader.h, lib/escape.h) ---- */
+
+Test(ini_reader, one_line_per_call_cleaned_and_numbered)
+{
+	static const char text[] = "  [a]\r\n# a comment longer than the buffer\n"
+				   "k = v ; an inline comment that makes the line long\n\tx=1";
+	struct tfs_ini_reader r;
+	char line[24];
+
+	tfs_ini_reader_init(&r, text, strlen(text));
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "[a]");
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "",
+			 "a comment is handed on empty");
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "k = v");
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "x=1", "no newline at the end");
+	cr_assert_eq(r.lineno, 4);
+	cr_assert_null(tfs_ini_read_line(line, sizeof(line), &r));
+	cr_assert_eq(r.err_line, 0);
+	cr_assert_str_eq(r.err, "");
+}
+
+Test(ini_reader, refuses_nul_and_long_lines_and_stops)
+{
+	static const char nul[] = "a=1\nb=\0c\nd=2\n";
+	static const char lng[] = "a=1\nkey = a value far too long for the buffer\nd=2\n";
+	struct tfs_ini_reader r;
+	char line[24];
+
+	tfs_ini_reader_init(&r, nul, sizeof(nul) - 1);
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "a=1");
+	cr_assert_null(tfs_ini_read_line(line, sizeof(line), &r));
+	cr_assert_eq(r.err_line, 2);
+	cr_assert_str_eq(r.err, "NUL byte in line");
+	cr_assert_null(tfs_ini_read_line(line, sizeof(line), &r), "reading stops at an error");
+	cr_assert_eq(r.lineno, 2);
+
+	tfs_ini_reader_init(&r, lng, sizeof(lng) - 1);
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "a=1");
+	cr_assert_null(tfs_ini_read_line(line, sizeof(line), &r));
+	cr_assert_eq(r.err_line, 2);
+	cr_assert_str_eq(r.err, "line too long (more than 23 characters)");
+
+	/* The caller's handler stops it the same way. */
+	tfs_ini_reader_init(&r, lng, sizeof(lng) - 1);
+	cr_assert_str_eq(tfs_ini_read_line(line, sizeof(line), &r), "a=1");
+	r.err_line = r.lineno;
+	cr_assert_null(tfs_ini_read_line(line, sizeof(line), &r));
+	cr_assert_str_eq(r.err, "");
+}
+
+Test(escape, quotes_escapes_and_cuts)
+{
+	char buf[TFS_ESCAPE_BUFLEN(5)];
+
+	cr_assert_str_eq(tfs_escape(buf, sizeof(buf),
+				    "ab\x01"
+				    "cdefg",
+				    5, true),
+			 "'ab\\x01cd...'");
+	cr_assert_str_eq(tfs_escape(buf, sizeof(buf), "a\x7f", 5, false), "a\\x7f");
+	cr_assert_str_eq(tfs_escape(buf, sizeof(buf), "", 5, true), "''");
+	/* Any 5 bytes fit the buffer, escaped. */
+	cr_assert_str_eq(tfs_escape(buf, sizeof(buf), "\x01\x02\x03\x04\x05\x06", 5, true), "'\\x01"
+											    "\\x02"
+											    "\\x03"
+											    "\\x04"
+											    "\\x05."
+											    "..'");
 }

@@ -14,12 +14,12 @@
 
 #include "csi.pb-c.h"
 #include "csi_node.h"
-#include "fv_nodeconf.h"
-#include "fv_sys.h"
+#include "node_conf.h"
+#include "node_sys.h"
 
 static char tmpdir[200];
 static char conf[256];
-static struct fv_node node;
+static struct tfs_node_conf node;
 static struct tfs_log tlog;
 static struct csi_node cn;
 static struct csi_reply reply;
@@ -46,7 +46,7 @@ static void setup(void)
 		tmpdir, tmpdir, tmpdir);
 	cr_assert_eq(fclose(f), 0);
 	tfs_dbuf_init(&err, 4096);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, conf, true, &err), 0, "%s",
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_CSI, conf, true, &err), 0, "%s",
 		     tfs_dbuf_str(&err));
 	tfs_dbuf_free(&err);
 	tfs_log_init_stderr(&tlog, TFS_LOG_ERROR);
@@ -57,8 +57,8 @@ static void setup(void)
 static void teardown(void)
 {
 	free(reply.data);
-	fv_node_clear(&node);
-	fv_rmtree(tmpdir);
+	tfs_node_conf_clear(&node);
+	tfs_node_rmtree(tmpdir);
 }
 
 TestSuite(csi, .init = setup, .fini = teardown);
@@ -321,7 +321,7 @@ Test(csi, publish_needs_stage)
 	call(PUBLISH, &r.base);
 	expect(CSI_FAILED_PRECONDITION, "staging_target_path is missing");
 
-	cr_assert_eq(fv_mkdirs(staging, 0700), 0);
+	cr_assert_eq(tfs_node_mkdirs(staging, 0700), 0);
 	r.staging_target_path = staging;
 	call(PUBLISH, &r.base);
 	expect(CSI_FAILED_PRECONDITION, "is not staged");
@@ -349,7 +349,7 @@ Test(csi, unpublish_unstage_nothing_is_ok)
 	expect(CSI_OK, NULL);
 
 	/* An existing directory with nothing mounted: OK, and removed. */
-	cr_assert_eq(fv_mkdirs(gone, 0700), 0);
+	cr_assert_eq(tfs_node_mkdirs(gone, 0700), 0);
 	call("/csi.v1.Node/NodeUnpublishVolume", &u.base);
 	expect(CSI_OK, NULL);
 	cr_assert_neq(access(gone, F_OK), 0);
@@ -369,7 +369,7 @@ Test(csi, paths_outside_kubelet_dir)
 	char outside[300], dotdot[700], link[300], via_link[300], made[400];
 
 	snprintf(outside, sizeof(outside), "%s.outside", tmpdir);
-	cr_assert_eq(fv_mkdirs(outside, 0700), 0);
+	cr_assert_eq(tfs_node_mkdirs(outside, 0700), 0);
 	snprintf(dotdot, sizeof(dotdot), "%s/../%s.outside", tmpdir, strrchr(tmpdir, '/') + 1);
 	snprintf(link, sizeof(link), "%s/link", tmpdir);
 	cr_assert_eq(symlink(outside, link), 0);
@@ -391,5 +391,5 @@ Test(csi, paths_outside_kubelet_dir)
 	call("/csi.v1.Node/NodeStageVolume", &st.base);
 	expect(CSI_INVALID_ARGUMENT, "is not below the kubelet's directory");
 	cr_assert_neq(access(made, F_OK), 0, "a staging directory was created outside");
-	fv_rmtree(outside);
+	tfs_node_rmtree(outside);
 }

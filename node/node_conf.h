@@ -1,4 +1,4 @@
-/* fv_nodeconf.h - the node's configuration for a driver, written by the
+/* node_conf.h - the node's configuration for a driver, written by the
  * cluster admin: /etc/tierfs/flexvolume.conf for the FlexVolume driver
  * (from the ConfigMap in flexvolume/deploy/), /etc/tierfs/csi.conf for the
  * CSI plugin (csi/deploy/); one format for both.  Where things live on the node, the defaults of every
@@ -29,7 +29,7 @@
  *	memory_margin = 256M               a daemon's memory limit: ram.size + this
  *	cgroup_dir =                       parent of the daemons' cgroups (empty: auto)
  *
- *	[defaults]                         any volume option (fv_opts.h)
+ *	[defaults]                         any volume option (node_opts.h)
  *	ramSize = 512M
  *
  *	[limits]
@@ -53,20 +53,20 @@
  * A default that breaks a limit, or source together with bucket or prefix
  * in [defaults], is an error too.
  */
-#ifndef TFS_FV_NODECONF_H
-#define TFS_FV_NODECONF_H
+#ifndef TFS_NODE_CONF_H
+#define TFS_NODE_CONF_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "dbuf.h"
-#include "fv_opts.h"
+#include "node_opts.h"
 #include "log.h"
 
-enum fv_systemd {
-	FV_SYSTEMD_AUTO, /* when /run/systemd/system exists (systemd is PID 1) */
-	FV_SYSTEMD_YES,
-	FV_SYSTEMD_NO,
+enum tfs_node_systemd {
+	TFS_NODE_SYSTEMD_AUTO, /* when /run/systemd/system exists (systemd is PID 1) */
+	TFS_NODE_SYSTEMD_YES,
+	TFS_NODE_SYSTEMD_NO,
 };
 
 /* fsgroup: when yes and the kubelet passes kubernetes.io/mounterArgs.FsGroup
@@ -74,16 +74,16 @@ enum fv_systemd {
  * dir_mode=fsgroup_dir_mode, file_mode=fsgroup_file_mode (for objects
  * without x-amz-meta-gid and -mode, tierfs(1)), so a pod running as
  * another uid in that group can write.  The modes are octal and may hold
- * no bit outside FV_FSGROUP_MODE_MASK: nothing world-writable, and no
+ * no bit outside TFS_NODE_FSGROUP_MODE_MASK: nothing world-writable, and no
  * setuid, setgid or sticky bit (a volume is never trusted, so tierfs would
  * drop the set-id bits anyway).  When no, FsGroup is ignored. */
-#define FV_FSGROUP_MODE_MASK 0775
+#define TFS_NODE_FSGROUP_MODE_MASK 0775
 
 /* selinux_context: passed as context="..." on every mount the driver
  * makes (SELinux nodes: the kubelet's selinuxRelabel is off for this
- * driver, FUSE cannot be relabelled).  At most FV_CONTEXT_MAX bytes of
+ * driver, FUSE cannot be relabelled).  At most TFS_NODE_CONTEXT_MAX bytes of
  * user:role:type[:level]; only the admin sets it, never a pod. */
-#define FV_CONTEXT_MAX 160
+#define TFS_NODE_CONTEXT_MAX 160
 
 /* kubelet_dir: the kubelet's root directory (--root-dir).  The CSI plugin
  * stages, publishes, unpublishes and unstages only paths below it
@@ -97,38 +97,38 @@ enum fv_systemd {
  * share of the filesystem holding cache_root.
  *
  * memory_margin, cgroup_dir: each daemon runs under a memory limit of its
- * ram.size + memory_margin (fv_cgroup.h): a MemoryMax= property of its
+ * ram.size + memory_margin (node_cgroup.h): a MemoryMax= property of its
  * systemd scope where systemd runs, else a cgroup of its own,
  * CGROUP_DIR/<driver>-<volume hash>, where cgroup_dir is a directory of a
  * cgroup v1 memory hierarchy or of cgroup v2 (empty: /sys/fs/cgroup/tierfs
  * on cgroup v2, /sys/fs/cgroup/memory/tierfs on v1 or hybrid). */
-#define FV_MAX_DAEMONS_MAX 100000
+#define TFS_NODE_MAX_DAEMONS_MAX 100000
 
 /* The environment variables naming the node config file (for tests and
  * unusual installs); when set, the file must exist. */
-#define FV_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
-#define FV_CSI_CONF_ENV "TIERFS_CSI_CONF"
+#define TFS_NODE_CONF_ENV "TIERFS_FLEXVOLUME_CONF"
+#define TFS_NODE_CSI_CONF_ENV "TIERFS_CSI_CONF"
 
 /* Which driver reads the file: the built-in values and names differ. */
-enum fv_driver {
-	FV_DRIVER_FLEXVOLUME,
-	FV_DRIVER_CSI,
+enum tfs_node_driver {
+	TFS_NODE_DRIVER_FLEXVOLUME,
+	TFS_NODE_DRIVER_CSI,
 };
 
-struct fv_node_default {
+struct tfs_node_conf_default {
 	char *value;   /* NULL: not set */
 	unsigned line; /* its line in the file */
-	struct fv_value parsed;
+	struct tfs_node_value parsed;
 };
 
-struct fv_node_limit {
+struct tfs_node_conf_limit {
 	bool set;
 	uint64_t value; /* bytes, or milliseconds for metadataTTL */
 	unsigned line;
 };
 
-struct fv_node {
-	enum fv_driver driver;
+struct tfs_node_conf {
+	enum tfs_node_driver driver;
 	char *path; /* the file read; NULL when it did not exist */
 	char *tierfs;
 	char *tierfs_conf; /* NULL: the daemons start from tierfs's built-in defaults */
@@ -140,7 +140,7 @@ struct fv_node {
 	char *credentials_file; /* NULL: a volume without a Secret fails */
 	uint64_t mount_timeout_ms;
 	uint64_t unmount_timeout_ms;
-	enum fv_systemd systemd;
+	enum tfs_node_systemd systemd;
 	char *systemd_run;
 	bool fsgroup;
 	unsigned fsgroup_dir_mode;
@@ -153,9 +153,9 @@ struct fv_node {
 	uint64_t memory_margin;
 	char *cgroup_dir; /* NULL: auto */
 
-	struct fv_node_default def[FV_OPT_COUNT];
-	struct fv_node_limit limit[FV_OPT_COUNT];
-	bool allow[FV_OPT_COUNT];
+	struct tfs_node_conf_default def[TFS_NODE_OPT_COUNT];
+	struct tfs_node_conf_limit limit[TFS_NODE_OPT_COUNT];
+	bool allow[TFS_NODE_OPT_COUNT];
 	unsigned allow_line; /* 0: the built-in list */
 };
 
@@ -163,26 +163,27 @@ struct fv_node {
  * *must_exist is true), else SYSCONFDIR "/tierfs/flexvolume.conf" /
  * "/tierfs/csi.conf" (*must_exist false).  Returns a static string or the
  * environment's; cannot fail. */
-const char *fv_node_conf_path(enum fv_driver d, bool *must_exist);
+const char *tfs_node_conf_path(enum tfs_node_driver d, bool *must_exist);
 
 /* "tierfs-flexvolume" or "tierfs-csi", for logs, unit names and the
  * daemons' configuration.  Static string. */
-const char *fv_driver_name(enum fv_driver d);
+const char *tfs_node_driver_name(enum tfs_node_driver d);
 
 /* Fill *n with the built-in values of `driver`, then read `path` on top of them.  A
  * missing file is not an error unless `must_exist`.  Returns 0; ENOENT,
  * EACCES, ... (cannot open: "FILE: cannot open: why"); EFBIG above 1 MiB;
  * EINVAL for anything wrong in the file ("FILE:LINE: ..."); ENOMEM.  The
  * message goes to `err` (may be NULL).  On failure *n is cleared; on
- * success the caller owns it and calls fv_node_clear(). */
-int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, bool must_exist,
-		 struct tfs_dbuf *err);
+ * success the caller owns it and calls tfs_node_conf_clear(). */
+int tfs_node_conf_load(struct tfs_node_conf *n, enum tfs_node_driver driver, const char *path,
+		       bool must_exist, struct tfs_dbuf *err);
 
 /* Free the strings of *n and zero it.  Safe on a zeroed struct. */
-void fv_node_clear(struct fv_node *n);
+void tfs_node_conf_clear(struct tfs_node_conf *n);
 
 /* "FILE:LINE" of a setting for messages, or "built-in" when line is 0 or
  * no file was read.  Writes into buf; returns buf. */
-const char *fv_node_where(const struct fv_node *n, unsigned line, char *buf, size_t cap);
+const char *tfs_node_conf_where(const struct tfs_node_conf *n, unsigned line, char *buf,
+				size_t cap);
 
 #endif

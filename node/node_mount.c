@@ -1,8 +1,8 @@
-/* fv_mount.c - mount and unmount of one volume: per-volume state,
+/* node_mount.c - mount and unmount of one volume: per-volume state,
  * starting and stopping the tierfs daemon, and cleaning up after it. */
 #include "config.h"
 
-#include "fv_mount.h"
+#include "node_mount.h"
 #include "clock.h"
 
 #include <dirent.h>
@@ -25,9 +25,9 @@
 #include "conf.h"
 #include "ctl_client.h"
 #include "ctl_path.h"
-#include "fv_cgroup.h"
-#include "fv_sys.h"
-#include "fv_volume.h"
+#include "node_cgroup.h"
+#include "node_sys.h"
+#include "node_volume.h"
 #include "units.h"
 
 #define FSTYPE "fuse.tierfs"
@@ -47,13 +47,13 @@
 /* Where one volume's things are. */
 struct vol {
 	char target[PATH_MAX]; /* canonical */
-	char hash[FV_HASH_LEN + 1];
+	char hash[TFS_NODE_HASH_LEN + 1];
 	char state[PATH_MAX];
 	char info[PATH_MAX];
 	char conf[PATH_MAX];
 	char creds[PATH_MAX];
 	char cache[PATH_MAX];
-	/* What volume.json records of the daemon's budget (fv_limits). */
+	/* What volume.json records of the daemon's budget (tfs_node_limits). */
 	uint64_t ram, ssd;     /* its ram.size and ssd.size in bytes */
 	char cgroup[PATH_MAX]; /* its own memory cgroup, "" when none */
 };
@@ -64,11 +64,11 @@ struct info {
 	char source[4096];
 	char cache[PATH_MAX];
 	char target[PATH_MAX];
-	char fingerprint[FV_HASH_LEN + 1]; /* fv_volume_fingerprint(); "" when unknown */
-	long pid;                          /* the daemon, 0: unknown */
-	bool writable;                     /* the daemon took writes (true when unknown) */
-	time_t mtime;                      /* of the file */
-	bool has_sizes;                    /* ram_bytes and ssd_bytes were there */
+	char fingerprint[TFS_NODE_HASH_LEN + 1]; /* tfs_node_volume_fingerprint(); "" when unknown */
+	long pid;                                /* the daemon, 0: unknown */
+	bool writable;                           /* the daemon took writes (true when unknown) */
+	time_t mtime;                            /* of the file */
+	bool has_sizes;                          /* ram_bytes and ssd_bytes were there */
 	uint64_t ram, ssd;
 	char cgroup[PATH_MAX];
 };
@@ -91,7 +91,7 @@ static bool fits(int n, size_t cap)
 	return n >= 0 && (size_t)n < cap;
 }
 
-static int vol_paths(const struct fv_node *node, const char *target, struct vol *v,
+static int vol_paths(const struct tfs_node_conf *node, const char *target, struct vol *v,
 		     struct tfs_dbuf *msg)
 {
 	int rc = tfs_ctl_canonical_path(target, v->target, sizeof(v->target));
@@ -100,7 +100,7 @@ static int vol_paths(const struct fv_node *node, const char *target, struct vol 
 		say(msg, "target '%s': %s", target, strerror(rc));
 		return rc;
 	}
-	rc = fv_hash(v->target, v->hash, sizeof(v->hash));
+	rc = tfs_node_hash(v->target, v->hash, sizeof(v->hash));
 	if (rc) {
 		say(msg, "cannot hash the target path: %s", strerror(rc));
 		return rc;
@@ -150,7 +150,7 @@ static int write_info(const struct vol *v, const char *phase, const char *source
 		json_object_object_add(o, "cgroup", json_object_new_string(v->cgroup));
 	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 								  JSON_C_TO_STRING_NOSLASHESCAPE);
-	rc = s ? fv_write_file(v->info, s, strlen(s), 0600) : ENOMEM;
+	rc = s ? tfs_node_write_file(v->info, s, strlen(s), 0600) : ENOMEM;
 	json_object_put(o);
 	return rc;
 }
@@ -174,7 +174,7 @@ static int read_info(const char *path, struct info *in)
 
 	memset(in, 0, sizeof(*in));
 	tfs_dbuf_init(&d, 64 * 1024);
-	rc = fv_read_file(path, &d);
+	rc = tfs_node_read_file(path, &d);
 	if (rc == 0 && stat(path, &st) == 0)
 		in->mtime = st.st_mtime;
 	if (rc == 0) {
@@ -219,7 +219,7 @@ static void take_budget(struct vol *v, const struct info *in)
 /* The daemon's own cgroup, once it has exited: rmdir. */
 static void remove_cgroup(const struct tfs_log *log, const char *cgroup)
 {
-	int rc = cgroup[0] ? fv_cgroup_remove(cgroup, CGROUP_WAIT_MS) : 0;
+	int rc = cgroup[0] ? tfs_node_cgroup_remove(cgroup, CGROUP_WAIT_MS) : 0;
 
 	if (rc)
 		tfs_warn(log, "cannot remove the cgroup %s: %s", cgroup, strerror(rc));
@@ -275,11 +275,11 @@ static void child_env(char **env, size_t cap)
 	env[n] = NULL;
 }
 
-static bool use_systemd(const struct fv_node *node)
+static bool use_systemd(const struct tfs_node_conf *node)
 {
-	if (node->systemd == FV_SYSTEMD_AUTO)
+	if (node->systemd == TFS_NODE_SYSTEMD_AUTO)
 		return access("/run/systemd/system", F_OK) == 0;
-	return node->systemd == FV_SYSTEMD_YES;
+	return node->systemd == TFS_NODE_SYSTEMD_YES;
 }
 
 /* The output of a failed `tierfs mount` as one line for the reply. */
@@ -315,14 +315,15 @@ static void one_line(const struct tfs_dbuf *out, char *buf, size_t cap)
 static void undo_mount(const struct vol *v, const struct tfs_log *log, bool had_state,
 		       const char *source)
 {
-	struct fv_mount_entry me;
+	struct tfs_node_mount_entry me;
 	unsigned killed = 0;
 	int rc;
 
-	fv_kill_by_arg(v->conf, KILL_GRACE_MS, &killed);
+	tfs_node_kill_by_arg(v->conf, KILL_GRACE_MS, &killed);
 	if (killed)
 		tfs_warn(log, "%s: stopped %u leftover daemon process(es)", v->target, killed);
-	if (fv_mount_lookup(v->target, &me) == 0 && me.mounted && strcmp(me.fstype, FSTYPE) == 0) {
+	if (tfs_node_mount_lookup(v->target, &me) == 0 && me.mounted &&
+	    strcmp(me.fstype, FSTYPE) == 0) {
 		if (umount2(v->target, MNT_DETACH) != 0) {
 			tfs_err(log, "%s: cannot detach the failed mount: %s", v->target,
 				strerror(errno));
@@ -338,7 +339,7 @@ static void undo_mount(const struct vol *v, const struct tfs_log *log, bool had_
 		return;
 	}
 	/* The node's cache is shared by every volume: never removed here. */
-	rc = fv_rmtree(v->state);
+	rc = tfs_node_rmtree(v->state);
 	if (rc)
 		tfs_warn(log, "%s: cannot remove the state %s: %s", v->target, v->state,
 			 strerror(rc));
@@ -355,13 +356,13 @@ static void remove_volume(const struct tfs_log *log, const char *state, const ch
 
 	remove_cgroup(log, cgroup);
 	if (cache[0] && base && strcmp(base + 1, hash) == 0) {
-		rc = fv_rmtree(cache);
+		rc = tfs_node_rmtree(cache);
 		if (rc) {
 			tfs_warn(log, "cannot remove the cache %s: %s", cache, strerror(rc));
 			return;
 		}
 	}
-	rc = fv_rmtree(state);
+	rc = tfs_node_rmtree(state);
 	if (rc)
 		tfs_warn(log, "cannot remove the state %s: %s", state, strerror(rc));
 }
@@ -386,13 +387,13 @@ static bool is_hash(const char *s)
 		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
 			return false;
 	}
-	return n == FV_HASH_LEN;
+	return n == TFS_NODE_HASH_LEN;
 }
 
 /* Call fn(state, in, arg) for each volume of state_dir whose volume.json
  * reads (`state` its directory), but the one named `skip` (a hash, may
  * be NULL), until fn returns false. */
-static void each_volume(const struct fv_node *node, const char *skip,
+static void each_volume(const struct tfs_node_conf *node, const char *skip,
 			bool (*fn)(const char *state, const struct info *in, void *arg), void *arg)
 {
 	DIR *d = opendir(node->state_dir);
@@ -420,7 +421,7 @@ static void each_volume(const struct fv_node *node, const char *skip,
  * A read-only volume, or one unmounted cleanly, goes entirely; a writable
  * one that went without a clean drain is kept (PHASE_KEPT).  `skip` is the
  * volume of this call. */
-static void sweep(const struct fv_node *node, const struct tfs_log *log, const char *skip)
+static void sweep(const struct tfs_node_conf *node, const struct tfs_log *log, const char *skip)
 {
 	if (skip == NULL)
 		skip = "";
@@ -434,7 +435,7 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 	while ((e = readdir(d)) != NULL) {
 		struct vol v;
 		struct info in;
-		struct fv_mount_entry me;
+		struct tfs_node_mount_entry me;
 		struct tfs_dbuf ignored;
 
 		if (!is_hash(e->d_name) || strcmp(e->d_name, skip) == 0)
@@ -447,11 +448,11 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 			continue;
 		if (read_info(v.info, &in) != 0 || strcmp(in.phase, PHASE_KEPT) == 0)
 			continue; /* not ours to judge, or kept on purpose */
-		if (fv_mount_lookup(in.target, &me) != 0 || me.mounted)
+		if (tfs_node_mount_lookup(in.target, &me) != 0 || me.mounted)
 			continue;
 		if (strcmp(in.phase, PHASE_MOUNTING) == 0 && now - in.mtime <= stale)
 			continue; /* a mount in progress */
-		if (in.pid > 0 && !fv_pid_gone((pid_t)in.pid))
+		if (in.pid > 0 && !tfs_node_pid_gone((pid_t)in.pid))
 			continue;
 		if (daemon_pid(in.target) != 0)
 			continue;
@@ -462,7 +463,7 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 			continue;
 		take_budget(&v, &in);
 		if (strcmp(in.phase, PHASE_MOUNTING) == 0)
-			fv_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
+			tfs_node_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
 		(void)unlink(v.creds);
 		if (in.writable && strcmp(in.phase, PHASE_UNMOUNTED) != 0) {
 			keep_volume(log, &v, &in);
@@ -475,7 +476,7 @@ static void sweep(const struct fv_node *node, const struct tfs_log *log, const c
 	closedir(d);
 }
 
-void fv_sweep(const struct fv_node *node, const struct tfs_log *log)
+void tfs_node_sweep(const struct tfs_node_conf *node, const struct tfs_log *log)
 {
 	sweep(node, log, NULL);
 }
@@ -488,15 +489,15 @@ struct devno_search {
 static bool has_devno(const char *state, const struct info *in, void *arg)
 {
 	struct devno_search *ds = arg;
-	struct fv_mount_entry me;
+	struct tfs_node_mount_entry me;
 
 	(void)state;
-	ds->found = fv_mount_lookup(in->target, &me) == 0 && me.mounted &&
+	ds->found = tfs_node_mount_lookup(in->target, &me) == 0 && me.mounted &&
 		    strcmp(me.fstype, FSTYPE) == 0 && strcmp(me.devno, ds->devno) == 0;
 	return !ds->found;
 }
 
-int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found)
+int tfs_node_recorded_devno(const struct tfs_node_conf *node, const char *devno, bool *found)
 {
 	struct devno_search ds = { .devno = devno };
 
@@ -513,12 +514,12 @@ struct report {
 static bool report_one(const char *state, const struct info *in, void *arg)
 {
 	struct report *r = arg;
-	struct fv_mount_entry me;
+	struct tfs_node_mount_entry me;
 
 	(void)state;
-	if (fv_mount_lookup(in->target, &me) != 0 || !me.mounted)
+	if (tfs_node_mount_lookup(in->target, &me) != 0 || !me.mounted)
 		return true;
-	int rc = fv_mount_probe(in->target);
+	int rc = tfs_node_mount_probe(in->target);
 	if (rc == 0) {
 		r->live++;
 		return true;
@@ -529,7 +530,7 @@ static bool report_one(const char *state, const struct info *in, void *arg)
 	return true;
 }
 
-void fv_report(const struct fv_node *node, const struct tfs_log *log)
+void tfs_node_report(const struct tfs_node_conf *node, const struct tfs_log *log)
 {
 	struct report r = { .log = log };
 
@@ -567,7 +568,7 @@ static bool holds_daemon(const struct info *in)
 	if (strcmp(in->phase, PHASE_MOUNTING) == 0 || strcmp(in->phase, PHASE_MOUNTED) == 0)
 		return true;
 	return strcmp(in->phase, PHASE_UNMOUNTED) == 0 && in->pid > 0 &&
-	       !fv_pid_gone((pid_t)in->pid);
+	       !tfs_node_pid_gone((pid_t)in->pid);
 }
 
 struct budget {
@@ -576,7 +577,7 @@ struct budget {
 };
 
 struct budget_ctx {
-	const struct fv_node *node;
+	const struct tfs_node_conf *node;
 	struct budget *b;
 };
 
@@ -601,7 +602,7 @@ static bool add_budget(const char *state, const struct info *in, void *arg)
 }
 
 /* What the node's daemons hold now, but the volume `skip` (a hash). */
-static void node_budget(const struct fv_node *node, const char *skip, struct budget *b)
+static void node_budget(const struct tfs_node_conf *node, const char *skip, struct budget *b)
 {
 	struct budget_ctx c = { .node = node, .b = b };
 
@@ -610,8 +611,8 @@ static void node_budget(const struct fv_node *node, const char *skip, struct bud
 }
 
 /* The refusal of a bound, in msg. */
-static int over(struct tfs_dbuf *msg, const struct fv_node *node, const char *key, uint64_t have,
-		uint64_t want, uint64_t bound)
+static int over(struct tfs_dbuf *msg, const struct tfs_node_conf *node, const char *key,
+		uint64_t have, uint64_t want, uint64_t bound)
 {
 	char h[TFS_UNITS_BUFLEN], w[TFS_UNITS_BUFLEN], b[TFS_UNITS_BUFLEN];
 
@@ -629,7 +630,7 @@ static int over(struct tfs_dbuf *msg, const struct fv_node *node, const char *ke
  * record it as mounting: one call at a time (a lock in state_dir), so the
  * mounts in progress count too.  Returns 0, EDQUOT with the reason in msg,
  * or the errno of the lock or the state. */
-static int admit(const struct fv_node *node, const struct vol *v, const char *source,
+static int admit(const struct tfs_node_conf *node, const struct vol *v, const char *source,
 		 const char *fp, bool writable, struct tfs_dbuf *msg)
 {
 	char lock[PATH_MAX];
@@ -672,8 +673,8 @@ static int admit(const struct fv_node *node, const struct vol *v, const char *so
  * its systemd scope's MemoryMax=, else a cgroup of its own (v->cgroup).
  * Returns 0 when it reported a live mount; else an errno with the reason
  * in msg. */
-static int start_daemon(const struct fv_node *node, const struct tfs_log *log, struct vol *v,
-			const struct fv_volume *vol, struct tfs_dbuf *msg)
+static int start_daemon(const struct tfs_node_conf *node, const struct tfs_log *log, struct vol *v,
+			const struct tfs_node_volume *vol, struct tfs_dbuf *msg)
 {
 	char unit[128], desc[PATH_MAX + 64], line[MAX_MESSAGE + 8], mem[64];
 	char *argv[24], *env[16];
@@ -686,9 +687,10 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, s
 		/* A scope outside the kubelet's cgroup: restarting the
 		 * kubelet does not kill the daemon. */
 		snprintf(unit, sizeof(unit), "--unit=tierfs-%s-%.16s-%ld",
-			 node->driver == FV_DRIVER_CSI ? "csi" : "fv", v->hash, (long)getpid());
+			 node->driver == TFS_NODE_DRIVER_CSI ? "csi" : "fv", v->hash,
+			 (long)getpid());
 		snprintf(desc, sizeof(desc), "--description=tierfs %s volume %s",
-			 node->driver == FV_DRIVER_CSI ? "CSI" : "FlexVolume", v->target);
+			 node->driver == TFS_NODE_DRIVER_CSI ? "CSI" : "FlexVolume", v->target);
 		argv[n++] = node->systemd_run;
 		argv[n++] = "--scope";
 		argv[n++] = "--quiet";
@@ -701,10 +703,10 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, s
 	} else {
 		char name[64];
 
-		snprintf(name, sizeof(name), "%s-%s", node->driver == FV_DRIVER_CSI ? "csi" : "fv",
-			 v->hash);
-		rc = fv_cgroup_create(node, name, limit, v->cgroup, sizeof(v->cgroup), &cgroup_fd,
-				      msg);
+		snprintf(name, sizeof(name), "%s-%s",
+			 node->driver == TFS_NODE_DRIVER_CSI ? "csi" : "fv", v->hash);
+		rc = tfs_node_cgroup_create(node, name, limit, v->cgroup, sizeof(v->cgroup),
+					    &cgroup_fd, msg);
 		if (rc) {
 			if (tfs_dbuf_len(msg) == 0)
 				say(msg, "the daemon's memory cgroup: %s", strerror(rc));
@@ -719,7 +721,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, s
 	argv[n++] = "-c";
 	argv[n++] = (char *)v->conf;
 	tfs_dbuf_init(&opts, 4096);
-	rc = fv_volume_mount_opts(vol, node, &opts);
+	rc = tfs_node_volume_mount_opts(vol, node, &opts);
 	if (rc) {
 		say(msg, "the mount options: %s", strerror(rc));
 		tfs_dbuf_free(&opts);
@@ -736,7 +738,7 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, s
 
 	tfs_dbuf_init(&out, MAX_OUTPUT);
 	uint64_t t0 = tfs_mono_ms();
-	rc = fv_run_in(argv, env, cgroup_fd, node->mount_timeout_ms, &out, &status);
+	rc = tfs_node_run_in(argv, env, cgroup_fd, node->mount_timeout_ms, &out, &status);
 	if (cgroup_fd >= 0)
 		close(cgroup_fd);
 	one_line(&out, line, sizeof(line));
@@ -762,8 +764,8 @@ static int start_daemon(const struct fv_node *node, const struct tfs_log *log, s
 	return rc;
 }
 
-static int mount_new(const struct fv_node *node, const struct tfs_log *log, struct vol *v,
-		     const struct fv_volume *vol, const char *fp, struct tfs_dbuf *msg)
+static int mount_new(const struct tfs_node_conf *node, const struct tfs_log *log, struct vol *v,
+		     const struct tfs_node_volume *vol, const char *fp, struct tfs_dbuf *msg)
 {
 	struct tfs_dbuf conf, err;
 	struct stat st;
@@ -784,9 +786,9 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, stru
 	 * failure keeps the state as "kept". */
 	struct info old;
 	had_state = read_info(v->info, &old) == 0;
-	rc = fv_mkdirs(node->state_dir, 0700);
+	rc = tfs_node_mkdirs(node->state_dir, 0700);
 	if (rc == 0)
-		rc = fv_rmtree(v->state); /* an earlier call's: nothing is mounted */
+		rc = tfs_node_rmtree(v->state); /* an earlier call's: nothing is mounted */
 	if (rc == 0 && mkdir(v->state, 0700) != 0)
 		rc = errno;
 	if (rc) {
@@ -801,14 +803,15 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, stru
 	tfs_dbuf_init(&err, 4096);
 	const char *creds = node->credentials_file;
 	if (vol->creds.access_key) {
-		rc = fv_creds_write(v->creds, &vol->creds, &err);
+		rc = tfs_node_creds_write(v->creds, &vol->creds, &err);
 		creds = v->creds;
 	}
 	tfs_dbuf_init(&conf, 1 << 20);
 	if (rc == 0)
-		rc = fv_volume_tierfs_conf(vol, node, v->cache, creds, &conf, &writable, &err);
+		rc = tfs_node_volume_tierfs_conf(vol, node, v->cache, creds, &conf, &writable,
+						 &err);
 	if (rc == 0) {
-		rc = fv_write_file(v->conf, tfs_dbuf_str(&conf), tfs_dbuf_len(&conf), 0600);
+		rc = tfs_node_write_file(v->conf, tfs_dbuf_str(&conf), tfs_dbuf_len(&conf), 0600);
 		if (rc)
 			tfs_dbuf_addf(&err, "cannot write %s: %s", v->conf, strerror(rc));
 	}
@@ -832,7 +835,7 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, stru
 		tfs_warn(log, "%s: %s", v->target, tfs_dbuf_str(msg));
 		goto undo;
 	}
-	rc = fv_mkdirs(node->cache_root, 0700);
+	rc = tfs_node_mkdirs(node->cache_root, 0700);
 	if (rc == 0 && mkdir(v->cache, 0700) != 0 && errno != EEXIST)
 		rc = errno;
 	if (rc) {
@@ -843,13 +846,13 @@ static int mount_new(const struct fv_node *node, const struct tfs_log *log, stru
 	if (rc)
 		goto undo;
 
-	struct fv_mount_entry me;
-	rc = fv_mount_lookup(v->target, &me);
+	struct tfs_node_mount_entry me;
+	rc = tfs_node_mount_lookup(v->target, &me);
 	if (rc == 0 && !(me.mounted && strcmp(me.fstype, FSTYPE) == 0)) {
 		say(msg, "tierfs mount reported success, but %s is not mounted", v->target);
 		rc = EIO;
 	} else if (rc == 0) {
-		rc = fv_mount_probe(v->target);
+		rc = tfs_node_mount_probe(v->target);
 		if (rc)
 			say(msg, "the new mount on %s does not answer: %s", v->target,
 			    strerror(rc));
@@ -867,15 +870,15 @@ undo:
 	return rc;
 }
 
-int fv_fingerprint(const struct fv_node *node, const struct fv_volume *vol, char *out, size_t len,
-		   struct tfs_dbuf *msg)
+int tfs_node_fingerprint(const struct tfs_node_conf *node, const struct tfs_node_volume *vol,
+			 char *out, size_t len, struct tfs_dbuf *msg)
 {
 	unsigned char key[KEY_LEN];
 	char path[PATH_MAX];
 	struct stat st;
 	int rc;
 
-	rc = fv_mkdirs(node->state_dir, 0700);
+	rc = tfs_node_mkdirs(node->state_dir, 0700);
 	/* The state is root's alone: the key, the credentials. */
 	if (rc == 0 && stat(node->state_dir, &st) == 0 && (st.st_mode & 077) &&
 	    chmod(node->state_dir, 0700) != 0)
@@ -886,27 +889,28 @@ int fv_fingerprint(const struct fv_node *node, const struct fv_volume *vol, char
 	}
 	if (!fits(snprintf(path, sizeof(path), "%s/%s", node->state_dir, KEY_FILE), sizeof(path)))
 		return ENAMETOOLONG;
-	rc = fv_key_file(path, key, sizeof(key));
+	rc = tfs_node_key_file(path, key, sizeof(key));
 	if (rc) {
 		say(msg, "the fingerprint key %s: %s%s", path, strerror(rc),
 		    rc == EPERM ? " (it must be a file of 32 bytes, ours, mode 0600)" : "");
 		return rc;
 	}
-	rc = fv_volume_fingerprint(vol, key, sizeof(key), out, len);
+	rc = tfs_node_volume_fingerprint(vol, key, sizeof(key), out, len);
 	explicit_bzero(key, sizeof(key));
 	if (rc)
 		say(msg, "cannot hash the volume's settings: %s", strerror(rc));
 	return rc;
 }
 
-int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
-		    const struct fv_volume *vol, struct tfs_dbuf *msg)
+int tfs_node_mount_volume(const struct tfs_node_conf *node, const struct tfs_log *log,
+			  const char *target, const struct tfs_node_volume *vol,
+			  struct tfs_dbuf *msg)
 {
-	char fp[FV_HASH_LEN + 1];
+	char fp[TFS_NODE_HASH_LEN + 1];
 	struct vol v;
 	int rc;
 
-	rc = fv_fingerprint(node, vol, fp, sizeof(fp), msg);
+	rc = tfs_node_fingerprint(node, vol, fp, sizeof(fp), msg);
 	if (rc)
 		goto out;
 	rc = vol_paths(node, target, &v, msg);
@@ -917,8 +921,8 @@ int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const
 		 vol->read_only ? " read-only" : "", v.hash);
 	sweep(node, log, v.hash);
 
-	struct fv_mount_entry me;
-	rc = fv_mount_lookup(v.target, &me);
+	struct tfs_node_mount_entry me;
+	rc = tfs_node_mount_lookup(v.target, &me);
 	if (rc) {
 		say(msg, "cannot read the mount table: %s", strerror(rc));
 		goto out;
@@ -946,7 +950,7 @@ int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const
 			    v.target, vol->source);
 			goto out;
 		}
-		rc = fv_mount_probe(v.target);
+		rc = tfs_node_mount_probe(v.target);
 		if (rc == 0) {
 			tfs_info(log, "mount %s: already mounted", v.target);
 			goto out;
@@ -961,7 +965,7 @@ int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const
 		 * the same cache (its journal is uploaded by the new daemon). */
 		tfs_warn(log, "mount %s: the mount is dead (%s); mounting again", v.target,
 			 strerror(rc));
-		fv_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
+		tfs_node_kill_by_arg(v.conf, KILL_GRACE_MS, NULL);
 		if (umount2(v.target, MNT_DETACH) != 0) {
 			rc = errno;
 			say(msg, "cannot detach the dead mount on %s: %s", v.target, strerror(rc));
@@ -982,27 +986,6 @@ int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const
 out:
 	if (rc)
 		tfs_err(log, "mount %s: %s", target, tfs_dbuf_str(msg));
-	return rc;
-}
-
-int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
-	     const char *json, struct tfs_dbuf *msg)
-{
-	struct fv_volume vol;
-	struct tfs_dbuf err;
-	int rc;
-
-	tfs_dbuf_init(&err, 8192);
-	rc = fv_volume_parse(json, node, &vol, &err);
-	if (rc) {
-		say(msg, "%s", tfs_dbuf_len(&err) ? tfs_dbuf_str(&err) : strerror(rc));
-		tfs_dbuf_free(&err);
-		tfs_warn(log, "mount %s refused: %s", target, tfs_dbuf_str(msg));
-		return rc;
-	}
-	tfs_dbuf_free(&err);
-	rc = fv_mount_volume(node, log, target, &vol, msg);
-	fv_volume_clear(&vol);
 	return rc;
 }
 
@@ -1076,12 +1059,12 @@ static int drain_writeback(const struct vol *v, uint64_t deadline_ms, const stru
 	return 0;
 }
 
-int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char *target,
-	       struct tfs_dbuf *msg)
+int tfs_node_unmount(const struct tfs_node_conf *node, const struct tfs_log *log,
+		     const char *target, struct tfs_dbuf *msg)
 {
 	struct vol v;
 	struct info in;
-	struct fv_mount_entry me;
+	struct tfs_node_mount_entry me;
 	long pid = 0;
 	bool clean = false, lazy = false;
 	int rc;
@@ -1102,7 +1085,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 	tfs_info(log, "unmount %s (state %s%s)", v.target, v.hash, have_info ? "" : ": none");
 	sweep(node, log, v.hash);
 
-	rc = fv_mount_lookup(v.target, &me);
+	rc = tfs_node_mount_lookup(v.target, &me);
 	if (rc) {
 		say(msg, "cannot read the mount table: %s", strerror(rc));
 		goto out;
@@ -1121,7 +1104,8 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			say(msg,
 			    "%s is a tierfs mount (from %s) that %s did not make (no state in %s): "
 			    "not unmounting it",
-			    v.target, me.source, fv_driver_name(node->driver), node->state_dir);
+			    v.target, me.source, tfs_node_driver_name(node->driver),
+			    node->state_dir);
 			goto out;
 		}
 		pid = daemon_pid(v.target);
@@ -1142,8 +1126,8 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 
 		child_env(env, sizeof(env) / sizeof(env[0]));
 		tfs_dbuf_init(&outb, MAX_OUTPUT);
-		rc = fv_run(argv, env, deadline > now + 1000 ? deadline - now : 1000, &outb,
-			    &status);
+		rc = tfs_node_run(argv, env, deadline > now + 1000 ? deadline - now : 1000, &outb,
+				  &status);
 		one_line(&outb, line, sizeof(line));
 		tfs_dbuf_free(&outb);
 		if (rc) {
@@ -1160,7 +1144,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 		else if (line[0])
 			tfs_warn(log, "unmount %s: %s", v.target, line); /* what is left */
 
-		rc = fv_mount_lookup(v.target, &me);
+		rc = tfs_node_mount_lookup(v.target, &me);
 		if (rc == 0 && me.mounted) {
 			/* Busy (or tierfs umount could not run): detach it.
 			 * The daemon exits once the last user lets go. */
@@ -1179,7 +1163,7 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 			say(msg, "cannot read the mount table: %s", strerror(rc));
 			goto out;
 		}
-		rc = fv_mount_lookup(v.target, &me);
+		rc = tfs_node_mount_lookup(v.target, &me);
 		if (rc == 0 && me.mounted) {
 			rc = EBUSY;
 			say(msg, "%s is still mounted after a lazy unmount", v.target);
@@ -1199,9 +1183,9 @@ int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char
 	 * daemon has exited, if nothing written can be left in it: the
 	 * volume was read-only, or drained before a plain unmount. */
 	(void)unlink(v.creds);
-	while (pid > 0 && !fv_pid_gone((pid_t)pid) && tfs_mono_ms() < deadline)
-		fv_sleep_ms(50);
-	bool exited = pid <= 0 || fv_pid_gone((pid_t)pid);
+	while (pid > 0 && !tfs_node_pid_gone((pid_t)pid) && tfs_mono_ms() < deadline)
+		tfs_node_sleep_ms(50);
+	bool exited = pid <= 0 || tfs_node_pid_gone((pid_t)pid);
 	if (!clean || (lazy && in.writable)) {
 		if (have_info || lstat(in.cache, &(struct stat){ 0 }) == 0)
 			keep_volume(log, &v, &in);

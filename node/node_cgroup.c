@@ -1,8 +1,8 @@
-/* fv_cgroup.c - a daemon's own memory cgroup (v1 or v2). */
+/* node_cgroup.c - a daemon's own memory cgroup (v1 or v2). */
 #include "config.h"
 
-#include "fv_cgroup.h"
-#include "fv_sys.h"
+#include "node_cgroup.h"
+#include "node_sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,8 +71,8 @@ static int parent_of(const char *path, char *out, size_t cap)
 	return 0;
 }
 
-int fv_cgroup_create(const struct fv_node *node, const char *name, uint64_t limit, char *path,
-		     size_t cap, int *procs_fd, struct tfs_dbuf *msg)
+int tfs_node_cgroup_create(const struct tfs_node_conf *node, const char *name, uint64_t limit,
+			   char *path, size_t cap, int *procs_fd, struct tfs_dbuf *msg)
 {
 	char root[PATH_MAX], parent[PATH_MAX], num[32];
 	long type;
@@ -154,13 +154,13 @@ int fv_cgroup_create(const struct fv_node *node, const char *name, uint64_t limi
 	return rc;
 }
 
-int fv_cgroup_remove(const char *path, unsigned wait_ms)
+int tfs_node_cgroup_remove(const char *path, unsigned wait_ms)
 {
 	for (unsigned waited = 0;; waited += 50) {
 		if (rmdir(path) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != EBUSY || waited >= wait_ms)
 			return errno;
-		fv_sleep_ms(50); /* the keeper exits just after its daemon */
+		tfs_node_sleep_ms(50); /* the keeper exits just after its daemon */
 	}
 }

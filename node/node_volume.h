@@ -1,14 +1,13 @@
-/* fv_volume.h - one volume as the kubelet describes it, checked against
+/* node_volume.h - one volume as the kubelet describes it, checked against
  * the node's policy, and the tierfs configuration it becomes.  Both drivers
- * share it: the CSI plugin fills a struct fv_request from the call's
- * volume_context, secrets and capability (fv_volume_make()); the FlexVolume
- * driver from the options JSON of a `mount` call (fv_volume_parse()).
+ * share it: each fills a struct tfs_node_request, the CSI plugin from the
+ * call's volume_context, secrets and capability (csi/csi_node.c), the
+ * FlexVolume driver from the options JSON of a `mount` call
+ * (flexvolume/fv_json.c), and tfs_node_volume_make() checks it.  The rules,
+ * in the words of the FlexVolume JSON (the CSI plugin passes the same
+ * request from its own fields, csi_node.h):
  *
- * The FlexVolume JSON is a flat object of strings (anchors §5): the pod's
- * flexVolume.options verbatim, the kubelet's "kubernetes.io/..." keys and
- * each key of the Secret as "kubernetes.io/secret/<key>".
- *
- *   - Volume options (fv_opts.h) are matched exactly ("ramSize").  An
+ *   - Volume options (node_opts.h) are matched exactly ("ramSize").  An
  *     unknown one is an error; so is one the node does not allow
  *     ([pod] allow), a malformed value, or a value beyond the node's
  *     [limits].
@@ -20,7 +19,7 @@
  *     options).
  *   - kubernetes.io/mounterArgs.FsGroup (the pod's fsGroup, a decimal gid
  *     below 2^31) gives the mount that gid and the node's fsgroup modes
- *     when the node config's fsgroup is yes (fv_nodeconf.h); the pod
+ *     when the node config's fsgroup is yes (node_conf.h); the pod
  *     chooses it in its securityContext anyway, so a pod option of that
  *     name (the kubelet lets the options override its keys) grants nothing
  *     more.  Other kubernetes.io/ keys only name the pod for the log.
@@ -38,41 +37,41 @@
  *   - A read-only volume gets writeback.mode=off; a pod asking for another
  *     write-back mode on a read-only volume is an error.
  */
-#ifndef TFS_FV_VOLUME_H
-#define TFS_FV_VOLUME_H
+#ifndef TFS_NODE_VOLUME_H
+#define TFS_NODE_VOLUME_H
 
 #include <stdbool.h>
 
 #include "dbuf.h"
-#include "fv_nodeconf.h"
-#include "fv_opts.h"
-#include "fv_secrets.h"
+#include "node_conf.h"
+#include "node_opts.h"
+#include "node_secrets.h"
 
-struct fv_volume {
+struct tfs_node_volume {
 	char *source; /* s3://BUCKET[/PREFIX] */
 	bool read_only;
 	bool has_fsgroup; /* kubernetes.io/mounterArgs.FsGroup was given */
 	unsigned fsgroup;
-	char *value[FV_OPT_COUNT]; /* effective values of the tierfs-mapped options; NULL: unset */
-	bool from_pod[FV_OPT_COUNT];
-	struct fv_creds creds; /* access_key NULL: no Secret */
-	char *pod;             /* "namespace/name" for logs, or NULL */
-	char *pv;              /* kubernetes.io/pvOrVolumeName, or NULL */
+	char *value[TFS_NODE_OPT_COUNT]; /* effective values of the tierfs-mapped options; NULL: unset */
+	bool from_pod[TFS_NODE_OPT_COUNT];
+	struct tfs_node_creds creds; /* access_key NULL: no Secret */
+	char *pod;                   /* "namespace/name" for logs, or NULL */
+	char *pv;                    /* kubernetes.io/pvOrVolumeName, or NULL */
 };
 
 /* One volume as a driver received it, before the node's policy.  Strings
  * are borrowed for the call. */
-struct fv_kv {
+struct tfs_node_kv {
 	const char *key;
 	const char *value;
 };
 
-#define FV_MAX_KV 64 /* options, and keys of the Secret, of one request */
+#define TFS_NODE_MAX_KV 64 /* options, and keys of the Secret, of one request */
 
-struct fv_request {
-	const struct fv_kv *opt; /* the volume's options by pod-spec name ("ramSize") */
+struct tfs_node_request {
+	const struct tfs_node_kv *opt; /* the volume's options by pod-spec name ("ramSize") */
 	size_t n_opt;
-	const struct fv_kv *secret; /* the Secret's keys, values in plain text */
+	const struct tfs_node_kv *secret; /* the Secret's keys, values in plain text */
 	size_t n_secret;
 	bool read_only;               /* the caller's read-only flag */
 	const char *read_only_origin; /* what set it, for messages */
@@ -86,30 +85,27 @@ struct fv_request {
  * option known, allowed by [pod] allow, well-formed and within [limits];
  * the Secret's keys accessKey and secretKey (both or neither; a missing
  * Secret needs node->credentials_file), optional sessionToken, each
- * checked by fv_secret_plain(); fsgroup a gid below 2^31; the source and
+ * checked by tfs_node_secret_plain(); fsgroup a gid below 2^31; the source and
  * the defaults resolved as the header's comment says.  Returns 0; EINVAL
  * with one line in `err` saying which option, secret or rule and why (never
  * a secret's value); ENOMEM.  On failure *out is cleared; on success the
- * caller calls fv_volume_clear(). */
-int fv_volume_make(const struct fv_request *rq, const struct fv_node *node, struct fv_volume *out,
-		   struct tfs_dbuf *err);
+ * caller calls tfs_node_volume_clear(). */
+int tfs_node_volume_make(const struct tfs_node_request *rq, const struct tfs_node_conf *node,
+			 struct tfs_node_volume *out, struct tfs_dbuf *err);
 
 /* A gid as the kubelet writes an int64: decimal digits, at most
  * 2^31 - 1 (Kubernetes validates fsGroup to that range).  Returns 0 and
  * sets *out, or EINVAL. */
-int fv_parse_gid(const char *s, unsigned *out);
+int tfs_node_parse_gid(const char *s, unsigned *out);
 
-/* Parse the kubelet's FlexVolume options `json` into a request (the
- * Secret's keys base64-decoded with fv_secret_decode(), more than
- * FV_MAX_KV options or keys refused) and check it with fv_volume_make() under the policy of `node` into *out.
- * Returns 0; EINVAL with one line in `err` saying which option, secret or
- * rule and why (never a secret's value); ENOMEM.  On failure *out is
- * cleared; on success the caller calls fv_volume_clear(). */
-int fv_volume_parse(const char *json, const struct fv_node *node, struct fv_volume *out,
-		    struct tfs_dbuf *err);
+/* Replace the text of `err` (when not NULL) with the message, cut at 2047
+ * bytes; returns EINVAL.  How tfs_node_volume_make() refuses a request,
+ * and how a driver refuses what it cannot make a request of. */
+int tfs_node_refuse(struct tfs_dbuf *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Wipe the secrets, free everything, zero *v.  Safe on a zeroed struct. */
-void fv_volume_clear(struct fv_volume *v);
+void tfs_node_volume_clear(struct tfs_node_volume *v);
 
 /* The tierfs configuration of the volume's daemon, as INI text appended to
  * `out`: node.tierfs_conf (if set) as the base, then the volume's
@@ -123,22 +119,22 @@ void fv_volume_clear(struct fv_volume *v);
  * cache hold writes not uploaded yet.  Returns 0; EINVAL (message in err:
  * the base file's file:line, or a rule the options break together);
  * ENOENT/EACCES... for the base file; ENOMEM; EOVERFLOW (out's maximum). */
-int fv_volume_tierfs_conf(const struct fv_volume *v, const struct fv_node *node,
-			  const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
-			  bool *writable, struct tfs_dbuf *err);
+int tfs_node_volume_tierfs_conf(const struct tfs_node_volume *v, const struct tfs_node_conf *node,
+				const char *ssd_dir, const char *creds_file, struct tfs_dbuf *out,
+				bool *writable, struct tfs_dbuf *err);
 
 /* The fingerprint of what the volume's daemon serves: HMAC-SHA256 under
- * `key` (keylen > 0 bytes: the node's fingerprint key, fv_mount.h) of its
+ * `key` (keylen > 0 bytes: the node's fingerprint key, node_mount.h) of its
  * source, effective options, read-only flag, fsGroup and credentials
- * (access key, secret key and session token), the first FV_HASH_LEN hex
+ * (access key, secret key and session token), the first TFS_NODE_HASH_LEN hex
  * digits into out[0..len).  Two volumes with one fingerprint can share a
  * daemon; one that names another's access key with another secret key
  * cannot.  The fingerprint names a directory that mountinfo shows: without
  * the key it says nothing about the secret key, so a weak one cannot be
  * tested offline against it.  Returns 0, ERANGE, ENOMEM, or EIO if OpenSSL
  * fails. */
-int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, size_t keylen,
-			  char *out, size_t len);
+int tfs_node_volume_fingerprint(const struct tfs_node_volume *v, const unsigned char *key,
+				size_t keylen, char *out, size_t len);
 
 /* The -o argument of `tierfs mount` for the volume, appended to `out`:
  * allow_other; ro for a read-only volume; gid=FSGROUP,
@@ -147,7 +143,7 @@ int fv_volume_fingerprint(const struct fv_volume *v, const unsigned char *key, s
  * node->selinux_context is set, its commas escaped with a backslash for
  * fuse_opt (which takes the backslashes off again, so the kernel gets the
  * quoted context whole).  Returns 0, ENOMEM or EOVERFLOW (out's maximum). */
-int fv_volume_mount_opts(const struct fv_volume *v, const struct fv_node *node,
-			 struct tfs_dbuf *out);
+int tfs_node_volume_mount_opts(const struct tfs_node_volume *v, const struct tfs_node_conf *node,
+			       struct tfs_dbuf *out);
 
 #endif

@@ -1,19 +1,19 @@
-/* fv_mount.h - mounting one volume with its own tierfs daemon, and
+/* node_mount.h - mounting one volume with its own tierfs daemon, and
  * unmounting it: the FlexVolume driver's `mount` and `unmount` calls, and
  * the CSI plugin's NodeStageVolume and NodeUnstageVolume.
  *
  * Per-volume state lives in STATE/<hash>/ (node.state_dir, mode 0700),
- * where <hash> is fv_hash() of the target's canonical path
+ * where <hash> is tfs_node_hash() of the target's canonical path
  * (tfs_ctl_canonical_path()), so `unmount TARGET` finds it from the path
  * alone, even after a kubelet restart:
  *
  *	volume.json   target, source, cache directory, phase (mounting,
  *	              mounted, unmounted, kept), whether it takes writes, the
  *	              daemon's pid, the keyed fingerprint of the volume's
- *	              settings (fv_fingerprint()), the daemon's ram.size and
+ *	              settings (tfs_node_fingerprint()), the daemon's ram.size and
  *	              ssd.size in bytes and its own memory cgroup (if any)
- *	tierfs.conf   the daemon's configuration (fv_volume_tierfs_conf())
- *	credentials   the Secret's keys, mode 0600 (fv_secrets.h)
+ *	tierfs.conf   the daemon's configuration (tfs_node_volume_tierfs_conf())
+ *	credentials   the Secret's keys, mode 0600 (node_secrets.h)
  *
  * STATE/fingerprint.key (0600, 32 random bytes, created once) is the HMAC
  * key of the fingerprints; STATE/limits.lock serialises admission.
@@ -25,12 +25,12 @@
  * mount: idempotent (a live mount of ours with the same source and
  * settings is Success, one with another source or settings EBUSY; a dead one is detached and mounted again, when the driver is
  * called on it: the kubelet does not, its own stat of the target comes
- * first); runs `tierfs mount` with fv_volume_mount_opts()
+ * first); runs `tierfs mount` with tfs_node_volume_mount_opts()
  * (which daemonizes only once the mount is live) detached from the caller,
  * under `systemd-run --scope` when systemd runs, bounded by
  * node.mount_timeout, and under a memory limit of ram.size +
  * node.memory_margin (the scope's MemoryMax=, else a cgroup of its own:
- * fv_cgroup.h).  Before the daemon starts, the node-wide limits are
+ * node_cgroup.h).  Before the daemon starts, the node-wide limits are
  * checked (node.max_daemons, max_total_ram, max_total_ssd, counting every
  * volume of state_dir that is mounting or mounted, or whose daemon has not
  * exited): a mount beyond one fails with EDQUOT; on failure stops the daemon, unmounts, removes the
@@ -54,52 +54,48 @@
  * The kubelet never runs two calls for one volume at once; calls for
  * different volumes touch different state.
  */
-#ifndef TFS_FV_MOUNT_H
-#define TFS_FV_MOUNT_H
+#ifndef TFS_NODE_MOUNT_H
+#define TFS_NODE_MOUNT_H
 
 #include "dbuf.h"
-#include "fv_nodeconf.h"
-#include "fv_volume.h"
+#include "node_conf.h"
+#include "node_volume.h"
 #include "log.h"
 
 /* Mount the checked volume `vol` on `target`.  Returns 0 (the mount is
  * live); EBUSY when something else, or another volume of ours, is mounted
  * there; EDQUOT beyond a node-wide limit; EIO, ETIMEDOUT... when the daemon did not start, with the reason
  * in `msg` (one line, the daemon's own words; never a secret). */
-int fv_mount_volume(const struct fv_node *node, const struct tfs_log *log, const char *target,
-		    const struct fv_volume *vol, struct tfs_dbuf *msg);
+int tfs_node_mount_volume(const struct tfs_node_conf *node, const struct tfs_log *log,
+			  const char *target, const struct tfs_node_volume *vol,
+			  struct tfs_dbuf *msg);
 
-/* The fingerprint of `vol` (fv_volume_fingerprint()) under the node's key,
- * STATE/fingerprint.key: created once (fv_key_file()), state_dir created
+/* The fingerprint of `vol` (tfs_node_volume_fingerprint()) under the node's key,
+ * STATE/fingerprint.key: created once (tfs_node_key_file()), state_dir created
  * 0700 (or made 0700) first.  Returns 0; or an errno with the reason in
  * `msg` (EPERM: a key file that is not ours and private). */
-int fv_fingerprint(const struct fv_node *node, const struct fv_volume *vol, char *out, size_t len,
-		   struct tfs_dbuf *msg);
-
-/* `mount TARGET JSON`: fv_volume_parse(), then fv_mount_volume().  Returns 0 (the mount is live), or an errno with
- * the reason for the kubelet in `msg` (one line; never a secret). */
-int fv_mount(const struct fv_node *node, const struct tfs_log *log, const char *target,
-	     const char *json, struct tfs_dbuf *msg);
+int tfs_node_fingerprint(const struct tfs_node_conf *node, const struct tfs_node_volume *vol,
+			 char *out, size_t len, struct tfs_dbuf *msg);
 
 /* `unmount TARGET`.  Returns 0 (nothing of ours is mounted there any
  * more), or an errno with the reason in `msg`. */
-int fv_unmount(const struct fv_node *node, const struct tfs_log *log, const char *target,
-	       struct tfs_dbuf *msg);
+int tfs_node_unmount(const struct tfs_node_conf *node, const struct tfs_log *log,
+		     const char *target, struct tfs_dbuf *msg);
 
 /* Clean up after the volumes of node.state_dir that are gone (not mounted,
  * no daemon), as every mount and unmount call does first: a read-only or
  * cleanly unmounted one goes entirely, a writable one is kept.  Problems
  * are logged; cannot fail. */
-void fv_sweep(const struct fv_node *node, const struct tfs_log *log);
+void tfs_node_sweep(const struct tfs_node_conf *node, const struct tfs_log *log);
 
-/* Whether the tierfs filesystem `devno` ("major:minor", fv_mount_lookup())
+/* Whether the tierfs filesystem `devno` ("major:minor", tfs_node_mount_lookup())
  * is mounted on a target that a volume of node.state_dir records: a mount
  * this driver made, which a bind mount of it shares.  Sets *found (false
  * when state_dir cannot be read); returns 0. */
-int fv_recorded_devno(const struct fv_node *node, const char *devno, bool *found);
+int tfs_node_recorded_devno(const struct tfs_node_conf *node, const char *devno, bool *found);
 
 /* Log how many volumes of node.state_dir are mounted and answer, and each
  * one mounted whose daemon does not answer.  Cannot fail. */
-void fv_report(const struct fv_node *node, const struct tfs_log *log);
+void tfs_node_report(const struct tfs_node_conf *node, const struct tfs_log *log);
 
 #endif

@@ -1,7 +1,7 @@
-/* fv_sys.c - processes, the mount table and files, for the driver. */
+/* node_sys.c - processes, the mount table and files, for the driver. */
 #include "config.h"
 
-#include "fv_sys.h"
+#include "node_sys.h"
 #include "clock.h"
 
 #include <dirent.h>
@@ -23,7 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-void fv_sleep_ms(unsigned ms)
+void tfs_node_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
@@ -82,14 +82,14 @@ static bool drain(int fd, struct tfs_dbuf *output)
 	}
 }
 
-int fv_run(char *const argv[], char *const envp[], uint64_t timeout_ms, struct tfs_dbuf *output,
-	   int *status)
+int tfs_node_run(char *const argv[], char *const envp[], uint64_t timeout_ms,
+		 struct tfs_dbuf *output, int *status)
 {
-	return fv_run_in(argv, envp, -1, timeout_ms, output, status);
+	return tfs_node_run_in(argv, envp, -1, timeout_ms, output, status);
 }
 
-int fv_run_in(char *const argv[], char *const envp[], int cgroup_fd, uint64_t timeout_ms,
-	      struct tfs_dbuf *output, int *status)
+int tfs_node_run_in(char *const argv[], char *const envp[], int cgroup_fd, uint64_t timeout_ms,
+		    struct tfs_dbuf *output, int *status)
 {
 	int pfd[2], efd[2];
 	pid_t pid;
@@ -146,7 +146,7 @@ int fv_run_in(char *const argv[], char *const envp[], int cgroup_fd, uint64_t ti
 			if (poll(&p, 1, (int)wait) > 0)
 				open_pipe = drain(pfd[0], output);
 		} else {
-			fv_sleep_ms(20);
+			tfs_node_sleep_ms(20);
 		}
 		pid_t w = waitpid(pid, &st, WNOHANG);
 		if (w == pid)
@@ -196,7 +196,7 @@ static void unescape(char *s)
 
 /* Split one mountinfo line into `e` and its mount point *mnt (pointing
  * into `line`, unescaped).  Returns false for a line of another shape. */
-static bool parse_mountinfo(char *line, struct fv_mount_entry *e, char **mnt)
+static bool parse_mountinfo(char *line, struct tfs_node_mount_entry *e, char **mnt)
 {
 	char *save = NULL, *field[6] = { NULL };
 	char *tok = strtok_r(line, " \n", &save);
@@ -227,7 +227,7 @@ static bool parse_mountinfo(char *line, struct fv_mount_entry *e, char **mnt)
 
 /* Call fn for every mount, in the order of the table (later lines are
  * mounted later); stop early when fn returns false. */
-static int each_mount(bool (*fn)(const struct fv_mount_entry *e, const char *mnt, void *arg),
+static int each_mount(bool (*fn)(const struct tfs_node_mount_entry *e, const char *mnt, void *arg),
 		      void *arg)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -237,7 +237,7 @@ static int each_mount(bool (*fn)(const struct fv_mount_entry *e, const char *mnt
 	if (f == NULL)
 		return errno;
 	while (getline(&line, &cap, f) > 0) {
-		struct fv_mount_entry e;
+		struct tfs_node_mount_entry e;
 		char *mnt;
 
 		if (parse_mountinfo(line, &e, &mnt) && !fn(&e, mnt, arg))
@@ -251,10 +251,10 @@ static int each_mount(bool (*fn)(const struct fv_mount_entry *e, const char *mnt
 
 struct lookup_arg {
 	const char *path;
-	struct fv_mount_entry *out;
+	struct tfs_node_mount_entry *out;
 };
 
-static bool lookup_one(const struct fv_mount_entry *e, const char *mnt, void *arg)
+static bool lookup_one(const struct tfs_node_mount_entry *e, const char *mnt, void *arg)
 {
 	struct lookup_arg *a = arg;
 
@@ -263,7 +263,7 @@ static bool lookup_one(const struct fv_mount_entry *e, const char *mnt, void *ar
 	return true;
 }
 
-int fv_mount_lookup(const char *path, struct fv_mount_entry *out)
+int tfs_node_mount_lookup(const char *path, struct tfs_node_mount_entry *out)
 {
 	struct lookup_arg a = { path, out };
 
@@ -277,7 +277,7 @@ struct users_arg {
 	unsigned n;
 };
 
-static bool count_user(const struct fv_mount_entry *e, const char *mnt, void *arg)
+static bool count_user(const struct tfs_node_mount_entry *e, const char *mnt, void *arg)
 {
 	struct users_arg *a = arg;
 
@@ -286,7 +286,7 @@ static bool count_user(const struct fv_mount_entry *e, const char *mnt, void *ar
 	return true;
 }
 
-int fv_mount_users(const char *devno, const char *skip, unsigned *n)
+int tfs_node_mount_users(const char *devno, const char *skip, unsigned *n)
 {
 	struct users_arg a = { devno, skip, 0 };
 	int rc = each_mount(count_user, &a);
@@ -295,7 +295,7 @@ int fv_mount_users(const char *devno, const char *skip, unsigned *n)
 	return rc;
 }
 
-int fv_mount_probe(const char *path)
+int tfs_node_mount_probe(const char *path)
 {
 	struct statfs sf;
 
@@ -329,7 +329,7 @@ static bool has_arg(const char *pid, const char *arg)
 	return false;
 }
 
-bool fv_pid_gone(pid_t pid)
+bool tfs_node_pid_gone(pid_t pid)
 {
 	char path[64], buf[512];
 	int fd;
@@ -352,7 +352,7 @@ bool fv_pid_gone(pid_t pid)
 
 #define MAX_VICTIMS 64
 
-int fv_kill_by_arg(const char *arg, uint64_t grace_ms, unsigned *found)
+int tfs_node_kill_by_arg(const char *arg, uint64_t grace_ms, unsigned *found)
 {
 	pid_t victims[MAX_VICTIMS];
 	unsigned n = 0;
@@ -377,9 +377,9 @@ int fv_kill_by_arg(const char *arg, uint64_t grace_ms, unsigned *found)
 		kill(victims[i], SIGTERM);
 	uint64_t deadline = tfs_mono_ms() + grace_ms;
 	for (unsigned i = 0; i < n; i++) {
-		while (!fv_pid_gone(victims[i]) && tfs_mono_ms() < deadline)
-			fv_sleep_ms(20);
-		if (!fv_pid_gone(victims[i]))
+		while (!tfs_node_pid_gone(victims[i]) && tfs_mono_ms() < deadline)
+			tfs_node_sleep_ms(20);
+		if (!tfs_node_pid_gone(victims[i]))
 			kill(victims[i], SIGKILL);
 	}
 	if (found)
@@ -400,7 +400,7 @@ static int rm_one(const char *path, const struct stat *st, int type, struct FTW 
 	return 0;
 }
 
-int fv_rmtree(const char *path)
+int tfs_node_rmtree(const char *path)
 {
 	struct stat st;
 
@@ -417,7 +417,7 @@ int fv_rmtree(const char *path)
 	return rc;
 }
 
-int fv_mkdirs(const char *path, mode_t mode)
+int tfs_node_mkdirs(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
 	struct stat st;
@@ -446,7 +446,7 @@ int fv_mkdirs(const char *path, mode_t mode)
 	return 0;
 }
 
-int fv_write_file(const char *path, const void *data, size_t len, mode_t mode)
+int tfs_node_write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
 	char tmp[PATH_MAX];
 	const char *p = data;
@@ -483,7 +483,7 @@ int fv_write_file(const char *path, const void *data, size_t len, mode_t mode)
 	return rc;
 }
 
-int fv_read_file(const char *path, struct tfs_dbuf *out)
+int tfs_node_read_file(const char *path, struct tfs_dbuf *out)
 {
 	char buf[4096];
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -509,21 +509,22 @@ int fv_read_file(const char *path, struct tfs_dbuf *out)
 	}
 }
 
-int fv_hash(const char *s, char *out, size_t len)
+int tfs_node_hash(const char *s, char *out, size_t len)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
 	static const char hex[] = "0123456789abcdef";
 
-	if (len < FV_HASH_LEN + 1)
+	if (len < TFS_NODE_HASH_LEN + 1)
 		return ERANGE;
-	if (!EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL) || mdlen * 2 < FV_HASH_LEN)
+	if (!EVP_Digest(s, strlen(s), md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen * 2 < TFS_NODE_HASH_LEN)
 		return EIO;
-	for (int i = 0; i < FV_HASH_LEN / 2; i++) {
+	for (int i = 0; i < TFS_NODE_HASH_LEN / 2; i++) {
 		out[2 * i] = hex[md[i] >> 4];
 		out[2 * i + 1] = hex[md[i] & 15];
 	}
-	out[FV_HASH_LEN] = '\0';
+	out[TFS_NODE_HASH_LEN] = '\0';
 	return 0;
 }
 
@@ -550,7 +551,7 @@ static int read_key(int fd, unsigned char *key, size_t len)
 	return 0;
 }
 
-int fv_key_file(const char *path, unsigned char *key, size_t len)
+int tfs_node_key_file(const char *path, unsigned char *key, size_t len)
 {
 	char tmp[PATH_MAX];
 	int fd, rc;
@@ -572,7 +573,7 @@ int fv_key_file(const char *path, unsigned char *key, size_t len)
 			return ENAMETOOLONG;
 		if (RAND_bytes(key, (int)len) != 1)
 			return EIO;
-		rc = fv_write_file(tmp, key, len, 0600);
+		rc = tfs_node_write_file(tmp, key, len, 0600);
 		explicit_bzero(key, len);
 		if (rc)
 			return rc;

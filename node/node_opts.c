@@ -1,9 +1,9 @@
-/* fv_opts.c - the FlexVolume option table and value checks.  Values of
+/* node_opts.c - the FlexVolume option table and value checks.  Values of
  * options that map onto a tierfs key are checked by src/conf.c itself, on a
  * scratch configuration, so the driver and `tierfs mount` never disagree. */
 #include "config.h"
 
-#include "fv_opts.h"
+#include "node_opts.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,10 +12,11 @@
 #include <strings.h>
 
 #include "conf.h"
+#include "escape.h"
 #include "source.h"
 #include "units.h"
 
-enum fv_kind {
+enum tfs_node_kind {
 	K_SOURCE,   /* s3://BUCKET[/PREFIX] */
 	K_BUCKET,   /* a bucket name */
 	K_PREFIX,   /* a key prefix */
@@ -26,78 +27,86 @@ enum fv_kind {
 	K_TIERFS,   /* any other tierfs key: conf.c checks it */
 };
 
-struct fv_opt_def {
+struct tfs_node_opt_def {
 	const char *name;
 	const char *tierfs; /* "section.key", or NULL */
-	enum fv_kind kind;
-	enum fv_limit_kind limit;
+	enum tfs_node_kind kind;
+	enum tfs_node_limit_kind limit;
 	const char *limit_key;
 };
 
-static const struct fv_opt_def defs[FV_OPT_COUNT] = {
-	[FV_OPT_SOURCE] = { "source", NULL, K_SOURCE, FV_LIMIT_NONE, NULL },
-	[FV_OPT_BUCKET] = { "bucket", NULL, K_BUCKET, FV_LIMIT_NONE, NULL },
-	[FV_OPT_PREFIX] = { "prefix", NULL, K_PREFIX, FV_LIMIT_NONE, NULL },
-	[FV_OPT_ENDPOINT] = { "endpoint", "backend.endpoint", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_REGION] = { "region", "backend.region", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_PATH_STYLE] = { "pathStyle", "backend.path_style", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_RAM_SIZE] = { "ramSize", "ram.size", K_SIZE, FV_LIMIT_MAX, "maxRamSize" },
-	[FV_OPT_SSD_SIZE] = { "ssdSize", "ssd.size", K_SIZE_PCT, FV_LIMIT_MAX, "maxSsdSize" },
-	[FV_OPT_BLOCK_SIZE] = { "blockSize", "cache.block_size", K_SIZE, FV_LIMIT_MAX,
-				"maxBlockSize" },
-	[FV_OPT_READAHEAD] = { "readahead", "prefetch.readahead", K_SIZE, FV_LIMIT_MAX,
-			       "maxReadahead" },
-	[FV_OPT_POLICY] = { "policy", "cache.policy", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_METADATA_TTL] = { "metadataTTL", "cache.metadata_ttl", K_DURATION, FV_LIMIT_MIN,
-				  "minMetadataTTL" },
-	[FV_OPT_WRITEBACK] = { "writeback", "writeback.mode", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_NEAR_BUCKET] = { "nearBucket", "near.bucket", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_NEAR_PREFIX] = { "nearPrefix", "near.prefix", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_NEAR_ENDPOINT] = { "nearEndpoint", "near.endpoint", K_TIERFS, FV_LIMIT_NONE, NULL },
-	[FV_OPT_NEAR_WRITE_THROUGH] = { "nearWriteThrough", "near.write_through", K_TIERFS,
-					FV_LIMIT_NONE, NULL },
-	[FV_OPT_READ_ONLY] = { "readOnly", NULL, K_BOOL, FV_LIMIT_NONE, NULL },
+static const struct tfs_node_opt_def defs[TFS_NODE_OPT_COUNT] = {
+	[TFS_NODE_OPT_SOURCE] = { "source", NULL, K_SOURCE, TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_BUCKET] = { "bucket", NULL, K_BUCKET, TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_PREFIX] = { "prefix", NULL, K_PREFIX, TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_ENDPOINT] = { "endpoint", "backend.endpoint", K_TIERFS, TFS_NODE_LIMIT_NONE,
+				    NULL },
+	[TFS_NODE_OPT_REGION] = { "region", "backend.region", K_TIERFS, TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_PATH_STYLE] = { "pathStyle", "backend.path_style", K_TIERFS,
+				      TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_RAM_SIZE] = { "ramSize", "ram.size", K_SIZE, TFS_NODE_LIMIT_MAX,
+				    "maxRamSize" },
+	[TFS_NODE_OPT_SSD_SIZE] = { "ssdSize", "ssd.size", K_SIZE_PCT, TFS_NODE_LIMIT_MAX,
+				    "maxSsdSize" },
+	[TFS_NODE_OPT_BLOCK_SIZE] = { "blockSize", "cache.block_size", K_SIZE, TFS_NODE_LIMIT_MAX,
+				      "maxBlockSize" },
+	[TFS_NODE_OPT_READAHEAD] = { "readahead", "prefetch.readahead", K_SIZE, TFS_NODE_LIMIT_MAX,
+				     "maxReadahead" },
+	[TFS_NODE_OPT_POLICY] = { "policy", "cache.policy", K_TIERFS, TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_METADATA_TTL] = { "metadataTTL", "cache.metadata_ttl", K_DURATION,
+					TFS_NODE_LIMIT_MIN, "minMetadataTTL" },
+	[TFS_NODE_OPT_WRITEBACK] = { "writeback", "writeback.mode", K_TIERFS, TFS_NODE_LIMIT_NONE,
+				     NULL },
+	[TFS_NODE_OPT_NEAR_BUCKET] = { "nearBucket", "near.bucket", K_TIERFS, TFS_NODE_LIMIT_NONE,
+				       NULL },
+	[TFS_NODE_OPT_NEAR_PREFIX] = { "nearPrefix", "near.prefix", K_TIERFS, TFS_NODE_LIMIT_NONE,
+				       NULL },
+	[TFS_NODE_OPT_NEAR_ENDPOINT] = { "nearEndpoint", "near.endpoint", K_TIERFS,
+					 TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_NEAR_WRITE_THROUGH] = { "nearWriteThrough", "near.write_through", K_TIERFS,
+					      TFS_NODE_LIMIT_NONE, NULL },
+	[TFS_NODE_OPT_READ_ONLY] = { "readOnly", NULL, K_BOOL, TFS_NODE_LIMIT_NONE, NULL },
 };
 
 #define MAX_QUOTE 100
 
-const char *fv_opt_name(enum fv_opt o)
+const char *tfs_node_opt_name(enum tfs_node_opt o)
 {
-	return (unsigned)o < FV_OPT_COUNT ? defs[o].name : "?";
+	return (unsigned)o < TFS_NODE_OPT_COUNT ? defs[o].name : "?";
 }
 
-const char *fv_opt_tierfs_key(enum fv_opt o)
+const char *tfs_node_opt_tierfs_key(enum tfs_node_opt o)
 {
-	return (unsigned)o < FV_OPT_COUNT ? defs[o].tierfs : NULL;
+	return (unsigned)o < TFS_NODE_OPT_COUNT ? defs[o].tierfs : NULL;
 }
 
-enum fv_limit_kind fv_opt_limit_kind(enum fv_opt o)
+enum tfs_node_limit_kind tfs_node_opt_limit_kind(enum tfs_node_opt o)
 {
-	return (unsigned)o < FV_OPT_COUNT ? defs[o].limit : FV_LIMIT_NONE;
+	return (unsigned)o < TFS_NODE_OPT_COUNT ? defs[o].limit : TFS_NODE_LIMIT_NONE;
 }
 
-const char *fv_opt_limit_key(enum fv_opt o)
+const char *tfs_node_opt_limit_key(enum tfs_node_opt o)
 {
-	return (unsigned)o < FV_OPT_COUNT ? defs[o].limit_key : NULL;
+	return (unsigned)o < TFS_NODE_OPT_COUNT ? defs[o].limit_key : NULL;
 }
 
-int fv_opt_find(const char *name, bool ignore_case, enum fv_opt *out)
+int tfs_node_opt_find(const char *name, bool ignore_case, enum tfs_node_opt *out)
 {
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
 		if (ignore_case ? strcasecmp(defs[i].name, name) == 0
 				: strcmp(defs[i].name, name) == 0) {
-			*out = (enum fv_opt)i;
+			*out = (enum tfs_node_opt)i;
 			return 0;
 		}
 	}
 	return ENOENT;
 }
 
-int fv_opt_find_limit(const char *key, enum fv_opt *out)
+int tfs_node_opt_find_limit(const char *key, enum tfs_node_opt *out)
 {
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
 		if (defs[i].limit_key && strcasecmp(defs[i].limit_key, key) == 0) {
-			*out = (enum fv_opt)i;
+			*out = (enum tfs_node_opt)i;
 			return 0;
 		}
 	}
@@ -110,7 +119,7 @@ static const char *join(char *buf, size_t cap, bool limits)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
 		const char *s = limits ? defs[i].limit_key : defs[i].name;
 
 		if (s == NULL)
@@ -123,41 +132,24 @@ static const char *join(char *buf, size_t cap, bool limits)
 	return buf;
 }
 
-const char *fv_opt_list(char *buf, size_t cap)
+const char *tfs_node_opt_list(char *buf, size_t cap)
 {
 	return join(buf, cap, false);
 }
 
-const char *fv_opt_limit_list(char *buf, size_t cap)
+const char *tfs_node_opt_limit_list(char *buf, size_t cap)
 {
 	return join(buf, cap, true);
 }
 
-const char *fv_quote(char *buf, size_t cap, const char *s)
+const char *tfs_node_quote(char *buf, size_t cap, const char *s)
 {
-	size_t o = 0, i;
-
 	if (cap < 16) {
 		if (cap)
 			buf[0] = '\0';
 		return buf;
 	}
-	buf[o++] = '\'';
-	for (i = 0; i < MAX_QUOTE && s[i] && o + 8 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c == 0x7f)
-			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-		else
-			buf[o++] = (char)c;
-	}
-	if (s[i]) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o++] = '\'';
-	buf[o] = '\0';
-	return buf;
+	return tfs_escape(buf, cap, s, MAX_QUOTE, true);
 }
 
 static bool has_ctrl(const char *s)
@@ -235,7 +227,7 @@ static bool bucket_char(char c)
 
 static int check_bucket(const char *v, const char *origin, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 	size_t n = strlen(v);
 
 	if (n == 0)
@@ -245,7 +237,7 @@ static int check_bucket(const char *v, const char *origin, struct tfs_dbuf *err)
 			return fail(err, origin,
 				    "%s is not a bucket name (allowed: letters, digits, "
 				    "'.', '-' and '_'; put the path in prefix)",
-				    fv_quote(q, sizeof(q), v));
+				    tfs_node_quote(q, sizeof(q), v));
 	}
 	if (n > 255)
 		return fail(err, origin, "a bucket name has at most 255 characters, not %zu", n);
@@ -255,17 +247,17 @@ static int check_bucket(const char *v, const char *origin, struct tfs_dbuf *err)
 /* Parse SOURCE with src/source.c and insist on S3. */
 static int check_source(const char *v, const char *origin, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 	char msg[512];
 	struct tfs_source s;
 	int rc;
 
 	if (has_ctrl(v))
 		return fail(err, origin, "%s contains a control character",
-			    fv_quote(q, sizeof(q), v));
+			    tfs_node_quote(q, sizeof(q), v));
 	if (strncmp(v, "s3://", 5) != 0)
 		return fail(err, origin, "%s is not an S3 source (allowed: s3://BUCKET[/PREFIX])",
-			    fv_quote(q, sizeof(q), v));
+			    tfs_node_quote(q, sizeof(q), v));
 	rc = tfs_source_parse(v, &s, msg, sizeof(msg));
 	if (rc == ENOMEM)
 		return rc;
@@ -278,30 +270,30 @@ static int check_source(const char *v, const char *origin, struct tfs_dbuf *err)
 
 static int check_prefix(const char *v, const char *origin, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 
 	if (has_ctrl(v))
 		return fail(err, origin, "%s contains a control character",
-			    fv_quote(q, sizeof(q), v));
+			    tfs_node_quote(q, sizeof(q), v));
 	if (v[0] == '/' || strstr(v, "//"))
 		return fail(err, origin,
 			    "%s has an empty path segment (write a/b, not /a/b or a//b)",
-			    fv_quote(q, sizeof(q), v));
+			    tfs_node_quote(q, sizeof(q), v));
 	return 0;
 }
 
-int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from_pod,
-		 struct fv_value *out, struct tfs_dbuf *err)
+int tfs_node_opt_check(enum tfs_node_opt o, const char *value, const char *origin, bool from_pod,
+		       struct tfs_node_value *out, struct tfs_dbuf *err)
 {
-	struct fv_value v = { 0 };
-	char q[FV_QUOTE_BUFLEN];
+	struct tfs_node_value v = { 0 };
+	char q[TFS_NODE_QUOTE_BUFLEN];
 	int rc;
 
 	if (err)
 		tfs_dbuf_reset(err);
-	if ((unsigned)o >= FV_OPT_COUNT)
+	if ((unsigned)o >= TFS_NODE_OPT_COUNT)
 		return EINVAL;
-	const struct fv_opt_def *d = &defs[o];
+	const struct tfs_node_opt_def *d = &defs[o];
 
 	switch (d->kind) {
 	case K_SOURCE:
@@ -319,7 +311,7 @@ int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from
 			rc = fail(err, origin,
 				  "%s is not a boolean (allowed: true/false, yes/no, "
 				  "on/off, 1/0)",
-				  fv_quote(q, sizeof(q), value));
+				  tfs_node_quote(q, sizeof(q), value));
 		break;
 	case K_SIZE:
 	case K_SIZE_PCT:
@@ -341,7 +333,7 @@ int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from
 		}
 		if (rc) /* blanks around the value: conf.c trims, the parsers do not */
 			rc = fail(err, origin, "%s: remove the blanks around the value",
-				  fv_quote(q, sizeof(q), value));
+				  tfs_node_quote(q, sizeof(q), value));
 		break;
 	default:
 		rc = EINVAL;
@@ -351,22 +343,22 @@ int fv_opt_check(enum fv_opt o, const char *value, const char *origin, bool from
 		rc = fail(err, origin,
 			  "%s: a volume must give an absolute size (every volume's cache "
 			  "shares the node's disk; only the node config may use N%%)",
-			  fv_quote(q, sizeof(q), value));
+			  tfs_node_quote(q, sizeof(q), value));
 	if (rc == 0 && out)
 		*out = v;
 	return rc;
 }
 
-int fv_opt_check_limit(enum fv_opt o, const char *value, const char *origin, uint64_t *num,
-		       struct tfs_dbuf *err)
+int tfs_node_opt_check_limit(enum tfs_node_opt o, const char *value, const char *origin,
+			     uint64_t *num, struct tfs_dbuf *err)
 {
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 	uint64_t v;
 	int rc;
 
 	if (err)
 		tfs_dbuf_reset(err);
-	if ((unsigned)o >= FV_OPT_COUNT || defs[o].limit == FV_LIMIT_NONE)
+	if ((unsigned)o >= TFS_NODE_OPT_COUNT || defs[o].limit == TFS_NODE_LIMIT_NONE)
 		return EINVAL;
 	if (defs[o].kind == K_DURATION) {
 		rc = tfs_parse_duration(value, &v);
@@ -374,36 +366,36 @@ int fv_opt_check_limit(enum fv_opt o, const char *value, const char *origin, uin
 			return fail(err, origin,
 				    "%s is not a duration (allowed: a number with "
 				    "ms/s/m/h suffix, or forever)",
-				    fv_quote(q, sizeof(q), value));
+				    tfs_node_quote(q, sizeof(q), value));
 	} else {
 		rc = tfs_parse_size(value, &v);
 		if (rc)
 			return fail(err, origin,
 				    "%s is not a size (allowed: bytes with K/M/G/T "
 				    "suffix; N%% cannot be a limit)",
-				    fv_quote(q, sizeof(q), value));
+				    tfs_node_quote(q, sizeof(q), value));
 	}
 	*num = v;
 	return 0;
 }
 
-bool fv_opt_within(enum fv_opt o, const struct fv_value *v, uint64_t limit)
+bool tfs_node_opt_within(enum tfs_node_opt o, const struct tfs_node_value *v, uint64_t limit)
 {
-	switch (fv_opt_limit_kind(o)) {
-	case FV_LIMIT_MAX:
+	switch (tfs_node_opt_limit_kind(o)) {
+	case TFS_NODE_LIMIT_MAX:
 		return v->pct || v->num <= limit;
-	case FV_LIMIT_MIN:
+	case TFS_NODE_LIMIT_MIN:
 		return v->num >= limit;
 	default:
 		return true;
 	}
 }
 
-void fv_opt_format_limit(enum fv_opt o, uint64_t limit, char *buf, size_t cap)
+void tfs_node_opt_format_limit(enum tfs_node_opt o, uint64_t limit, char *buf, size_t cap)
 {
 	int rc;
 
-	if ((unsigned)o < FV_OPT_COUNT && defs[o].kind == K_DURATION)
+	if ((unsigned)o < TFS_NODE_OPT_COUNT && defs[o].kind == K_DURATION)
 		rc = tfs_format_duration(limit, buf, cap);
 	else
 		rc = tfs_format_size_exact(limit, buf, cap);

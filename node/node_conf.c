@@ -1,7 +1,7 @@
-/* fv_nodeconf.c - the node's FlexVolume configuration file (inih). */
+/* node_conf.c - the node's FlexVolume configuration file (inih). */
 #include "config.h"
 
-#include "fv_nodeconf.h"
+#include "node_conf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 
 #include <ini.h>
 
+#include "ini_reader.h"
 #include "units.h"
 
 #ifndef SYSCONFDIR
@@ -36,11 +37,11 @@ enum node_type {
 	N_PATH_OPT, /* char *: an absolute path, or empty (NULL) */
 	N_DURATION, /* uint64_t milliseconds in [SEC, HOUR] */
 	N_LOGLEVEL, /* enum tfs_log_level */
-	N_SYSTEMD,  /* enum fv_systemd */
+	N_SYSTEMD,  /* enum tfs_node_systemd */
 	N_BOOL,     /* bool */
-	N_MODE,     /* unsigned: octal, no bit outside FV_FSGROUP_MODE_MASK */
+	N_MODE,     /* unsigned: octal, no bit outside TFS_NODE_FSGROUP_MODE_MASK */
 	N_CONTEXT,  /* char *: an SELinux context, or empty (NULL) */
-	N_COUNT,    /* unsigned: 1 to FV_MAX_DAEMONS_MAX */
+	N_COUNT,    /* unsigned: 1 to TFS_NODE_MAX_DAEMONS_MAX */
 	N_SIZE,     /* uint64_t bytes */
 	N_SIZE_OPT, /* uint64_t bytes, or empty (0: no bound) */
 };
@@ -52,9 +53,9 @@ struct node_key {
 	const char *def;
 };
 
-#define NK(k, t, f, d)                                     \
-	{                                                  \
-		(k), (t), offsetof(struct fv_node, f), (d) \
+#define NK(k, t, f, d)                                           \
+	{                                                        \
+		(k), (t), offsetof(struct tfs_node_conf, f), (d) \
 	}
 
 static const struct node_key node_keys[] = {
@@ -86,9 +87,9 @@ static const struct node_key node_keys[] = {
 
 /* What a pod may set when the file has no [pod] allow: the dataset, and the
  * options that cost the node nothing. */
-static const enum fv_opt builtin_allow[] = {
-	FV_OPT_SOURCE,    FV_OPT_BUCKET, FV_OPT_PREFIX,
-	FV_OPT_READ_ONLY, FV_OPT_POLICY, FV_OPT_METADATA_TTL,
+static const enum tfs_node_opt builtin_allow[] = {
+	TFS_NODE_OPT_SOURCE,    TFS_NODE_OPT_BUCKET, TFS_NODE_OPT_PREFIX,
+	TFS_NODE_OPT_READ_ONLY, TFS_NODE_OPT_POLICY, TFS_NODE_OPT_METADATA_TTL,
 };
 
 /* The CSI plugin's built-in values where they differ from the table's:
@@ -103,9 +104,9 @@ static const struct {
 	{ "log_file", "" },
 };
 
-static const char *builtin_value(const struct node_key *k, enum fv_driver d)
+static const char *builtin_value(const struct node_key *k, enum tfs_node_driver d)
 {
-	if (d == FV_DRIVER_CSI) {
+	if (d == TFS_NODE_DRIVER_CSI) {
 		for (size_t i = 0; i < sizeof(csi_defaults) / sizeof(csi_defaults[0]); i++) {
 			if (strcmp(csi_defaults[i].key, k->key) == 0)
 				return csi_defaults[i].def;
@@ -114,25 +115,26 @@ static const char *builtin_value(const struct node_key *k, enum fv_driver d)
 	return k->def;
 }
 
-const char *fv_node_conf_path(enum fv_driver d, bool *must_exist)
+const char *tfs_node_conf_path(enum tfs_node_driver d, bool *must_exist)
 {
-	const char *env = getenv(d == FV_DRIVER_CSI ? FV_CSI_CONF_ENV : FV_CONF_ENV);
+	const char *env =
+		getenv(d == TFS_NODE_DRIVER_CSI ? TFS_NODE_CSI_CONF_ENV : TFS_NODE_CONF_ENV);
 
 	if (env && *env) {
 		*must_exist = true;
 		return env;
 	}
 	*must_exist = false;
-	return d == FV_DRIVER_CSI ? SYSCONFDIR "/tierfs/csi.conf"
-				  : SYSCONFDIR "/tierfs/flexvolume.conf";
+	return d == TFS_NODE_DRIVER_CSI ? SYSCONFDIR "/tierfs/csi.conf"
+					: SYSCONFDIR "/tierfs/flexvolume.conf";
 }
 
-const char *fv_driver_name(enum fv_driver d)
+const char *tfs_node_driver_name(enum tfs_node_driver d)
 {
-	return d == FV_DRIVER_CSI ? "tierfs-csi" : "tierfs-flexvolume";
+	return d == TFS_NODE_DRIVER_CSI ? "tierfs-csi" : "tierfs-flexvolume";
 }
 
-void fv_node_clear(struct fv_node *n)
+void tfs_node_conf_clear(struct tfs_node_conf *n)
 {
 	for (size_t i = 0; i < N_NODE_KEYS; i++) {
 		if (node_keys[i].type == N_PATH || node_keys[i].type == N_PATH_OPT ||
@@ -142,13 +144,13 @@ void fv_node_clear(struct fv_node *n)
 			free(*p);
 		}
 	}
-	for (int i = 0; i < FV_OPT_COUNT; i++)
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++)
 		free(n->def[i].value);
 	free(n->path);
 	memset(n, 0, sizeof(*n));
 }
 
-const char *fv_node_where(const struct fv_node *n, unsigned line, char *buf, size_t cap)
+const char *tfs_node_conf_where(const struct tfs_node_conf *n, unsigned line, char *buf, size_t cap)
 {
 	if (line == 0 || n->path == NULL)
 		snprintf(buf, cap, "built-in");
@@ -160,12 +162,10 @@ const char *fv_node_where(const struct fv_node *n, unsigned line, char *buf, siz
 /* ---- parsing ---- */
 
 struct load_ctx {
-	struct fv_node *n;
+	struct tfs_node_conf *n;
 	const char *file;
-	const char *data;
-	size_t len, pos;
-	unsigned lineno;
-	unsigned err_line; /* set once an error is in err */
+	struct tfs_ini_reader rd; /* the file's lines (ini_reader.h); rd.err_line
+				   * is set once an error is in err */
 	int rc;
 	struct tfs_dbuf *err;
 };
@@ -180,56 +180,21 @@ __attribute__((format(printf, 2, 3))) static int fail(struct load_ctx *c, const 
 	va_end(ap);
 	if (c->err) {
 		tfs_dbuf_reset(c->err);
-		tfs_dbuf_addf(c->err, "%s:%u: %s", c->file, c->lineno, msg);
+		tfs_dbuf_addf(c->err, "%s:%u: %s", c->file, c->rd.lineno, msg);
 	}
-	c->err_line = c->lineno;
+	c->rd.err_line = c->rd.lineno;
 	c->rc = EINVAL;
 	return 0;
 }
 
-/* Like conf.c: leading blanks are dropped (libinih as Debian builds it
- * would take an indented line as the continuation of the previous value),
- * and a line too long for inih is an error instead of two lines. */
-static char *read_line(char *str, int num, void *stream)
-{
-	struct load_ctx *c = stream;
-	const char *start, *nl;
-	size_t n;
-
-	if (c->err_line || c->pos >= c->len)
-		return NULL;
-	start = c->data + c->pos;
-	nl = memchr(start, '\n', c->len - c->pos);
-	n = nl ? (size_t)(nl - start) : c->len - c->pos;
-	c->pos += n + (nl != NULL);
-	c->lineno++;
-	if (n && start[n - 1] == '\r')
-		n--;
-	while (n && (*start == ' ' || *start == '\t')) {
-		start++;
-		n--;
-	}
-	if (memchr(start, '\0', n)) {
-		fail(c, "NUL byte in line");
-		return NULL;
-	}
-	if (num < 1 || n >= (size_t)num) {
-		fail(c, "line too long (more than %d characters)", num - 1);
-		return NULL;
-	}
-	memcpy(str, start, n);
-	str[n] = '\0';
-	return str;
-}
-
 /* An SELinux context as mount(8)'s context= takes it: user:role:type[:level],
- * at most FV_CONTEXT_MAX bytes of letters, digits and _ . - : , (the MCS
+ * at most TFS_NODE_CONTEXT_MAX bytes of letters, digits and _ . - : , (the MCS
  * categories "c1,c2" hold commas). */
 static bool valid_context(const char *s)
 {
 	size_t n = strlen(s), colons = 0;
 
-	if (n == 0 || n > FV_CONTEXT_MAX || s[0] == ':')
+	if (n == 0 || n > TFS_NODE_CONTEXT_MAX || s[0] == ':')
 		return false;
 	for (const char *p = s; *p; p++) {
 		char ch = *p;
@@ -254,7 +219,7 @@ static int parse_mode(const char *s, unsigned *out)
 		return EINVAL;
 	errno = 0;
 	v = strtoul(s, &end, 8);
-	if (errno || *end || (v & ~(unsigned long)FV_FSGROUP_MODE_MASK))
+	if (errno || *end || (v & ~(unsigned long)TFS_NODE_FSGROUP_MODE_MASK))
 		return EINVAL;
 	*out = (unsigned)v;
 	return 0;
@@ -264,7 +229,7 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 			bool builtin)
 {
 	char *base = (char *)c->n;
-	char q[FV_QUOTE_BUFLEN];
+	char q[TFS_NODE_QUOTE_BUFLEN];
 
 	switch (k->type) {
 	case N_PATH:
@@ -277,7 +242,7 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 		if (*value && *value != '/')
 			return builtin ? EINVAL
 				       : fail(c, "[node] %s: %s is not an absolute path", k->key,
-					      fv_quote(q, sizeof(q), value));
+					      tfs_node_quote(q, sizeof(q), value));
 		if (*value) {
 			copy = strdup(value);
 			if (copy == NULL) {
@@ -295,7 +260,7 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 		if (tfs_parse_duration(value, &ms) || ms < SEC || ms > HOUR)
 			return builtin ? EINVAL
 				       : fail(c, "[node] %s: %s is not a duration from 1s to 1h",
-					      k->key, fv_quote(q, sizeof(q), value));
+					      k->key, tfs_node_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &ms, sizeof(ms));
 		return 1;
 	}
@@ -307,23 +272,23 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 				       : fail(c,
 					      "[node] %s: %s is not a log level (allowed: error, "
 					      "warn, info, debug)",
-					      k->key, fv_quote(q, sizeof(q), value));
+					      k->key, tfs_node_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &l, sizeof(l));
 		return 1;
 	}
 	case N_SYSTEMD: {
-		enum fv_systemd s;
+		enum tfs_node_systemd s;
 
 		if (strcasecmp(value, "auto") == 0)
-			s = FV_SYSTEMD_AUTO;
+			s = TFS_NODE_SYSTEMD_AUTO;
 		else if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0)
-			s = FV_SYSTEMD_YES;
+			s = TFS_NODE_SYSTEMD_YES;
 		else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0)
-			s = FV_SYSTEMD_NO;
+			s = TFS_NODE_SYSTEMD_NO;
 		else
 			return builtin ? EINVAL
 				       : fail(c, "[node] %s: %s is not one of auto, yes, no",
-					      k->key, fv_quote(q, sizeof(q), value));
+					      k->key, tfs_node_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &s, sizeof(s));
 		return 1;
 	}
@@ -335,7 +300,7 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 				       : fail(c,
 					      "[node] %s: %s is not a boolean (allowed: yes/no, "
 					      "true/false, on/off, 1/0)",
-					      k->key, fv_quote(q, sizeof(q), value));
+					      k->key, tfs_node_quote(q, sizeof(q), value));
 		memcpy(base + k->off, &b, sizeof(b));
 		return 1;
 	}
@@ -347,8 +312,8 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 				       : fail(c,
 					      "[node] %s: %s is not an octal mode within %04o "
 					      "(no set-id, sticky or world-write bit)",
-					      k->key, fv_quote(q, sizeof(q), value),
-					      FV_FSGROUP_MODE_MASK);
+					      k->key, tfs_node_quote(q, sizeof(q), value),
+					      TFS_NODE_FSGROUP_MODE_MASK);
 		memcpy(base + k->off, &m, sizeof(m));
 		return 1;
 	}
@@ -359,11 +324,11 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 		errno = 0;
 		v = strtoul(value, &end, 10);
 		if (*value < '0' || *value > '9' || errno || *end || v < 1 ||
-		    v > FV_MAX_DAEMONS_MAX)
+		    v > TFS_NODE_MAX_DAEMONS_MAX)
 			return builtin ? EINVAL
 				       : fail(c, "[node] %s: %s is not a number from 1 to %d",
-					      k->key, fv_quote(q, sizeof(q), value),
-					      FV_MAX_DAEMONS_MAX);
+					      k->key, tfs_node_quote(q, sizeof(q), value),
+					      TFS_NODE_MAX_DAEMONS_MAX);
 		unsigned u = (unsigned)v;
 		memcpy(base + k->off, &u, sizeof(u));
 		return 1;
@@ -377,7 +342,7 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 				       : fail(c,
 					      "[node] %s: %s is not a size (bytes with K/M/G/T "
 					      "suffix%s)",
-					      k->key, fv_quote(q, sizeof(q), value),
+					      k->key, tfs_node_quote(q, sizeof(q), value),
 					      k->type == N_SIZE_OPT ? ", or empty for no bound"
 								    : "");
 		if (k->type == N_SIZE_OPT && *value && b == 0)
@@ -399,8 +364,8 @@ static int set_node_key(struct load_ctx *c, const struct node_key *k, const char
 					      "[node] %s: %s is not an SELinux context "
 					      "(user:role:type[:level], at most %d characters of "
 					      "letters, digits, _ . - : ,)",
-					      k->key, fv_quote(q, sizeof(q), value),
-					      FV_CONTEXT_MAX);
+					      k->key, tfs_node_quote(q, sizeof(q), value),
+					      TFS_NODE_CONTEXT_MAX);
 		if (*value) {
 			copy = strdup(value);
 			if (copy == NULL) {
@@ -424,8 +389,8 @@ static bool is_sep(char ch)
 /* [pod] allow = NAME[, NAME]... (commas and/or blanks). */
 static int set_allow(struct load_ctx *c, const char *value)
 {
-	bool allow[FV_OPT_COUNT] = { false };
-	char name[64], q[FV_QUOTE_BUFLEN], known[512];
+	bool allow[TFS_NODE_OPT_COUNT] = { false };
+	char name[64], q[TFS_NODE_QUOTE_BUFLEN], known[512];
 	const char *p = value;
 
 	while (*p) {
@@ -436,34 +401,34 @@ static int set_allow(struct load_ctx *c, const char *value)
 		size_t n = 0;
 		while (p[n] && !is_sep(p[n]))
 			n++;
-		enum fv_opt o;
+		enum tfs_node_opt o;
 		if (n >= sizeof(name)) {
 			snprintf(name, sizeof(name), "%.*s", (int)(sizeof(name) - 1), p);
 			return fail(c, "[pod] allow: unknown option %s (known: %s)",
-				    fv_quote(q, sizeof(q), name),
-				    fv_opt_list(known, sizeof(known)));
+				    tfs_node_quote(q, sizeof(q), name),
+				    tfs_node_opt_list(known, sizeof(known)));
 		}
 		memcpy(name, p, n);
 		name[n] = '\0';
-		if (fv_opt_find(name, true, &o) != 0)
+		if (tfs_node_opt_find(name, true, &o) != 0)
 			return fail(c, "[pod] allow: unknown option %s (known: %s)",
-				    fv_quote(q, sizeof(q), name),
-				    fv_opt_list(known, sizeof(known)));
+				    tfs_node_quote(q, sizeof(q), name),
+				    tfs_node_opt_list(known, sizeof(known)));
 		allow[o] = true;
 		p += n;
 	}
 	memcpy(c->n->allow, allow, sizeof(allow));
-	c->n->allow_line = c->lineno;
+	c->n->allow_line = c->rd.lineno;
 	return 1;
 }
 
 static int on_value(void *user, const char *section, const char *key, const char *value)
 {
 	struct load_ctx *c = user;
-	char origin[300], q[FV_QUOTE_BUFLEN], known[512];
-	enum fv_opt o;
+	char origin[300], q[TFS_NODE_QUOTE_BUFLEN], known[512];
+	enum tfs_node_opt o;
 
-	if (c->err_line || c->rc)
+	if (c->rd.err_line || c->rc)
 		return 0;
 	if (strcasecmp(section, "node") == 0) {
 		for (size_t i = 0; i < N_NODE_KEYS; i++) {
@@ -479,19 +444,20 @@ static int on_value(void *user, const char *section, const char *key, const char
 				break;
 			n += (size_t)r;
 		}
-		return fail(c, "[node]: unknown key %s (known: %s)", fv_quote(q, sizeof(q), key),
-			    known);
+		return fail(c, "[node]: unknown key %s (known: %s)",
+			    tfs_node_quote(q, sizeof(q), key), known);
 	}
 	if (strcasecmp(section, "defaults") == 0) {
-		if (fv_opt_find(key, true, &o) != 0)
+		if (tfs_node_opt_find(key, true, &o) != 0)
 			return fail(c, "[defaults]: unknown option %s (known: %s)",
-				    fv_quote(q, sizeof(q), key), fv_opt_list(known, sizeof(known)));
-		snprintf(origin, sizeof(origin), "%s:%u: [defaults] %s", c->file, c->lineno,
-			 fv_opt_name(o));
-		struct fv_value v;
-		int rc = fv_opt_check(o, value, origin, false, &v, c->err);
+				    tfs_node_quote(q, sizeof(q), key),
+				    tfs_node_opt_list(known, sizeof(known)));
+		snprintf(origin, sizeof(origin), "%s:%u: [defaults] %s", c->file, c->rd.lineno,
+			 tfs_node_opt_name(o));
+		struct tfs_node_value v;
+		int rc = tfs_node_opt_check(o, value, origin, false, &v, c->err);
 		if (rc) {
-			c->err_line = c->lineno;
+			c->rd.err_line = c->rd.lineno;
 			c->rc = rc;
 			return 0;
 		}
@@ -502,36 +468,38 @@ static int on_value(void *user, const char *section, const char *key, const char
 		}
 		free(c->n->def[o].value);
 		c->n->def[o].value = copy;
-		c->n->def[o].line = c->lineno;
+		c->n->def[o].line = c->rd.lineno;
 		c->n->def[o].parsed = v;
 		return 1;
 	}
 	if (strcasecmp(section, "limits") == 0) {
-		if (fv_opt_find_limit(key, &o) != 0)
+		if (tfs_node_opt_find_limit(key, &o) != 0)
 			return fail(c, "[limits]: unknown key %s (known: %s)",
-				    fv_quote(q, sizeof(q), key),
-				    fv_opt_limit_list(known, sizeof(known)));
-		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->lineno,
-			 fv_opt_limit_key(o));
+				    tfs_node_quote(q, sizeof(q), key),
+				    tfs_node_opt_limit_list(known, sizeof(known)));
+		snprintf(origin, sizeof(origin), "%s:%u: [limits] %s", c->file, c->rd.lineno,
+			 tfs_node_opt_limit_key(o));
 		uint64_t num;
-		int rc = fv_opt_check_limit(o, value, origin, &num, c->err);
+		int rc = tfs_node_opt_check_limit(o, value, origin, &num, c->err);
 		if (rc) {
-			c->err_line = c->lineno;
+			c->rd.err_line = c->rd.lineno;
 			c->rc = rc;
 			return 0;
 		}
-		c->n->limit[o] =
-			(struct fv_node_limit){ .set = true, .value = num, .line = c->lineno };
+		c->n->limit[o] = (struct tfs_node_conf_limit){ .set = true,
+							       .value = num,
+							       .line = c->rd.lineno };
 		return 1;
 	}
 	if (strcasecmp(section, "pod") == 0) {
 		if (strcasecmp(key, "allow") == 0)
 			return set_allow(c, value);
-		return fail(c, "[pod]: unknown key %s (known: allow)", fv_quote(q, sizeof(q), key));
+		return fail(c, "[pod]: unknown key %s (known: allow)",
+			    tfs_node_quote(q, sizeof(q), key));
 	}
 	if (*section == '\0')
 		return fail(c, "%s outside a section (sections: node, defaults, limits, pod)",
-			    fv_quote(q, sizeof(q), key));
+			    tfs_node_quote(q, sizeof(q), key));
 	return fail(c, "unknown section [%s] (known: node, defaults, limits, pod)", section);
 }
 
@@ -587,7 +555,7 @@ static int read_file(const char *path, bool must_exist, struct tfs_dbuf *d, stru
 	return 0;
 }
 
-static int set_builtin(struct fv_node *n)
+static int set_builtin(struct tfs_node_conf *n)
 {
 	struct load_ctx c = { .n = n, .file = "built-in" };
 
@@ -606,13 +574,13 @@ static int set_builtin(struct fv_node *n)
 }
 
 /* The rules that involve several settings. */
-static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
+static int check_whole(struct tfs_node_conf *n, struct tfs_dbuf *err)
 {
 	char where[4200], lim[TFS_UNITS_BUFLEN];
-	const struct fv_node_default *src = &n->def[FV_OPT_SOURCE];
+	const struct tfs_node_conf_default *src = &n->def[TFS_NODE_OPT_SOURCE];
 
-	for (int i = FV_OPT_BUCKET; i <= FV_OPT_PREFIX; i++) {
-		const struct fv_node_default *d = &n->def[i];
+	for (int i = TFS_NODE_OPT_BUCKET; i <= TFS_NODE_OPT_PREFIX; i++) {
+		const struct tfs_node_conf_default *d = &n->def[i];
 
 		if (src->value && d->value) {
 			unsigned line = d->line > src->line ? d->line : src->line;
@@ -622,38 +590,39 @@ static int check_whole(struct fv_node *n, struct tfs_dbuf *err)
 				tfs_dbuf_addf(err,
 					      "%s: [defaults] source and %s exclude each other "
 					      "(source is s3://BUCKET[/PREFIX])",
-					      fv_node_where(n, line, where, sizeof(where)),
-					      fv_opt_name((enum fv_opt)i));
+					      tfs_node_conf_where(n, line, where, sizeof(where)),
+					      tfs_node_opt_name((enum tfs_node_opt)i));
 			}
 			return EINVAL;
 		}
 	}
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
-		const struct fv_node_default *d = &n->def[i];
-		const struct fv_node_limit *l = &n->limit[i];
-		enum fv_opt o = (enum fv_opt)i;
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
+		const struct tfs_node_conf_default *d = &n->def[i];
+		const struct tfs_node_conf_limit *l = &n->limit[i];
+		enum tfs_node_opt o = (enum tfs_node_opt)i;
 
-		if (d->value == NULL || !l->set || fv_opt_within(o, &d->parsed, l->value))
+		if (d->value == NULL || !l->set || tfs_node_opt_within(o, &d->parsed, l->value))
 			continue;
-		fv_opt_format_limit(o, l->value, lim, sizeof(lim));
+		tfs_node_opt_format_limit(o, l->value, lim, sizeof(lim));
 		if (err) {
-			char q[FV_QUOTE_BUFLEN];
+			char q[TFS_NODE_QUOTE_BUFLEN];
 
 			tfs_dbuf_reset(err);
 			tfs_dbuf_addf(err,
 				      "%s: [defaults] %s: %s is %s the limit %s = %s (line %u)",
-				      fv_node_where(n, d->line, where, sizeof(where)),
-				      fv_opt_name(o), fv_quote(q, sizeof(q), d->value),
-				      fv_opt_limit_kind(o) == FV_LIMIT_MAX ? "above" : "below",
-				      fv_opt_limit_key(o), lim, l->line);
+				      tfs_node_conf_where(n, d->line, where, sizeof(where)),
+				      tfs_node_opt_name(o), tfs_node_quote(q, sizeof(q), d->value),
+				      tfs_node_opt_limit_kind(o) == TFS_NODE_LIMIT_MAX ? "above"
+										       : "below",
+				      tfs_node_opt_limit_key(o), lim, l->line);
 		}
 		return EINVAL;
 	}
 	return 0;
 }
 
-int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, bool must_exist,
-		 struct tfs_dbuf *err)
+int tfs_node_conf_load(struct tfs_node_conf *n, enum tfs_node_driver driver, const char *path,
+		       bool must_exist, struct tfs_dbuf *err)
 {
 	struct tfs_dbuf data;
 	int rc;
@@ -664,7 +633,7 @@ int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, boo
 		tfs_dbuf_reset(err);
 	rc = set_builtin(n);
 	if (rc) {
-		fv_node_clear(n);
+		tfs_node_conf_clear(n);
 		return rc;
 	}
 	tfs_dbuf_init(&data, MAX_FILE);
@@ -683,15 +652,19 @@ int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, boo
 	struct load_ctx c = {
 		.n = n,
 		.file = path,
-		.data = tfs_dbuf_str(&data),
-		.len = tfs_dbuf_len(&data),
 		.err = err,
 	};
-	int bad = ini_parse_stream(read_line, &c, on_value, &c);
+	tfs_ini_reader_init(&c.rd, tfs_dbuf_str(&data), tfs_dbuf_len(&data));
+	int bad = ini_parse_stream(tfs_ini_read_line, &c.rd, on_value, &c);
 	if (c.rc) {
 		rc = c.rc;
+	} else if (c.rd.err[0]) {
+		/* a line the reader refused */
+		c.rd.lineno = c.rd.err_line;
+		fail(&c, "%s", c.rd.err);
+		rc = EINVAL;
 	} else if (bad > 0) {
-		c.lineno = (unsigned)bad;
+		c.rd.lineno = (unsigned)bad;
 		fail(&c, "syntax error (expected [section] or key = value)");
 		rc = EINVAL;
 	} else if (bad < 0) {
@@ -702,6 +675,6 @@ int fv_node_load(struct fv_node *n, enum fv_driver driver, const char *path, boo
 out:
 	tfs_dbuf_free(&data);
 	if (rc)
-		fv_node_clear(n);
+		tfs_node_conf_clear(n);
 	return rc;
 }

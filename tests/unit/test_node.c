@@ -1,8 +1,10 @@
-/* test_flexvolume.c - unit tests for the FlexVolume driver's pure parts:
- * option checks (fv_opts.c), the node config (fv_nodeconf.c), the
+/* test_node.c - unit tests for the node core's pure parts (node/, both
+ * Kubernetes drivers):
+ * option checks (node_opts.c), the node config (node_conf.c), the
  * kubelet's options under the node's policy and the daemon's config
- * (fv_volume.c), the Secret's keys (fv_secrets.c) and the file helpers of
- * fv_sys.c.  Mounting is tests/integration/test_flexvolume.py. */
+ * (node_volume.c), the Secret's keys (node_secrets.c) and the file
+ * helpers of node_sys.c.  Mounting is tests/integration/test_flexvolume.py
+ * and test_csi.py. */
 #include "config.h"
 
 #include <criterion/criterion.h>
@@ -19,11 +21,12 @@
 
 #include "conf.h"
 #include "clock.h"
-#include "fv_nodeconf.h"
-#include "fv_opts.h"
-#include "fv_secrets.h"
-#include "fv_sys.h"
-#include "fv_volume.h"
+#include "fv_json.h"
+#include "node_conf.h"
+#include "node_opts.h"
+#include "node_secrets.h"
+#include "node_sys.h"
+#include "node_volume.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
@@ -32,7 +35,7 @@
 static char tmpdir[200];
 static char path[256];
 static struct tfs_dbuf err;
-static struct fv_node node;
+static struct tfs_node_conf node;
 
 static void setup(void)
 {
@@ -48,9 +51,9 @@ static void setup(void)
 
 static void teardown(void)
 {
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	tfs_dbuf_free(&err);
-	fv_rmtree(tmpdir);
+	tfs_node_rmtree(tmpdir);
 }
 
 TestSuite(opts, .init = setup, .fini = teardown);
@@ -71,7 +74,7 @@ static void write_text(const char *p, const char *text)
 static void node_ok(const char *text)
 {
 	write_text(path, text);
-	int rc = fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err);
+	int rc = tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, true, &err);
 	cr_assert_eq(rc, 0, "load: %d: %s", rc, tfs_dbuf_str(&err));
 }
 
@@ -86,36 +89,37 @@ __attribute__((format(printf, 2, 3))) static void node_fails(const char *text, c
 	va_end(ap);
 	snprintf(want, sizeof(want), "%s:%s", path, tail);
 	write_text(path, text);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), EINVAL,
-		     "for:\n%s", text);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, true, &err),
+		     EINVAL, "for:\n%s", text);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
-static void check_fails(enum fv_opt o, const char *value, bool pod, const char *want)
+static void check_fails(enum tfs_node_opt o, const char *value, bool pod, const char *want)
 {
-	cr_assert_eq(fv_opt_check(o, value, "option x", pod, NULL, &err), EINVAL, "%s", value);
+	cr_assert_eq(tfs_node_opt_check(o, value, "option x", pod, NULL, &err), EINVAL, "%s",
+		     value);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
 
-/* ---- fv_opts ---- */
+/* ---- tfs_node_opts ---- */
 
 Test(opts, names_and_keys)
 {
-	enum fv_opt o;
+	enum tfs_node_opt o;
 
-	cr_assert_eq(fv_opt_find("ramSize", false, &o), 0);
-	cr_assert_eq(o, FV_OPT_RAM_SIZE);
-	cr_assert_str_eq(fv_opt_tierfs_key(o), "ram.size");
-	cr_assert_eq(fv_opt_find("ramsize", false, &o), ENOENT, "pod options are exact");
-	cr_assert_eq(fv_opt_find("RAMSIZE", true, &o), 0);
-	cr_assert_null(fv_opt_tierfs_key(FV_OPT_SOURCE));
-	cr_assert_eq(fv_opt_find_limit("maxssdsize", &o), 0);
-	cr_assert_eq(o, FV_OPT_SSD_SIZE);
-	cr_assert_eq(fv_opt_limit_kind(FV_OPT_METADATA_TTL), FV_LIMIT_MIN);
-	cr_assert_eq(fv_opt_limit_kind(FV_OPT_POLICY), FV_LIMIT_NONE);
+	cr_assert_eq(tfs_node_opt_find("ramSize", false, &o), 0);
+	cr_assert_eq(o, TFS_NODE_OPT_RAM_SIZE);
+	cr_assert_str_eq(tfs_node_opt_tierfs_key(o), "ram.size");
+	cr_assert_eq(tfs_node_opt_find("ramsize", false, &o), ENOENT, "pod options are exact");
+	cr_assert_eq(tfs_node_opt_find("RAMSIZE", true, &o), 0);
+	cr_assert_null(tfs_node_opt_tierfs_key(TFS_NODE_OPT_SOURCE));
+	cr_assert_eq(tfs_node_opt_find_limit("maxssdsize", &o), 0);
+	cr_assert_eq(o, TFS_NODE_OPT_SSD_SIZE);
+	cr_assert_eq(tfs_node_opt_limit_kind(TFS_NODE_OPT_METADATA_TTL), TFS_NODE_LIMIT_MIN);
+	cr_assert_eq(tfs_node_opt_limit_kind(TFS_NODE_OPT_POLICY), TFS_NODE_LIMIT_NONE);
 	/* Every tierfs key named in the table is one conf.c knows. */
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
-		const char *k = fv_opt_tierfs_key((enum fv_opt)i);
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
+		const char *k = tfs_node_opt_tierfs_key((enum tfs_node_opt)i);
 		struct tfs_config cfg;
 		char a[128];
 
@@ -132,110 +136,114 @@ Test(opts, names_and_keys)
 
 Test(opts, values)
 {
-	struct fv_value v;
+	struct tfs_node_value v;
 
-	cr_assert_eq(fv_opt_check(FV_OPT_RAM_SIZE, "2G", "o", true, &v, &err), 0);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_RAM_SIZE, "2G", "o", true, &v, &err), 0);
 	cr_assert_eq(v.num, 2 * GIB);
-	cr_assert_eq(fv_opt_check(FV_OPT_SSD_SIZE, "50%", "o", false, &v, &err), 0);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_SSD_SIZE, "50%", "o", false, &v, &err), 0);
 	cr_assert(v.pct);
-	cr_assert_eq(fv_opt_check(FV_OPT_METADATA_TTL, "forever", "o", true, &v, &err), 0);
-	cr_assert_eq(v.num, UINT64_MAX);
-	cr_assert_eq(fv_opt_check(FV_OPT_METADATA_TTL, "90s", "o", true, &v, &err), 0);
-	cr_assert_eq(v.num, 90000);
-	cr_assert_eq(fv_opt_check(FV_OPT_READ_ONLY, "yes", "o", true, &v, &err), 0);
-	cr_assert(v.flag);
-	cr_assert_eq(fv_opt_check(FV_OPT_SOURCE, "s3://b/p/q", "o", true, &v, &err), 0);
-	cr_assert_eq(fv_opt_check(FV_OPT_ENDPOINT, "https://s3.example:8443", "o", true, &v, &err),
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_METADATA_TTL, "forever", "o", true, &v, &err),
 		     0);
-	cr_assert_eq(fv_opt_check(FV_OPT_WRITEBACK, "off", "o", true, &v, &err), 0);
-	cr_assert_eq(fv_opt_check(FV_OPT_PREFIX, "", "o", true, &v, &err), 0);
+	cr_assert_eq(v.num, UINT64_MAX);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_METADATA_TTL, "90s", "o", true, &v, &err), 0);
+	cr_assert_eq(v.num, 90000);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_READ_ONLY, "yes", "o", true, &v, &err), 0);
+	cr_assert(v.flag);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_SOURCE, "s3://b/p/q", "o", true, &v, &err), 0);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_ENDPOINT, "https://s3.example:8443", "o", true,
+					&v, &err),
+		     0);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_WRITEBACK, "off", "o", true, &v, &err), 0);
+	cr_assert_eq(tfs_node_opt_check(TFS_NODE_OPT_PREFIX, "", "o", true, &v, &err), 0);
 }
 
 Test(opts, messages)
 {
-	check_fails(FV_OPT_RAM_SIZE, "8K", true,
+	check_fails(TFS_NODE_OPT_RAM_SIZE, "8K", true,
 		    "option x: '8K' is out of range (allowed: 16M or more)");
-	check_fails(FV_OPT_RAM_SIZE, "lots", true,
+	check_fails(TFS_NODE_OPT_RAM_SIZE, "lots", true,
 		    "option x: invalid size 'lots' (allowed: bytes with K/M/G/T suffix)");
-	check_fails(FV_OPT_SSD_SIZE, "50%", true,
+	check_fails(TFS_NODE_OPT_SSD_SIZE, "50%", true,
 		    "option x: '50%': a volume must give an absolute size (every volume's cache "
 		    "shares the node's disk; only the node config may use N%)");
-	check_fails(FV_OPT_POLICY, "fifo", true,
+	check_fails(TFS_NODE_OPT_POLICY, "fifo", true,
 		    "option x: invalid value 'fifo' (allowed: lru, epoch)");
-	check_fails(FV_OPT_BLOCK_SIZE, "3M", true,
+	check_fails(TFS_NODE_OPT_BLOCK_SIZE, "3M", true,
 		    "option x: '3M' is not a power of two (allowed: 64K to 64M, a power of two)");
-	check_fails(FV_OPT_SOURCE, "/etc", true,
+	check_fails(TFS_NODE_OPT_SOURCE, "/etc", true,
 		    "option x: '/etc' is not an S3 source (allowed: s3://BUCKET[/PREFIX])");
-	check_fails(FV_OPT_SOURCE, "s3://", true, "option x: SOURCE 's3://': no bucket name");
-	check_fails(FV_OPT_SOURCE, "s3://b\n", true,
+	check_fails(TFS_NODE_OPT_SOURCE, "s3://", true, "option x: SOURCE 's3://': no bucket name");
+	check_fails(TFS_NODE_OPT_SOURCE, "s3://b\n", true,
 		    "option x: 's3://b\\x0a' contains a control character");
-	check_fails(FV_OPT_BUCKET, "a b", true,
+	check_fails(TFS_NODE_OPT_BUCKET, "a b", true,
 		    "option x: 'a b' is not a bucket name (allowed: letters, digits, '.', '-' and "
 		    "'_'; put the path in prefix)");
-	check_fails(FV_OPT_PREFIX, "/abs", true,
+	check_fails(TFS_NODE_OPT_PREFIX, "/abs", true,
 		    "option x: '/abs' has an empty path segment (write a/b, not /a/b or a//b)");
-	check_fails(FV_OPT_READ_ONLY, "maybe", true,
+	check_fails(TFS_NODE_OPT_READ_ONLY, "maybe", true,
 		    "option x: 'maybe' is not a boolean (allowed: true/false, yes/no, on/off, "
 		    "1/0)");
-	check_fails(FV_OPT_REGION, "us east", true,
+	check_fails(TFS_NODE_OPT_REGION, "us east", true,
 		    "option x: invalid value 'us east' (allowed: letters, digits, '-', '_' and "
 		    "'.')");
 }
 
 Test(opts, limits)
 {
-	struct fv_value v = { .num = 4 * GIB };
+	struct tfs_node_value v = { .num = 4 * GIB };
 	uint64_t n;
 	char buf[32];
 
-	cr_assert(fv_opt_within(FV_OPT_RAM_SIZE, &v, 4 * GIB));
+	cr_assert(tfs_node_opt_within(TFS_NODE_OPT_RAM_SIZE, &v, 4 * GIB));
 	v.num++;
-	cr_assert_not(fv_opt_within(FV_OPT_RAM_SIZE, &v, 4 * GIB));
+	cr_assert_not(tfs_node_opt_within(TFS_NODE_OPT_RAM_SIZE, &v, 4 * GIB));
 	v.pct = true;
-	cr_assert(fv_opt_within(FV_OPT_SSD_SIZE, &v, 1), "N%% cannot be compared");
-	v = (struct fv_value){ .num = 500 };
-	cr_assert_not(fv_opt_within(FV_OPT_METADATA_TTL, &v, 1000));
+	cr_assert(tfs_node_opt_within(TFS_NODE_OPT_SSD_SIZE, &v, 1), "N%% cannot be compared");
+	v = (struct tfs_node_value){ .num = 500 };
+	cr_assert_not(tfs_node_opt_within(TFS_NODE_OPT_METADATA_TTL, &v, 1000));
 	v.num = UINT64_MAX;
-	cr_assert(fv_opt_within(FV_OPT_METADATA_TTL, &v, 1000), "forever is long enough");
-	cr_assert_eq(fv_opt_check_limit(FV_OPT_METADATA_TTL, "10s", "l", &n, &err), 0);
+	cr_assert(tfs_node_opt_within(TFS_NODE_OPT_METADATA_TTL, &v, 1000), "forever is long "
+									    "enough");
+	cr_assert_eq(tfs_node_opt_check_limit(TFS_NODE_OPT_METADATA_TTL, "10s", "l", &n, &err), 0);
 	cr_assert_eq(n, 10000);
-	cr_assert_eq(fv_opt_check_limit(FV_OPT_SSD_SIZE, "10%", "l", &n, &err), EINVAL);
+	cr_assert_eq(tfs_node_opt_check_limit(TFS_NODE_OPT_SSD_SIZE, "10%", "l", &n, &err), EINVAL);
 	cr_assert_str_eq(tfs_dbuf_str(&err), "l: '10%' is not a size (allowed: bytes with K/M/G/T "
 					     "suffix; N% cannot be a limit)");
-	fv_opt_format_limit(FV_OPT_RAM_SIZE, 4 * GIB, buf, sizeof(buf));
+	tfs_node_opt_format_limit(TFS_NODE_OPT_RAM_SIZE, 4 * GIB, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "4G");
-	fv_opt_format_limit(FV_OPT_METADATA_TTL, 10000, buf, sizeof(buf));
+	tfs_node_opt_format_limit(TFS_NODE_OPT_METADATA_TTL, 10000, buf, sizeof(buf));
 	cr_assert_str_eq(buf, "10s");
 }
 
-/* ---- fv_nodeconf ---- */
+/* ---- tfs_node_nodeconf ---- */
 
 Test(nodeconf, csi_builtin_without_file)
 {
 	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, path, false, &err), 0);
-	cr_assert_eq(node.driver, FV_DRIVER_CSI);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_CSI, path, false, &err), 0);
+	cr_assert_eq(node.driver, TFS_NODE_DRIVER_CSI);
 	cr_assert_str_eq(node.state_dir, "/run/tierfs/csi");
 	cr_assert_str_eq(node.cache_root, "/var/cache/tierfs/csi");
 	cr_assert_null(node.log_file);
-	cr_assert_str_eq(fv_driver_name(node.driver), "tierfs-csi");
-	fv_node_clear(&node);
+	cr_assert_str_eq(tfs_node_driver_name(node.driver), "tierfs-csi");
+	tfs_node_conf_clear(&node);
 }
 
 Test(nodeconf, builtin_without_file)
 {
 	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, false, &err), 0);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, false, &err), 0);
 	cr_assert_null(node.path);
 	cr_assert_str_eq(node.state_dir, "/run/tierfs/flexvolume");
 	cr_assert_str_eq(node.cache_root, "/var/cache/tierfs/flexvolume");
 	cr_assert_eq(node.mount_timeout_ms, 60000);
-	cr_assert_eq(node.systemd, FV_SYSTEMD_AUTO);
+	cr_assert_eq(node.systemd, TFS_NODE_SYSTEMD_AUTO);
 	cr_assert_null(node.credentials_file);
-	cr_assert(node.allow[FV_OPT_SOURCE] && node.allow[FV_OPT_READ_ONLY]);
-	cr_assert_not(node.allow[FV_OPT_ENDPOINT] || node.allow[FV_OPT_RAM_SIZE]);
-	fv_node_clear(&node);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), ENOENT);
+	cr_assert(node.allow[TFS_NODE_OPT_SOURCE] && node.allow[TFS_NODE_OPT_READ_ONLY]);
+	cr_assert_not(node.allow[TFS_NODE_OPT_ENDPOINT] || node.allow[TFS_NODE_OPT_RAM_SIZE]);
+	tfs_node_conf_clear(&node);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, true, &err),
+		     ENOENT);
 	char want[512];
 	snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
@@ -264,16 +272,16 @@ Test(nodeconf, full_file)
 	cr_assert_str_eq(node.cache_root, "/srv/cache");
 	cr_assert_null(node.log_file);
 	cr_assert_eq(node.mount_timeout_ms, 120000);
-	cr_assert_eq(node.systemd, FV_SYSTEMD_NO);
-	cr_assert_str_eq(node.def[FV_OPT_RAM_SIZE].value, "512M");
-	cr_assert_eq(node.def[FV_OPT_RAM_SIZE].line, 9);
-	cr_assert(node.def[FV_OPT_SSD_SIZE].parsed.pct);
-	cr_assert(node.limit[FV_OPT_RAM_SIZE].set);
-	cr_assert_eq(node.limit[FV_OPT_RAM_SIZE].value, GIB);
-	cr_assert_eq(node.limit[FV_OPT_METADATA_TTL].value, 30000);
-	cr_assert(node.allow[FV_OPT_PREFIX] && node.allow[FV_OPT_RAM_SIZE] &&
-		  node.allow[FV_OPT_READ_ONLY]);
-	cr_assert_not(node.allow[FV_OPT_SOURCE] || node.allow[FV_OPT_BUCKET]);
+	cr_assert_eq(node.systemd, TFS_NODE_SYSTEMD_NO);
+	cr_assert_str_eq(node.def[TFS_NODE_OPT_RAM_SIZE].value, "512M");
+	cr_assert_eq(node.def[TFS_NODE_OPT_RAM_SIZE].line, 9);
+	cr_assert(node.def[TFS_NODE_OPT_SSD_SIZE].parsed.pct);
+	cr_assert(node.limit[TFS_NODE_OPT_RAM_SIZE].set);
+	cr_assert_eq(node.limit[TFS_NODE_OPT_RAM_SIZE].value, GIB);
+	cr_assert_eq(node.limit[TFS_NODE_OPT_METADATA_TTL].value, 30000);
+	cr_assert(node.allow[TFS_NODE_OPT_PREFIX] && node.allow[TFS_NODE_OPT_RAM_SIZE] &&
+		  node.allow[TFS_NODE_OPT_READ_ONLY]);
+	cr_assert_not(node.allow[TFS_NODE_OPT_SOURCE] || node.allow[TFS_NODE_OPT_BUCKET]);
 	cr_assert_eq(node.allow_line, 16);
 }
 
@@ -341,19 +349,33 @@ Test(nodeconf, errors)
 	longline[sizeof(longline) - 2] = '\n';
 	longline[sizeof(longline) - 1] = '\0';
 	node_fails(longline, "1: line too long (more than 199 characters)");
+	/* The reader tierfs.conf uses (ini_reader.h): a long comment is no
+	 * error and the lines after it keep their numbers; so is a long line
+	 * whose inline comment is what makes it long. */
+	char text[700];
+	memset(longline, 'c', sizeof(longline) - 1);
+	longline[sizeof(longline) - 1] = '\0';
+	snprintf(text, sizeof(text), "# %s\n[node]\nlog_level = info ; %s\nfoo = 1\n", longline,
+		 longline);
+	node_fails(text, "4: [node]: unknown key 'foo' (known: tierfs, tierfs_conf, "
+			 "cache_root, state_dir, log_file, log_level, daemon_log, "
+			 "credentials_file, mount_timeout, unmount_timeout, systemd, "
+			 "systemd_run, fsgroup, fsgroup_dir_mode, fsgroup_file_mode, "
+			 "selinux_context, kubelet_dir, max_daemons, max_total_ram, "
+			 "max_total_ssd, memory_margin, cgroup_dir)");
 }
 
 Test(nodeconf, node_limits_and_kubelet_dir)
 {
 	snprintf(path, sizeof(path), "%s/missing.conf", tmpdir);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_CSI, path, false, &err), 0);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_CSI, path, false, &err), 0);
 	cr_assert_str_eq(node.kubelet_dir, "/var/lib/kubelet");
 	cr_assert_eq(node.max_daemons, 32);
 	cr_assert_eq(node.max_total_ram, 0, "no bound by default");
 	cr_assert_eq(node.max_total_ssd, 0, "no bound by default");
 	cr_assert_eq(node.memory_margin, 256 * MIB);
 	cr_assert_null(node.cgroup_dir);
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_ok("[node]\nkubelet_dir = /srv/kubelet\nmax_daemons = 3\nmax_total_ram = 2G\n"
 		"max_total_ssd = 1T\nmemory_margin = 0\ncgroup_dir = /sys/fs/cgroup/memory/x\n");
 	cr_assert_str_eq(node.kubelet_dir, "/srv/kubelet");
@@ -362,7 +384,7 @@ Test(nodeconf, node_limits_and_kubelet_dir)
 	cr_assert_eq(node.max_total_ssd, 1024 * GIB);
 	cr_assert_eq(node.memory_margin, 0);
 	cr_assert_str_eq(node.cgroup_dir, "/sys/fs/cgroup/memory/x");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_fails("[node]\nmax_daemons = 0\n", "2: [node] max_daemons: '0' is not a number "
 						"from 1 to 100000");
 	node_fails("[node]\nmax_daemons = -1\n", "2: [node] max_daemons: '-1' is not a number "
@@ -386,14 +408,14 @@ Test(nodeconf, fsgroup_and_selinux_keys)
 	cr_assert_eq(node.fsgroup_dir_mode, 0775);
 	cr_assert_eq(node.fsgroup_file_mode, 0664);
 	cr_assert_null(node.selinux_context);
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_ok("[node]\nfsgroup = no\nfsgroup_dir_mode = 770\nfsgroup_file_mode = 0640\n"
 		"selinux_context = system_u:object_r:container_file_t:s0:c1,c2\n");
 	cr_assert_not(node.fsgroup);
 	cr_assert_eq(node.fsgroup_dir_mode, 0770);
 	cr_assert_eq(node.fsgroup_file_mode, 0640);
 	cr_assert_str_eq(node.selinux_context, "system_u:object_r:container_file_t:s0:c1,c2");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_fails("[node]\nfsgroup = perhaps\n", "2: [node] fsgroup: 'perhaps' is not a "
 						  "boolean (allowed: yes/no, true/false, on/off, "
 						  "1/0)");
@@ -428,25 +450,26 @@ Test(nodeconf, fsgroup_and_selinux_keys)
 			   "_ . - : ,)",
 			   bad_ctx[i]);
 	}
-	/* FV_CONTEXT_MAX bytes pass, one more does not. */
+	/* TFS_NODE_CONTEXT_MAX bytes pass, one more does not. */
 	char ctx[200] = "u:r:";
 	char text[400];
-	memset(ctx + 4, 't', FV_CONTEXT_MAX - 4);
-	ctx[FV_CONTEXT_MAX] = '\0';
+	memset(ctx + 4, 't', TFS_NODE_CONTEXT_MAX - 4);
+	ctx[TFS_NODE_CONTEXT_MAX] = '\0';
 	snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", ctx);
 	node_ok(text);
-	cr_assert_eq(strlen(node.selinux_context), FV_CONTEXT_MAX);
-	fv_node_clear(&node);
-	ctx[FV_CONTEXT_MAX] = 't';
-	ctx[FV_CONTEXT_MAX + 1] = '\0';
+	cr_assert_eq(strlen(node.selinux_context), TFS_NODE_CONTEXT_MAX);
+	tfs_node_conf_clear(&node);
+	ctx[TFS_NODE_CONTEXT_MAX] = 't';
+	ctx[TFS_NODE_CONTEXT_MAX + 1] = '\0';
 	snprintf(text, sizeof(text), "[node]\nselinux_context = %s\n", ctx);
 	write_text(path, text);
-	cr_assert_eq(fv_node_load(&node, FV_DRIVER_FLEXVOLUME, path, true, &err), EINVAL);
+	cr_assert_eq(tfs_node_conf_load(&node, TFS_NODE_DRIVER_FLEXVOLUME, path, true, &err),
+		     EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "is not an SELinux context"), "%s",
 		  tfs_dbuf_str(&err));
 }
 
-/* ---- fv_volume ---- */
+/* ---- tfs_node_volume ---- */
 
 static const char *SECRET = "\"kubernetes.io/secret/accessKey\":\"QUtJQUVYQU1QTEU=\","
 			    "\"kubernetes.io/secret/secretKey\":\"c2VjcmV0L2tleStzZWNyZXQ=\"";
@@ -459,7 +482,7 @@ static void node_std(void)
 }
 
 /* Parse {SECRET, json_tail}; expect success. */
-static void vol_ok(struct fv_volume *v, const char *json_tail)
+static void vol_ok(struct tfs_node_volume *v, const char *json_tail)
 {
 	char json[4096];
 
@@ -470,7 +493,7 @@ static void vol_ok(struct fv_volume *v, const char *json_tail)
 
 static void vol_fails(const char *json, const char *want)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 
 	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL, "%s", json);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
@@ -478,7 +501,7 @@ static void vol_fails(const char *json, const char *want)
 
 Test(volume, kubelet_json)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 
 	node_std();
 	vol_ok(&v, "\"kubernetes.io/fsType\":\"\",\"kubernetes.io/pod.name\":\"p\","
@@ -488,52 +511,52 @@ Test(volume, kubelet_json)
 		   "\"kubernetes.io/mounterArgs.FsGroup\":\"1000\",\"kubernetes.io/future\":\"x\","
 		   "\"ramSize\":\" 512M \",\"source\":\"s3://bucket/ds/train\"");
 	cr_assert_str_eq(v.source, "s3://bucket/ds/train");
-	cr_assert_str_eq(v.value[FV_OPT_RAM_SIZE], "512M");
-	cr_assert(v.from_pod[FV_OPT_RAM_SIZE]);
-	cr_assert_str_eq(v.value[FV_OPT_ENDPOINT], "http://127.0.0.1:9000");
-	cr_assert_not(v.from_pod[FV_OPT_ENDPOINT]);
-	cr_assert_null(v.value[FV_OPT_POLICY]);
+	cr_assert_str_eq(v.value[TFS_NODE_OPT_RAM_SIZE], "512M");
+	cr_assert(v.from_pod[TFS_NODE_OPT_RAM_SIZE]);
+	cr_assert_str_eq(v.value[TFS_NODE_OPT_ENDPOINT], "http://127.0.0.1:9000");
+	cr_assert_not(v.from_pod[TFS_NODE_OPT_ENDPOINT]);
+	cr_assert_null(v.value[TFS_NODE_OPT_POLICY]);
 	cr_assert_not(v.read_only);
 	cr_assert_str_eq(v.pod, "ns/p");
 	cr_assert_str_eq(v.pv, "data");
 	cr_assert_str_eq(v.creds.access_key, "AKIAEXAMPLE");
 	cr_assert_str_eq(v.creds.secret_key, "secret/key+secret");
 	cr_assert_null(v.creds.session_token);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 Test(volume, source_rules)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 
 	node_ok("[defaults]\nbucket = pinned\nprefix = base\n"
 		"[pod]\nallow = source bucket prefix\n");
 	vol_ok(&v, "");
 	cr_assert_str_eq(v.source, "s3://pinned/base");
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"prefix\":\"team/a/\"");
 	cr_assert_str_eq(v.source, "s3://pinned/team/a",
 			 "a pod's prefix applies to the default bucket");
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"bucket\":\"mine\"");
 	cr_assert_str_eq(v.source, "s3://mine", "a pod's bucket brings its own prefix");
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"bucket\":\"mine\",\"prefix\":\"x\"");
 	cr_assert_str_eq(v.source, "s3://mine/x");
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://other/\"");
 	cr_assert_str_eq(v.source, "s3://other");
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_fails("{\"source\":\"s3://a\",\"bucket\":\"b\"}", "options source and bucket exclude "
 							      "each other (source is "
 							      "s3://BUCKET[/PREFIX])");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 
 	node_ok("[defaults]\nsource = s3://pinned/p\n[pod]\nallow = prefix\n");
 	vol_ok(&v, "\"prefix\":\"q\"");
 	cr_assert_str_eq(v.source, "s3://pinned/q");
-	fv_volume_clear(&v);
-	fv_node_clear(&node);
+	tfs_node_volume_clear(&v);
+	tfs_node_conf_clear(&node);
 
 	node_ok("[pod]\nallow = prefix\n");
 	char json[1024];
@@ -578,20 +601,20 @@ Test(volume, policy)
 
 Test(volume, read_only)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	char json[2048];
 
 	node_std();
 	vol_ok(&v, "\"source\":\"s3://b\",\"kubernetes.io/readwrite\":\"ro\"");
 	cr_assert(v.read_only);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"true\",\"kubernetes.io/"
 		   "readwrite\":\"rw\"");
 	cr_assert(v.read_only);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://b\",\"readOnly\":\"false\",\"writeback\":\"async\"");
 	cr_assert_not(v.read_only);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	snprintf(json, sizeof(json),
 		 "{%s,\"source\":\"s3://b\",\"readOnly\":\"1\","
 		 "\"writeback\":\"async\"}",
@@ -606,40 +629,43 @@ Test(volume, read_only)
 /* The -o argument of `tierfs mount` for json_tail under the current node. */
 static void mount_opts_are(const char *json_tail, const char *want)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf o;
 
 	vol_ok(&v, json_tail);
 	tfs_dbuf_init(&o, 4096);
-	cr_assert_eq(fv_volume_mount_opts(&v, &node, &o), 0);
+	cr_assert_eq(tfs_node_volume_mount_opts(&v, &node, &o), 0);
 	cr_assert_str_eq(tfs_dbuf_str(&o), want, "for %s", json_tail);
 	tfs_dbuf_free(&o);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 static const unsigned char fp_key[32] = "0123456789abcdef0123456789abcde";
 
-/* The fingerprint of a request (fv_volume_make(), as the CSI plugin
+/* The fingerprint of a request (tfs_node_volume_make(), as the CSI plugin
  * calls it) with one field changed. */
 static void fingerprint_of(const char *key, const char *value, const char *secret_key,
 			   const char *fsgroup, char *out)
 {
-	struct fv_kv opt[2] = { { "source", "s3://b/p" }, { key, value } };
-	struct fv_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", secret_key } };
-	struct fv_request rq = {
+	struct tfs_node_kv opt[2] = { { "source", "s3://b/p" }, { key, value } };
+	struct tfs_node_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", secret_key } };
+	struct tfs_node_request rq = {
 		.opt = opt, .n_opt = key ? 2 : 1, .secret = sec, .n_secret = 2, .fsgroup = fsgroup
 	};
-	struct fv_volume v;
+	struct tfs_node_volume v;
 
-	cr_assert_eq(fv_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
-	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, sizeof(fp_key), out, FV_HASH_LEN + 1), 0);
-	cr_assert_eq(strlen(out), FV_HASH_LEN);
-	fv_volume_clear(&v);
+	cr_assert_eq(tfs_node_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_node_volume_fingerprint(&v, fp_key, sizeof(fp_key), out,
+						 TFS_NODE_HASH_LEN + 1),
+		     0);
+	cr_assert_eq(strlen(out), TFS_NODE_HASH_LEN);
+	tfs_node_volume_clear(&v);
 }
 
 Test(volume, fingerprint)
 {
-	char base[FV_HASH_LEN + 1], again[FV_HASH_LEN + 1], other[FV_HASH_LEN + 1];
+	char base[TFS_NODE_HASH_LEN + 1], again[TFS_NODE_HASH_LEN + 1],
+		other[TFS_NODE_HASH_LEN + 1];
 
 	node_std();
 	fingerprint_of(NULL, NULL, "sk1", NULL, base);
@@ -663,17 +689,17 @@ Test(volume, fingerprint)
  * another node key gives another fingerprint. */
 Test(volume, fingerprint_is_keyed)
 {
-	struct fv_kv opt[1] = { { "source", "s3://b/p" } };
-	struct fv_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", "weak" } };
-	struct fv_request rq = { .opt = opt, .n_opt = 1, .secret = sec, .n_secret = 2 };
-	char fp[FV_HASH_LEN + 1], fp2[FV_HASH_LEN + 1], plain[FV_HASH_LEN + 1];
+	struct tfs_node_kv opt[1] = { { "source", "s3://b/p" } };
+	struct tfs_node_kv sec[2] = { { "accessKey", "AKIAEXAMPLE" }, { "secretKey", "weak" } };
+	struct tfs_node_request rq = { .opt = opt, .n_opt = 1, .secret = sec, .n_secret = 2 };
+	char fp[TFS_NODE_HASH_LEN + 1], fp2[TFS_NODE_HASH_LEN + 1], plain[TFS_NODE_HASH_LEN + 1];
 	unsigned char other_key[32] = { 1 };
 	struct tfs_dbuf text;
-	struct fv_volume v;
+	struct tfs_node_volume v;
 
 	node_std();
-	cr_assert_eq(fv_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
-	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, sizeof(fp_key), fp, sizeof(fp)), 0);
+	cr_assert_eq(tfs_node_volume_make(&rq, &node, &v, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_node_volume_fingerprint(&v, fp_key, sizeof(fp_key), fp, sizeof(fp)), 0);
 	/* The text the unkeyed fingerprint hashed. */
 	tfs_dbuf_init(&text, 1 << 16);
 	cr_assert_eq(tfs_dbuf_addf(&text,
@@ -681,29 +707,31 @@ Test(volume, fingerprint_is_keyed)
 				   "secret_key=weak\nsession_token=\n",
 				   v.source),
 		     0);
-	for (int i = 0; i < FV_OPT_COUNT; i++) {
+	for (int i = 0; i < TFS_NODE_OPT_COUNT; i++) {
 		if (v.value[i])
-			tfs_dbuf_addf(&text, "%s=%s\n", fv_opt_name((enum fv_opt)i), v.value[i]);
+			tfs_dbuf_addf(&text, "%s=%s\n", tfs_node_opt_name((enum tfs_node_opt)i),
+				      v.value[i]);
 	}
-	cr_assert_eq(fv_hash(tfs_dbuf_str(&text), plain, sizeof(plain)), 0);
+	cr_assert_eq(tfs_node_hash(tfs_dbuf_str(&text), plain, sizeof(plain)), 0);
 	cr_assert_str_neq(fp, plain, "the fingerprint is the unkeyed SHA-256 of the settings");
-	cr_assert_eq(fv_volume_fingerprint(&v, other_key, sizeof(other_key), fp2, sizeof(fp2)), 0);
+	cr_assert_eq(
+		tfs_node_volume_fingerprint(&v, other_key, sizeof(other_key), fp2, sizeof(fp2)), 0);
 	cr_assert_str_neq(fp, fp2, "another key, same fingerprint");
-	cr_assert_eq(fv_volume_fingerprint(&v, fp_key, 0, fp2, sizeof(fp2)), EIO, "no key");
+	cr_assert_eq(tfs_node_volume_fingerprint(&v, fp_key, 0, fp2, sizeof(fp2)), EIO, "no key");
 	tfs_dbuf_free(&text);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 Test(volume, fsgroup)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	char json[2048];
 
 	node_std();
 	vol_ok(&v, "\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"2345\"");
 	cr_assert(v.has_fsgroup);
 	cr_assert_eq(v.fsgroup, 2345);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	mount_opts_are("\"source\":\"s3://b\"", "allow_other");
 	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"2345\"",
 		       "allow_other,gid=2345,dir_mode=0775,file_mode=0664");
@@ -732,11 +760,11 @@ Test(volume, fsgroup)
 	vol_fails(json, "kubernetes.io/mounterArgs.FsGroup: a non-string is not a group id (0 "
 			"to 2147483647)");
 	/* The node's modes; fsgroup = no ignores the pod's group. */
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_ok("[node]\nfsgroup_dir_mode = 0750\nfsgroup_file_mode = 0640\n");
 	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"7\"",
 		       "allow_other,gid=7,dir_mode=0750,file_mode=0640");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_ok("[node]\nfsgroup = no\n");
 	mount_opts_are("\"source\":\"s3://b\",\"kubernetes.io/mounterArgs.FsGroup\":\"7\"", "allow_"
 											    "othe"
@@ -748,7 +776,7 @@ Test(volume, selinux_context)
 	node_ok("[node]\nselinux_context = system_u:object_r:container_file_t:s0\n");
 	mount_opts_are("\"source\":\"s3://b\"", "allow_other,context=\"system_u:object_r:container_"
 						"file_t:s0\"");
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	/* The categories' commas are escaped for fuse_opt. */
 	node_ok("[node]\nselinux_context = system_u:object_r:container_file_t:s0:c1,c2\n");
 	mount_opts_are("\"source\":\"s3://b\",\"readOnly\":\"true\","
@@ -759,7 +787,7 @@ Test(volume, selinux_context)
 	char json[1024];
 	snprintf(json, sizeof(json), "{%s,\"source\":\"s3://b\",\"selinux_context\":\"u:r:t:s0\"}",
 		 SECRET);
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	cr_assert_eq(fv_volume_parse(json, &node, &v, &err), EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "selinux_context"), "%s", tfs_dbuf_str(&err));
 }
@@ -795,13 +823,13 @@ Test(volume, secrets_and_json)
 		 "of %s)",
 		 path);
 	vol_fails("{\"source\":\"s3://b\"}", want);
-	fv_node_clear(&node);
+	tfs_node_conf_clear(&node);
 	node_ok("[node]\ncredentials_file = /etc/tierfs/node-credentials\n");
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\"}", &node, &v, &err), 0, "%s",
 		     tfs_dbuf_str(&err));
 	cr_assert_null(v.creds.access_key);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 /* A near copy (docs/cluster.md): the admin's store, a pod's prefix when
@@ -809,22 +837,23 @@ Test(volume, secrets_and_json)
  * allowed. */
 Test(volume, near_options_under_the_node_policy)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf out;
 	struct tfs_config cfg;
 	char conf[512];
 
 	node_ok("[defaults]\nnearBucket = cache\nnearEndpoint = http://127.0.0.1:7480\n"
 		"[pod]\nallow = source nearPrefix\n");
-	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\",\"nearEndpoint\":\"http://evil\"}",
+	cr_assert_eq(fv_volume_parse("{\"source\":\"s3://b\",\"nearEndpoint\":\"http://"
+				     "evil\"}",
 				     &node, &v, &err),
 		     EINVAL);
 	cr_assert(strstr(tfs_dbuf_str(&err), "nearEndpoint") != NULL, "%s", tfs_dbuf_str(&err));
 	vol_ok(&v, "\"source\":\"s3://b/p\",\"nearPrefix\":\"team-a/\"");
 	tfs_dbuf_init(&out, 1 << 20);
 	bool writable = true;
-	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials", &out,
-					   &writable, &err),
+	cr_assert_eq(tfs_node_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials",
+						 &out, &writable, &err),
 		     0, "%s", tfs_dbuf_str(&err));
 	snprintf(conf, sizeof(conf), "%s/tierfs.conf", tmpdir);
 	write_text(conf, tfs_dbuf_str(&out));
@@ -836,12 +865,12 @@ Test(volume, near_options_under_the_node_policy)
 	cr_assert_str_eq(cfg.near_store.endpoint, "http://127.0.0.1:7480");
 	tfs_config_clear(&cfg);
 	tfs_dbuf_free(&out);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 Test(volume, tierfs_conf_round_trip)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf out;
 	struct tfs_config cfg;
 	char conf[512];
@@ -853,8 +882,8 @@ Test(volume, tierfs_conf_round_trip)
 		   "\"kubernetes.io/readwrite\":\"ro\"");
 	tfs_dbuf_init(&out, 1 << 20);
 	bool writable = true;
-	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials", &out,
-					   &writable, &err),
+	cr_assert_eq(tfs_node_volume_tierfs_conf(&v, &node, "/cache/abc", "/state/abc/credentials",
+						 &out, &writable, &err),
 		     0, "%s", tfs_dbuf_str(&err));
 	cr_assert_not(writable, "a read-only volume");
 	cr_assert_null(strstr(tfs_dbuf_str(&out), "AKIAEXAMPLE"), "a secret in the config");
@@ -873,12 +902,12 @@ Test(volume, tierfs_conf_round_trip)
 	cr_assert_eq(cfg.writeback.mode, TFS_WB_OFF, "read-only: no write-back");
 	tfs_config_clear(&cfg);
 	tfs_dbuf_free(&out);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 Test(volume, tierfs_conf_base_and_cross_rules)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf out;
 	char base[512], text[1024];
 
@@ -890,27 +919,27 @@ Test(volume, tierfs_conf_base_and_cross_rules)
 	vol_ok(&v, "\"source\":\"s3://b\",\"ramSize\":\"32M\"");
 	tfs_dbuf_init(&out, 1 << 20);
 	/* 32M of RAM is 2 blocks of the base's 16M: validate() refuses it. */
-	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), EINVAL);
+	cr_assert_eq(tfs_node_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), EINVAL);
 	cr_assert(strncmp(tfs_dbuf_str(&err), "the volume's settings do not fit together: ", 43) ==
 			  0,
 		  "%s", tfs_dbuf_str(&err));
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	vol_ok(&v, "\"source\":\"s3://b\",\"ramSize\":\"64M\"");
 	tfs_dbuf_reset(&out);
 	bool writable = false;
-	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, &writable, &err), 0, "%s",
-		     tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_node_volume_tierfs_conf(&v, &node, "/c", NULL, &out, &writable, &err), 0,
+		     "%s", tfs_dbuf_str(&err));
 	cr_assert(writable, "write-back is async by default");
 	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "retries = 7\n"), "the base is kept");
 	tfs_dbuf_free(&out);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 }
 
 /* A volume is never trusted: mount.trusted is false in its daemon's
  * config even when the node's base config (tierfs_conf) sets it. */
 Test(volume, tierfs_conf_never_trusted)
 {
-	struct fv_volume v;
+	struct tfs_node_volume v;
 	struct tfs_dbuf out;
 	struct tfs_config cfg;
 	char base[512], text[1024], conf[512];
@@ -921,7 +950,7 @@ Test(volume, tierfs_conf_never_trusted)
 	node_ok(text);
 	vol_ok(&v, "\"source\":\"s3://b/x,suid,dev\"");
 	tfs_dbuf_init(&out, 1 << 20);
-	cr_assert_eq(fv_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), 0, "%s",
+	cr_assert_eq(tfs_node_volume_tierfs_conf(&v, &node, "/c", NULL, &out, NULL, &err), 0, "%s",
 		     tfs_dbuf_str(&err));
 	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "[mount]\ntrusted = false\n"), "%s",
 			   tfs_dbuf_str(&out));
@@ -932,7 +961,7 @@ Test(volume, tierfs_conf_never_trusted)
 	cr_assert_not(cfg.mount.trusted);
 	tfs_config_clear(&cfg);
 	tfs_dbuf_free(&out);
-	fv_volume_clear(&v);
+	tfs_node_volume_clear(&v);
 	/* Nor can a pod name the key: options are the table's, nothing else. */
 	for (const char *o = "mount.trusted\0trusted\0suid\0"; *o; o += strlen(o) + 1) {
 		char json[512];
@@ -944,13 +973,13 @@ Test(volume, tierfs_conf_never_trusted)
 	}
 }
 
-/* ---- fv_secrets ---- */
+/* ---- tfs_node_secrets ---- */
 
 static void decode_fails(const char *b64, const char *want)
 {
 	char *out = (char *)"unchanged";
 
-	cr_assert_eq(fv_secret_decode("secretKey", b64, &out, &err), EINVAL, "%s", b64);
+	cr_assert_eq(tfs_node_secret_decode("secretKey", b64, &out, &err), EINVAL, "%s", b64);
 	cr_assert_null(out);
 	cr_assert_str_eq(tfs_dbuf_str(&err), want);
 }
@@ -959,13 +988,13 @@ Test(secrets, decode)
 {
 	char *out;
 
-	cr_assert_eq(fv_secret_decode("accessKey", "QUtJQQ==", &out, &err), 0);
+	cr_assert_eq(tfs_node_secret_decode("accessKey", "QUtJQQ==", &out, &err), 0);
 	cr_assert_str_eq(out, "AKIA");
 	free(out);
-	cr_assert_eq(fv_secret_decode("accessKey", " QUtJQUI=\n", &out, &err), 0);
+	cr_assert_eq(tfs_node_secret_decode("accessKey", " QUtJQUI=\n", &out, &err), 0);
 	cr_assert_str_eq(out, "AKIAB");
 	free(out);
-	cr_assert_eq(fv_secret_decode("accessKey", "QUtJQUJD", &out, &err), 0);
+	cr_assert_eq(tfs_node_secret_decode("accessKey", "QUtJQUJD", &out, &err), 0);
 	cr_assert_str_eq(out, "AKIABC");
 	free(out);
 	decode_fails("", "secret secretKey: empty");
@@ -991,13 +1020,14 @@ Test(secrets, length_limit)
 {
 	/* An STS session token of a few KiB is fine; the bound is 16383
 	 * characters per credentials line ("aws_secret_access_key=" is 22). */
-	size_t fit = FV_CREDS_MAX_LINE - 22;
+	size_t fit = TFS_NODE_CREDS_MAX_LINE - 22;
 	char *plain = malloc(fit + 2), *b64 = malloc(2 * fit + 16), *out;
 
 	memset(plain, 'k', fit + 1);
 	plain[fit] = '\0';
 	encode(plain, b64);
-	cr_assert_eq(fv_secret_decode("secretKey", b64, &out, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_node_secret_decode("secretKey", b64, &out, &err), 0, "%s",
+		     tfs_dbuf_str(&err));
 	free(out);
 	plain[fit] = 'k';
 	plain[fit + 1] = '\0';
@@ -1025,23 +1055,24 @@ Test(secrets, session_token_and_access_key_limits)
 	};
 	char *plain = malloc(16400), *b64 = malloc(2 * 16400), *out;
 
-	cr_assert_eq(FV_SESSION_TOKEN_MAX, 16362);
-	cr_assert_eq(FV_ACCESS_KEY_MAX, 1024);
+	cr_assert_eq(TFS_NODE_SESSION_TOKEN_MAX, 16362);
+	cr_assert_eq(TFS_NODE_ACCESS_KEY_MAX, 1024);
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
 		size_t fit = k[i].fit;
 
 		memset(plain, 'T', fit + 1);
 		plain[fit] = '\0';
 		encode(plain, b64);
-		cr_assert_eq(fv_secret_decode(k[i].name, b64, &out, &err), 0, "%s: %s", k[i].name,
-			     tfs_dbuf_str(&err));
+		cr_assert_eq(tfs_node_secret_decode(k[i].name, b64, &out, &err), 0, "%s: %s",
+			     k[i].name, tfs_dbuf_str(&err));
 		cr_assert_eq(strlen(out), fit);
 		free(out);
 		plain[fit] = 'T';
 		plain[fit + 1] = '\0';
 		encode(plain, b64);
 		out = (char *)"unchanged";
-		cr_assert_eq(fv_secret_decode(k[i].name, b64, &out, &err), EINVAL, "%s", k[i].name);
+		cr_assert_eq(tfs_node_secret_decode(k[i].name, b64, &out, &err), EINVAL, "%s",
+			     k[i].name);
 		cr_assert_null(out);
 		char want[128];
 		snprintf(want, sizeof(want),
@@ -1055,55 +1086,55 @@ Test(secrets, session_token_and_access_key_limits)
 
 Test(secrets, credentials_file)
 {
-	struct fv_creds c = { strdup("AKIA"), strdup("s/k+e"), strdup("tok") };
+	struct tfs_node_creds c = { strdup("AKIA"), strdup("s/k+e"), strdup("tok") };
 	char p[512];
 	struct stat st;
 	struct tfs_dbuf d;
 
 	snprintf(p, sizeof(p), "%s/credentials", tmpdir);
-	cr_assert_eq(fv_creds_write(p, &c, &err), 0, "%s", tfs_dbuf_str(&err));
+	cr_assert_eq(tfs_node_creds_write(p, &c, &err), 0, "%s", tfs_dbuf_str(&err));
 	cr_assert_eq(stat(p, &st), 0);
 	cr_assert_eq(st.st_mode & 07777, 0600);
 	tfs_dbuf_init(&d, 4096);
-	cr_assert_eq(fv_read_file(p, &d), 0);
+	cr_assert_eq(tfs_node_read_file(p, &d), 0);
 	cr_assert_str_eq(tfs_dbuf_str(&d), "[default]\naws_access_key_id=AKIA\n"
 					   "aws_secret_access_key=s/k+e\naws_session_token=tok\n");
 	tfs_dbuf_free(&d);
-	fv_creds_clear(&c);
+	tfs_node_creds_clear(&c);
 	cr_assert_null(c.access_key);
 }
 
-/* ---- fv_sys ---- */
+/* ---- tfs_node_sys ---- */
 
 Test(sys, hash_and_files)
 {
-	char h1[FV_HASH_LEN + 1], h2[FV_HASH_LEN + 1], p[512], q[512];
+	char h1[TFS_NODE_HASH_LEN + 1], h2[TFS_NODE_HASH_LEN + 1], p[512], q[512];
 
-	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/x", h1, sizeof(h1)), 0);
-	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/x", h2, sizeof(h2)), 0);
+	cr_assert_eq(tfs_node_hash("/var/lib/kubelet/pods/x", h1, sizeof(h1)), 0);
+	cr_assert_eq(tfs_node_hash("/var/lib/kubelet/pods/x", h2, sizeof(h2)), 0);
 	cr_assert_str_eq(h1, h2);
-	cr_assert_eq(strlen(h1), FV_HASH_LEN);
-	cr_assert_eq(fv_hash("/var/lib/kubelet/pods/y", h2, sizeof(h2)), 0);
+	cr_assert_eq(strlen(h1), TFS_NODE_HASH_LEN);
+	cr_assert_eq(tfs_node_hash("/var/lib/kubelet/pods/y", h2, sizeof(h2)), 0);
 	cr_assert_str_neq(h1, h2);
-	cr_assert_eq(fv_hash("x", h2, 10), ERANGE);
+	cr_assert_eq(tfs_node_hash("x", h2, 10), ERANGE);
 
 	snprintf(p, sizeof(p), "%s/a/b/c", tmpdir);
-	cr_assert_eq(fv_mkdirs(p, 0700), 0);
-	cr_assert_eq(fv_mkdirs(p, 0700), 0, "exists: fine");
+	cr_assert_eq(tfs_node_mkdirs(p, 0700), 0);
+	cr_assert_eq(tfs_node_mkdirs(p, 0700), 0, "exists: fine");
 	snprintf(q, sizeof(q), "%s/a/b/c/f", tmpdir);
-	cr_assert_eq(fv_write_file(q, "data", 4, 0600), 0);
-	cr_assert_eq(fv_mkdirs(q, 0700), ENOTDIR);
+	cr_assert_eq(tfs_node_write_file(q, "data", 4, 0600), 0);
+	cr_assert_eq(tfs_node_mkdirs(q, 0700), ENOTDIR);
 	/* A link out of the tree is removed, not followed. */
 	char outside[512], link[512];
 	snprintf(outside, sizeof(outside), "%s/keep", tmpdir);
-	cr_assert_eq(fv_write_file(outside, "k", 1, 0600), 0);
+	cr_assert_eq(tfs_node_write_file(outside, "k", 1, 0600), 0);
 	snprintf(link, sizeof(link), "%s/a/b/link", tmpdir);
 	cr_assert_eq(symlink(tmpdir, link), 0);
 	snprintf(p, sizeof(p), "%s/a", tmpdir);
-	cr_assert_eq(fv_rmtree(p), 0);
+	cr_assert_eq(tfs_node_rmtree(p), 0);
 	cr_assert_eq(access(p, F_OK), -1);
 	cr_assert_eq(access(outside, F_OK), 0, "rmtree followed a link");
-	cr_assert_eq(fv_rmtree(p), 0, "missing: fine");
+	cr_assert_eq(tfs_node_rmtree(p), 0, "missing: fine");
 }
 
 /* The fingerprint key: created once, 0600, read back the same; a file
@@ -1115,20 +1146,20 @@ Test(sys, key_file)
 	struct stat st;
 
 	snprintf(p, sizeof(p), "%s/fingerprint.key", tmpdir);
-	cr_assert_eq(fv_key_file(p, k1, sizeof(k1)), 0);
+	cr_assert_eq(tfs_node_key_file(p, k1, sizeof(k1)), 0);
 	cr_assert_eq(stat(p, &st), 0);
 	cr_assert_eq(st.st_mode & 07777, 0600, "mode %o", st.st_mode & 07777);
 	cr_assert_eq(st.st_size, 32);
 	cr_assert_neq(memcmp(k1, zero, sizeof(k1)), 0);
-	cr_assert_eq(fv_key_file(p, k2, sizeof(k2)), 0);
+	cr_assert_eq(tfs_node_key_file(p, k2, sizeof(k2)), 0);
 	cr_assert_eq(memcmp(k1, k2, sizeof(k1)), 0, "a second call made another key");
 	cr_assert_eq(chmod(p, 0644), 0);
-	cr_assert_eq(fv_key_file(p, k2, sizeof(k2)), EPERM, "a world-readable key was used");
+	cr_assert_eq(tfs_node_key_file(p, k2, sizeof(k2)), EPERM, "a world-readable key was used");
 	cr_assert_eq(chmod(p, 0600), 0);
-	cr_assert_eq(fv_key_file(p, k2, 16), EPERM, "a key of another length was used");
+	cr_assert_eq(tfs_node_key_file(p, k2, 16), EPERM, "a key of another length was used");
 	snprintf(link, sizeof(link), "%s/link.key", tmpdir);
 	cr_assert_eq(symlink(p, link), 0);
-	cr_assert_eq(fv_key_file(link, k2, sizeof(k2)), ELOOP, "a link was followed");
+	cr_assert_eq(tfs_node_key_file(link, k2, sizeof(k2)), ELOOP, "a link was followed");
 }
 
 Test(sys, run_and_mount_table)
@@ -1139,26 +1170,26 @@ Test(sys, run_and_mount_table)
 	int status = 0;
 
 	tfs_dbuf_init(&out, 4096);
-	cr_assert_eq(fv_run(argv, env, 10000, &out, &status), 0);
+	cr_assert_eq(tfs_node_run(argv, env, 10000, &out, &status), 0);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 3);
 	cr_assert_str_eq(tfs_dbuf_str(&out), "out\nerr\n");
 	/* A grandchild that keeps the pipe does not hold us up. */
 	char *bg[] = { "/bin/sh", "-c", "sleep 3 & echo started", NULL };
 	tfs_dbuf_reset(&out);
 	uint64_t t0 = tfs_mono_ms();
-	cr_assert_eq(fv_run(bg, env, 10000, &out, &status), 0);
+	cr_assert_eq(tfs_node_run(bg, env, 10000, &out, &status), 0);
 	cr_assert_lt(tfs_mono_ms() - t0, 5000);
 	char *slow[] = { "/bin/sh", "-c", "sleep 30", NULL };
 	t0 = tfs_mono_ms();
-	cr_assert_eq(fv_run(slow, env, 300, &out, &status), ETIMEDOUT);
+	cr_assert_eq(tfs_node_run(slow, env, 300, &out, &status), ETIMEDOUT);
 	cr_assert_lt(tfs_mono_ms() - t0, 5000);
 	char *missing[] = { "/nonexistent/binary", NULL };
-	cr_assert_eq(fv_run(missing, env, 1000, &out, &status), ENOENT);
+	cr_assert_eq(tfs_node_run(missing, env, 1000, &out, &status), ENOENT);
 	tfs_dbuf_free(&out);
 
-	struct fv_mount_entry me;
-	cr_assert_eq(fv_mount_lookup("/", &me), 0);
+	struct tfs_node_mount_entry me;
+	cr_assert_eq(tfs_node_mount_lookup("/", &me), 0);
 	cr_assert(me.mounted);
-	cr_assert_eq(fv_mount_lookup(tmpdir, &me), 0);
+	cr_assert_eq(tfs_node_mount_lookup(tmpdir, &me), 0);
 	cr_assert_not(me.mounted);
 }

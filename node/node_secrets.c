@@ -1,9 +1,9 @@
-/* fv_secrets.c - decoding the Secret's keys and writing the credentials
+/* node_secrets.c - decoding the Secret's keys and writing the credentials
  * file.  Nothing here logs: a message names a key, never its value. */
 #include "config.h"
 
 #include <assert.h>
-#include "fv_secrets.h"
+#include "node_secrets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -76,19 +76,20 @@ static int check_value(const char *name, const unsigned char *buf, size_t len, b
 	}
 	if (len == 0)
 		return fail(err, name, "empty");
-	size_t max = FV_CREDS_MAX_LINE - strlen(file_key(name)) - 1;
-	if (strcmp(name, "sessionToken") == 0 && max > FV_SESSION_TOKEN_MAX)
-		max = FV_SESSION_TOKEN_MAX;
-	else if (strcmp(name, "accessKey") == 0 && max > FV_ACCESS_KEY_MAX)
-		max = FV_ACCESS_KEY_MAX;
+	size_t max = TFS_NODE_CREDS_MAX_LINE - strlen(file_key(name)) - 1;
+	if (strcmp(name, "sessionToken") == 0 && max > TFS_NODE_SESSION_TOKEN_MAX)
+		max = TFS_NODE_SESSION_TOKEN_MAX;
+	else if (strcmp(name, "accessKey") == 0 && max > TFS_NODE_ACCESS_KEY_MAX)
+		max = TFS_NODE_ACCESS_KEY_MAX;
 	if (len > max)
 		return fail(err, name, "%s%zu characters long; at most %zu are accepted",
-			    len > FV_CREDS_MAX_LINE ? "more than " : "",
-			    len > FV_CREDS_MAX_LINE ? (size_t)FV_CREDS_MAX_LINE : len, max);
+			    len > TFS_NODE_CREDS_MAX_LINE ? "more than " : "",
+			    len > TFS_NODE_CREDS_MAX_LINE ? (size_t)TFS_NODE_CREDS_MAX_LINE : len,
+			    max);
 	return 0;
 }
 
-int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_dbuf *err)
+int tfs_node_secret_decode(const char *name, const char *b64, char **out, struct tfs_dbuf *err)
 {
 	const char *s = b64, *e;
 	size_t n, pad = 0;
@@ -137,9 +138,9 @@ int fv_secret_decode(const char *name, const char *b64, char **out, struct tfs_d
 	return 0;
 }
 
-int fv_secret_plain(const char *name, const char *value, char **out, struct tfs_dbuf *err)
+int tfs_node_secret_plain(const char *name, const char *value, char **out, struct tfs_dbuf *err)
 {
-	size_t len = strnlen(value, FV_CREDS_MAX_LINE + 1);
+	size_t len = strnlen(value, TFS_NODE_CREDS_MAX_LINE + 1);
 	int rc;
 
 	*out = NULL;
@@ -152,7 +153,7 @@ int fv_secret_plain(const char *name, const char *value, char **out, struct tfs_
 	return *out ? 0 : ENOMEM;
 }
 
-void fv_creds_clear(struct fv_creds *c)
+void tfs_node_creds_clear(struct tfs_node_creds *c)
 {
 	if (c->access_key)
 		wipe_free(c->access_key, strlen(c->access_key));
@@ -178,12 +179,12 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-int fv_creds_write(const char *path, const struct fv_creds *c, struct tfs_dbuf *err)
+int tfs_node_creds_write(const char *path, const struct tfs_node_creds *c, struct tfs_dbuf *err)
 {
-	/* Each line fits FV_CREDS_MAX_LINE (fv_secret_decode() checked), so
+	/* Each line fits TFS_NODE_CREDS_MAX_LINE (tfs_node_secret_decode() checked), so
 	 * the text fits here: no heap copy of a key is left behind. */
-	static_assert(FV_CREDS_MAX_LINE < 65536, "the text buffer is on the stack");
-	char text[16 + 3 * (FV_CREDS_MAX_LINE + 2)];
+	static_assert(TFS_NODE_CREDS_MAX_LINE < 65536, "the text buffer is on the stack");
+	char text[16 + 3 * (TFS_NODE_CREDS_MAX_LINE + 2)];
 	char tmp[4096];
 	int rc = 0, fd, n;
 

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "backend_impl.h"
+#include "s3_endpoint.h"
 #include "s3_internal.h"
 #include "s3_xml.h"
 
@@ -504,7 +505,7 @@ static int resolve_endpoint(struct s3 *s)
 	struct tfs_dbuf d;
 	tfs_dbuf_init(&d, 4096);
 	bool nomem = false;
-	if (!s->cfg.path_style)
+	if (!s->path_style)
 		nomem |= tfs_dbuf_addf(&d, "%s.", s->cfg.bucket) != 0;
 	nomem |= tfs_dbuf_adds(&d, host) != 0;
 	if (port)
@@ -514,7 +515,7 @@ static int resolve_endpoint(struct s3 *s)
 	nomem |= tfs_dbuf_addf(&d, "%s://%s", scheme, s->host ? s->host : "") != 0;
 	s->origin = tfs_dbuf_steal(&d);
 	tfs_dbuf_init(&d, 4096);
-	if (s->cfg.path_style)
+	if (s->path_style)
 		nomem |= tfs_dbuf_addf(&d, "/%s", s->cfg.bucket) != 0;
 	s->path_base = tfs_dbuf_steal(&d);
 	tfs_dbuf_init(&d, 4096);
@@ -594,6 +595,8 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	}
 	if (s->cfg.upload_parallel == 0)
 		s->cfg.upload_parallel = 1;
+	s->path_style =
+		tfs_s3_path_style_effective(cfg->path_style, s->cfg.endpoint, s->cfg.bucket);
 	rc = resolve_endpoint(s);
 	if (rc == 0)
 		rc = tfs_s3_creds_load(s->cfg.credentials_file, s->cfg.profile, log, &s->creds);
@@ -623,7 +626,6 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	}
 	tfs_info(log, "s3: %s via %s (%s addressing, region %s), credentials from %s",
 		 tfs_backend_describe(*out), s->origin,
-		 s->cfg.path_style ? "path-style" : "virtual-hosted", s->cfg.region,
-		 s->creds.source);
+		 s->path_style ? "path-style" : "virtual-hosted", s->cfg.region, s->creds.source);
 	return 0;
 }

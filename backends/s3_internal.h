@@ -17,6 +17,7 @@ struct s3 {
 	char *origin;    /* "scheme://host[:port]" requests go to */
 	char *host;      /* Host header value */
 	char *path_base; /* "/bucket" (path style) or "" (virtual-hosted) */
+	bool path_style; /* cfg.path_style resolved (tfs_s3_path_style_effective()) */
 	char *copy_base; /* "/bucket/" for x-amz-copy-source */
 	/* What a shared cache is keyed by (s3_cache_identity()): the access
 	 * key ID, a space, and the first 16 bytes of HMAC-SHA256(secret key,

@@ -39,7 +39,7 @@ static void setup(void)
 	struct tfs_s3_config c = {
 		.endpoint = endpoint,
 		.region = "eu-west-3",
-		.path_style = true,
+		.path_style = TFS_S3_PATH_ON,
 		.bucket = "bkt",
 		.prefix = "pre/",
 		.connect_timeout_ms = 1000,

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "backend_impl.h"
+#include "s3_endpoint.h"
 #include "s3_internal.h"
 #include "s3_xml.h"
 
@@ -377,8 +378,8 @@ static void s3_destroy(void *priv)
 	free(s->cfg.ca_file);
 	free(s->cfg.credentials_file);
 	free(s->cfg.profile);
-	free(s->origin);
-	free(s->host);
+	s3_addr_free(atomic_load(&s->addr));
+	pthread_mutex_destroy(&s->switch_lock);
 	free(s->identity);
 	free(s->path_base);
 	free(s->copy_base);
@@ -462,74 +463,21 @@ static char *dup_or_null(const char *s, bool *nomem)
 	return d;
 }
 
-/* Split the endpoint into origin and Host header, applying the addressing
- * style.  Uses curl's URL parser. */
-static int resolve_endpoint(struct s3 *s)
+/* The request paths' fixed parts, from the bucket and the addressing
+ * style. */
+static int make_bases(struct s3 *s)
 {
-	struct tfs_dbuf ep;
-	char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL;
-	int rc = 0;
-
-	tfs_dbuf_init(&ep, 4096);
-	if (s->cfg.endpoint && *s->cfg.endpoint)
-		rc = tfs_dbuf_adds(&ep, s->cfg.endpoint);
-	else
-		rc = tfs_dbuf_addf(&ep, "https://s3.%s.amazonaws.com", s->cfg.region);
-	if (rc) {
-		tfs_dbuf_free(&ep);
-		return ENOMEM;
-	}
-	CURLU *u = curl_url();
-	if (u == NULL || curl_url_set(u, CURLUPART_URL, tfs_dbuf_str(&ep), 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
-		tfs_err(s->log, "s3: endpoint '%s' is not a URL (expected http[s]://host[:port])",
-			tfs_dbuf_str(&ep));
-		rc = EINVAL;
-		goto out;
-	}
-	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-		tfs_err(s->log, "s3: endpoint '%s': scheme must be http or https",
-			tfs_dbuf_str(&ep));
-		rc = EINVAL;
-		goto out;
-	}
-	curl_url_get(u, CURLUPART_PORT, &port, 0);
-	curl_url_get(u, CURLUPART_PATH, &path, 0);
-	if (path && strcmp(path, "/") != 0 && strcmp(path, "") != 0) {
-		tfs_err(s->log, "s3: endpoint '%s' must not contain a path", tfs_dbuf_str(&ep));
-		rc = EINVAL;
-		goto out;
-	}
 	struct tfs_dbuf d;
-	tfs_dbuf_init(&d, 4096);
 	bool nomem = false;
-	if (!s->cfg.path_style)
-		nomem |= tfs_dbuf_addf(&d, "%s.", s->cfg.bucket) != 0;
-	nomem |= tfs_dbuf_adds(&d, host) != 0;
-	if (port)
-		nomem |= tfs_dbuf_addf(&d, ":%s", port) != 0;
-	s->host = tfs_dbuf_steal(&d);
+
 	tfs_dbuf_init(&d, 4096);
-	nomem |= tfs_dbuf_addf(&d, "%s://%s", scheme, s->host ? s->host : "") != 0;
-	s->origin = tfs_dbuf_steal(&d);
-	tfs_dbuf_init(&d, 4096);
-	if (s->cfg.path_style)
+	if (s->path_style)
 		nomem |= tfs_dbuf_addf(&d, "/%s", s->cfg.bucket) != 0;
 	s->path_base = tfs_dbuf_steal(&d);
 	tfs_dbuf_init(&d, 4096);
 	nomem |= tfs_dbuf_addf(&d, "/%s/", s->cfg.bucket) != 0;
 	s->copy_base = tfs_dbuf_steal(&d);
-	if (nomem || !s->host || !s->origin || !s->path_base || !s->copy_base)
-		rc = ENOMEM;
-out:
-	curl_free(scheme);
-	curl_free(host);
-	curl_free(port);
-	curl_free(path);
-	curl_url_cleanup(u);
-	tfs_dbuf_free(&ep);
-	return rc;
+	return nomem || !s->path_base || !s->copy_base ? ENOMEM : 0;
 }
 
 static bool bucket_name_ok(const char *b)
@@ -557,9 +505,9 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 		return ENOMEM;
 	s->log = log;
 	s->cfg = *cfg;
+	pthread_mutex_init(&s->switch_lock, NULL);
 	s->cfg.endpoint = dup_or_null(cfg->endpoint, &nomem);
-	s->cfg.region =
-		dup_or_null(cfg->region && *cfg->region ? cfg->region : "us-east-1", &nomem);
+	s->cfg.region = dup_or_null(cfg->region && *cfg->region ? cfg->region : NULL, &nomem);
 	s->cfg.bucket = dup_or_null(cfg->bucket, &nomem);
 	s->cfg.prefix = dup_or_null(cfg->prefix ? cfg->prefix : "", &nomem);
 	s->cfg.ca_file = dup_or_null(cfg->ca_file && *cfg->ca_file ? cfg->ca_file : NULL, &nomem);
@@ -594,7 +542,13 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 	}
 	if (s->cfg.upload_parallel == 0)
 		s->cfg.upload_parallel = 1;
-	rc = resolve_endpoint(s);
+	s->path_style =
+		tfs_s3_path_style_effective(cfg->path_style, s->cfg.endpoint, s->cfg.bucket);
+	struct s3_addr *addr = NULL;
+	rc = s3_addr_make(s, s->cfg.region ? s->cfg.region : "us-east-1", &addr);
+	atomic_init(&s->addr, addr);
+	if (rc == 0)
+		rc = make_bases(s);
 	if (rc == 0)
 		rc = tfs_s3_creds_load(s->cfg.credentials_file, s->cfg.profile, log, &s->creds);
 	if (rc == 0)
@@ -622,8 +576,7 @@ int tfs_s3_create(const struct tfs_s3_config *cfg, const struct tfs_log *log,
 		return rc;
 	}
 	tfs_info(log, "s3: %s via %s (%s addressing, region %s), credentials from %s",
-		 tfs_backend_describe(*out), s->origin,
-		 s->cfg.path_style ? "path-style" : "virtual-hosted", s->cfg.region,
-		 s->creds.source);
+		 tfs_backend_describe(*out), addr->origin,
+		 s->path_style ? "path-style" : "virtual-hosted", addr->region, s->creds.source);
 	return 0;
 }

@@ -17,13 +17,25 @@
 #include "backend.h"
 #include "log.h"
 
+/* How a request names the bucket: in the path (endpoint/bucket/key) or in
+ * the host name (bucket.endpoint/key). */
+enum tfs_s3_path_style {
+	/* path-style with an endpoint (most S3-compatible stores), virtual-
+	 * hosted on AWS (no endpoint) unless the bucket's name has a dot,
+	 * which the TLS certificate of *.s3.<region>.amazonaws.com does not
+	 * cover: the AWS SDKs' rule (tfs_s3_path_style_effective()) */
+	TFS_S3_PATH_AUTO = 0,
+	TFS_S3_PATH_ON,  /* always path-style */
+	TFS_S3_PATH_OFF, /* always virtual-hosted */
+};
+
 struct tfs_s3_config {
-	char *endpoint;  /* "http[s]://host[:port]"; NULL: https://s3.<region>.amazonaws.com */
-	char *region;    /* SigV4 region, e.g. "us-east-1" */
-	bool path_style; /* true: endpoint/bucket/key; false: bucket.endpoint/key */
-	char *bucket;    /* required */
-	char *prefix;    /* "" or a key prefix ending in '/' */
-	char *ca_file;   /* NULL: the system CA store */
+	char *endpoint; /* "http[s]://host[:port]"; NULL: https://s3.<region>.amazonaws.com */
+	char *region;   /* SigV4 region, e.g. "us-east-1"; NULL: us-east-1 */
+	enum tfs_s3_path_style path_style;
+	char *bucket;           /* required */
+	char *prefix;           /* "" or a key prefix ending in '/' */
+	char *ca_file;          /* NULL: the system CA store */
 	char *credentials_file; /* NULL: skip; must not be group/other readable */
 	char *profile; /* profile in ~/.aws/credentials (NULL: $AWS_PROFILE or "default") */
 	unsigned connect_timeout_ms;

@@ -67,3 +67,15 @@ int tfs_s3_endpoint_canonical(const char *endpoint, const char *region, char *bu
 	tfs_dbuf_free(&ep);
 	return rc;
 }
+
+bool tfs_s3_path_style_effective(enum tfs_s3_path_style ps, const char *endpoint,
+				 const char *bucket)
+{
+	if (ps == TFS_S3_PATH_ON)
+		return true;
+	if (ps == TFS_S3_PATH_OFF)
+		return false;
+	if (endpoint && *endpoint)
+		return true;
+	return bucket == NULL || strchr(bucket, '.') != NULL;
+}

@@ -340,6 +340,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		r->range_first = r->range_last = r->range_total = -1;
 		r->refused[0] = '\0';
 		r->last_modified[0] = '\0';
+		r->bucket_region[0] = '\0';
 		r->parts_count = -1;
 		r->encrypted = false;
 		r->checksum_alg[0] = r->checksum[0] = r->checksum_type[0] = '\0';
@@ -374,6 +375,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userp)
 		copy_value(r->last_modified, sizeof(r->last_modified), v, vlen);
 	} else if (nlen == 16 && strncasecmp(line, "x-amz-request-id", 16) == 0) {
 		copy_value(r->request_id, sizeof(r->request_id), v, vlen);
+	} else if (nlen == 19 && strncasecmp(line, "x-amz-bucket-region", 19) == 0) {
+		copy_value(r->bucket_region, sizeof(r->bucket_region), v, vlen);
 	} else if (nlen == 20 && strncasecmp(line, "x-amz-mp-parts-count", 20) == 0) {
 		char num[16];
 		copy_value(num, sizeof(num), v, vlen);

@@ -77,6 +77,7 @@ struct tfs_http_resp {
 	char refused[96];
 	char last_modified[64];
 	char request_id[128];
+	char bucket_region[64];   /* x-amz-bucket-region, "" when absent */
 	struct tfs_obj_meta meta; /* x-amz-meta-* headers, and nothing else */
 	long parts_count;         /* x-amz-mp-parts-count; -1 when absent */
 	bool encrypted;           /* SSE-KMS or SSE-C named by the reply */

@@ -4,25 +4,68 @@
 #ifndef TFS_S3_INTERNAL_H
 #define TFS_S3_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "s3.h"
 #include "s3_creds.h"
 #include "s3_http.h"
 #include "s3_sigv4.h"
 
+/* Where requests go and how they are signed: the region, and the origin
+ * and Host header that follow from it (AWS's endpoint names the region).
+ * Immutable once published.  A region switch (s3_switch_region())
+ * publishes a new one and keeps the old ones until the instance is
+ * destroyed, so the snapshot a request took (s3_addr()) stays valid. */
+struct s3_addr {
+	char region[64];     /* SigV4 region */
+	char *origin;        /* "scheme://host[:port]" requests go to */
+	char *host;          /* Host header value */
+	struct s3_addr *old; /* the one this replaced, or NULL */
+};
+
+/* Region switches one instance makes at most: a bucket moves rarely, and
+ * a server that names another region each time must not make tierfs
+ * chase it (or grow its list of addresses). */
+#define S3_MAX_REGION_SWITCHES 4
+
 struct s3 {
-	struct tfs_s3_config cfg; /* owned copy; strings owned */
+	struct tfs_s3_config cfg; /* owned copy; strings owned; cfg.region is
+				   * the first region (NULL: us-east-1) */
 	struct tfs_s3_creds creds;
 	struct tfs_http_pool *pool;
 	const struct tfs_log *log;
-	char *origin;    /* "scheme://host[:port]" requests go to */
-	char *host;      /* Host header value */
-	char *path_base; /* "/bucket" (path style) or "" (virtual-hosted) */
+	_Atomic(struct s3_addr *) addr; /* the current one (s3_addr()) */
+	pthread_mutex_t switch_lock;    /* serialises s3_switch_region() */
+	unsigned switches;              /* under switch_lock */
+	char *path_base;                /* "/bucket" (path style) or "" (virtual-hosted) */
+	bool path_style; /* cfg.path_style resolved (tfs_s3_path_style_effective()) */
 	char *copy_base; /* "/bucket/" for x-amz-copy-source */
 	/* What a shared cache is keyed by (s3_cache_identity()): the access
 	 * key ID, a space, and the first 16 bytes of HMAC-SHA256(secret key,
 	 * "tierfs cache identity") in hex.  Owned. */
 	char *identity;
 };
+
+/* The address of `region`: the endpoint (or AWS's for the region) split
+ * into origin and Host header, with the instance's addressing style
+ * (s->path_style) applied.  Uses curl's URL parser.  Returns 0 and *out
+ * (freed by s3_addr_free()), EINVAL for an endpoint that is not
+ * http[s]://host[:port] or a region over 63 bytes (logged), ENOMEM. */
+int s3_addr_make(const struct s3 *s, const char *region, struct s3_addr **out);
+/* Free `a` and the addresses it replaced (a->old ...).  NULL is a no-op. */
+void s3_addr_free(struct s3_addr *a);
+
+/* The current address: valid until the instance is destroyed.  Lock-free. */
+const struct s3_addr *s3_addr(struct s3 *s);
+
+/* The bucket answered that it lives in `region`, not in `from`'s: publish
+ * an address for it, unless another request did so already (then 0: the
+ * current address is newer than `from`).  Logs the switch.  Returns 0;
+ * EINVAL when `region` is not a region name, is from's own, or the
+ * instance has switched S3_MAX_REGION_SWITCHES times (logged); ENOMEM.
+ * Thread safe. */
+int s3_switch_region(struct s3 *s, const struct s3_addr *from, const char *region);
 
 /* One S3 request.  Unused fields are zero. */
 struct s3_call {

@@ -79,6 +79,9 @@ out:
 
 /* ---- request building ---- */
 
+/* The request's path (raw, for signing) and its URL less the origin
+ * (encoded path and query): the origin depends on the region, which a
+ * redirect may change between attempts. */
 static int build_url(struct s3 *s, const struct s3_call *c, struct tfs_dbuf *path,
 		     struct tfs_dbuf *url)
 {
@@ -87,8 +90,6 @@ static int build_url(struct s3 *s, const struct s3_call *c, struct tfs_dbuf *pat
 		rc = tfs_dbuf_addc(path, '/');
 	if (rc == 0 && c->key)
 		rc = tfs_dbuf_adds(path, c->key);
-	if (rc == 0)
-		rc = tfs_dbuf_adds(url, s->origin);
 	if (rc == 0)
 		rc = tfs_uri_encode(url, tfs_dbuf_str(path), true);
 	for (size_t i = 0; rc == 0 && i < c->n_query; i++) {
@@ -104,10 +105,10 @@ static int build_url(struct s3 *s, const struct s3_call *c, struct tfs_dbuf *pat
 	return rc;
 }
 
-/* Sign `c` now and build the curl header list.  *out is owned by the caller
- * (curl_slist_free_all). */
-static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path,
-		const char *payload_hash, struct curl_slist **out)
+/* Sign `c` now for `a` and build the curl header list.  *out is owned by
+ * the caller (curl_slist_free_all). */
+static int sign(struct s3 *s, const struct s3_addr *a, const struct s3_call *c,
+		const char *raw_path, const char *payload_hash, struct curl_slist **out)
 {
 	struct tfs_kv hdr[40];
 	size_t n = 0;
@@ -119,7 +120,7 @@ static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path,
 	if (c->n_headers > 32)
 		return EINVAL;
 	tfs_sigv4_amz_date(time(NULL), amz_date);
-	hdr[n++] = (struct tfs_kv){ "host", s->host };
+	hdr[n++] = (struct tfs_kv){ "host", a->host };
 	hdr[n++] = (struct tfs_kv){ "x-amz-date", amz_date };
 	hdr[n++] = (struct tfs_kv){ "x-amz-content-sha256", payload_hash };
 	if (s->creds.session_token)
@@ -143,7 +144,7 @@ static int sign(struct s3 *s, const struct s3_call *c, const char *raw_path,
 	};
 	tfs_dbuf_init(&auth, 4096);
 	tfs_dbuf_init(&line, 16384);
-	rc = tfs_sigv4_sign(&creds, s->cfg.region, "s3", amz_date, &req, &auth);
+	rc = tfs_sigv4_sign(&creds, a->region, "s3", amz_date, &req, &auth);
 	/* curl_slist_append copies; "Name:" with no value removes a curl
 	 * default header (Expect: 100-continue costs a round trip). */
 	for (size_t i = 0; rc == 0 && i <= n + 2; i++) {
@@ -197,6 +198,30 @@ static bool retryable(const struct tfs_http_resp *r, char *code, size_t code_len
 	return false;
 }
 
+/* The region a reply says the bucket lives in, into region (cap bytes):
+ * x-amz-bucket-region, or the <Region> of an error (AWS's 400
+ * AuthorizationHeaderMalformed names it there; its 301 PermanentRedirect
+ * sends the header).  Only for a 301, or a 400 of that code.  Returns
+ * whether it found one. */
+static bool redirect_region(const struct tfs_http_resp *r, char *region, size_t cap)
+{
+	char code[64] = "";
+
+	if (r->status != 301 && r->status != 400)
+		return false;
+	if (r->status == 400 &&
+	    (tfs_s3_xml_parse_error_region(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body), code,
+					   sizeof(code), region, cap) != 0 ||
+	     strcmp(code, "AuthorizationHeaderMalformed") != 0))
+		return false;
+	if (r->bucket_region[0])
+		snprintf(region, cap, "%s", r->bucket_region);
+	else if (r->status == 301)
+		tfs_s3_xml_parse_error_region(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body), code,
+					      sizeof(code), region, cap);
+	return region[0] != '\0';
+}
+
 static void backoff(const struct s3 *s, unsigned attempt)
 {
 	uint64_t ms = tfs_backoff_ms(s->cfg.retry_base_ms, s->cfg.retry_max_ms, attempt);
@@ -208,15 +233,18 @@ static void backoff(const struct s3 *s, unsigned attempt)
 
 int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_http_resp *resp)
 {
-	struct tfs_dbuf path, url;
+	struct tfs_dbuf path, rest, url;
 	char payload_hash[65];
+	bool switched = false;
 	int rc;
 
 	tfs_dbuf_init(&path, 8192);
+	tfs_dbuf_init(&rest, 32768);
 	tfs_dbuf_init(&url, 32768);
-	rc = build_url(s, c, &path, &url);
+	rc = build_url(s, c, &path, &rest);
 	if (rc) {
 		tfs_dbuf_free(&path);
+		tfs_dbuf_free(&rest);
 		tfs_dbuf_free(&url);
 		tfs_err(s->log, "s3: %s: request too large", what);
 		return rc == ENOMEM ? ENOMEM : EINVAL;
@@ -227,9 +255,15 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 		goto out;
 	}
 
-	for (unsigned attempt = 0;; attempt++) {
+	for (unsigned attempt = 0;;) {
 		struct curl_slist *headers = NULL;
-		rc = sign(s, c, tfs_dbuf_str(&path), payload_hash, &headers);
+		const struct s3_addr *a = s3_addr(s);
+		tfs_dbuf_reset(&url);
+		if (tfs_dbuf_adds(&url, a->origin) || tfs_dbuf_adds(&url, tfs_dbuf_str(&rest))) {
+			rc = ENOMEM;
+			break;
+		}
+		rc = sign(s, a, c, tfs_dbuf_str(&path), payload_hash, &headers);
 		if (rc) {
 			tfs_err(s->log, "s3: %s: cannot sign the request: %s", what, strerror(rc));
 			break;
@@ -259,6 +293,15 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 		}
 		if (rc && !resp->transport_error)
 			break; /* local failure (ENOMEM, dst write): not the server's */
+		/* A bucket in another region: sign for it and go again, once
+		 * per call and without counting an attempt; a second redirect
+		 * is an error like any other. */
+		char region[64] = "";
+		if (!switched && redirect_region(resp, region, sizeof(region)) &&
+		    s3_switch_region(s, a, region) == 0) {
+			switched = true;
+			continue;
+		}
 		char code[64] = "";
 		if (!retryable(resp, code, sizeof(code))) {
 			rc = 0;
@@ -280,9 +323,11 @@ int s3_call(struct s3 *s, const struct s3_call *c, const char *what, struct tfs_
 			tfs_warn(s->log, "s3: %s: HTTP %ld %s; retrying (%u/%u)", what,
 				 resp->status, code, attempt + 1, s->cfg.retries);
 		backoff(s, attempt);
+		attempt++;
 	}
 out:
 	tfs_dbuf_free(&path);
+	tfs_dbuf_free(&rest);
 	tfs_dbuf_free(&url);
 	return rc;
 }
@@ -313,9 +358,10 @@ int s3_fail(struct s3 *s, const char *what, const struct tfs_http_resp *resp)
 	enum tfs_log_level lvl = err == ENOENT || err == ESTALE ? TFS_LOG_DEBUG : TFS_LOG_ERROR;
 	if (strcmp(code, "NoSuchBucket") == 0)
 		lvl = TFS_LOG_ERROR;
-	tfs_logf(s->log, lvl, "s3: %s: HTTP %ld%s%s%s%s%s%s", what, resp->status,
+	tfs_logf(s->log, lvl, "s3: %s: HTTP %ld%s%s%s%s%s%s%s%s", what, resp->status,
 		 code[0] ? " " : "", code, msg[0] ? ": " : "", msg,
-		 resp->request_id[0] ? " request-id " : "", resp->request_id);
+		 resp->bucket_region[0] ? "; the store says the bucket is in region " : "",
+		 resp->bucket_region, resp->request_id[0] ? " request-id " : "", resp->request_id);
 	return err;
 }
 

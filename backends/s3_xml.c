@@ -43,6 +43,7 @@ enum xp_name {
 	N_ENCODING_TYPE,
 	N_ERROR,
 	N_CODE,
+	N_REGION,
 	N_MESSAGE,
 	N_INITIATE_MPU_RESULT,
 	N_UPLOAD_ID,
@@ -70,6 +71,7 @@ static const struct {
 	{ "EncodingType", N_ENCODING_TYPE },
 	{ "Error", N_ERROR },
 	{ "Code", N_CODE },
+	{ "Region", N_REGION },
 	{ "Message", N_MESSAGE },
 	{ "InitiateMultipartUploadResult", N_INITIATE_MPU_RESULT },
 	{ "UploadId", N_UPLOAD_ID },
@@ -642,6 +644,8 @@ struct error_ctx {
 	size_t code_len;
 	char *msg;
 	size_t msg_len;
+	char *region; /* NULL: not wanted */
+	size_t region_len;
 };
 
 static int error_fill(struct xp *xp, struct error_ctx *ec, enum xp_name id)
@@ -652,6 +656,8 @@ static int error_fill(struct xp *xp, struct error_ctx *ec, enum xp_name id)
 		copy_trunc(ec->code, ec->code_len, s, n);
 	else if (id == N_MESSAGE)
 		copy_trunc(ec->msg, ec->msg_len, s, n);
+	else if (id == N_REGION && ec->region)
+		copy_trunc(ec->region, ec->region_len, s, n);
 	return 0;
 }
 
@@ -659,7 +665,7 @@ static int error_start(struct xp *xp, enum xp_name id)
 {
 	if (xp->depth == 1)
 		return id == N_ERROR ? 0 : EIO;
-	if (xp->depth == 2 && (id == N_CODE || id == N_MESSAGE))
+	if (xp->depth == 2 && (id == N_CODE || id == N_MESSAGE || id == N_REGION))
 		xp_capture(xp);
 	return 0;
 }
@@ -682,13 +688,27 @@ static void clear_str(char *s, size_t len)
 int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len, char *msg,
 			   size_t msg_len)
 {
-	struct error_ctx ec = { code, code_len, msg, msg_len };
+	struct error_ctx ec = { code, code_len, msg, msg_len, NULL, 0 };
 	clear_str(code, code_len);
 	clear_str(msg, msg_len);
 	int rc = xp_run(&error_kind, &ec, body, len);
 	if (rc) {
 		clear_str(code, code_len);
 		clear_str(msg, msg_len);
+	}
+	return rc;
+}
+
+int tfs_s3_xml_parse_error_region(const char *body, size_t len, char *code, size_t code_len,
+				  char *region, size_t region_len)
+{
+	struct error_ctx ec = { code, code_len, NULL, 0, region, region_len };
+	clear_str(code, code_len);
+	clear_str(region, region_len);
+	int rc = xp_run(&error_kind, &ec, body, len);
+	if (rc) {
+		clear_str(code, code_len);
+		clear_str(region, region_len);
 	}
 	return rc;
 }

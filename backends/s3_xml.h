@@ -41,6 +41,13 @@ int tfs_s3_xml_parse_list(const char *body, size_t len, const char *strip,
 int tfs_s3_xml_parse_error(const char *body, size_t len, char *code, size_t code_len, char *msg,
 			   size_t msg_len);
 
+/* The <Code> and <Region> of an <Error> (AWS names the bucket's region in
+ * AuthorizationHeaderMalformed and PermanentRedirect errors).  Copies at
+ * most code_len-1 / region_len-1 bytes ("" when absent).  Returns 0, or
+ * EIO for a body that is not an <Error> document. */
+int tfs_s3_xml_parse_error_region(const char *body, size_t len, char *code, size_t code_len,
+				  char *region, size_t region_len);
+
 /* <InitiateMultipartUploadResult><UploadId>.  *upload_id is malloc'd. */
 int tfs_s3_xml_parse_upload_id(const char *body, size_t len, char **upload_id);
 

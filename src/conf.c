@@ -209,6 +209,45 @@ static void syntax_error(const struct load_ctx *c, unsigned line)
 		      tfs_escape(q, sizeof(q), text, MAX_QUOTE, true));
 }
 
+/* ---- the environment ---- */
+
+/* Keys that, left empty by the file, take the AWS SDKs' environment
+ * variables (tierfs.conf(5)): the first variable set and not empty
+ * wins; -o, applied after the file, still overrides it. */
+static const struct env_key {
+	const char *section, *key;
+	const char *vars[2];
+} env_keys[] = {
+	{ "backend", "region", { "AWS_REGION", "AWS_DEFAULT_REGION" } },
+	{ "backend", "endpoint", { "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL" } },
+};
+
+static int apply_environment(struct tfs_config *cfg, struct tfs_dbuf *err)
+{
+	for (size_t i = 0; i < sizeof(env_keys) / sizeof(env_keys[0]); i++) {
+		const struct env_key *k = &env_keys[i];
+		const struct opt *o = tfs_conf_find_opt(k->section, k->key);
+
+		if (o == NULL || tfs_conf_load_str(cfg, o) != NULL)
+			continue; /* set by the file */
+		for (size_t v = 0; v < sizeof(k->vars) / sizeof(k->vars[0]); v++) {
+			const char *val = getenv(k->vars[v]);
+
+			if (val == NULL || *val == '\0')
+				continue;
+			const struct where w = { .src = SRC_ENV,
+						 .origin = k->vars[v],
+						 .assignment = val };
+			int rc = tfs_conf_apply(cfg, &w, k->section, k->key, val, err);
+
+			if (rc)
+				return rc;
+			break;
+		}
+	}
+	return 0;
+}
+
 int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, struct tfs_dbuf *err)
 {
 	struct tfs_dbuf data;
@@ -224,7 +263,7 @@ int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, s
 	tfs_dbuf_init(&data, MAX_FILE);
 	rc = read_file(path, must_exist, &data, err);
 	if (rc == ENOENT && !must_exist) {
-		rc = 0;
+		rc = apply_environment(cfg, err);
 		goto out;
 	}
 	if (rc)
@@ -259,6 +298,8 @@ int tfs_config_load(struct tfs_config *cfg, const char *path, bool must_exist, s
 		rc = EINVAL;
 	} else if (c.rd.err_line) {
 		rc = c.rc;
+	} else {
+		rc = apply_environment(cfg, err);
 	}
 out:
 	tfs_dbuf_free(&data);
@@ -314,6 +355,9 @@ static struct where where_of(const struct tfs_config *cfg, const struct opt *o)
 	if (org->cmdline) {
 		w.src = SRC_FILE; /* "command line: [section] key: ..." */
 		w.file = "command line";
+	} else if (org->env) {
+		w.src = SRC_FILE; /* "AWS_REGION: [section] key: ..." */
+		w.file = org->env;
 	} else if (org->line && cfg->path) {
 		w.src = SRC_FILE;
 		w.file = cfg->path;
@@ -526,6 +570,8 @@ int tfs_config_dump(const struct tfs_config *cfg, bool origins, struct tfs_dbuf 
 			rc = tfs_conf_format_value(cfg, o, out);
 		if (rc == 0 && origins && org->cmdline)
 			rc = tfs_dbuf_adds(out, "  ; -o");
+		else if (rc == 0 && origins && org->env)
+			rc = tfs_dbuf_addf(out, "  ; environment %s", org->env);
 		else if (rc == 0 && origins && org->line)
 			rc = tfs_dbuf_addf(out, "  ; line %u", org->line);
 		if (rc == 0)

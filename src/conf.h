@@ -84,9 +84,10 @@ struct tfs_mount_config {
 /* Bookkeeping for messages: where an option got its value.  Private to
  * config.c. */
 struct tfs_config_origin {
-	unsigned line; /* line in tfs_config.path; 0: not from that file */
-	unsigned seq;  /* order of assignment; 0: built-in default */
-	bool cmdline;  /* set by tfs_config_set() */
+	unsigned line;   /* line in tfs_config.path; 0: not from that file */
+	unsigned seq;    /* order of assignment; 0: built-in default */
+	bool cmdline;    /* set by tfs_config_set() */
+	const char *env; /* the environment variable that set it (static), or NULL */
 };
 
 #define TFS_CONFIG_MAX_OPTIONS 96
@@ -127,10 +128,15 @@ int tfs_config_defaults(struct tfs_config *cfg);
 /* Read the INI file `path` (NULL: tfs_config_default_path()) and apply its
  * settings on top of the current values of *cfg (initialised by
  * tfs_config_defaults()); sets cfg->path (a copy) when the file exists.
- * Stops at the first error.
+ * Stops at the first error.  Then the keys that are still empty take the
+ * AWS SDKs' environment variables (the first set and not empty):
+ * [backend] region from AWS_REGION, then AWS_DEFAULT_REGION; [backend]
+ * endpoint from AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL
+ * ("environment AWS_REGION='x': [backend] region: ..." when one does not
+ * parse).
  *
- * Returns 0; 0 without changing *cfg when the file does not exist and
- * must_exist is false; ENOENT, EACCES, EISDIR, ... when the file cannot be
+ * Returns 0; 0 with only the environment applied when the file does not
+ * exist and must_exist is false; ENOENT, EACCES, EISDIR, ... when the file cannot be
  * opened or read ("FILE: cannot open: <strerror>"); EFBIG above 1 MiB;
  * EINVAL for a syntax error, an unknown section or key, or a malformed or
  * out-of-range value ("FILE:LINE: [section] key: <what> (allowed: ...)");

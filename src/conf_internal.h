@@ -122,7 +122,8 @@ const char *tfs_conf_enum_name(const struct opt_name *names, int v);
 enum src {
 	SRC_DEFAULT,
 	SRC_FILE,
-	SRC_CMDLINE
+	SRC_CMDLINE,
+	SRC_ENV
 };
 
 /* Where an assignment comes from, for messages and origins. */
@@ -130,8 +131,9 @@ struct where {
 	enum src src;
 	const char *file;       /* SRC_FILE */
 	unsigned line;          /* SRC_FILE */
-	const char *origin;     /* SRC_CMDLINE: printed before the assignment */
-	const char *assignment; /* SRC_CMDLINE */
+	const char *origin;     /* SRC_CMDLINE: printed before the assignment;
+				 * SRC_ENV: the variable's name (static) */
+	const char *assignment; /* SRC_CMDLINE; SRC_ENV: the variable's value */
 };
 
 /* A value tfs_conf_parse_value() parsed, for tfs_conf_store_value(). */

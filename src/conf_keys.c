@@ -20,6 +20,15 @@
 #define MIN (60 * SEC)
 #define HOUR (60 * MIN)
 
+/* path_style: "auto", or any spelling of a boolean (true is path-style) */
+static const struct opt_name path_style_names[] = {
+	{ "auto", TFS_S3_PATH_AUTO }, { "true", TFS_S3_PATH_ON },
+	{ "false", TFS_S3_PATH_OFF }, { "yes", TFS_S3_PATH_ON },
+	{ "no", TFS_S3_PATH_OFF },    { "on", TFS_S3_PATH_ON },
+	{ "off", TFS_S3_PATH_OFF },   { "1", TFS_S3_PATH_ON },
+	{ "0", TFS_S3_PATH_OFF },     { NULL, 0 },
+};
+
 static const struct opt_name policy_names[] = {
 	{ "lru", TFS_POLICY_LRU },
 	{ "epoch", TFS_POLICY_EPOCH },
@@ -53,9 +62,12 @@ static const struct opt_name wb_names[] = {
 
 const struct opt tfs_conf_options[] = {
 	{ KEY("backend", "endpoint", OPT_URL), FIELD(backend.endpoint), .def = "" },
-	{ KEY("backend", "region", OPT_STR), FIELD(backend.region),
-	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("backend", "path_style", OPT_BOOL), FIELD(backend.path_style), .def = "true" },
+	/* unset: AWS_REGION, AWS_DEFAULT_REGION (tfs_config_load()), then
+	 * us-east-1 (tfs_s3_create()) */
+	{ KEY("backend", "region", OPT_STR), FIELD(backend.region), .flags = OPTF_TOKEN,
+	  .def = "" },
+	{ KEY("backend", "path_style", OPT_ENUM), FIELD(backend.path_style),
+	  .names = path_style_names, .def = "auto" },
 	{ KEY("backend", "credentials_file", OPT_PATH), FIELD(backend.credentials_file),
 	  .def = "" },
 	{ KEY("backend", "profile", OPT_STR), FIELD(backend.profile), .def = "" },
@@ -94,7 +106,8 @@ const struct opt tfs_conf_options[] = {
 	{ KEY("near", "endpoint", OPT_URL), FIELD(near_store.endpoint), .def = "" },
 	{ KEY("near", "region", OPT_STR), FIELD(near_store.region),
 	  .flags = OPTF_REQUIRED | OPTF_TOKEN, .def = "us-east-1" },
-	{ KEY("near", "path_style", OPT_BOOL), FIELD(near_store.path_style), .def = "true" },
+	{ KEY("near", "path_style", OPT_ENUM), FIELD(near_store.path_style),
+	  .names = path_style_names, .def = "auto" },
 	{ KEY("near", "credentials_file", OPT_PATH), FIELD(near_store.credentials_file),
 	  .def = "" },
 	{ KEY("near", "profile", OPT_STR), FIELD(near_store.profile), .def = "" },

@@ -196,6 +196,13 @@ void tfs_conf_fail(struct tfs_dbuf *err, const struct where *w, const char *sect
 	if (w->src == SRC_CMDLINE) {
 		tfs_dbuf_addf(err, "%s %s: ", w->origin,
 			      tfs_escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, false));
+	} else if (w->src == SRC_ENV) {
+		tfs_dbuf_addf(err, "environment %s=%s: ", w->origin,
+			      tfs_escape(esc, sizeof(esc), w->assignment, MAX_QUOTE, true));
+		if (section && *section)
+			tfs_dbuf_addf(err, "[%s] ", section);
+		if (key)
+			tfs_dbuf_addf(err, "%s: ", key);
 	} else if (w->src == SRC_FILE) {
 		tfs_dbuf_adds(err, w->file);
 		if (w->line)
@@ -499,6 +506,7 @@ int tfs_conf_store_value(struct tfs_config *cfg, const struct opt *o, const unio
 	} else {
 		org->line = w->src == SRC_FILE ? w->line : 0;
 		org->cmdline = w->src == SRC_CMDLINE;
+		org->env = w->src == SRC_ENV ? w->origin : NULL;
 		org->seq = ++cfg->seq;
 	}
 	return 0;

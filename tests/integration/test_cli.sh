@@ -51,6 +51,18 @@ expect "-o overrides show in the effective config" 0 "policy = lru" \
 	"$tierfs" config -c "$empty" -o cache.policy=lru
 expect "a valid config dumps every section" 0 "[writeback]" \
 	"$tierfs" config -c "$empty"
+# The AWS SDKs' variables stand in for an unset region and endpoint, and
+# say so; a bad one names the variable (tierfs.conf(5)).
+expect "AWS_REGION gives the region, named as its origin" 0 \
+	"region = eu-west-2  ; environment AWS_REGION" \
+	env AWS_REGION=eu-west-2 AWS_DEFAULT_REGION=us-west-1 "$tierfs" config -c "$empty"
+expect "AWS_ENDPOINT_URL gives the endpoint" 0 \
+	"endpoint = http://127.0.0.1:9000  ; environment AWS_ENDPOINT_URL" \
+	env AWS_ENDPOINT_URL=http://127.0.0.1:9000 "$tierfs" config -c "$empty"
+expect "a bad AWS_REGION is a config error naming it" 2 "environment AWS_REGION='eu west'" \
+	env AWS_REGION="eu west" "$tierfs" config -c "$empty"
+expect "-o's region wins over AWS_REGION" 0 "region = eu-north-1  ; -o" \
+	env AWS_REGION=eu-west-2 "$tierfs" config -c "$empty" -o backend.region=eu-north-1
 expect "--version names the libraries" 0 "libcurl" "$tierfs" --version
 expect "unknown command exits 2" 2 "unknown command" "$tierfs" frobnicate
 expect "bad SOURCE scheme exits 2" 2 "unsupported scheme" \

@@ -52,7 +52,7 @@ static void s3_config(struct tfs_s3_config *c, const char *prefix)
 	memset(c, 0, sizeof(*c));
 	c->endpoint = (char *)env_or("TFS_S3_ENDPOINT", "http://127.0.0.1:1");
 	c->region = (char *)env_or("TFS_S3_REGION", "us-east-1");
-	c->path_style = true;
+	c->path_style = TFS_S3_PATH_ON;
 	c->bucket = (char *)env_or("TFS_TEST_BUCKET", "tierfs-test");
 	c->prefix = (char *)prefix;
 	c->connect_timeout_ms = 2000;

@@ -252,6 +252,32 @@ def t_byte_exact_and_walk(ctx):
         m.umount()
 
 
+def t_endpoint_and_region_from_environment(ctx):
+    """A config that leaves endpoint and region empty (as the example file
+    does) takes them from the AWS SDKs' variables, AWS_ENDPOINT_URL_S3
+    before AWS_ENDPOINT_URL and AWS_REGION before AWS_DEFAULT_REGION:
+    reads are byte-exact and the log names the store, the region and
+    path-style addressing (auto, with an endpoint)."""
+    if ctx.bucket.kind == "local":
+        return "skip"
+    data = data_for("env", 3 * (1 << 20) + 4321)
+    ctx.bucket.put("env/obj.bin", data)
+    m = ctx.mount("env", {"backend": {"endpoint": "", "region": ""}})
+    m.extra_env = {"AWS_ENDPOINT_URL_S3": ctx.bucket.env["TFS_S3_ENDPOINT"],
+                   "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+                   "AWS_REGION": "eu-west-2", "AWS_DEFAULT_REGION": "us-west-1"}
+    m.mount()
+    try:
+        assert read(os.path.join(m.mnt, "env/obj.bin")) == data, "content differs"
+        with open(m.logfile) as f:
+            log = f.read()
+        want = "via %s (path-style addressing, region eu-west-2)" % (
+            ctx.bucket.env["TFS_S3_ENDPOINT"].rstrip("/"))
+        assert want in log, "no '%s' in the log:\n%s" % (want, log[-2000:])
+    finally:
+        m.umount()
+
+
 def t_random_offsets_concurrent(ctx):
     size = 24 * (1 << 20) + 12345
     data = data_for("big", size)
@@ -1124,6 +1150,7 @@ def t_million_objects(ctx):
 TESTS = [
     ("byte_exact_and_walk", t_byte_exact_and_walk),
     ("random_offsets_concurrent", t_random_offsets_concurrent),
+    ("endpoint_and_region_from_environment", t_endpoint_and_region_from_environment),
     ("warm_restart_zero_gets", t_warm_restart_zero_gets),
     ("sequential_read_is_one_get_per_run", t_sequential_read_is_one_get_per_run),
     ("cold_read_cached_whole", t_cold_read_cached_whole),

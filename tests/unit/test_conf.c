@@ -42,6 +42,12 @@ static void setup(void)
 	snprintf(tmpdir, sizeof(tmpdir), "%s/tierfs-test-config.XXXXXX", base);
 	cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
 	snprintf(path, sizeof(path), "%s/tierfs.conf", tmpdir);
+	/* the environment's defaults (tfs_config_load()) only where a test
+	 * sets them */
+	unsetenv("AWS_REGION");
+	unsetenv("AWS_DEFAULT_REGION");
+	unsetenv("AWS_ENDPOINT_URL_S3");
+	unsetenv("AWS_ENDPOINT_URL");
 	tfs_dbuf_init(&err, 4096);
 	cr_assert_eq(tfs_config_defaults(&cfg), 0);
 }
@@ -148,8 +154,8 @@ Test(config, defaults)
 {
 	cr_assert_null(cfg.path);
 	cr_assert_null(cfg.backend.endpoint);
-	cr_assert_str_eq(cfg.backend.region, "us-east-1");
-	cr_assert(cfg.backend.path_style);
+	cr_assert_null(cfg.backend.region); /* us-east-1: tfs_s3_create() */
+	cr_assert_eq(cfg.backend.path_style, TFS_S3_PATH_AUTO);
 	cr_assert_null(cfg.backend.bucket);
 	cr_assert_null(cfg.backend.prefix);
 	cr_assert_null(cfg.backend.credentials_file);
@@ -241,7 +247,7 @@ Test(config, load_every_type)
 	cr_assert_str_eq(cfg.path, path);
 	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9000");
 	cr_assert_str_eq(cfg.backend.region, "eu-west-3");
-	cr_assert(!cfg.backend.path_style);
+	cr_assert_eq(cfg.backend.path_style, TFS_S3_PATH_OFF);
 	cr_assert_str_eq(cfg.backend.credentials_file, "/etc/tierfs/credentials");
 	cr_assert_str_eq(cfg.backend.profile, "training team");
 	cr_assert_str_eq(cfg.backend.ca_file, "/etc/ssl/minio.pem");
@@ -418,9 +424,12 @@ Test(config, malformed_values)
 	load_fails("[cache]\nmetadata_ttl = always\n", "2: [cache] metadata_ttl: invalid duration "
 						       "'always' (allowed: a number with "
 						       "ms/s/m/h suffix or forever)");
-	load_fails("[backend]\npath_style = maybe\n", "2: [backend] path_style: invalid boolean "
-						      "'maybe' (allowed: true/false, yes/no, "
-						      "on/off, 1/0)");
+	load_fails("[ssd]\ndirect_io = maybe\n", "2: [ssd] direct_io: invalid boolean "
+						 "'maybe' (allowed: true/false, yes/no, "
+						 "on/off, 1/0)");
+	load_fails("[backend]\npath_style = maybe\n", "2: [backend] path_style: invalid value "
+						      "'maybe' (allowed: auto, true, false, yes, "
+						      "no, on, off, 1, 0)");
 	load_fails("[backend]\nretries = 3.5\n", "2: [backend] retries: invalid integer '3.5' "
 						 "(allowed: 0 to 100)");
 	load_fails("[backend]\nretries = -1\n", "2: [backend] retries: invalid integer '-1' "
@@ -441,10 +450,88 @@ Test(config, malformed_values)
 				     "path)");
 	load_fails("[backend]\nregion = us east 1\n", "2: [backend] region: invalid value 'us east "
 						      "1' (allowed: letters, digits, '-', "
-						      "'_' and '.')");
-	load_fails("[backend]\nregion =\n", "2: [backend] region: a value is required (allowed: "
-					    "letters, digits, '-', '_' "
-					    "and '.')");
+						      "'_' and '.', or empty)");
+}
+
+/* ---- the environment's defaults ---- */
+
+/* AWS_REGION before AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_S3 before
+ * AWS_ENDPOINT_URL, an empty variable skipped; `tierfs config` names the
+ * variable. */
+Test(config, environment_defaults)
+{
+	setenv("AWS_DEFAULT_REGION", "eu-north-1", 1);
+	setenv("AWS_REGION", "ap-south-2", 1);
+	setenv("AWS_ENDPOINT_URL_S3", "", 1);
+	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000", 1);
+	load_ok("[ram]\nsize = 1G\n");
+	cr_assert_str_eq(cfg.backend.region, "ap-south-2");
+	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9000");
+	cr_assert_null(cfg.near_store.endpoint, "the environment is [backend]'s only");
+
+	struct tfs_dbuf out;
+	tfs_dbuf_init(&out, 1 << 20);
+	cr_assert_eq(tfs_config_dump(&cfg, true, &out), 0);
+	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "region = ap-south-2  ; environment "
+						      "AWS_REGION\n"),
+			   "%s", tfs_dbuf_str(&out));
+	cr_assert_not_null(strstr(tfs_dbuf_str(&out), "endpoint = http://127.0.0.1:9000  ; "
+						      "environment AWS_ENDPOINT_URL\n"));
+	tfs_dbuf_free(&out);
+
+	unsetenv("AWS_REGION");
+	tfs_config_clear(&cfg);
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	load_ok("[ram]\nsize = 1G\n");
+	cr_assert_str_eq(cfg.backend.region, "eu-north-1");
+}
+
+/* The file's value and -o win over the environment; an empty value in
+ * the file (as in etc/tierfs.conf.example) does not; without a file the
+ * environment still applies. */
+Test(config, environment_loses_to_file_and_cmdline)
+{
+	setenv("AWS_REGION", "ap-south-2", 1);
+	setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000", 1);
+	load_ok("[backend]\nregion = eu-west-3\nendpoint =\n");
+	cr_assert_str_eq(cfg.backend.region, "eu-west-3");
+	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9000");
+	cr_assert_eq(tfs_config_set(&cfg, "backend.endpoint=http://127.0.0.1:9001", NULL, &err), 0);
+	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9001");
+
+	tfs_config_clear(&cfg);
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	cr_assert_eq(tfs_config_load(&cfg, "/nonexistent/tierfs.conf", false, &err), 0);
+	cr_assert_str_eq(cfg.backend.region, "ap-south-2");
+	cr_assert_str_eq(cfg.backend.endpoint, "http://127.0.0.1:9000");
+}
+
+/* A bad value in the environment names the variable and its value. */
+Test(config, environment_bad_value)
+{
+	setenv("AWS_REGION", "us east 1", 1);
+	write_conf("[ram]\nsize = 1G\n");
+	cr_assert_eq(tfs_config_load(&cfg, path, true, &err), EINVAL);
+	cr_assert_str_eq(tfs_dbuf_str(&err), "environment AWS_REGION='us east 1': [backend] "
+					     "region: "
+					     "invalid value 'us east 1' (allowed: letters, "
+					     "digits, '-', '_' and '.', or empty)");
+	unsetenv("AWS_REGION");
+	setenv("AWS_ENDPOINT_URL", "ftp://h", 1);
+	tfs_config_clear(&cfg);
+	cr_assert_eq(tfs_config_defaults(&cfg), 0);
+	cr_assert_eq(tfs_config_load(&cfg, path, true, &err), EINVAL);
+	cr_assert_not_null(strstr(tfs_dbuf_str(&err), "environment AWS_ENDPOINT_URL='ftp://h': "
+						      "[backend] endpoint: "),
+			   "%s", tfs_dbuf_str(&err));
+}
+
+/* An empty region in the file means unset: the environment's (none
+ * here), then us-east-1. */
+Test(config, empty_region_is_unset)
+{
+	load_ok("[backend]\nregion =\n");
+	cr_assert_null(cfg.backend.region);
 }
 
 Test(config, out_of_range)

@@ -185,7 +185,7 @@ Test(opts, messages)
 		    "1/0)");
 	check_fails(TFS_NODE_OPT_REGION, "us east", true,
 		    "option x: invalid value 'us east' (allowed: letters, digits, '-', '_' and "
-		    "'.')");
+		    "'.', or empty)");
 }
 
 Test(opts, limits)

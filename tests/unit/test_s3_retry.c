@@ -39,7 +39,7 @@ static void setup(void)
 	struct tfs_s3_config c = {
 		.endpoint = endpoint,
 		.region = "eu-west-3",
-		.path_style = true,
+		.path_style = TFS_S3_PATH_ON,
 		.bucket = "bkt",
 		.prefix = "pre/",
 		.connect_timeout_ms = 1000,
@@ -620,4 +620,110 @@ Test(s3_retry, head_check_reads_part_size_and_encryption)
 	cr_assert_eq(tfs_backend_head_check(be, "k", &c), 0);
 	cr_assert_str_eq(c.checksum_alg, "");
 #undef MP_ETAG
+}
+
+/* ---- a bucket in another region ---- */
+
+/* Whether request i was signed for `region` (its credential scope). */
+static bool signed_for(int i, const char *region)
+{
+	char scope[96];
+	snprintf(scope, sizeof(scope), "/%s/s3/aws4_request", region);
+	const char *r = mini_http_request(srv, i);
+	return r && strstr(r, scope) != NULL;
+}
+
+#define HEAD_OK                                                                                    \
+	R(.status = 200, .headers = ETAG "Content-Length: 3\r\n", .body = "", .content_length = 3, \
+	  .truncate_after = 0)
+
+/* A 301 with x-amz-bucket-region (what AWS sends, to a HEAD too): the
+ * request is signed again for that region, once, and so is every later
+ * one. */
+Test(s3_retry, a_redirect_to_another_region_is_followed_once_and_kept)
+{
+	mini_http_push(srv, R(.status = 301, .headers = "x-amz-bucket-region: eu-north-1\r\n",
+			      .body = "<Error><Code>PermanentRedirect</Code></Error>"));
+	mini_http_push(srv, HEAD_OK);
+	mini_http_push(srv, HEAD_OK);
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "k", &m), 0);
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(tfs_backend_head(be, "k2", &m), 0);
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(mini_http_count(srv), 3);
+	cr_assert(signed_for(0, "eu-west-3"));
+	cr_assert(signed_for(1, "eu-north-1"), "%s", mini_http_request(srv, 1));
+	cr_assert(signed_for(2, "eu-north-1"));
+}
+
+/* AWS's 400 AuthorizationHeaderMalformed names the region in its body. */
+Test(s3_retry, authorization_header_malformed_names_the_region)
+{
+	mini_http_push(srv, R(.status = 400, .body = "<Error><Code>AuthorizationHeaderMalformed</"
+						     "Code><Message>the region 'eu-west-3' is "
+						     "wrong; expecting 'ap-south-1'</"
+						     "Message><Region>ap-south-1</Region></"
+						     "Error>"));
+	mini_http_push(srv, R(.status = 200, .headers = "ETag: \"e\"\r\n", .body = ""));
+	cr_assert_eq(tfs_backend_put(be, "k", tfs_io_cbuf("data"), 4, NULL, NULL), 0);
+	cr_assert_eq(mini_http_count(srv), 2);
+	cr_assert(signed_for(1, "ap-south-1"));
+}
+
+/* A store that names another region at each answer is not chased: one
+ * switch a call, then the redirect is the call's error. */
+Test(s3_retry, redirects_never_loop)
+{
+	mini_http_push(srv, R(.status = 301, .headers = "x-amz-bucket-region: eu-north-1\r\n",
+			      .body = "<Error><Code>PermanentRedirect</Code></Error>"));
+	mini_http_push(srv, R(.status = 301, .headers = "x-amz-bucket-region: us-west-2\r\n",
+			      .body = "<Error><Code>PermanentRedirect</Code></Error>"));
+	mini_http_push(srv, HEAD_OK);
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO);
+	cr_assert_eq(mini_http_count(srv), 2);
+}
+
+/* A redirect to the region already in use, a 400 of another code that
+ * names a region, and a region that is no region name are errors, not
+ * switches. */
+Test(s3_retry, only_a_new_valid_region_switches)
+{
+	mini_http_push(srv, R(.status = 301, .headers = "x-amz-bucket-region: eu-west-3\r\n",
+			      .body = ""));
+	mini_http_push(srv, R(.status = 400, .body = "<Error><Code>InvalidRequest</"
+						     "Code><Region>ap-south-1</Region></Error>"));
+	mini_http_push(srv,
+		       R(.status = 301, .headers = "x-amz-bucket-region: ../x y\r\n", .body = ""));
+	mini_http_push(srv, HEAD_OK);
+	struct tfs_obj_meta m = { 0 };
+	cr_assert_eq(tfs_backend_head(be, "a", &m), EIO);
+	cr_assert_eq(tfs_backend_head(be, "b", &m), EINVAL);
+	cr_assert_eq(tfs_backend_head(be, "c", &m), EIO);
+	cr_assert_eq(tfs_backend_head(be, "d", &m), 0);
+	tfs_obj_meta_clear(&m);
+	cr_assert_eq(mini_http_count(srv), 4);
+	cr_assert(signed_for(3, "eu-west-3"));
+}
+
+/* An instance switches at most S3_MAX_REGION_SWITCHES (4) times. */
+Test(s3_retry, region_switches_are_bounded)
+{
+	static const char *const regions[] = { "r-1", "r-2", "r-3", "r-4", "r-5" };
+	static char hdr[5][64];
+	for (int i = 0; i < 5; i++) {
+		snprintf(hdr[i], sizeof(hdr[i]), "x-amz-bucket-region: %s\r\n", regions[i]);
+		mini_http_push(srv, R(.status = 301, .headers = hdr[i], .body = ""));
+		if (i < 4)
+			mini_http_push(srv, HEAD_OK);
+	}
+	struct tfs_obj_meta m = { 0 };
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(tfs_backend_head(be, "k", &m), 0, "switch %d", i + 1);
+		tfs_obj_meta_clear(&m);
+	}
+	cr_assert_eq(tfs_backend_head(be, "k", &m), EIO, "a fifth switch");
+	cr_assert_eq(mini_http_count(srv), 9);
+	cr_assert(signed_for(7, "r-4"));
 }

@@ -3,7 +3,7 @@
 
 Usage: scripts/check_calls.py BUILD_DIR [--graph | --doc FILE | --write-doc FILE]
 
-For each layer directory (lib, backends, cache, src, flexvolume, csi) under
+For each layer directory (lib, backends, cache, vfs, src, node, flexvolume, csi) under
 BUILD_DIR, reads the object files' symbol tables with nm(1): a file calls
 another when it uses (U) a function or object that the other defines
 (T, D, B, R).  Inside a layer the calls must go one way: the graph of
@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["lib", "backends", "cache", "src", "flexvolume", "csi"]
+LAYERS = ["lib", "backends", "cache", "vfs", "src", "node", "flexvolume", "csi"]
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/build.sh [OUTDIR] - build the libFuzzer harnesses.
 #
-# Compiles the project's sources (lib/, backends/, cache/, src/,
+# Compiles the project's sources (lib/, backends/, cache/, vfs/, src/,
 # flexvolume/, all but the two main()s) with clang -fsanitize=fuzzer-no-link,
 # address,undefined and -DFUZZING into OUTDIR/libtierfs-fuzz.a, then links
 # each tests/fuzz/fuzz_<name>.c against it: the linker takes only the
@@ -61,7 +61,7 @@ pkg_cflags=$(pkg-config --cflags $pkgs)
 pkg_libs="$(pkg-config --libs $pkgs) -lpthread -lm"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=gnu11 -g -O1 -DFUZZING $SAN -I$out/include \
-	-I$top/lib -I$top/backends -I$top/cache -I$top/src -I$top/flexvolume -I$here \
+	-I$top/lib -I$top/backends -I$top/cache -I$top/vfs -I$top/src -I$top/flexvolume -I$here \
 	$pkg_cflags ${FUZZ_CFLAGS:-}"
 
 # The code each harness is about: without it the harness is skipped.
@@ -84,7 +84,7 @@ fi
 touch "$out/obj/.stamp.new"
 
 srcs=()
-for d in lib backends cache src flexvolume; do
+for d in lib backends cache vfs src flexvolume; do
 	for f in "$top/$d"/*.c; do
 		[ -f "$f" ] || continue
 		case ${f#"$top"/} in

@@ -1,5 +1,18 @@
 /* follow.c - sliding windows of prefetches ahead of readers that follow
- * known orders, one window per stream, under one budget. */
+ * known orders, one window per stream, under one budget.  The model
+ * (orders, streams, windows, crediting opens, bounds) is follow.h's.
+ *
+ * The file reads top to bottom in the life of an order: the opener's
+ * process from /proc (owner and ancestry); an order's arrays (positions,
+ * keys stored once with the chain of their positions, the hash table);
+ * streams and the order memory counted per uid (drop the quietest
+ * beyond a bound); the reader's position and its window (reader_at(),
+ * crediting an open: tfs_follow_opened()); the fetch threads (take a
+ * file from the streams in turn within each one's share, size it, fetch
+ * it through the RAM tier); the builder thread (parse and build the
+ * orders written into the control file); stats; and the `follow`
+ * control command.  One mutex (f->lock) guards the streams and counts;
+ * it is never held across /proc, a fetch or the parse of an order. */
 #include "config.h"
 
 #include "follow.h"

@@ -1,5 +1,19 @@
 /* follow.h - prefetch in the samplers' orders.
  *
+ * Model.  An ORDER is the list of files a reader will open, in order.  A
+ * STREAM is one order being followed: its reader's position in it (the
+ * index after the last file it opened), and its WINDOW, the next
+ * cfg->window files of the order after that position, which the fetch
+ * threads read into RAM ahead of the reader.  An OPEN of a file in some
+ * order is CREDITED to one stream (below), which moves that stream's
+ * position and with it the window.  Everything is BOUNDED: streams
+ * (TFS_FOLLOW_MAX_STREAMS), files ahead of each reader (cfg->window),
+ * bytes ahead of all readers (cfg->budget, shared by the active streams),
+ * order memory (cfg->max_bytes, cfg->uid_max), the ancestry searched for
+ * an opener's stream (TFS_FOLLOW_ANCESTRY) and the fetch threads
+ * (TFS_FOLLOW_MAX_WORKERS).  This is prefetch by order; read-ahead of a
+ * sequential reader within one file is cache/prefetch.h's.
+ *
  * A training job hands the daemon the order it will read files in this
  * epoch (a manifest: the control file TFS_FOLLOW_FILE at the root of the
  * mount, or `tierfs warmup --follow`).  Several orders are followed at
@@ -21,6 +35,14 @@
  * stream's reader is then there: the daemon keeps up to `window` files of
  * its order fetched into RAM ahead of it, and realigns when the reader
  * skips forward or back.
+ *
+ * Windows.  An open at or inside the window moves the window's start to
+ * the file after it (what the reader passed is no longer ahead).  An open
+ * beyond the window starts the window over there at once.  Going back
+ * takes more than one late open (loaders in several threads open out of
+ * order): a file well behind the reader opened again in this pass starts
+ * a new pass over the order (a new epoch), and two first opens in a row
+ * far behind the window, close together, start the window over there.
  *
  * One pool of fetch threads serves the streams in turn.  The streams
  * share one budget of prefetched bytes not yet opened (half the RAM

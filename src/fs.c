@@ -195,7 +195,7 @@ static int move_version(struct fh *h, const char *path, const struct tfs_attr *a
 	h->retired_keys[h->n_retired++] = h->key;
 	h->key = key;
 	tfs_obj_init(&h->obj, h->key, a->etag, a->size);
-	h->ra_next = 0;
+	h->ra.ra_next = 0;
 	pthread_mutex_unlock(&h->lock);
 	return 0;
 }
@@ -643,64 +643,6 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* Read-ahead for sequential readers.  The kernel sends its own readahead
- * as parallel requests that may arrive slightly out of order, so a read
- * counts as sequential when it starts near where the last one ended.  The
- * window starts at the read's own first block and is refilled in runs of
- * half prefetch.readahead, each fetched with one request to the tiers
- * below (one GET when cold) whose blocks are handed out as they arrive.
- * It spans prefetch.stream_gets runs (so that many GETs are in flight for
- * one reader: a remote store gives each stream a bandwidth of its own),
- * and at least twice prefetch.readahead, the kernel's own window, so the
- * daemon's fetches stay ahead of the kernel's requests.  The
- * blocks are claimed under the handle's lock before the read itself asks
- * for its block, so the kernel's parallel requests wait for the run that
- * covers them instead of racing it with GETs of their own. */
-static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *obj, uint64_t off,
-		       uint64_t end)
-{
-	if (fs->pf == NULL || fs->ra_blocks == 0)
-		return;
-	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(obj, bs);
-	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
-	if (run > TFS_MAX_RUN)
-		run = TFS_MAX_RUN;
-	/* At least the kernel's window twice, and ra_gets runs. */
-	uint64_t window = 2 * fs->ra_blocks;
-	if (window < fs->ra_gets * run)
-		window = fs->ra_gets * run;
-	uint64_t slack = window * bs;
-	pthread_mutex_lock(&h->lock);
-	bool sequential = off == 0 || (off + slack >= h->next_off && off <= h->next_off + bs);
-	if (end > h->next_off || !sequential)
-		h->next_off = end;
-	if (sequential) {
-		uint64_t cur = off / bs;
-		uint64_t from = h->ra_next > cur ? h->ra_next : cur;
-		uint64_t to = cur + 1 + window;
-		if (to > nblocks)
-			to = nblocks;
-		/* Wait until a whole run is free, except at the end. */
-		if (from < to && (to - from >= run || to == nblocks || from == cur))
-			h->ra_next = to;
-		else
-			from = to;
-		for (uint64_t i = from; i < to;) {
-			/* The read's own block, when it starts a stream, is cached
-			 * like any block read (a small file is that block); the
-			 * read-ahead is streamed: dropped once it has been read. */
-			bool own = i == cur;
-			unsigned n = own ? 1 : (unsigned)(to - i < run ? to - i : run);
-			if (tfs_prefetch_run(fs->pf, obj, i, n, own ? 0 : TFS_RAM_ONCE) == EAGAIN) {
-				h->ra_next = i; /* retried by the next read */
-				break;
-			}
-			i += n;
-		}
-	}
-	pthread_mutex_unlock(&h->lock);
-}
-
 /* A dirty file reads its staged copy `wf`: the writer's own bytes at once. */
 static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct tfs_wb_file *wf,
 			size_t size, off_t off)
@@ -782,7 +724,9 @@ again:;
 	}
 	uint64_t end = start + size < obj.size ? start + size : obj.size;
 	uint64_t first = start / bs, last = (end - 1) / bs;
-	read_ahead(fs, h, &obj, start, end);
+	pthread_mutex_lock(&h->lock);
+	tfs_prefetch_sequential(fs->pf, &h->ra, &obj, start, end);
+	pthread_mutex_unlock(&h->lock);
 
 	struct tfs_ram_block *b;
 	int rc;
@@ -1136,8 +1080,6 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	pthread_mutex_init(&fs->trim_lock, NULL);
 	pthread_cond_init(&fs->trim_cond, NULL);
 	fs->block_size = top->block_size;
-	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
-	fs->ra_gets = cfg->stream_gets ? cfg->stream_gets : 4;
 	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
 	fs->root_attr.type = TFS_FT_DIR;
 	fs->root_attr.mtime = (int64_t)time(NULL);

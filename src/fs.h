@@ -39,9 +39,6 @@ struct tfs_fs_config {
 			   * cached entries) and from modes written (chmod,
 			   * create, mkdir) */
 	uint64_t ttl_ms;        /* cache.metadata_ttl; UINT64_MAX: forever */
-	uint64_t readahead;     /* bytes read ahead of a sequential reader */
-	unsigned stream_gets;   /* prefetch.stream_gets: runs of readahead / 2 in
-			     * flight ahead of one sequential reader (0: 4) */
 	uint64_t order_max;     /* prefetch.order_max: the most bytes one handle of the
 			     * control file TFS_FOLLOW_FILE collects (the order
 			     * memory of all is counted by src/follow.c) */

@@ -83,8 +83,6 @@ struct tfs_fs {
 	struct fuse_session *se; /* for notifications, or NULL (tfs_fs_set_session) */
 	void *io;                /* the session's I/O hooks' state (tfs_fs_set_io) */
 	uint64_t block_size;
-	uint64_t ra_blocks;
-	unsigned ra_gets;          /* runs in flight ahead of a sequential reader */
 	_Atomic uint64_t ttl_ms;   /* cache.metadata_ttl, changed by tfs_fs_set_ttl() */
 	struct tfs_attr root_attr; /* the root, and "." / ".." in listings */
 	pthread_mutex_t ns_lock;   /* serializes namespace changes (create, rename, ...) */
@@ -130,12 +128,11 @@ struct fh {
 	char *key;           /* the path at open, or after the last version move */
 	char **retired_keys; /* earlier keys (reads in flight may still use them) */
 	size_t n_retired;
-	struct tfs_wb_file *wf; /* staged copy, or NULL */
-	struct fh_order *order; /* the control file TFS_FOLLOW_FILE (fs_order.c) */
-	bool writer;            /* opened for writing (holds a writer count) */
-	pthread_mutex_t lock;   /* protects next_off, ra_next and order's state */
-	uint64_t next_off;      /* where a sequential reader continues */
-	uint64_t ra_next;       /* first block not yet handed to prefetch */
+	struct tfs_wb_file *wf;        /* staged copy, or NULL */
+	struct fh_order *order;        /* the control file TFS_FOLLOW_FILE (fs_order.c) */
+	bool writer;                   /* opened for writing (holds a writer count) */
+	pthread_mutex_t lock;          /* protects ra and order's state */
+	struct tfs_prefetch_stream ra; /* read-ahead (cache/prefetch.h) */
 };
 
 static inline struct tfs_fs *fs_of(fuse_req_t req)

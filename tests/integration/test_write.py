@@ -88,7 +88,7 @@ def dead(pid):
     try:
         return (open("/proc/%d/stat" % pid).read().split()[2] == "Z" and
                 len(os.listdir("/proc/%d/task" % pid)) <= 1)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 

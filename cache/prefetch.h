@@ -2,7 +2,7 @@
  * for sequential readers: the one place that decides what is read ahead of
  * a reader (tfs_prefetch_sequential()).  The other prefetchers are asked
  * for explicitly and only use the queue: warm-up (src/warmup.c: named
- * files, filled whole) and sampler-order prefetch (src/follow.c: files
+ * files, filled whole) and sampler-order prefetch (vfs/follow.c: files
  * ahead of a reader in a known order).
  *
  * Jobs go into a bounded queue served by `workers` threads.  A job that
@@ -29,11 +29,11 @@ struct tfs_prefetch_config {
 	unsigned stream_gets;   /* runs (GETs when cold) in flight ahead of one
 			       * sequential reader (0: 4) */
 	uint64_t order_max;     /* order memory of all uids (the control file
-			     * .tierfs-order: src/follow.c; not used here) */
+			     * .tierfs-order: vfs/follow.c; not used here) */
 	uint64_t order_max_uid; /* order memory of one uid; 0: half of order_max
-				 * (src/follow.c; not used here) */
+				 * (vfs/follow.c; not used here) */
 	uint64_t stall_ms;      /* a reader of an order that opened nothing of it for
-			     * this long is idle (src/follow.c; not used here) */
+			     * this long is idle (vfs/follow.c; not used here) */
 };
 
 struct tfs_prefetch;

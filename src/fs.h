@@ -41,7 +41,7 @@ struct tfs_fs_config {
 	uint64_t ttl_ms;        /* cache.metadata_ttl; UINT64_MAX: forever */
 	uint64_t order_max;     /* prefetch.order_max: the most bytes one handle of the
 			     * control file TFS_FOLLOW_FILE collects (the order
-			     * memory of all is counted by src/follow.c) */
+			     * memory of all is counted by vfs/follow.c) */
 	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
 	uint64_t max_inodes;    /* mount.max_inodes (inode.h); 0: no bound */
 	/* This daemon serves a kernel connection that an earlier daemon of the

@@ -207,7 +207,7 @@ void tfs_fs_fh_remove(struct tfs_fs *fs, struct fh_ent *e);
 /* Any one handle in the table, or NULL (tfs_fs_destroy() empties it). */
 struct fh_ent *tfs_fs_fh_any(struct tfs_fs *fs);
 
-/* ---- fs_order.c: the control file TFS_FOLLOW_FILE (src/follow.h) ---- */
+/* ---- fs_order.c: the control file TFS_FOLLOW_FILE (vfs/follow.h) ---- */
 
 /* Whether `path` is the control file's (at the root).  It exists only
  * while fs->follow is set (tfs_fs_set_follow()): callers check both. */
@@ -220,7 +220,7 @@ void tfs_fs_order_attr(const struct tfs_fs *fs, struct tfs_attr *a);
 int tfs_fs_order_init(struct tfs_fs *fs, struct fh *h, fuse_req_t req, bool writer);
 /* Append `size` bytes written to control-file handle `h`; the memory it
  * allocates (in steps of 4 KiB) is counted against the order memory of
- * the opener's uid (src/follow.h) until the handle is freed.  Returns 0,
+ * the opener's uid (vfs/follow.h) until the handle is freed.  Returns 0,
  * EFBIG (beyond prefetch.order_max or the uid's share; nothing is kept),
  * EBUSY (its close is being committed) or ENOMEM. */
 int tfs_fs_order_add(struct tfs_fs *fs, struct fh *h, const char *buf, size_t size);

@@ -1,12 +1,12 @@
-/* fs_order.c - the control file TFS_FOLLOW_FILE (src/follow.h) at the
+/* fs_order.c - the control file TFS_FOLLOW_FILE (vfs/follow.h) at the
  * root: its name and attributes, the bytes written to its handles (one
  * budget, prefetch.order_max), and the order they set when committed:
- * the order of the process that opened the handle (src/follow.h).
+ * the order of the process that opened the handle (vfs/follow.h).
  *
  * The lowest of the fs*.c files: it calls none of the others.  Its handles
  * are opened by tfs_fs_open_order() (fs_write.c), written by the write
  * handler and committed by the flush handler (fs_write.c): the flush
- * hands the text to the order builder (src/follow.h), whose thread
+ * hands the text to the order builder (vfs/follow.h), whose thread
  * replies to it (through fs_write.c), so no FUSE thread parses or builds
  * an order.
  */

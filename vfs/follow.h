@@ -255,14 +255,10 @@ bool tfs_follow_stalled(uint64_t last_ms, uint64_t now_ms, uint64_t stall_ms);
  * idx - cur with idx >= cur), else the one it is closest behind. */
 size_t tfs_follow_closest(const size_t *idx, const size_t *cur, size_t n);
 
-/* Register {"cmd":"follow","manifest":"/abs/file"} on `ctl`: load the
- * manifest (bad lines are reported in the reply's "bad_lines"), follow it
- * in a stream of its own, and send progress (position of the reader)
- * every half second until the reader reaches the end of the order; the
- * stream ends with the command, also when the client goes away (Ctrl-C).
- * `f` and `scope` must outlive `ctl`.  Returns 0 or ENOMEM. */
-struct tfs_ctl;
-int tfs_follow_register(struct tfs_ctl *ctl, struct tfs_follow *f,
-			const struct tfs_manifest_scope *scope);
+/* The scope the manifests of the `follow` control command are resolved
+ * in (src/follow_ctl.c; borrowed, it must outlive `f`), and reading it
+ * back.  Not locked: set once, before the command is registered. */
+void tfs_follow_set_scope(struct tfs_follow *f, const struct tfs_manifest_scope *scope);
+const struct tfs_manifest_scope *tfs_follow_scope(const struct tfs_follow *f);
 
 #endif

@@ -70,7 +70,7 @@ declare -A needs=(
 	[s3_xml]="backends/s3_xml.c"
 	[sigv4]="backends/s3_sigv4.c"
 	[flexvolume]="flexvolume/fv_volume.c flexvolume/fv_opts.c"
-	[manifest]="src/manifest.c"
+	[manifest]="vfs/manifest.c"
 )
 
 # ---- the project's objects, in parallel ----

@@ -2,8 +2,8 @@
  * handlers of the read path through the cache.
  *
  * The table also holds the handlers of fs_write.c (changes); both use
- * fs_common.c (counters, replies, attributes, file handles), and the
- * control file is fs_order.c.  Nothing there calls back into this file.
+ * fs_common.c (counters, replies, entry filling); all three call the
+ * file core (vfs/vfs.h).  Nothing there calls back into this file.
  *
  * lookup/getattr/readdir come from the metadata cache (cache/meta.c);
  * open pins the object's version (key, ETag, size) in a file handle, and
@@ -47,22 +47,28 @@ static const char *const op_names[OP__COUNT] = {
 };
 
 struct dirh {
-	struct fh_ent ent;    /* first: fs->fhs holds &ent */
-	pthread_mutex_t lock; /* protects last and last_off */
+	struct tfs_vfs_ent ent; /* first: fs->v->fhs holds &ent */
+	pthread_mutex_t lock;   /* protects last and last_off */
 	char last[NAME_MAX + 1];
 	off_t last_off;
 };
 
 void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms)
 {
-	atomic_store(&fs->ttl_ms, ttl_ms);
+	tfs_vfs_set_ttl(fs->v, ttl_ms);
+}
+
+void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
+		       const struct tfs_manifest_scope *scope)
+{
+	tfs_vfs_set_follow(fs->v, follow, scope);
 }
 
 /* The attributes of inode `in` at `path`; ESTALE if its type or kind
  * changed. */
 static int inode_attr(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct tfs_attr *a)
 {
-	int rc = tfs_fs_attr(fs, path, a);
+	int rc = tfs_vfs_attr(fs->v, path, a);
 	if (rc == 0 && (a->type != in->type || a->fmt != in->fmt))
 		rc = ESTALE;
 	return rc;
@@ -96,7 +102,7 @@ void *tfs_fs_io(const struct tfs_fs *fs)
  * version (the common case: the open of a file just looked up). */
 static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char *etag)
 {
-	if (tfs_itable_swap_attr_etag(fs->itable, in, etag) || fs->se == NULL)
+	if (tfs_itable_swap_attr_etag(fs->v->itable, in, etag) || fs->se == NULL)
 		return;
 	int rc = fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 	if (rc && rc != -ENOENT)
@@ -118,7 +124,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	bool changed = false;
 	char dir[PATH_MAX], path[PATH_MAX];
 
-	int rc = tfs_fs_ino_path(fs, parent, dir, &p);
+	int rc = tfs_vfs_ino_path(fs->v, parent, dir, &p);
 	if (rc == 0 && p->type != TFS_FT_DIR)
 		rc = ENOTDIR;
 	if (rc) {
@@ -128,14 +134,14 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = tfs_meta_join(dir, name, path, sizeof(path));
 	/* A key the backend cannot hold names nothing: ENAMETOOLONG, as
 	 * create, mkdir, symlink and rename answer for it. */
-	if (rc == 0 && fs->be && tfs_backend_check_key(fs->be, path) == ENAMETOOLONG)
+	if (rc == 0 && fs->v->be && tfs_backend_check_key(fs->v->be, path) == ENAMETOOLONG)
 		rc = ENAMETOOLONG;
-	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
-		tfs_fs_order_attr(fs, &a);
-	else if (rc == 0 && fs->wb && tfs_wb_attr(fs->wb, path, &a))
-		a.ino = tfs_meta_ino(fs->meta, path);
+	if (rc == 0 && fs->v->follow && tfs_vfs_is_order_file(path))
+		tfs_vfs_order_attr(fs->v, &a);
+	else if (rc == 0 && fs->v->wb && tfs_wb_attr(fs->v->wb, path, &a))
+		a.ino = tfs_meta_ino(fs->v->meta, path);
 	else if (rc == 0)
-		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
+		rc = tfs_meta_lookup(fs->v->meta, dir, name, &a, &changed);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = tfs_fs_timeout(fs) };
@@ -148,7 +154,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	struct tfs_inode *in;
-	rc = tfs_itable_lookup(fs->itable, path, a.type, a.fmt, &in);
+	rc = tfs_itable_lookup(fs->v->itable, path, a.type, a.fmt, &in);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
@@ -156,7 +162,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (changed) {
 		struct tfs_obj obj;
 		tfs_obj_init(&obj, path, "", 0);
-		tfs_layer_invalidate(fs->top, obj.id);
+		tfs_layer_invalidate(fs->v->top, obj.id);
 	}
 	struct fuse_entry_param e;
 	tfs_fs_fill_entry(fs, in, &a, &e);
@@ -166,7 +172,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	tfs_itable_forget(fs_of(req)->itable, ino, nlookup);
+	tfs_itable_forget(fs_of(req)->v->itable, ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -174,14 +180,14 @@ static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
 {
 	struct tfs_fs *fs = fs_of(req);
 	for (size_t i = 0; i < count_; i++)
-		tfs_itable_forget(fs->itable, forgets[i].ino, forgets[i].nlookup);
+		tfs_itable_forget(fs->v->itable, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 /* Point handle `h` at version `a` of the object now at `path` (the old
  * key string stays alive until the handle goes: reads in flight use it).
  * Returns 0 or ENOMEM. */
-static int move_version(struct fh *h, const char *path, const struct tfs_attr *a)
+static int move_version(struct tfs_vfs_handle *h, const char *path, const struct tfs_attr *a)
 {
 	char *key = strdup(path);
 	pthread_mutex_lock(&h->lock);
@@ -200,20 +206,6 @@ static int move_version(struct fh *h, const char *path, const struct tfs_attr *a
 	return 0;
 }
 
-/* The staged copy a handle reads, if any.  A handle opened on a clean
- * object switches to the staged copy once the file is written through
- * this mount (it then sees those writes at once, as on a local
- * filesystem); it keeps that reference until it is closed. */
-static struct tfs_wb_file *handle_staged(struct tfs_fs *fs, struct fh *h, const char *cur)
-{
-	pthread_mutex_lock(&h->lock);
-	if (h->wf == NULL && h->order == NULL && fs->wb && cur)
-		h->wf = tfs_wb_find(fs->wb, cur); /* a reference, or NULL */
-	struct tfs_wb_file *wf = h->wf;
-	pthread_mutex_unlock(&h->lock);
-	return wf;
-}
-
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -224,23 +216,23 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	char path[PATH_MAX];
 	int rc;
 	/* fstat(): an fh of an earlier daemon is served without its handle. */
-	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
 	if (rc == 0)
-		rc = tfs_fs_ino_path(fs, ino, path, &in);
+		rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	void *staged = NULL;
 	bool gone = rc == 0 && tfs_itable_path_is_detached(path); /* no name: nlink 0 */
-	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
+	if (rc == 0 && tfs_itable_detached(fs->v->itable, in, &a, &staged)) {
 		/* fstat() of an open file whose name was unlinked or replaced. */
 		uint64_t sino = a.ino;
 		if (staged)
-			tfs_wb_file_attr(fs->wb, staged, &a);
+			tfs_wb_file_attr(fs->v->wb, staged, &a);
 		a.ino = sino;
-	} else if (rc == 0 && h && handle_staged(fs, h, path)) {
+	} else if (rc == 0 && h && tfs_vfs_handle_staged(fs->v, h, path)) {
 		/* fstat() of an open file: its staged copy, even if its name
 		 * was unlinked or replaced meanwhile. */
-		tfs_wb_file_attr(fs->wb, h->wf, &a);
+		tfs_wb_file_attr(fs->v->wb, h->wf, &a);
 		if (!tfs_itable_path_is_detached(path))
-			a.ino = tfs_meta_ino(fs->meta, path);
+			a.ino = tfs_meta_ino(fs->v->meta, path);
 	} else if (rc == 0) {
 		rc = inode_attr(fs, in, path, &a);
 		if (rc == ENOENT && h && h->obj.etag[0]) {
@@ -249,7 +241,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			a.type = TFS_FT_FILE;
 			a.size = h->obj.size;
 			a.mode = a.uid = a.gid = TFS_META_UNSET;
-			a.mtime = fs->root_attr.mtime;
+			a.mtime = fs->v->root_attr.mtime;
 			rc = 0;
 		}
 	}
@@ -257,10 +249,10 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		tfs_fs_reply_err(req, OP_GETATTR, rc);
 		return;
 	}
-	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_vfs_fill_stat(fs->v, ino, &a, &st);
 	if (gone)
 		st.st_nlink = 0;
-	tfs_itable_set_attr_etag(fs->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
+	tfs_itable_set_attr_etag(fs->v->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
 	tfs_fs_count(fs, OP_GETATTR, 0);
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
@@ -272,13 +264,13 @@ static struct dirh *dirh_new(struct tfs_fs *fs)
 		return NULL;
 	pthread_mutex_init(&h->lock, NULL);
 	h->ent.dir = true;
-	tfs_fs_fh_enter(fs, &h->ent);
+	tfs_vfs_fh_enter(fs->v, &h->ent);
 	return h;
 }
 
 static void dirh_free(struct tfs_fs *fs, struct dirh *h)
 {
-	tfs_fs_fh_remove(fs, &h->ent);
+	tfs_vfs_fh_remove(fs->v, &h->ent);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -289,11 +281,11 @@ static void dirh_free(struct tfs_fs *fs, struct dirh *h)
  * until its RELEASEDIR.  NULL with *err EBADF or ENOMEM. */
 static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int *err)
 {
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	*err = 0;
 	if (e && e->dir)
 		return (struct dirh *)e;
-	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
+	if (e || !fs->v->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->v->cfg.generation) {
 		*err = EBADF;
 		return NULL;
 	}
@@ -303,7 +295,7 @@ static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int
 		return NULL;
 	}
 	h->ent.rebuilt = true;
-	e = tfs_fs_fh_rekey(fs, &h->ent, fi->fh);
+	e = tfs_vfs_fh_rekey(fs->v, &h->ent, fi->fh);
 	if (e == NULL)
 		return h;
 	/* Another request rebuilt it meanwhile: use that one. */
@@ -317,7 +309,7 @@ static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int
 static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
 	if (in == NULL || in->type != TFS_FT_DIR) {
 		fuse_reply_err(req, in ? ENOTDIR : ESTALE);
 		return;
@@ -329,7 +321,7 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	fi->fh = h->ent.id;
 	fi->cache_readdir = 0;
-	fi->keep_cache = atomic_load(&fs->ttl_ms) == UINT64_MAX;
+	fi->keep_cache = atomic_load(&fs->v->ttl_ms) == UINT64_MAX;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		dirh_free(fs, h); /* interrupted: no releasedir comes */
 }
@@ -338,7 +330,7 @@ static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	/* An unknown fh (an earlier daemon's never used here) holds nothing. */
 	int rc = e == NULL || e->dir ? 0 : EBADF;
 	if (e && e->dir)
@@ -403,7 +395,7 @@ static int rd_put(struct rd *r, const char *name, const struct stat *st, struct 
 static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
 {
 	struct stat st;
-	tfs_fs_fill_stat(r->fs, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
+	tfs_vfs_fill_stat(r->fs->v, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
 	return rd_put(r, name, &st, in, a);
 }
 
@@ -432,13 +424,13 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 	struct tfs_inode *in = NULL;
 	struct tfs_attr dirty;
 	char fpath[PATH_MAX];
-	if (a->type == TFS_FT_FILE && r->fs->wb &&
+	if (a->type == TFS_FT_FILE && r->fs->v->wb &&
 	    tfs_meta_join(r->dirpath, name, fpath, sizeof(fpath)) == 0 &&
-	    tfs_wb_attr(r->fs->wb, fpath, &dirty)) {
+	    tfs_wb_attr(r->fs->v->wb, fpath, &dirty)) {
 		dirty.ino = a->ino;
 		a = &dirty; /* size as written so far */
 	}
-	if (!tfs_meta_settled(r->fs->meta, a)) {
+	if (!tfs_meta_settled(r->fs->v->meta, a)) {
 		/* What a listing cannot tell (a symlink?  a directory's mode?):
 		 * no attributes and, for a possible symlink, no type, so the
 		 * kernel looks the name up, which learns them. */
@@ -455,7 +447,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup_nosync(r->fs->itable, path, a->type, a->fmt, &in);
+			rc = tfs_itable_lookup_nosync(r->fs->v->itable, path, a->type, a->fmt, &in);
 		if (rc) {
 			r->err = rc;
 			return 1;
@@ -476,7 +468,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int prc;
 	struct dirh *h = dir_handle(fs, fi, &prc);
 	if (h)
-		prc = tfs_fs_ino_path(fs, ino, dirpath, &in);
+		prc = tfs_vfs_ino_path(fs->v, ino, dirpath, &in);
 	if (prc) {
 		tfs_fs_reply_err(req, OP_READDIR, prc);
 		return;
@@ -497,7 +489,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tfs_fs_reply_err(req, OP_READDIR, ENOMEM);
 		return;
 	}
-	struct tfs_attr dot = fs->root_attr;
+	struct tfs_attr dot = fs->v->root_attr;
 	dot.ino = 0; /* "." and "..": name_ino() */
 	/* Offsets: 1 ".", 2 "..", then 3.. for the entries in name order. */
 	if (r.off == 0)
@@ -522,7 +514,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (r.off >= 2 && r.used < size) {
 		char start[NAME_MAX + 1];
 		snprintf(start, sizeof(start), "%s", after);
-		rc = tfs_meta_readdir(fs->meta, dirpath, start, rd_entry, &r);
+		rc = tfs_meta_readdir(fs->v->meta, dirpath, start, rd_entry, &r);
 		if (rc == 1)
 			rc = 0;
 		if (rc == 0 && r.err)
@@ -538,7 +530,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	h->last_off = r.off;
 	pthread_mutex_unlock(&h->lock);
 	if (plus) /* the reply's new node IDs, in one transaction */
-		(void)tfs_itable_persist(fs->itable);
+		(void)tfs_itable_persist(fs->v->itable);
 	tfs_fs_count(fs, OP_READDIR, 0);
 	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
 		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off,
@@ -567,85 +559,87 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct tfs_inode *in;
 	struct tfs_attr a;
 	char path[PATH_MAX];
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	if (rc == 0 && in->type == TFS_FT_DIR)
 		rc = EISDIR;
 	if (rc) {
 		tfs_fs_reply_err(req, OP_OPEN, rc);
 		return;
 	}
-	if (fs->follow && tfs_fs_is_order_file(path)) {
+	if (fs->v->follow && tfs_vfs_is_order_file(path)) {
 		tfs_fs_open_order(req, in, fi, NULL);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		if (fs->wb == NULL) {
+		if (fs->v->wb == NULL) {
 			tfs_fs_reply_err(req, OP_OPEN, EROFS);
 			return;
 		}
 		/* Its writes change the size the kernel holds. */
-		tfs_itable_set_attr_etag(fs->itable, in, "");
+		tfs_itable_set_attr_etag(fs->v->itable, in, "");
 		tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
-	struct fh *h = tfs_fs_fh_new(fs, path);
+	struct tfs_vfs_handle *h = tfs_vfs_handle_new(fs->v, path);
 	if (h == NULL) {
 		tfs_fs_reply_err(req, OP_OPEN, ENOMEM);
 		return;
 	}
-	h->wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
-	if (h->wf == NULL) {
+	struct tfs_wb_file *wf = fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
+	if (wf == NULL) {
 		rc = inode_attr(fs, in, path, &a);
 		if (rc) {
-			tfs_fs_fh_free(fs, h);
+			tfs_vfs_handle_free(fs->v, h);
 			tfs_fs_reply_err(req, OP_OPEN, rc);
 			return;
 		}
 		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
-		if (fs->follow)
-			tfs_follow_opened(fs->follow, path, fuse_req_ctx(req)->pid);
+		if (fs->v->follow)
+			tfs_follow_opened(fs->v->follow, path, fuse_req_ctx(req)->pid);
 		/* The kernel may keep its pages only if they are of this version. */
-		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
+		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->v->itable, in, a.etag);
 		kernel_attrs_of(fs, in, a.etag);
 	} else {
+		tfs_vfs_handle_stage(h, wf);
 		fi->keep_cache = 0;
-		(void)tfs_itable_swap_kernel_etag(fs->itable, in, ""); /* staged: not a version */
+		(void)tfs_itable_swap_kernel_etag(fs->v->itable, in,
+						  ""); /* staged: not a version */
 	}
 	fi->fh = h->ent.id;
 	fi->noflush = 1;
 	tfs_fs_count(fs, OP_OPEN, 0);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		tfs_fs_fh_free(fs, h); /* the open was interrupted: release will not come */
+		tfs_vfs_handle_free(fs->v, h); /* the open was interrupted: release will not come */
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	if (e && !e->dir) {
-		tfs_fs_fh_free(fs, (struct fh *)e);
-	} else if (e == NULL && fs->cfg.resumed && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		tfs_vfs_handle_free(fs->v, (struct tfs_vfs_handle *)e);
+	} else if (e == NULL && fs->v->cfg.resumed && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		/* The last close of a writer whose handle an earlier daemon
 		 * gave out and nothing here rebuilt: commit its staged copy
 		 * (the flush before it did, unless it never came). */
 		char path[PATH_MAX];
 		struct tfs_wb_file *wf = NULL;
-		if (fs->wb && tfs_fs_ino_path(fs, ino, path, NULL) == 0 &&
+		if (fs->v->wb && tfs_vfs_ino_path(fs->v, ino, path, NULL) == 0 &&
 		    !tfs_itable_path_is_detached(path))
-			wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+			wf = fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
 		if (wf) {
-			int rc = tfs_wb_commit(fs->wb, wf, false);
+			int rc = tfs_wb_commit(fs->v->wb, wf, false);
 			if (rc)
 				tfs_err(fs->log, "close '%s': %s", path, strerror(rc));
-			(void)tfs_wb_release(fs->wb, wf, false);
+			(void)tfs_wb_release(fs->v->wb, wf, false);
 		}
 	}
 	fuse_reply_err(req, 0);
 }
 
 /* A dirty file reads its staged copy `wf`: the writer's own bytes at once. */
-static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct tfs_wb_file *wf,
-			size_t size, off_t off)
+static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct tfs_vfs_handle *h,
+			struct tfs_wb_file *wf, size_t size, off_t off)
 {
 	char *buf = malloc(size ? size : 1);
 	size_t got = 0;
@@ -668,12 +662,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct tfs_fs *fs = fs_of(req);
 	int hrc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, true, &hrc);
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &hrc);
 	if (h == NULL) {
 		tfs_fs_reply_err(req, OP_READ, hrc);
 		return;
 	}
-	uint64_t bs = fs->block_size;
+	uint64_t bs = fs->v->block_size;
 	uint64_t start = (uint64_t)off;
 	bool retried = false;
 	/* The file's path now (it follows renames); NULL once its name is
@@ -681,21 +675,23 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * has one, or else keeps the version it has. */
 	char cur[PATH_MAX];
 	struct tfs_inode *in = NULL;
-	const char *curp =
-		tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur) ? cur
-											     : NULL;
+	const char *curp = tfs_vfs_ino_path(fs->v, ino, cur, &in) == 0 &&
+					   !tfs_itable_path_is_detached(cur)
+				   ? cur
+				   : NULL;
 again:;
-	struct tfs_wb_file *wf = handle_staged(fs, h, curp);
+	struct tfs_wb_file *wf = tfs_vfs_handle_staged(fs->v, h, curp);
 	struct tfs_attr snap;
 	void *kept = NULL;
-	if (wf == NULL && curp == NULL && in && tfs_itable_detached(fs->itable, in, &snap, &kept))
+	if (wf == NULL && curp == NULL && in &&
+	    tfs_itable_detached(fs->v->itable, in, &snap, &kept))
 		wf = kept; /* unlinked while written through another handle: its
 			    * staged copy, borrowed for this request */
 	if (wf) {
 		read_staged(req, fs, h, wf, size, off);
 		return;
 	}
-	if (h->order) {
+	if (h->kind == TFS_VFS_ORDER) {
 		tfs_fs_count(fs, OP_READ, 0);
 		fuse_reply_buf(req, NULL, 0); /* the control file reads as empty */
 		return;
@@ -709,7 +705,7 @@ again:;
 		 * one (appended through this mount and written back meanwhile,
 		 * as `tail -f` expects) may be longer. */
 		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
+		if (curp && tfs_vfs_attr(fs->v, curp, &na) == 0 && na.type == TFS_FT_FILE &&
 		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
 		    move_version(h, curp, &na) == 0) {
 			kernel_attrs_of(fs, in, na.etag);
@@ -725,20 +721,20 @@ again:;
 	uint64_t end = start + size < obj.size ? start + size : obj.size;
 	uint64_t first = start / bs, last = (end - 1) / bs;
 	pthread_mutex_lock(&h->lock);
-	tfs_prefetch_sequential(fs->pf, &h->ra, &obj, start, end);
+	tfs_prefetch_sequential(fs->v->pf, &h->ra, &obj, start, end);
 	pthread_mutex_unlock(&h->lock);
 
 	struct tfs_ram_block *b;
 	int rc;
 	if (first == last) {
 		/* The common case: one block, replied from its buffer. */
-		rc = tfs_ram_get(fs->top, &obj, first, TFS_RAM_WAIT, &b);
+		rc = tfs_ram_get(fs->v->top, &obj, first, TFS_RAM_WAIT, &b);
 		if (rc == 0) {
 			const char *data = tfs_ram_block_data(b);
 			tfs_fs_count(fs, OP_READ, 0);
 			atomic_fetch_add(&fs->read_bytes, end - start);
 			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
-			tfs_ram_release(fs->top, b, end == first * bs + tfs_ram_block_len(b));
+			tfs_ram_release(fs->v->top, b, end == first * bs + tfs_ram_block_len(b));
 			return;
 		}
 	} else {
@@ -746,7 +742,7 @@ again:;
 		char *buf = malloc((size_t)(end - start));
 		rc = buf ? 0 : ENOMEM;
 		for (uint64_t i = first; rc == 0 && i <= last; i++) {
-			rc = tfs_ram_get(fs->top, &obj, i, TFS_RAM_WAIT, &b);
+			rc = tfs_ram_get(fs->v->top, &obj, i, TFS_RAM_WAIT, &b);
 			if (rc)
 				break;
 			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
@@ -755,7 +751,7 @@ again:;
 			memcpy(buf + (from - start),
 			       (const char *)tfs_ram_block_data(b) + (from - bstart),
 			       (size_t)(to - from));
-			tfs_ram_release(fs->top, b, to == bend);
+			tfs_ram_release(fs->v->top, b, to == bend);
 		}
 		if (rc == 0) {
 			tfs_fs_count(fs, OP_READ, 0);
@@ -771,7 +767,7 @@ again:;
 		 * the bucket): later reads see the new version, as on a local
 		 * filesystem; one read() never mixes two versions. */
 		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
+		if (curp && tfs_vfs_attr(fs->v, curp, &na) == 0 && na.type == TFS_FT_FILE &&
 		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
 		    move_version(h, curp, &na) == 0) {
 			tfs_info(fs->log,
@@ -801,25 +797,26 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct tfs_attr a;
 	char path[PATH_MAX], target[PATH_MAX];
 	size_t got = 0;
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	if (rc == 0)
 		rc = inode_attr(fs, in, path, &a);
 	if (rc == 0 && (a.fmt != S_IFLNK || a.size == 0 || a.size >= PATH_MAX))
 		rc = EINVAL;
-	struct tfs_wb_file *wf = rc == 0 && fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+	struct tfs_wb_file *wf = rc == 0 && fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
 	if (wf) {
 		rc = tfs_wb_read(wf, target, (size_t)a.size, 0, &got);
-		(void)tfs_wb_release(fs->wb, wf, false);
+		(void)tfs_wb_release(fs->v->wb, wf, false);
 	} else if (rc == 0) {
 		struct tfs_obj obj;
 		struct tfs_ram_block *b;
 		tfs_obj_init(&obj, path, a.etag, a.size);
-		rc = a.size <= fs->block_size ? tfs_ram_get(fs->top, &obj, 0, TFS_RAM_WAIT, &b)
-					      : EIO;
+		rc = a.size <= fs->v->block_size
+			     ? tfs_ram_get(fs->v->top, &obj, 0, TFS_RAM_WAIT, &b)
+			     : EIO;
 		if (rc == 0) {
 			got = tfs_ram_block_len(b);
 			memcpy(target, tfs_ram_block_data(b), got);
-			tfs_ram_release(fs->top, b, true);
+			tfs_ram_release(fs->v->top, b, true);
 		}
 	}
 	if (rc == 0 && got != a.size)
@@ -839,7 +836,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct tfs_fs *fs = fs_of(req);
 	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
-	if (fs->cfg.statfs_dir == NULL || statvfs(fs->cfg.statfs_dir, &sv) != 0) {
+	if (fs->v->cfg.statfs_dir == NULL || statvfs(fs->v->cfg.statfs_dir, &sv) != 0) {
 		sv.f_bsize = sv.f_frsize = 4096;
 		sv.f_blocks = sv.f_bfree = sv.f_bavail = 1u << 30;
 	}
@@ -923,9 +920,9 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
 	if (in)
-		tfs_itable_set_attr_etag(fs->itable, in, "");
+		tfs_itable_set_attr_etag(fs->v->itable, in, "");
 	tfs_fs_op_setattr(req, ino, attr, to_set, fi);
 }
 
@@ -1025,12 +1022,13 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 			       json_object_new_uint64(atomic_load(&fs->read_bytes)));
 	json_object_object_add(o, "write_bytes",
 			       json_object_new_uint64(atomic_load(&fs->write_bytes)));
-	json_object_object_add(o, "inodes", json_object_new_uint64(tfs_itable_count(fs->itable)));
+	json_object_object_add(o, "inodes",
+			       json_object_new_uint64(tfs_itable_count(fs->v->itable)));
 	uint64_t reused = 0, retired = 0;
-	tfs_itable_ghost_counts(fs->itable, &reused, &retired);
+	tfs_itable_ghost_counts(fs->v->itable, &reused, &retired);
 	json_object_object_add(o, "node_ids_reused", json_object_new_uint64(reused));
 	json_object_object_add(o, "inodes_trimmed",
-			       json_object_new_uint64(tfs_itable_trim_count(fs->itable)));
+			       json_object_new_uint64(tfs_itable_trim_count(fs->v->itable)));
 	json_object_object_add(out, "fuse", o);
 }
 
@@ -1041,50 +1039,14 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	struct tfs_fs *fs = calloc(1, sizeof(*fs));
 	if (fs == NULL)
 		return ENOMEM;
-	/* Node IDs persist in the metadata cache's environment, keyed by the
-	 * mountpoint (fs.h: resumed). */
-	const char *mount = tfs_meta_mount(meta);
-	int rc = 0;
-	if (mount && tfs_nodes_open(tfs_meta_env(meta), mount, !cfg->resumed, log, &fs->nodes))
-		tfs_warn(log, "fuse: node IDs are not persisted: a restarted daemon cannot "
-			      "resolve them");
-	if (fs->nodes)
-		rc = tfs_itable_open(fs->nodes, cfg->resumed, log, &fs->itable);
-	else if (rc == 0)
-		rc = tfs_itable_create(&fs->itable);
+	int rc = tfs_vfs_create(cfg, meta, top, pf, wb, be, log, &fs->v);
 	if (rc) {
-		tfs_nodes_close(fs->nodes);
 		free(fs);
 		return rc;
 	}
-	fs->cfg = *cfg;
-	/* a copy: a reload frees the configuration's strings */
-	fs->cfg.statfs_dir = cfg->statfs_dir ? strdup(cfg->statfs_dir) : NULL;
-	if (cfg->statfs_dir && fs->cfg.statfs_dir == NULL) {
-		tfs_itable_destroy(fs->itable);
-		tfs_nodes_close(fs->nodes);
-		free(fs);
-		return ENOMEM;
-	}
-	fs->meta = meta;
-	fs->top = top;
-	fs->pf = pf;
-	fs->wb = wb;
-	if (wb) /* an earlier daemon's unclosed files: for their writers, or lost+found */
-		tfs_wb_settle_open(wb, cfg->resumed);
-	fs->be = be;
 	fs->log = log;
-	pthread_mutex_init(&fs->ns_lock, NULL);
-	pthread_cond_init(&fs->ns_cond, NULL);
-	pthread_mutex_init(&fs->fh_lock, NULL);
 	pthread_mutex_init(&fs->trim_lock, NULL);
 	pthread_cond_init(&fs->trim_cond, NULL);
-	fs->block_size = top->block_size;
-	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
-	fs->root_attr.type = TFS_FT_DIR;
-	fs->root_attr.mtime = (int64_t)time(NULL);
-	fs->root_attr.mode = fs->root_attr.uid = fs->root_attr.gid = TFS_META_UNSET;
-	fs->root_attr.ino = FUSE_ROOT_ID; /* below the metadata cache's numbers */
 	*out = fs;
 	return 0;
 }
@@ -1096,8 +1058,8 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	/* The session has ended: no RELEASE is coming for these (found by
 	 * LeakSanitizer after a lazy unmount).  Release them as it would. */
 	unsigned n = 0;
-	struct fh_ent *e;
-	while ((e = tfs_fs_fh_any(fs)) != NULL) {
+	struct tfs_vfs_ent *e;
+	while ((e = tfs_vfs_fh_any(fs->v)) != NULL) {
 		if (e->dir) {
 			dirh_free(fs, (struct dirh *)e);
 			continue;
@@ -1105,22 +1067,17 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 		/* Never committed: a file its writer did not close is no
 		 * complete version (as after a crash, only what was closed or
 		 * fsynced before is uploaded). */
-		struct fh *h = (struct fh *)e;
+		struct tfs_vfs_handle *h = (struct tfs_vfs_handle *)e;
 		h->writer = false;
-		tfs_fs_fh_free(fs, h);
+		tfs_vfs_handle_free(fs->v, h);
 		n++;
 	}
 	if (n)
 		tfs_info(fs->log,
 			 "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_fs_trim_stop(fs); /* normally stopped already, with the session */
-	tfs_itable_destroy(fs->itable);
-	tfs_nodes_close(fs->nodes);
-	pthread_cond_destroy(&fs->ns_cond);
-	pthread_mutex_destroy(&fs->ns_lock);
-	pthread_mutex_destroy(&fs->fh_lock);
+	tfs_vfs_destroy(fs->v);
 	pthread_mutex_destroy(&fs->trim_lock);
 	pthread_cond_destroy(&fs->trim_cond);
-	free((char *)fs->cfg.statfs_dir);
 	free(fs);
 }

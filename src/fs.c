@@ -184,28 +184,6 @@ static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
 	fuse_reply_none(req);
 }
 
-/* Point handle `h` at version `a` of the object now at `path` (the old
- * key string stays alive until the handle goes: reads in flight use it).
- * Returns 0 or ENOMEM. */
-static int move_version(struct tfs_vfs_handle *h, const char *path, const struct tfs_attr *a)
-{
-	char *key = strdup(path);
-	pthread_mutex_lock(&h->lock);
-	char **r = key ? realloc(h->retired_keys, (h->n_retired + 1) * sizeof(*r)) : NULL;
-	if (r == NULL) {
-		pthread_mutex_unlock(&h->lock);
-		free(key);
-		return ENOMEM;
-	}
-	h->retired_keys = r;
-	h->retired_keys[h->n_retired++] = h->key;
-	h->key = key;
-	tfs_obj_init(&h->obj, h->key, a->etag, a->size);
-	h->ra.ra_next = 0;
-	pthread_mutex_unlock(&h->lock);
-	return 0;
-}
-
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -557,7 +535,6 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
-	struct tfs_attr a;
 	char path[PATH_MAX];
 	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	if (rc == 0 && in->type == TFS_FT_DIR)
@@ -580,30 +557,22 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
-	struct tfs_vfs_handle *h = tfs_vfs_handle_new(fs->v, path);
-	if (h == NULL) {
-		tfs_fs_reply_err(req, OP_OPEN, ENOMEM);
+	struct tfs_vfs_handle *h;
+	rc = tfs_vfs_open_read(fs->v, in, path, &h);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_OPEN, rc);
 		return;
 	}
-	struct tfs_wb_file *wf = fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
-	if (wf == NULL) {
-		rc = inode_attr(fs, in, path, &a);
-		if (rc) {
-			tfs_vfs_handle_free(fs->v, h);
-			tfs_fs_reply_err(req, OP_OPEN, rc);
-			return;
-		}
-		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
+	if (h->kind == TFS_VFS_CLEAN) {
 		if (fs->v->follow)
 			tfs_follow_opened(fs->v->follow, path, fuse_req_ctx(req)->pid);
 		/* The kernel may keep its pages only if they are of this version. */
-		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->v->itable, in, a.etag);
-		kernel_attrs_of(fs, in, a.etag);
+		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->v->itable, in, h->obj.etag);
+		kernel_attrs_of(fs, in, h->obj.etag);
 	} else {
-		tfs_vfs_handle_stage(h, wf);
 		fi->keep_cache = 0;
-		(void)tfs_itable_swap_kernel_etag(fs->v->itable, in,
-						  ""); /* staged: not a version */
+		/* staged: not a version */
+		(void)tfs_itable_swap_kernel_etag(fs->v->itable, in, "");
 	}
 	fi->fh = h->ent.id;
 	fi->noflush = 1;
@@ -637,154 +606,26 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-/* A dirty file reads its staged copy `wf`: the writer's own bytes at once. */
-static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct tfs_vfs_handle *h,
-			struct tfs_wb_file *wf, size_t size, off_t off)
-{
-	char *buf = malloc(size ? size : 1);
-	size_t got = 0;
-	int rc = buf ? tfs_wb_read(wf, buf, size, (uint64_t)off, &got) : ENOMEM;
-	if (rc) {
-		free(buf);
-		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off,
-			strerror(rc));
-		tfs_fs_reply_err(req, OP_READ, rc);
-		return;
-	}
-	tfs_fs_count(fs, OP_READ, 0);
-	atomic_fetch_add(&fs->read_bytes, got);
-	fuse_reply_buf(req, buf, got);
-	free(buf);
-}
-
+/* read(): the file core reads; the reply is sent from its bytes. */
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	int hrc;
-	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &hrc);
-	if (h == NULL) {
-		tfs_fs_reply_err(req, OP_READ, hrc);
-		return;
-	}
-	uint64_t bs = fs->v->block_size;
-	uint64_t start = (uint64_t)off;
-	bool retried = false;
-	/* The file's path now (it follows renames); NULL once its name is
-	 * gone: then the handle reads the staged copy the inode kept, if it
-	 * has one, or else keeps the version it has. */
-	char cur[PATH_MAX];
-	struct tfs_inode *in = NULL;
-	const char *curp = tfs_vfs_ino_path(fs->v, ino, cur, &in) == 0 &&
-					   !tfs_itable_path_is_detached(cur)
-				   ? cur
-				   : NULL;
-again:;
-	struct tfs_wb_file *wf = tfs_vfs_handle_staged(fs->v, h, curp);
-	struct tfs_attr snap;
-	void *kept = NULL;
-	if (wf == NULL && curp == NULL && in &&
-	    tfs_itable_detached(fs->v->itable, in, &snap, &kept))
-		wf = kept; /* unlinked while written through another handle: its
-			    * staged copy, borrowed for this request */
-	if (wf) {
-		read_staged(req, fs, h, wf, size, off);
-		return;
-	}
-	if (h->kind == TFS_VFS_ORDER) {
-		tfs_fs_count(fs, OP_READ, 0);
-		fuse_reply_buf(req, NULL, 0); /* the control file reads as empty */
-		return;
-	}
-	struct tfs_obj obj; /* this read's version (a retry may move h->obj on) */
-	pthread_mutex_lock(&h->lock);
-	obj = h->obj;
-	pthread_mutex_unlock(&h->lock);
-	if (start >= obj.size && size && !retried) {
-		/* At or past the end of the version this handle knows: a newer
-		 * one (appended through this mount and written back meanwhile,
-		 * as `tail -f` expects) may be longer. */
-		struct tfs_attr na;
-		if (curp && tfs_vfs_attr(fs->v, curp, &na) == 0 && na.type == TFS_FT_FILE &&
-		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
-		    move_version(h, curp, &na) == 0) {
-			kernel_attrs_of(fs, in, na.etag);
-			retried = true;
-			goto again;
-		}
-	}
-	if (start >= obj.size || size == 0) {
-		tfs_fs_count(fs, OP_READ, 0);
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	uint64_t end = start + size < obj.size ? start + size : obj.size;
-	uint64_t first = start / bs, last = (end - 1) / bs;
-	pthread_mutex_lock(&h->lock);
-	tfs_prefetch_sequential(fs->v->pf, &h->ra, &obj, start, end);
-	pthread_mutex_unlock(&h->lock);
-
-	struct tfs_ram_block *b;
 	int rc;
-	if (first == last) {
-		/* The common case: one block, replied from its buffer. */
-		rc = tfs_ram_get(fs->v->top, &obj, first, TFS_RAM_WAIT, &b);
-		if (rc == 0) {
-			const char *data = tfs_ram_block_data(b);
-			tfs_fs_count(fs, OP_READ, 0);
-			atomic_fetch_add(&fs->read_bytes, end - start);
-			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
-			tfs_ram_release(fs->v->top, b, end == first * bs + tfs_ram_block_len(b));
-			return;
-		}
-	} else {
-		/* Spanning blocks: copy, holding one block at a time. */
-		char *buf = malloc((size_t)(end - start));
-		rc = buf ? 0 : ENOMEM;
-		for (uint64_t i = first; rc == 0 && i <= last; i++) {
-			rc = tfs_ram_get(fs->v->top, &obj, i, TFS_RAM_WAIT, &b);
-			if (rc)
-				break;
-			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
-			uint64_t from = start > bstart ? start : bstart,
-				 to = end < bend ? end : bend;
-			memcpy(buf + (from - start),
-			       (const char *)tfs_ram_block_data(b) + (from - bstart),
-			       (size_t)(to - from));
-			tfs_ram_release(fs->v->top, b, to == bend);
-		}
-		if (rc == 0) {
-			tfs_fs_count(fs, OP_READ, 0);
-			atomic_fetch_add(&fs->read_bytes, end - start);
-			fuse_reply_buf(req, buf, (size_t)(end - start));
-			free(buf);
-			return;
-		}
-		free(buf);
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &rc);
+	struct tfs_vfs_data d = { 0 };
+	if (h)
+		rc = tfs_vfs_read(fs->v, h, ino, (uint64_t)off, size, &d);
+	if (d.moved[0]) /* before the reply: the reads that follow see it */
+		kernel_attrs_of(fs, d.in, d.moved);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_READ, rc);
+		return;
 	}
-	if (rc == ESTALE && !retried) {
-		/* The object was replaced (by this mount's write-back, or in
-		 * the bucket): later reads see the new version, as on a local
-		 * filesystem; one read() never mixes two versions. */
-		struct tfs_attr na;
-		if (curp && tfs_vfs_attr(fs->v, curp, &na) == 0 && na.type == TFS_FT_FILE &&
-		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
-		    move_version(h, curp, &na) == 0) {
-			tfs_info(fs->log,
-				 "read '%s': the object changed while open; reading ETag %s now",
-				 curp, na.etag);
-			kernel_attrs_of(fs, in, na.etag);
-			retried = true;
-			goto again;
-		}
-	}
-	if (rc == ESTALE)
-		tfs_warn(fs->log,
-			 "read '%s': the object changed while open (was ETag %s); reopen it",
-			 obj.key, obj.etag);
-	else
-		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", obj.key, start, strerror(rc));
-	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
+	tfs_fs_count(fs, OP_READ, 0);
+	atomic_fetch_add(&fs->read_bytes, d.len);
+	fuse_reply_buf(req, d.buf, d.len);
+	tfs_vfs_data_release(fs->v, &d);
 }
 
 /* A symlink's target: its object's body, from the staged copy while it is

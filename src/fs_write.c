@@ -311,33 +311,6 @@ static int writer_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *pa
 	return 0;
 }
 
-/* A handle of `path` (inode `in`) open for reading: its staged copy if
- * it is dirty, else its current version.  Returns 0 and *out, or an
- * errno. */
-static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path,
-			 struct tfs_vfs_handle **out)
-{
-	struct tfs_attr a;
-	struct tfs_vfs_handle *h = tfs_vfs_handle_new(fs->v, path);
-	if (h == NULL)
-		return ENOMEM;
-	struct tfs_wb_file *wf = fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
-	if (wf) {
-		tfs_vfs_handle_stage(h, wf);
-	} else {
-		int rc = tfs_vfs_attr(fs->v, path, &a);
-		if (rc == 0 && (a.type != in->type || a.fmt != in->fmt))
-			rc = ESTALE;
-		if (rc) {
-			tfs_vfs_handle_free(fs->v, h);
-			return rc;
-		}
-		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
-	}
-	*out = h;
-	return 0;
-}
-
 /* Rebuild the handle an earlier daemon gave out as `id`, for node `ino`
  * opened with `flags`.  Returns 0 and *out (entered under `id`), or an
  * errno. */
@@ -357,7 +330,7 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 		rc = EROFS;
 	if (rc == 0)
 		rc = write ? writer_handle(fs, in, path, false, &h)
-			   : reader_handle(fs, in, path, &h);
+			   : tfs_vfs_open_read(fs->v, in, path, &h);
 	if (rc) {
 		tfs_warn(fs->log,
 			 "node %" PRIu64 ": cannot rebuild file handle %#" PRIx64 " of an earlier "

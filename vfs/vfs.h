@@ -6,6 +6,8 @@
  * unexpected failure; none replies to anything.  The parts:
  * - vfs.c: the state's life, attributes (a path's current attributes, the
  *   struct stat they show), inode paths;
+ * - read.c: the read path (a staged copy, or a version through the cache
+ *   stack, with read-ahead and version moves);
  * - handle.c: open files as a tagged type (struct tfs_vfs_handle in
  *   vfs_state.h: a clean version, a staged copy, or the control file)
  *   and the table of fh values the kernel holds;
@@ -119,5 +121,49 @@ int tfs_vfs_attr(struct tfs_vfs *v, const char *path, struct tfs_attr *a);
  * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode.  A detached
  * inode's path starts with TFS_ITABLE_DETACHED (inode.h). */
 int tfs_vfs_ino_path(struct tfs_vfs *v, uint64_t ino, char *buf, struct tfs_inode **in);
+
+/* ---- read.c ---- */
+
+struct tfs_vfs_handle;
+struct tfs_ram_block;
+
+/* The bytes of one read: buf[0..len), valid until tfs_vfs_data_release().
+ * They live in a RAM-tier block (one block read) or in memory of their
+ * own (a read spanning blocks, or a staged copy's). */
+struct tfs_vfs_data {
+	const char *buf;
+	size_t len;
+	struct tfs_inode *in;        /* the handle's inode, or NULL */
+	char moved[TFS_ETAG_MAX];    /* non-empty: the handle moved to this
+				       * version; the kernel's attributes of
+				       * `in` may be another version's */
+	struct tfs_ram_block *block; /* private: the block buf points into */
+	bool block_done;             /* private: buf reaches the block's end */
+	char *mem;                   /* private: buf's own memory */
+};
+
+/* Open `path` (inode `in`) for reading: a handle of its staged copy if it
+ * is dirty, else of its current version (pinned: key, ETag, size).
+ * Returns 0 and *out (tfs_vfs_handle_free() it), ESTALE (the name now
+ * holds another type or kind than `in`), ENOMEM or tfs_vfs_attr()'s
+ * error. */
+int tfs_vfs_open_read(struct tfs_vfs *v, struct tfs_inode *in, const char *path,
+		      struct tfs_vfs_handle **out);
+/* Read `size` bytes at `off` through handle `h` of inode `ino`: from its
+ * staged copy (the writer's bytes at once; a clean handle switches to the
+ * staged copy once the file is written through this mount, and a handle
+ * whose name is gone reads the staged copy its inode kept), else the
+ * version it pins, through the cache stack, deciding read-ahead
+ * (tfs_prefetch_sequential()).  The control file reads as empty.  A read
+ * never mixes two versions; the handle moves to the current version (at
+ * most once per read; out->moved says so) when the read starts at or past
+ * the end of its version and a newer one exists, or when its version is
+ * gone from the bucket.  Short at the end of the file; 0 bytes past it.
+ * Returns 0 and *out (release it), or an errno (ESTALE: the version is
+ * gone and the name leads to no other; ENOMEM; EIO...), logged. */
+int tfs_vfs_read(struct tfs_vfs *v, struct tfs_vfs_handle *h, uint64_t ino, uint64_t off,
+		 size_t size, struct tfs_vfs_data *out);
+/* Give back what a read's bytes hold (a zeroed or released *d is fine). */
+void tfs_vfs_data_release(struct tfs_vfs *v, struct tfs_vfs_data *d);
 
 #endif

@@ -116,7 +116,7 @@ static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char 
 
 /* ---- namespace ---- */
 
-static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void tfs_fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *p;
@@ -170,13 +170,13 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_entry(req, &e);
 }
 
-static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+static void tfs_fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	tfs_itable_forget(fs_of(req)->v->itable, ino, nlookup);
 	fuse_reply_none(req);
 }
 
-static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
+static void tfs_fs_op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
 {
 	struct tfs_fs *fs = fs_of(req);
 	for (size_t i = 0; i < count_; i++)
@@ -184,7 +184,7 @@ static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_da
 	fuse_reply_none(req);
 }
 
-static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
 	struct tfs_fs *fs = fs_of(req);
@@ -284,7 +284,7 @@ static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int
 	return other;
 }
 
-static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
@@ -304,7 +304,7 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		dirh_free(fs, h); /* interrupted: no releasedir comes */
 }
 
-static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -517,21 +517,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(r.buf);
 }
 
-static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void tfs_fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			      struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, false);
 }
 
-static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+static void tfs_fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+				  struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, true);
 }
 
 /* ---- data ---- */
 
-static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
@@ -581,7 +581,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		tfs_vfs_handle_free(fs->v, h); /* the open was interrupted: release will not come */
 }
 
-static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
@@ -607,8 +607,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 /* read(): the file core reads; the reply is sent from its bytes. */
-static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void tfs_fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
@@ -631,7 +631,7 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 /* A symlink's target: its object's body, from the staged copy while it is
  * dirty, else through the cache stack (one block: a target is shorter
  * than PATH_MAX).  EINVAL for anything else, as readlink(2). */
-static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+static void tfs_fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
@@ -671,7 +671,7 @@ static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_readlink(req, target);
 }
 
-static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+static void tfs_fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
@@ -688,7 +688,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-static void fs_init(void *userdata, struct fuse_conn_info *conn)
+static void tfs_fs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct tfs_fs *fs = userdata;
 	/* Readahead parallelism: the kernel keeps up to max_background reads
@@ -741,33 +741,23 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		tfs_hist_observe(&tfs->lat[op], t0); \
 	}
 
-TIMED(OP_LOOKUP, fs_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
-      name)
-TIMED(OP_GETATTR, fs_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
-      fi)
-TIMED(OP_READDIR, fs_readdir,
+TIMED(OP_LOOKUP, tfs_fs_op_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req,
+      parent, name)
+TIMED(OP_GETATTR, tfs_fs_op_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      req, ino, fi)
+TIMED(OP_READDIR, tfs_fs_op_readdir,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_READDIR, fs_readdirplus,
+TIMED(OP_READDIR, tfs_fs_op_readdirplus,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_OPEN, fs_open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino, fi)
-TIMED(OP_READ, fs_read,
+TIMED(OP_OPEN, tfs_fs_op_open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req,
+      ino, fi)
+TIMED(OP_READ, tfs_fs_op_read,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_STATFS, fs_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
-/* A setattr (truncate) changes the size the kernel holds. */
-static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		       struct fuse_file_info *fi)
-{
-	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
-	if (in)
-		tfs_itable_set_attr_etag(fs->v->itable, in, "");
-	tfs_fs_op_setattr(req, ino, attr, to_set, fi);
-}
-
-TIMED(OP_SETATTR, fs_setattr,
+TIMED(OP_STATFS, tfs_fs_op_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
+TIMED(OP_SETATTR, tfs_fs_op_setattr,
       (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi),
       req, ino, attr, to_set, fi)
 TIMED(OP_MKDIR, tfs_fs_op_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
@@ -798,26 +788,26 @@ TIMED(OP_RENAME, tfs_fs_op_rename,
 TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
-TIMED(OP_READLINK, fs_readlink, (fuse_req_t req, fuse_ino_t ino), req, ino)
+TIMED(OP_READLINK, tfs_fs_op_readlink, (fuse_req_t req, fuse_ino_t ino), req, ino)
 TIMED(OP_CREATE, tfs_fs_op_link,
       (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname), req, ino,
       newparent, newname)
 
 static const struct fuse_lowlevel_ops ops = {
-	.init = fs_init,
-	.lookup = timed_fs_lookup,
-	.forget = fs_forget,
-	.forget_multi = fs_forget_multi,
-	.getattr = timed_fs_getattr,
-	.opendir = fs_opendir,
-	.readdir = timed_fs_readdir,
-	.readdirplus = timed_fs_readdirplus,
-	.releasedir = fs_releasedir,
-	.open = timed_fs_open,
-	.read = timed_fs_read,
-	.release = fs_release,
-	.statfs = timed_fs_statfs,
-	.setattr = timed_fs_setattr,
+	.init = tfs_fs_op_init,
+	.lookup = timed_tfs_fs_op_lookup,
+	.forget = tfs_fs_op_forget,
+	.forget_multi = tfs_fs_op_forget_multi,
+	.getattr = timed_tfs_fs_op_getattr,
+	.opendir = tfs_fs_op_opendir,
+	.readdir = timed_tfs_fs_op_readdir,
+	.readdirplus = timed_tfs_fs_op_readdirplus,
+	.releasedir = tfs_fs_op_releasedir,
+	.open = timed_tfs_fs_op_open,
+	.read = timed_tfs_fs_op_read,
+	.release = tfs_fs_op_release,
+	.statfs = timed_tfs_fs_op_statfs,
+	.setattr = timed_tfs_fs_op_setattr,
 	.mkdir = timed_tfs_fs_op_mkdir,
 	.mknod = timed_tfs_fs_op_mknod,
 	.create = timed_tfs_fs_op_create,
@@ -828,7 +818,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.rmdir = timed_tfs_fs_op_rmdir,
 	.rename = timed_tfs_fs_op_rename,
 	.symlink = timed_tfs_fs_op_symlink,
-	.readlink = timed_fs_readlink,
+	.readlink = timed_tfs_fs_op_readlink,
 	.link = timed_tfs_fs_op_link,
 	.setxattr = tfs_fs_op_setxattr,
 	.getxattr = tfs_fs_op_getxattr,

@@ -82,8 +82,9 @@ void tfs_fs_fill_entry(struct tfs_fs *fs, struct tfs_inode *in, const struct tfs
 /* ---- fs_write.c: the handlers that change things (EROFS without
  * write-back), and the opens that write ---- */
 
-/* FUSE handlers, named tfs_fs_op_<operation> (as in struct
- * fuse_lowlevel_ops) so that none reads as a function on the fs state
+/* FUSE handlers, here and the static ones of fs.c alike, are named
+ * tfs_fs_op_<operation> (the member of struct fuse_lowlevel_ops they
+ * fill), so that none reads as a function on the fs state
  * (tfs_fs_create() builds the state; tfs_fs_op_create() is create(2)).
  * Each replies exactly once. */
 

@@ -727,10 +727,12 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in;
+	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
 	struct tfs_attr a;
 	char path[PATH_MAX];
 	int rc;
+	if (in) /* a setattr (truncate) changes the size the kernel holds */
+		tfs_itable_set_attr_etag(fs->v->itable, in, "");
 	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
 	if (rc == 0)
 		rc = tfs_vfs_ino_path(fs->v, ino, path, &in);

@@ -534,78 +534,22 @@ void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	make_file(req, parent, name, &na, NULL, 0);
 }
 
-/* A write by anyone but root clears the set-user-ID bit, and the
- * set-group-ID bit of a group-executable file, as the kernel does for
- * local filesystems (it does not for FUSE writes that bypass the page
- * cache).  Cannot fail. */
-static void kill_setid(struct tfs_fs *fs, struct tfs_wb_file *wf, uid_t uid)
-{
-	struct tfs_attr a;
-	if (uid == 0)
-		return;
-	tfs_wb_file_attr(fs->v->wb, wf, &a);
-	if (a.mode == TFS_META_UNSET)
-		return;
-	uint32_t kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
-	if (!(a.mode & kill))
-		return;
-	struct tfs_wb_attr na = { .mode = a.mode & ~kill };
-	tfs_wb_file_setattr(fs->v->wb, wf, TFS_WB_SET_MODE, &na);
-}
-
 void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
 	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &rc);
-	if (h == NULL) {
+	if (h)
+		rc = tfs_vfs_write(fs->v, h, buf, size, (uint64_t)off, fuse_req_ctx(req)->uid);
+	if (h == NULL || rc) {
 		tfs_fs_reply_err(req, OP_WRITE, rc);
 		return;
 	}
-	if (h->kind == TFS_VFS_ORDER) {
-		/* The control file: appended, whatever the offset. */
-		int orc = tfs_vfs_order_add(fs->v, h, buf, size);
-		if (orc) {
-			tfs_fs_reply_err(req, OP_WRITE, orc);
-			return;
-		}
-		tfs_fs_count(fs, OP_WRITE, 0);
-		fuse_reply_write(req, size);
-		return;
-	}
-	if (h->wf == NULL || !h->writer) {
-		tfs_fs_reply_err(req, OP_WRITE, EBADF);
-		return;
-	}
-	rc = (uint64_t)off + size > TFS_VFS_MAX_FILE ? EFBIG : 0;
-	if (rc == 0)
-		rc = tfs_wb_write(fs->v->wb, h->wf, buf, size, (uint64_t)off);
-	if (rc) {
-		tfs_fs_reply_err(req, OP_WRITE, rc);
-		return;
-	}
-	kill_setid(fs, h->wf, fuse_req_ctx(req)->uid);
-	atomic_fetch_add(&fs->write_bytes, size);
+	if (h->kind != TFS_VFS_ORDER)
+		atomic_fetch_add(&fs->write_bytes, size);
 	tfs_fs_count(fs, OP_WRITE, 0);
 	fuse_reply_write(req, size);
-}
-
-/* A flush or fsync whose fh an earlier daemon gave out (no flags: no
- * handle is rebuilt): commit the file's staged copy, if it has one, as
- * its writer's handle would.  Returns 0 or the commit's error. */
-static int commit_by_node(struct tfs_fs *fs, fuse_ino_t ino, bool durable)
-{
-	char path[PATH_MAX];
-	struct tfs_wb_file *wf = NULL;
-	if (fs->v->wb && tfs_vfs_ino_path(fs->v, ino, path, NULL) == 0 &&
-	    !tfs_itable_path_is_detached(path))
-		wf = tfs_wb_find(fs->v->wb, path);
-	if (wf == NULL)
-		return 0;
-	int rc = tfs_wb_commit(fs->v->wb, wf, durable);
-	(void)tfs_wb_release(fs->v->wb, wf, false);
-	return rc;
 }
 
 /* The order builder's thread: the order of a control-file close is set
@@ -625,20 +569,10 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
 	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
-	if (h == NULL) {
-		if (rc == 0)
-			rc = commit_by_node(fs, ino, false);
-		tfs_fs_reply_err(req, OP_FLUSH, rc);
-		return;
-	}
-	/* close(): journal what was written (sync mode: upload it). */
-	if (h->wf && h->writer)
-		rc = tfs_wb_commit(fs->v->wb, h->wf, false);
-	else if (h->kind == TFS_VFS_ORDER &&
-		 (rc = tfs_vfs_order_commit(fs->v, h, req, order_flushed)) == EINPROGRESS)
+	if (h == NULL && rc == 0)
+		rc = tfs_vfs_commit_node(fs->v, ino, false);
+	else if (h && (rc = tfs_vfs_flush(fs->v, h, req, order_flushed)) == EINPROGRESS)
 		return; /* the order builder replies */
-	if (rc)
-		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
 }
 
@@ -648,16 +582,10 @@ void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
 	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
-	if (h == NULL) {
-		if (rc == 0)
-			rc = commit_by_node(fs, ino, true);
-		tfs_fs_reply_err(req, OP_FSYNC, rc);
-		return;
-	}
-	if (h->wf)
-		rc = tfs_wb_commit(fs->v->wb, h->wf, true);
-	if (rc)
-		tfs_err(fs->log, "fsync '%s': %s", h->key, strerror(rc));
+	if (h == NULL && rc == 0)
+		rc = tfs_vfs_commit_node(fs->v, ino, true);
+	else if (h)
+		rc = tfs_vfs_fsync(fs->v, h);
 	tfs_fs_reply_err(req, OP_FSYNC, rc);
 }
 

@@ -8,6 +8,7 @@
  *   struct stat they show), inode paths;
  * - read.c: the read path (a staged copy, or a version through the cache
  *   stack, with read-ahead and version moves);
+ * - write.c: writes, closes and fsyncs over write-back (vfs_state.h);
  * - handle.c: open files as a tagged type (struct tfs_vfs_handle in
  *   vfs_state.h: a clean version, a staged copy, or the control file)
  *   and the table of fh values the kernel holds;

@@ -188,4 +188,31 @@ void *tfs_vfs_order_committed(struct tfs_vfs_handle *h, int rc);
  * tfs_vfs_handle_free(). */
 void tfs_vfs_order_free(struct tfs_vfs *v, struct tfs_vfs_handle *h);
 
+/* ---- write.c ---- */
+
+/* Write `size` bytes at `off` through handle `h` for caller `uid`: into a
+ * writer's staged copy (clearing the set-user-ID bit, and set-group-ID of
+ * a group-executable file, unless `uid` is root, as the kernel does for
+ * local filesystems), or appended to the control file's text whatever
+ * the offset (tfs_vfs_order_add()).  Returns 0 (all written), EBADF (not
+ * opened for writing), EFBIG (beyond TFS_VFS_MAX_FILE), ENOSPC (staging
+ * full), EIO, or the control file's errors. */
+int tfs_vfs_write(struct tfs_vfs *v, struct tfs_vfs_handle *h, const char *buf, size_t size,
+		  uint64_t off, uid_t uid);
+/* A close of handle `h` (FLUSH): a writer's staged copy is committed
+ * (journalled; uploaded first in sync mode: tfs_wb_commit()); the control
+ * file's text is handed to the order builder (tfs_vfs_order_commit(),
+ * with `waiter` and `done`).  Returns 0, EINPROGRESS (`done` will be
+ * called) or the commit's error (logged). */
+int tfs_vfs_flush(struct tfs_vfs *v, struct tfs_vfs_handle *h, void *waiter,
+		  void (*done)(struct tfs_follow_request *r, int rc));
+/* fsync(): the staged copy `h` reads, if any, committed durably.
+ * Returns 0 or the commit's error (logged). */
+int tfs_vfs_fsync(struct tfs_vfs *v, struct tfs_vfs_handle *h);
+/* A flush or fsync whose fh an earlier daemon gave out (no handle is
+ * rebuilt without the open flags): commit the staged copy of node
+ * `ino`'s file, if it has one and a name, as its writer's handle would
+ * (`durable`: fsync).  Returns 0 or the commit's error. */
+int tfs_vfs_commit_node(struct tfs_vfs *v, uint64_t ino, bool durable);
+
 #endif

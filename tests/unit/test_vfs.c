@@ -309,3 +309,64 @@ Test(vfs, control_file)
 	tfs_follow_destroy(f);
 	tfs_vfs_set_follow(v, NULL, NULL);
 }
+
+/* A new file `path` open for writing, as create(2) makes it. */
+static struct tfs_vfs_handle *create_writer(const char *path, uint32_t mode)
+{
+	struct tfs_wb_attr a = { .mode = mode, .uid = getuid(), .gid = getgid() };
+	struct tfs_wb_file *wf;
+	struct tfs_vfs_handle *h = tfs_vfs_handle_new(v, path);
+	cr_assert_not_null(h);
+	cr_assert_eq(tfs_wb_create_file(stack->wb, path, &a, &wf), 0);
+	tfs_vfs_handle_stage(h, wf);
+	h->writer = true;
+	return h;
+}
+
+Test(vfs, write_read_back_flush_and_upload)
+{
+	start("cache.metadata_ttl=1h");
+	struct tfs_vfs_handle *h = create_writer("n.bin", 0644);
+	struct tfs_inode *in = file_inode("n.bin");
+	unsigned char buf[70000];
+	fill(9, buf, sizeof(buf));
+	/* Out of order, with a hole filled last. */
+	cr_assert_eq(tfs_vfs_write(v, h, (char *)buf + 40000, 30000, 40000, getuid()), 0);
+	cr_assert_eq(tfs_vfs_write(v, h, (char *)buf, 40000, 0, getuid()), 0);
+	expect_read(h, in, 0, sizeof(buf), sizeof(buf), 9); /* the writer's bytes at once */
+	/* A reader opened now reads the same staged copy. */
+	struct tfs_vfs_handle *r;
+	cr_assert_eq(tfs_vfs_open_read(v, in, "n.bin", &r), 0);
+	cr_assert_eq(r->kind, TFS_VFS_STAGED);
+	expect_read(r, in, 39990, 20, 20, 9);
+	/* The reader cannot write; nothing is written beyond 5 TiB. */
+	cr_assert_eq(tfs_vfs_write(v, r, "x", 1, 0, getuid()), EBADF);
+	cr_assert_eq(tfs_vfs_write(v, h, "x", 1, TFS_VFS_MAX_FILE, getuid()), EFBIG);
+	cr_assert_eq(tfs_vfs_flush(v, h, NULL, NULL), 0);
+	cr_assert_eq(tfs_vfs_fsync(v, r), 0);
+	tfs_vfs_handle_free(v, h);
+	tfs_vfs_handle_free(v, r);
+	cr_assert_eq(tfs_wb_drain(stack->wb, 30000, NULL, NULL), 0);
+	char p[256];
+	snprintf(p, sizeof(p), "%s/n.bin", bucket);
+	FILE *f = fopen(p, "r");
+	cr_assert_not_null(f);
+	unsigned char got[sizeof(buf) + 1];
+	cr_assert_eq(fread(got, 1, sizeof(got), f), sizeof(buf));
+	fclose(f);
+	cr_assert_eq(memcmp(got, buf, sizeof(buf)), 0);
+}
+
+Test(vfs, write_by_another_user_clears_setuid)
+{
+	start("cache.metadata_ttl=1h");
+	struct tfs_vfs_handle *h = create_writer("s.bin", 04755);
+	cr_assert_eq(tfs_vfs_write(v, h, "ab", 2, 0, 0), 0); /* root keeps it */
+	struct tfs_attr a;
+	cr_assert_eq(tfs_vfs_attr(v, "s.bin", &a), 0);
+	cr_assert_eq(a.mode & 07777, 04755);
+	cr_assert_eq(tfs_vfs_write(v, h, "cd", 2, 2, 12345), 0);
+	cr_assert_eq(tfs_vfs_attr(v, "s.bin", &a), 0);
+	cr_assert_eq(a.mode & 07777, 0755);
+	cr_assert_eq(a.size, 4);
+}

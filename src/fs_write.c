@@ -231,21 +231,6 @@ static void reply_open(fuse_req_t req, enum fs_op op, struct tfs_vfs_handle *h,
 
 /* ---- files ---- */
 
-/* The version in the bucket behind attributes `a`, or NULL for a file
- * that exists only as a staged copy (which has no ETag).  A LOCAL entry
- * with an ETag is a bucket object with pending attribute changes. */
-static const struct tfs_attr *in_bucket(const struct tfs_attr *a)
-{
-	return a->type == TFS_FT_FILE && a->etag[0] ? a : NULL;
-}
-
-/* Stage `path` for writing; `a` is its current state. */
-static int stage(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, bool trunc,
-		 struct tfs_wb_file **out)
-{
-	return tfs_wb_open_write(fs->v->wb, path, in_bucket(a), trunc, out);
-}
-
 /* Whether the caller of `req` may write the control file: the mount's uid
  * or root. */
 static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
@@ -297,7 +282,7 @@ static int writer_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *pa
 	if (rc == 0 && (h = tfs_vfs_handle_new(fs->v, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0)
-		rc = stage(fs, path, &a, trunc, &h->wf);
+		rc = tfs_vfs_stage(fs->v, path, &a, trunc, &h->wf);
 	if (rc == 0)
 		tfs_vfs_handle_stage(h, h->wf);
 	if (rc) {
@@ -435,7 +420,7 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		rc = ENOMEM;
 	if (rc == 0) {
 		if (ex == 0) {
-			rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
+			rc = tfs_vfs_stage(fs->v, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
 		} else {
 			struct tfs_wb_attr na = new_attr(req, mode);
 			inherit_gid(fs, parent, &na);
@@ -589,23 +574,6 @@ void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	tfs_fs_reply_err(req, OP_FSYNC, rc);
 }
 
-/* Truncate `path` to `size` through handle `h` (if it writes) or a
- * temporary staging. */
-static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_attr *a,
-			 struct tfs_vfs_handle *h, uint64_t size)
-{
-	if (h && h->wf && h->writer)
-		return tfs_wb_truncate(fs->v->wb, h->wf, size);
-	struct tfs_wb_file *wf;
-	int rc = stage(fs, path, a, size == 0, &wf);
-	if (rc)
-		return rc;
-	if (size != 0 || a->size != 0)
-		rc = tfs_wb_truncate(fs->v->wb, wf, size);
-	int crc = tfs_wb_release(fs->v->wb, wf, true);
-	return rc ? rc : crc;
-}
-
 /* The TFS_WB_SET_* mask and values of a setattr's `to_set` (FUSE_SET_ATTR_*)
  * from `attr`, into *na.  Any change also sets ctime to now; a truncate
  * alone changes the times through the write-back layer.  Pure but for the
@@ -718,15 +686,15 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (a.type == TFS_FT_DIR)
 			rc = EISDIR;
 		else
-			rc = truncate_path(fs, path, &a, h, (uint64_t)attr->st_size);
+			rc = tfs_vfs_truncate(fs->v, path, &a, h, (uint64_t)attr->st_size);
 		if (rc == 0)
 			rc = tfs_vfs_attr(fs->v, path, &a);
 	}
 	struct tfs_wb_attr na = { 0 };
 	unsigned mask = setattr_mask(fs, attr, to_set, &na);
 	if (rc == 0 && mask) {
-		rc = tfs_wb_setattr(fs->v->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a),
-				    mask, &na);
+		rc = tfs_wb_setattr(fs->v->wb, path,
+				    a.type == TFS_FT_DIR ? &a : tfs_vfs_in_bucket(&a), mask, &na);
 		if (rc == 0)
 			rc = tfs_vfs_attr(fs->v, path, &a);
 	}
@@ -925,7 +893,7 @@ static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
 	}
 	/* Stage a copy and move that. */
 	struct tfs_wb_file *wf;
-	rc = tfs_wb_open_write(fs->v->wb, from, in_bucket(a), false, &wf);
+	rc = tfs_wb_open_write(fs->v->wb, from, tfs_vfs_in_bucket(a), false, &wf);
 	if (rc)
 		return rc;
 	rc = tfs_wb_truncate(fs->v->wb, wf, a->size); /* a change, so it is journalled */

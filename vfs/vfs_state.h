@@ -190,6 +190,21 @@ void tfs_vfs_order_free(struct tfs_vfs *v, struct tfs_vfs_handle *h);
 
 /* ---- write.c ---- */
 
+/* The version in the bucket behind attributes `a`, or NULL for a file
+ * that exists only as a staged copy (which has no ETag).  A LOCAL entry
+ * with an ETag is a bucket object with pending attribute changes.  Pure. */
+const struct tfs_attr *tfs_vfs_in_bucket(const struct tfs_attr *a);
+/* Stage `path` for writing (tfs_wb_open_write(): a reference and a
+ * writer count in *out); `a` is its current state, `trunc` O_TRUNC.
+ * Returns 0 or write-back's error (ENOSPC, EIO...). */
+int tfs_vfs_stage(struct tfs_vfs *v, const char *path, const struct tfs_attr *a, bool trunc,
+		  struct tfs_wb_file **out);
+/* truncate(2) of `path` (current attributes `a`) to `size`: through
+ * handle `h` when it writes the file (ftruncate), else through a staging
+ * of its own, committed at once.  Returns 0 or write-back's error. */
+int tfs_vfs_truncate(struct tfs_vfs *v, const char *path, const struct tfs_attr *a,
+		     struct tfs_vfs_handle *h, uint64_t size);
+
 /* Write `size` bytes at `off` through handle `h` for caller `uid`: into a
  * writer's staged copy (clearing the set-user-ID bit, and set-group-ID of
  * a group-executable file, unless `uid` is root, as the kernel does for

@@ -14,6 +14,32 @@
 
 #include "vfs_state.h"
 
+const struct tfs_attr *tfs_vfs_in_bucket(const struct tfs_attr *a)
+{
+	return a->type == TFS_FT_FILE && a->etag[0] ? a : NULL;
+}
+
+int tfs_vfs_stage(struct tfs_vfs *v, const char *path, const struct tfs_attr *a, bool trunc,
+		  struct tfs_wb_file **out)
+{
+	return tfs_wb_open_write(v->wb, path, tfs_vfs_in_bucket(a), trunc, out);
+}
+
+int tfs_vfs_truncate(struct tfs_vfs *v, const char *path, const struct tfs_attr *a,
+		     struct tfs_vfs_handle *h, uint64_t size)
+{
+	if (h && h->wf && h->writer)
+		return tfs_wb_truncate(v->wb, h->wf, size);
+	struct tfs_wb_file *wf;
+	int rc = tfs_vfs_stage(v, path, a, size == 0, &wf);
+	if (rc)
+		return rc;
+	if (size != 0 || a->size != 0)
+		rc = tfs_wb_truncate(v->wb, wf, size);
+	int crc = tfs_wb_release(v->wb, wf, true);
+	return rc ? rc : crc;
+}
+
 /* A write by anyone but root clears the set-user-ID bit, and the
  * set-group-ID bit of a group-executable file, as the kernel does for
  * local filesystems (it does not for FUSE writes that bypass the page

@@ -370,3 +370,47 @@ Test(vfs, write_by_another_user_clears_setuid)
 	cr_assert_eq(a.mode & 07777, 0755);
 	cr_assert_eq(a.size, 4);
 }
+
+Test(vfs, truncate)
+{
+	start("cache.metadata_ttl=1h");
+	put_object("t.bin", 100000, 10);
+	struct tfs_inode *in = file_inode("t.bin");
+	struct tfs_attr a;
+	/* Shorter, without a handle: staged, committed, read back. */
+	cr_assert_eq(tfs_vfs_attr(v, "t.bin", &a), 0);
+	cr_assert_eq(tfs_vfs_truncate(v, "t.bin", &a, NULL, 30000), 0);
+	cr_assert_eq(tfs_vfs_attr(v, "t.bin", &a), 0);
+	cr_assert_eq(a.size, 30000);
+	struct tfs_vfs_handle *r;
+	cr_assert_eq(tfs_vfs_open_read(v, in, "t.bin", &r), 0);
+	expect_read(r, in, 29000, 5000, 1000, 10);
+	/* Longer through a writer's handle (ftruncate): a hole of zeros. */
+	struct tfs_vfs_handle *w = tfs_vfs_handle_new(v, "t.bin");
+	cr_assert_not_null(w);
+	struct tfs_wb_file *wf;
+	cr_assert_eq(tfs_vfs_stage(v, "t.bin", &a, false, &wf), 0);
+	tfs_vfs_handle_stage(w, wf);
+	w->writer = true;
+	cr_assert_eq(tfs_vfs_truncate(v, "t.bin", &a, w, 50000), 0);
+	struct tfs_vfs_data d;
+	cr_assert_eq(tfs_vfs_read(v, r, in->ino, 29990, 30000, &d), 0);
+	cr_assert_eq(d.len, 20010);
+	for (size_t i = 0; i < 10; i++)
+		cr_assert_eq((unsigned char)d.buf[i], byte_at(10, 29990 + i));
+	for (size_t i = 10; i < d.len; i++)
+		cr_assert_eq(d.buf[i], 0, "byte %zu of the hole", 29990 + i);
+	tfs_vfs_data_release(v, &d);
+	/* To zero: an empty file after the upload. */
+	cr_assert_eq(tfs_vfs_flush(v, w, NULL, NULL), 0);
+	tfs_vfs_handle_free(v, w);
+	cr_assert_eq(tfs_vfs_attr(v, "t.bin", &a), 0);
+	cr_assert_eq(tfs_vfs_truncate(v, "t.bin", &a, NULL, 0), 0);
+	tfs_vfs_handle_free(v, r);
+	cr_assert_eq(tfs_wb_drain(stack->wb, 30000, NULL, NULL), 0);
+	struct stat st;
+	char p[256];
+	snprintf(p, sizeof(p), "%s/t.bin", bucket);
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert_eq(st.st_size, 0);
+}

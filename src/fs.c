@@ -119,29 +119,9 @@ static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char 
 static void tfs_fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *p;
 	struct tfs_attr a;
-	bool changed = false;
-	char dir[PATH_MAX], path[PATH_MAX];
-
-	int rc = tfs_vfs_ino_path(fs->v, parent, dir, &p);
-	if (rc == 0 && p->type != TFS_FT_DIR)
-		rc = ENOTDIR;
-	if (rc) {
-		tfs_fs_reply_err(req, OP_LOOKUP, rc);
-		return;
-	}
-	rc = tfs_meta_join(dir, name, path, sizeof(path));
-	/* A key the backend cannot hold names nothing: ENAMETOOLONG, as
-	 * create, mkdir, symlink and rename answer for it. */
-	if (rc == 0 && fs->v->be && tfs_backend_check_key(fs->v->be, path) == ENAMETOOLONG)
-		rc = ENAMETOOLONG;
-	if (rc == 0 && fs->v->follow && tfs_vfs_is_order_file(path))
-		tfs_vfs_order_attr(fs->v, &a);
-	else if (rc == 0 && fs->v->wb && tfs_wb_attr(fs->v->wb, path, &a))
-		a.ino = tfs_meta_ino(fs->v->meta, path);
-	else if (rc == 0)
-		rc = tfs_meta_lookup(fs->v->meta, dir, name, &a, &changed);
+	struct tfs_inode *in;
+	int rc = tfs_vfs_lookup(fs->v, parent, name, &a, &in);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = tfs_fs_timeout(fs) };
@@ -152,17 +132,6 @@ static void tfs_fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name
 	if (rc) {
 		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
-	}
-	struct tfs_inode *in;
-	rc = tfs_itable_lookup(fs->v->itable, path, a.type, a.fmt, &in);
-	if (rc) {
-		tfs_fs_reply_err(req, OP_LOOKUP, rc);
-		return;
-	}
-	if (changed) {
-		struct tfs_obj obj;
-		tfs_obj_init(&obj, path, "", 0);
-		tfs_layer_invalidate(fs->v->top, obj.id);
 	}
 	struct fuse_entry_param e;
 	tfs_fs_fill_entry(fs, in, &a, &e);

@@ -9,6 +9,7 @@
  * - read.c: the read path (a staged copy, or a version through the cache
  *   stack, with read-ahead and version moves);
  * - write.c: writes, closes and fsyncs over write-back (vfs_state.h);
+ * - namespace.c: what a name is (lookup);
  * - handle.c: open files as a tagged type (struct tfs_vfs_handle in
  *   vfs_state.h: a clean version, a staged copy, or the control file)
  *   and the table of fh values the kernel holds;
@@ -122,6 +123,20 @@ int tfs_vfs_attr(struct tfs_vfs *v, const char *path, struct tfs_attr *a);
  * inode) or ENAMETOOLONG; *in (may be NULL) gets the inode.  A detached
  * inode's path starts with TFS_ITABLE_DETACHED (inode.h). */
 int tfs_vfs_ino_path(struct tfs_vfs *v, uint64_t ino, char *buf, struct tfs_inode **in);
+
+/* ---- namespace.c ---- */
+
+/* The entry `name` of directory node `parent`: its attributes (the
+ * control file's when sampler-order prefetch is on; a staged or locally
+ * changed entry's from write-back; else the metadata cache's, revalidated
+ * after the TTL, a changed object's cached data dropped) and its inode,
+ * which takes one lookup (tfs_itable_lookup(), persisted).  Returns 0,
+ * ENOENT (no such entry: the adapter's negative entry), ENOTDIR (the
+ * parent is not a directory), ENAMETOOLONG (also: a key the backend
+ * cannot hold), ESTALE (no such parent), ENOMEM or the metadata cache's
+ * error. */
+int tfs_vfs_lookup(struct tfs_vfs *v, uint64_t parent, const char *name, struct tfs_attr *a,
+		   struct tfs_inode **out);
 
 /* ---- read.c ---- */
 

@@ -414,3 +414,51 @@ Test(vfs, truncate)
 	cr_assert_eq(stat(p, &st), 0);
 	cr_assert_eq(st.st_size, 0);
 }
+
+static int count_entry(void *ctx, const char *name, const struct tfs_attr *a)
+{
+	(void)name;
+	(void)a;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+Test(vfs, lookup_after_a_listing_race)
+{
+	start("cache.metadata_ttl=0");
+	char p[256];
+	snprintf(p, sizeof(p), "%s/d", bucket);
+	cr_assert_eq(mkdir(p, 0700), 0);
+	put_object("d/a.bin", 10, 11);
+	struct tfs_attr a;
+	struct tfs_inode *d, *in, *again;
+	cr_assert_eq(tfs_vfs_lookup(v, 1, "d", &a, &d), 0);
+	cr_assert_eq(a.type, TFS_FT_DIR);
+	/* The directory is listed; then the bucket changes behind it. */
+	int n = 0;
+	cr_assert_eq(tfs_meta_readdir(v->meta, "d", "", count_entry, &n), 0);
+	cr_assert_eq(n, 1);
+	put_object("d/b.bin", 20, 12);
+	cr_assert_eq(tfs_vfs_lookup(v, d->ino, "b.bin", &a, &in), 0, "a name the listing missed");
+	cr_assert_eq(a.size, 20);
+	snprintf(p, sizeof(p), "%s/d/a.bin", bucket);
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(tfs_vfs_lookup(v, d->ino, "a.bin", &a, &again), ENOENT,
+		     "a name the listing still holds");
+	/* A file created through this mount while nothing is uploaded. */
+	struct tfs_vfs_handle *h = create_writer("d/c.bin", 0600);
+	cr_assert_eq(tfs_vfs_write(v, h, "xyz", 3, 0, getuid()), 0);
+	cr_assert_eq(tfs_vfs_lookup(v, d->ino, "c.bin", &a, &in), 0);
+	cr_assert_eq(a.size, 3);
+	cr_assert_eq(a.mode & 07777, 0600);
+	cr_assert_eq(tfs_vfs_lookup(v, d->ino, "c.bin", &a, &again), 0);
+	cr_assert_eq(again, in, "one inode per name");
+	/* Not a directory, a name too long, the control file without orders. */
+	cr_assert_eq(tfs_vfs_lookup(v, in->ino, "x", &a, &again), ENOTDIR);
+	char lng[300];
+	memset(lng, 'n', sizeof(lng) - 1);
+	lng[sizeof(lng) - 1] = '\0';
+	cr_assert_eq(tfs_vfs_lookup(v, 1, lng, &a, &again), ENAMETOOLONG);
+	cr_assert_eq(tfs_vfs_lookup(v, 1, TFS_FOLLOW_FILE, &a, &again), ENOENT);
+	cr_assert_eq(tfs_vfs_lookup(v, 999999, "x", &a, &again), ESTALE);
+}

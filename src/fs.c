@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "fs_internal.h"
-#include "ram.h"
 
 #define READDIR_MAX (64u * 1024u)
 
@@ -603,39 +602,12 @@ static void tfs_fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void tfs_fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in;
-	struct tfs_attr a;
-	char path[PATH_MAX], target[PATH_MAX];
-	size_t got = 0;
-	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
-	if (rc == 0)
-		rc = inode_attr(fs, in, path, &a);
-	if (rc == 0 && (a.fmt != S_IFLNK || a.size == 0 || a.size >= PATH_MAX))
-		rc = EINVAL;
-	struct tfs_wb_file *wf = rc == 0 && fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
-	if (wf) {
-		rc = tfs_wb_read(wf, target, (size_t)a.size, 0, &got);
-		(void)tfs_wb_release(fs->v->wb, wf, false);
-	} else if (rc == 0) {
-		struct tfs_obj obj;
-		struct tfs_ram_block *b;
-		tfs_obj_init(&obj, path, a.etag, a.size);
-		rc = a.size <= fs->v->block_size
-			     ? tfs_ram_get(fs->v->top, &obj, 0, TFS_RAM_WAIT, &b)
-			     : EIO;
-		if (rc == 0) {
-			got = tfs_ram_block_len(b);
-			memcpy(target, tfs_ram_block_data(b), got);
-			tfs_ram_release(fs->v->top, b, true);
-		}
-	}
-	if (rc == 0 && got != a.size)
-		rc = EIO;
+	char target[PATH_MAX];
+	int rc = tfs_vfs_readlink(fs->v, ino, target);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_READLINK, rc);
 		return;
 	}
-	target[got] = '\0';
 	tfs_fs_count(fs, OP_READLINK, 0);
 	fuse_reply_readlink(req, target);
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ram.h"
 #include "vfs_state.h"
@@ -200,6 +201,41 @@ int tfs_vfs_read(struct tfs_vfs *v, struct tfs_vfs_handle *h, uint64_t ino, uint
 			tfs_err(v->log, "read '%s' at %" PRIu64 ": %s", obj.key, off, strerror(rc));
 		return rc == ENOENT ? ESTALE : rc;
 	}
+}
+
+int tfs_vfs_readlink(struct tfs_vfs *v, uint64_t ino, char target[PATH_MAX])
+{
+	struct tfs_inode *in;
+	struct tfs_attr a;
+	char path[PATH_MAX];
+	size_t got = 0;
+	int rc = tfs_vfs_ino_path(v, ino, path, &in);
+	if (rc == 0)
+		rc = tfs_vfs_attr(v, path, &a);
+	if (rc == 0 && (a.type != in->type || a.fmt != in->fmt))
+		rc = ESTALE;
+	if (rc == 0 && (a.fmt != S_IFLNK || a.size == 0 || a.size >= PATH_MAX))
+		rc = EINVAL;
+	struct tfs_wb_file *wf = rc == 0 && v->wb ? tfs_wb_find(v->wb, path) : NULL;
+	if (wf) {
+		rc = tfs_wb_read(wf, target, (size_t)a.size, 0, &got);
+		(void)tfs_wb_release(v->wb, wf, false);
+	} else if (rc == 0) {
+		struct tfs_obj obj;
+		struct tfs_ram_block *b;
+		tfs_obj_init(&obj, path, a.etag, a.size);
+		rc = a.size <= v->block_size ? tfs_ram_get(v->top, &obj, 0, TFS_RAM_WAIT, &b) : EIO;
+		if (rc == 0) {
+			got = tfs_ram_block_len(b);
+			memcpy(target, tfs_ram_block_data(b), got);
+			tfs_ram_release(v->top, b, true);
+		}
+	}
+	if (rc == 0 && got != a.size)
+		rc = EIO;
+	if (rc == 0)
+		target[got] = '\0';
+	return rc;
 }
 
 void tfs_vfs_data_release(struct tfs_vfs *v, struct tfs_vfs_data *d)

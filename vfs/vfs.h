@@ -23,6 +23,7 @@
 #ifndef TFS_VFS_H
 #define TFS_VFS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -179,6 +180,13 @@ int tfs_vfs_open_read(struct tfs_vfs *v, struct tfs_inode *in, const char *path,
  * gone and the name leads to no other; ENOMEM; EIO...), logged. */
 int tfs_vfs_read(struct tfs_vfs *v, struct tfs_vfs_handle *h, uint64_t ino, uint64_t off,
 		 size_t size, struct tfs_vfs_data *out);
+/* A symlink's target (node `ino`): its object's body, from the staged
+ * copy while it is dirty, else through the cache stack (one block: a
+ * target is shorter than PATH_MAX), NUL-terminated into target[].
+ * Returns 0, EINVAL (not a symlink, as readlink(2)), ESTALE (no such
+ * node, or its name now holds another type or kind), EIO (the body is
+ * not the size its attributes say) or the read's error. */
+int tfs_vfs_readlink(struct tfs_vfs *v, uint64_t ino, char target[PATH_MAX]);
 /* Give back what a read's bytes hold (a zeroed or released *d is fine). */
 void tfs_vfs_data_release(struct tfs_vfs *v, struct tfs_vfs_data *d);
 

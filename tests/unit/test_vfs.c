@@ -462,3 +462,26 @@ Test(vfs, lookup_after_a_listing_race)
 	cr_assert_eq(tfs_vfs_lookup(v, 1, TFS_FOLLOW_FILE, &a, &again), ENOENT);
 	cr_assert_eq(tfs_vfs_lookup(v, 999999, "x", &a, &again), ESTALE);
 }
+
+Test(vfs, readlink)
+{
+	start("cache.metadata_ttl=1h");
+	/* A symlink made through this mount: its staged body, then uploaded. */
+	struct tfs_wb_attr sa = { .mode = S_IFLNK | 0777, .uid = getuid(), .gid = getgid() };
+	struct tfs_wb_file *wf;
+	cr_assert_eq(tfs_wb_create_file(stack->wb, "l", &sa, &wf), 0);
+	cr_assert_eq(tfs_wb_write(stack->wb, wf, "dir/target.bin", 14, 0), 0);
+	cr_assert_eq(tfs_wb_release(stack->wb, wf, true), 0);
+	struct tfs_inode *in;
+	cr_assert_eq(tfs_itable_lookup(v->itable, "l", TFS_FT_FILE, S_IFLNK, &in), 0);
+	char target[PATH_MAX];
+	cr_assert_eq(tfs_vfs_readlink(v, in->ino, target), 0);
+	cr_assert_str_eq(target, "dir/target.bin");
+	cr_assert_eq(tfs_wb_drain(stack->wb, 30000, NULL, NULL), 0);
+	memset(target, 0, sizeof(target));
+	cr_assert_eq(tfs_vfs_readlink(v, in->ino, target), 0);
+	cr_assert_str_eq(target, "dir/target.bin");
+	/* A regular file is no symlink. */
+	put_object("f.bin", 10, 13);
+	cr_assert_eq(tfs_vfs_readlink(v, file_inode("f.bin")->ino, target), EINVAL);
+}

@@ -5,11 +5,13 @@
  * fs_common.c (counters, replies, entry filling); all three call the
  * file core (vfs/vfs.h).  Nothing there calls back into this file.
  *
- * lookup/getattr/readdir come from the metadata cache (cache/meta.c);
- * open pins the object's version (key, ETag, size) in a file handle, and
- * read assembles the reply from RAM-tier blocks, which fill from the SSD
- * tier and then the backend.  A version change found on revalidation
- * drops the cached data of the object and the kernel's page cache.
+ * lookup, open, read and readlink decode the request, call the file core
+ * (vfs/: what the name is, a handle pinning the object's version, the
+ * bytes from the staged copy or the RAM tier) and reply; what the kernel
+ * caches stays decided here: keep_cache at open, and the kernel's
+ * attributes invalidated when a handle moved to another version.
+ * getattr and readdir still read the metadata cache and the inode table
+ * through the core's state (vfs/vfs_state.h).
  *
  * Reply discipline: each handler replies exactly once, on every path.
  * Lock order: no lock is held across a reply, a backend call or a cache

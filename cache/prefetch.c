@@ -1,5 +1,6 @@
 /* prefetch.c - a bounded job queue and worker threads that pull blocks
- * into the RAM tier ahead of readers. */
+ * into the RAM tier ahead of readers, and the read-ahead decision for
+ * sequential readers that feeds it. */
 #include "config.h"
 
 #include "prefetch.h"
@@ -22,6 +23,8 @@ struct job {
 struct tfs_prefetch {
 	struct tfs_layer *ram;
 	const struct tfs_log *log;
+	uint64_t ra_blocks;   /* cfg.readahead in blocks */
+	unsigned ra_gets;     /* cfg.stream_gets (0: 4) */
 	pthread_mutex_t lock; /* protects the queue, stop and the pool's size */
 	struct tfs_workers pool;
 	pthread_cond_t work;
@@ -103,6 +106,46 @@ int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_
 		pthread_mutex_unlock(&pf->lock);
 	}
 	return 0;
+}
+
+void tfs_prefetch_sequential(struct tfs_prefetch *pf, struct tfs_prefetch_stream *s,
+			     const struct tfs_obj *obj, uint64_t off, uint64_t end)
+{
+	if (pf == NULL || pf->ra_blocks == 0)
+		return;
+	uint64_t bs = pf->ram->block_size, nblocks = tfs_obj_blocks(obj, bs);
+	uint64_t run = pf->ra_blocks / 2 ? pf->ra_blocks / 2 : 1;
+	if (run > TFS_MAX_RUN)
+		run = TFS_MAX_RUN;
+	/* At least the kernel's window twice, and ra_gets runs. */
+	uint64_t window = 2 * pf->ra_blocks;
+	if (window < pf->ra_gets * run)
+		window = pf->ra_gets * run;
+	uint64_t slack = window * bs;
+	bool sequential = off == 0 || (off + slack >= s->next_off && off <= s->next_off + bs);
+	if (end > s->next_off || !sequential)
+		s->next_off = end;
+	if (!sequential)
+		return;
+	uint64_t cur = off / bs;
+	uint64_t from = s->ra_next > cur ? s->ra_next : cur;
+	uint64_t to = cur + 1 + window;
+	if (to > nblocks)
+		to = nblocks;
+	/* Wait until a whole run is free, except at the end. */
+	if (from < to && (to - from >= run || to == nblocks || from == cur))
+		s->ra_next = to;
+	else
+		from = to;
+	for (uint64_t i = from; i < to;) {
+		bool own = i == cur;
+		unsigned n = own ? 1 : (unsigned)(to - i < run ? to - i : run);
+		if (tfs_prefetch_run(pf, obj, i, n, own ? 0 : TFS_RAM_ONCE) == EAGAIN) {
+			s->ra_next = i; /* retried by the next read */
+			break;
+		}
+		i += n;
+	}
 }
 
 struct pf_snap {
@@ -197,6 +240,8 @@ int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer 
 		return ENOMEM;
 	pf->ram = ram;
 	pf->log = log;
+	pf->ra_blocks = (cfg->readahead + ram->block_size - 1) / ram->block_size;
+	pf->ra_gets = cfg->stream_gets ? cfg->stream_gets : 4;
 	pf->cap = 64 + 32 * (size_t)cfg->workers;
 	pf->q = calloc(pf->cap, sizeof(*pf->q));
 	pthread_mutex_init(&pf->lock, NULL);

@@ -1,5 +1,9 @@
-/* prefetch.h - background block fetches into the RAM tier: read-ahead for
- * sequential readers now, warm-up and sampler-order prefetch later.
+/* prefetch.h - background block fetches into the RAM tier, and read-ahead
+ * for sequential readers: the one place that decides what is read ahead of
+ * a reader (tfs_prefetch_sequential()).  The other prefetchers are asked
+ * for explicitly and only use the queue: warm-up (src/warmup.c: named
+ * files, filled whole) and sampler-order prefetch (vfs/follow.c: files
+ * ahead of a reader in a known order).
  *
  * Jobs go into a bounded queue served by `workers` threads.  A job that
  * finds no free RAM budget is dropped (prefetch never waits for memory and
@@ -23,13 +27,13 @@ struct tfs_prefetch_config {
 	unsigned workers;       /* prefetch threads; 0 disables prefetching */
 	uint64_t readahead;     /* bytes read ahead of a sequential reader */
 	unsigned stream_gets;   /* runs (GETs when cold) in flight ahead of one
-			       * sequential reader (src/fs.c; not used here) */
+			       * sequential reader (0: 4) */
 	uint64_t order_max;     /* order memory of all uids (the control file
-			     * .tierfs-order: src/follow.c; not used here) */
+			     * .tierfs-order: vfs/follow.c; not used here) */
 	uint64_t order_max_uid; /* order memory of one uid; 0: half of order_max
-				 * (src/follow.c; not used here) */
+				 * (vfs/follow.c; not used here) */
 	uint64_t stall_ms;      /* a reader of an order that opened nothing of it for
-			     * this long is idle (src/follow.c; not used here) */
+			     * this long is idle (vfs/follow.c; not used here) */
 };
 
 struct tfs_prefetch;
@@ -50,6 +54,33 @@ int tfs_prefetch_create(const struct tfs_prefetch_config *cfg, struct tfs_layer 
  * budget is spent (the rest is not claimed); ENOMEM. */
 int tfs_prefetch_run(struct tfs_prefetch *pf, const struct tfs_obj *obj, uint64_t idx, unsigned n,
 		     int flags);
+
+/* Read-ahead state of one reader (a file handle): zero it at the open. */
+struct tfs_prefetch_stream {
+	uint64_t next_off; /* where a sequential reader continues */
+	uint64_t ra_next;  /* first block not yet handed to prefetch; 0 again
+			    * when the handle moves to another version */
+};
+
+/* Read-ahead for the read of [off, end) of `obj` by the reader of stream
+ * `s`.  The kernel sends its own readahead as parallel requests that may
+ * arrive slightly out of order, so a read counts as sequential when it
+ * starts near where the last one ended.  The window starts at the read's
+ * own first block and is refilled in runs of half cfg.readahead, each
+ * fetched with one request to the tiers below (one GET when cold) whose
+ * blocks are handed out as they arrive.  It spans cfg.stream_gets runs (so
+ * that many GETs are in flight for one reader: a remote store gives each
+ * stream a bandwidth of its own), and at least twice cfg.readahead, the
+ * kernel's own window, so the fetches stay ahead of the kernel's requests.
+ * The blocks are claimed (tfs_prefetch_run()) before the read itself asks
+ * for its block, so the kernel's parallel requests wait for the run that
+ * covers them instead of racing it with GETs of their own.  The read's
+ * own block, when it starts a stream, is cached like any block read; the
+ * rest is streamed (TFS_RAM_ONCE).  A run refused (EAGAIN) is asked for
+ * again by the next read.  No-op when `pf` is NULL or cfg.readahead 0.
+ * The caller serializes the calls on one stream (the handle's lock). */
+void tfs_prefetch_sequential(struct tfs_prefetch *pf, struct tfs_prefetch_stream *s,
+			     const struct tfs_obj *obj, uint64_t off, uint64_t end);
 
 /* Reload: run `workers` threads (0 .. TFS_PREFETCH_MAX_WORKERS; 0 stops
  * prefetching: new runs are refused with EAGAIN).  Extra threads leave

@@ -27,7 +27,7 @@ while IFS= read -r f; do
 		head -n 12 <<<"$out" | sed 's/^/    /'
 		bad=$((bad + 1))
 	fi
-done < <(git ls-files -- 'lib/*.[ch]' 'backends/*.[ch]' 'cache/*.[ch]' 'src/*.[ch]' \
+done < <(git ls-files -- 'lib/*.[ch]' 'backends/*.[ch]' 'cache/*.[ch]' 'vfs/*.[ch]' 'src/*.[ch]' \
 	'node/*.[ch]' 'flexvolume/*.[ch]' 'tests/*.[ch]')
 [ $fix = 1 ] && exit 0
 echo "format: $bad files differ"

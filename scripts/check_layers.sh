@@ -4,12 +4,15 @@
 #   1. Layers go one way: lib -> backends -> cache -> vfs -> src -> node ->
 #      flexvolume, csi.  A file may include headers of its own layer and of
 #      layers below it, never of a layer above.  flexvolume and csi are
-#      siblings, two front ends over node: neither includes the other.  The include path holds every directory, so
-#      the compiler does not catch an upward include; this script does.
-#   2. A header says what the code does now: no comment in a header
+#      siblings, two front ends over node: neither includes the other.
+#      The include path holds every directory, so the compiler does not
+#      catch an upward include; this script does.
+#   2. vfs/, the file core, never includes libfuse's headers (fuse*.h):
+#      only src/'s FUSE adapter speaks to libfuse.
+#   3. A header says what the code does now: no comment in a header
 #      promises work ("soon", "future", "milestone", "TODO", "FIXME",
 #      "XXX").  "as soon as" describes an order of events and is allowed.
-#   3. docs/architecture.md's file map matches the tree: it names every
+#   4. docs/architecture.md's file map matches the tree: it names every
 #      source file of the layers, and every header that has no source
 #      file of its own name (x.h goes with x.c).
 #
@@ -60,6 +63,14 @@ for d in "${layers[@]}"; do
 			fi
 		done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" || true)
 	done
+done
+
+for f in vfs/*.c vfs/*.h; do
+	[ -e "$f" ] || continue
+	while IFS=: read -r line inc; do
+		echo "$f:$line: includes libfuse ($inc): vfs/ never speaks to libfuse"
+		bad=$((bad + 1))
+	done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](fuse|linux/fuse)[^>"]*[>"]' "$f" || true)
 done
 
 promise='\b(TODO|FIXME|XXX|milestone|future|soon)\b'

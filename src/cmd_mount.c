@@ -460,8 +460,6 @@ int tfs_cmd_mount(int argc, char **argv, const char *argv0)
 	}
 	fsc.keep_setid = cfg.mount.trusted;
 	fsc.ttl_ms = cfg.cache.metadata_ttl_ms;
-	fsc.readahead = cfg.prefetch.readahead;
-	fsc.stream_gets = cfg.prefetch.stream_gets;
 	fsc.order_max = cfg.prefetch.order_max;
 	fsc.statfs_dir = cfg.ssd.dir;
 	fsc.max_inodes = cfg.mount.max_inodes;

@@ -77,7 +77,7 @@ struct tfs_mount_config {
 	 * create.  true: mounted suid,dev unless -o nosuid/nodev, bits kept. */
 	bool trusted;
 	/* Live inodes kept before the kernel is asked to drop unused
-	 * dentries (src/inode.h, tfs_itable_set_max()); 0: no bound. */
+	 * dentries (vfs/inode.h, tfs_itable_set_max()); 0: no bound. */
 	uint64_t max_inodes;
 };
 

@@ -42,6 +42,7 @@
 #include "dbuf.h"
 #include "fs.h"
 #include "follow.h"
+#include "follow_ctl.h"
 #include "keeper.h"
 #include "metrics.h"
 #include "session_io.h"

@@ -2,14 +2,16 @@
  * handlers of the read path through the cache.
  *
  * The table also holds the handlers of fs_write.c (changes); both use
- * fs_common.c (counters, replies, attributes, file handles), and the
- * control file is fs_order.c.  Nothing there calls back into this file.
+ * fs_common.c (counters, replies, entry filling); all three call the
+ * file core (vfs/vfs.h).  Nothing there calls back into this file.
  *
- * lookup/getattr/readdir come from the metadata cache (cache/meta.c);
- * open pins the object's version (key, ETag, size) in a file handle, and
- * read assembles the reply from RAM-tier blocks, which fill from the SSD
- * tier and then the backend.  A version change found on revalidation
- * drops the cached data of the object and the kernel's page cache.
+ * lookup, open, read and readlink decode the request, call the file core
+ * (vfs/: what the name is, a handle pinning the object's version, the
+ * bytes from the staged copy or the RAM tier) and reply; what the kernel
+ * caches stays decided here: keep_cache at open, and the kernel's
+ * attributes invalidated when a handle moved to another version.
+ * getattr and readdir still read the metadata cache and the inode table
+ * through the core's state (vfs/vfs_state.h).
  *
  * Reply discipline: each handler replies exactly once, on every path.
  * Lock order: no lock is held across a reply, a backend call or a cache
@@ -37,7 +39,6 @@
 #include <unistd.h>
 
 #include "fs_internal.h"
-#include "ram.h"
 #include "statdef.h"
 
 #define READDIR_MAX (64u * 1024u)
@@ -48,22 +49,28 @@ static const char *const op_names[OP__COUNT] = {
 };
 
 struct dirh {
-	struct fh_ent ent;    /* first: fs->fhs holds &ent */
-	pthread_mutex_t lock; /* protects last and last_off */
+	struct tfs_vfs_ent ent; /* first: fs->v->fhs holds &ent */
+	pthread_mutex_t lock;   /* protects last and last_off */
 	char last[NAME_MAX + 1];
 	off_t last_off;
 };
 
 void tfs_fs_set_ttl(struct tfs_fs *fs, uint64_t ttl_ms)
 {
-	atomic_store(&fs->ttl_ms, ttl_ms);
+	tfs_vfs_set_ttl(fs->v, ttl_ms);
+}
+
+void tfs_fs_set_follow(struct tfs_fs *fs, struct tfs_follow *follow,
+		       const struct tfs_manifest_scope *scope)
+{
+	tfs_vfs_set_follow(fs->v, follow, scope);
 }
 
 /* The attributes of inode `in` at `path`; ESTALE if its type or kind
  * changed. */
 static int inode_attr(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct tfs_attr *a)
 {
-	int rc = tfs_fs_attr(fs, path, a);
+	int rc = tfs_vfs_attr(fs->v, path, a);
 	if (rc == 0 && (a->type != in->type || a->fmt != in->fmt))
 		rc = ESTALE;
 	return rc;
@@ -97,7 +104,7 @@ void *tfs_fs_io(const struct tfs_fs *fs)
  * version (the common case: the open of a file just looked up). */
 static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char *etag)
 {
-	if (tfs_itable_swap_attr_etag(fs->itable, in, etag) || fs->se == NULL)
+	if (tfs_itable_swap_attr_etag(fs->v->itable, in, etag) || fs->se == NULL)
 		return;
 	int rc = fuse_lowlevel_notify_inval_inode(fs->se, in->ino, -1, 0);
 	if (rc && rc != -ENOENT)
@@ -111,32 +118,12 @@ static void kernel_attrs_of(struct tfs_fs *fs, struct tfs_inode *in, const char 
 
 /* ---- namespace ---- */
 
-static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void tfs_fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *p;
 	struct tfs_attr a;
-	bool changed = false;
-	char dir[PATH_MAX], path[PATH_MAX];
-
-	int rc = tfs_fs_ino_path(fs, parent, dir, &p);
-	if (rc == 0 && p->type != TFS_FT_DIR)
-		rc = ENOTDIR;
-	if (rc) {
-		tfs_fs_reply_err(req, OP_LOOKUP, rc);
-		return;
-	}
-	rc = tfs_meta_join(dir, name, path, sizeof(path));
-	/* A key the backend cannot hold names nothing: ENAMETOOLONG, as
-	 * create, mkdir, symlink and rename answer for it. */
-	if (rc == 0 && fs->be && tfs_backend_check_key(fs->be, path) == ENAMETOOLONG)
-		rc = ENAMETOOLONG;
-	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
-		tfs_fs_order_attr(fs, &a);
-	else if (rc == 0 && fs->wb && tfs_wb_attr(fs->wb, path, &a))
-		a.ino = tfs_meta_ino(fs->meta, path);
-	else if (rc == 0)
-		rc = tfs_meta_lookup(fs->meta, dir, name, &a, &changed);
+	struct tfs_inode *in;
+	int rc = tfs_vfs_lookup(fs->v, parent, name, &a, &in);
 	if (rc == ENOENT) {
 		/* A negative entry: the kernel remembers the miss too. */
 		struct fuse_entry_param e = { .ino = 0, .entry_timeout = tfs_fs_timeout(fs) };
@@ -148,74 +135,27 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		tfs_fs_reply_err(req, OP_LOOKUP, rc);
 		return;
 	}
-	struct tfs_inode *in;
-	rc = tfs_itable_lookup(fs->itable, path, a.type, a.fmt, &in);
-	if (rc) {
-		tfs_fs_reply_err(req, OP_LOOKUP, rc);
-		return;
-	}
-	if (changed) {
-		struct tfs_obj obj;
-		tfs_obj_init(&obj, path, "", 0);
-		tfs_layer_invalidate(fs->top, obj.id);
-	}
 	struct fuse_entry_param e;
 	tfs_fs_fill_entry(fs, in, &a, &e);
 	tfs_fs_count(fs, OP_LOOKUP, 0);
 	fuse_reply_entry(req, &e);
 }
 
-static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+static void tfs_fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	tfs_itable_forget(fs_of(req)->itable, ino, nlookup);
+	tfs_itable_forget(fs_of(req)->v->itable, ino, nlookup);
 	fuse_reply_none(req);
 }
 
-static void fs_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
+static void tfs_fs_op_forget_multi(fuse_req_t req, size_t count_, struct fuse_forget_data *forgets)
 {
 	struct tfs_fs *fs = fs_of(req);
 	for (size_t i = 0; i < count_; i++)
-		tfs_itable_forget(fs->itable, forgets[i].ino, forgets[i].nlookup);
+		tfs_itable_forget(fs->v->itable, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
-/* Point handle `h` at version `a` of the object now at `path` (the old
- * key string stays alive until the handle goes: reads in flight use it).
- * Returns 0 or ENOMEM. */
-static int move_version(struct fh *h, const char *path, const struct tfs_attr *a)
-{
-	char *key = strdup(path);
-	pthread_mutex_lock(&h->lock);
-	char **r = key ? realloc(h->retired_keys, (h->n_retired + 1) * sizeof(*r)) : NULL;
-	if (r == NULL) {
-		pthread_mutex_unlock(&h->lock);
-		free(key);
-		return ENOMEM;
-	}
-	h->retired_keys = r;
-	h->retired_keys[h->n_retired++] = h->key;
-	h->key = key;
-	tfs_obj_init(&h->obj, h->key, a->etag, a->size);
-	h->ra_next = 0;
-	pthread_mutex_unlock(&h->lock);
-	return 0;
-}
-
-/* The staged copy a handle reads, if any.  A handle opened on a clean
- * object switches to the staged copy once the file is written through
- * this mount (it then sees those writes at once, as on a local
- * filesystem); it keeps that reference until it is closed. */
-static struct tfs_wb_file *handle_staged(struct tfs_fs *fs, struct fh *h, const char *cur)
-{
-	pthread_mutex_lock(&h->lock);
-	if (h->wf == NULL && h->order == NULL && fs->wb && cur)
-		h->wf = tfs_wb_find(fs->wb, cur); /* a reference, or NULL */
-	struct tfs_wb_file *wf = h->wf;
-	pthread_mutex_unlock(&h->lock);
-	return wf;
-}
-
-static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
 	struct tfs_fs *fs = fs_of(req);
@@ -225,23 +165,23 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	char path[PATH_MAX];
 	int rc;
 	/* fstat(): an fh of an earlier daemon is served without its handle. */
-	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
 	if (rc == 0)
-		rc = tfs_fs_ino_path(fs, ino, path, &in);
+		rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	void *staged = NULL;
 	bool gone = rc == 0 && tfs_itable_path_is_detached(path); /* no name: nlink 0 */
-	if (rc == 0 && tfs_itable_detached(fs->itable, in, &a, &staged)) {
+	if (rc == 0 && tfs_itable_detached(fs->v->itable, in, &a, &staged)) {
 		/* fstat() of an open file whose name was unlinked or replaced. */
 		uint64_t sino = a.ino;
 		if (staged)
-			tfs_wb_file_attr(fs->wb, staged, &a);
+			tfs_wb_file_attr(fs->v->wb, staged, &a);
 		a.ino = sino;
-	} else if (rc == 0 && h && handle_staged(fs, h, path)) {
+	} else if (rc == 0 && h && tfs_vfs_handle_staged(fs->v, h, path)) {
 		/* fstat() of an open file: its staged copy, even if its name
 		 * was unlinked or replaced meanwhile. */
-		tfs_wb_file_attr(fs->wb, h->wf, &a);
+		tfs_wb_file_attr(fs->v->wb, h->wf, &a);
 		if (!tfs_itable_path_is_detached(path))
-			a.ino = tfs_meta_ino(fs->meta, path);
+			a.ino = tfs_meta_ino(fs->v->meta, path);
 	} else if (rc == 0) {
 		rc = inode_attr(fs, in, path, &a);
 		if (rc == ENOENT && h && h->obj.etag[0]) {
@@ -250,7 +190,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 			a.type = TFS_FT_FILE;
 			a.size = h->obj.size;
 			a.mode = a.uid = a.gid = TFS_META_UNSET;
-			a.mtime = fs->root_attr.mtime;
+			a.mtime = fs->v->root_attr.mtime;
 			rc = 0;
 		}
 	}
@@ -258,10 +198,10 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		tfs_fs_reply_err(req, OP_GETATTR, rc);
 		return;
 	}
-	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_vfs_fill_stat(fs->v, ino, &a, &st);
 	if (gone)
 		st.st_nlink = 0;
-	tfs_itable_set_attr_etag(fs->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
+	tfs_itable_set_attr_etag(fs->v->itable, in, a.type == TFS_FT_FILE ? a.etag : "");
 	tfs_fs_count(fs, OP_GETATTR, 0);
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
@@ -273,13 +213,13 @@ static struct dirh *dirh_new(struct tfs_fs *fs)
 		return NULL;
 	pthread_mutex_init(&h->lock, NULL);
 	h->ent.dir = true;
-	tfs_fs_fh_enter(fs, &h->ent);
+	tfs_vfs_fh_enter(fs->v, &h->ent);
 	return h;
 }
 
 static void dirh_free(struct tfs_fs *fs, struct dirh *h)
 {
-	tfs_fs_fh_remove(fs, &h->ent);
+	tfs_vfs_fh_remove(fs->v, &h->ent);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -290,11 +230,11 @@ static void dirh_free(struct tfs_fs *fs, struct dirh *h)
  * until its RELEASEDIR.  NULL with *err EBADF or ENOMEM. */
 static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int *err)
 {
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	*err = 0;
 	if (e && e->dir)
 		return (struct dirh *)e;
-	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
+	if (e || !fs->v->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->v->cfg.generation) {
 		*err = EBADF;
 		return NULL;
 	}
@@ -304,7 +244,7 @@ static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int
 		return NULL;
 	}
 	h->ent.rebuilt = true;
-	e = tfs_fs_fh_rekey(fs, &h->ent, fi->fh);
+	e = tfs_vfs_fh_rekey(fs->v, &h->ent, fi->fh);
 	if (e == NULL)
 		return h;
 	/* Another request rebuilt it meanwhile: use that one. */
@@ -315,10 +255,10 @@ static struct dirh *dir_handle(struct tfs_fs *fs, struct fuse_file_info *fi, int
 	return other;
 }
 
-static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
+	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
 	if (in == NULL || in->type != TFS_FT_DIR) {
 		fuse_reply_err(req, in ? ENOTDIR : ESTALE);
 		return;
@@ -330,16 +270,16 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	fi->fh = h->ent.id;
 	fi->cache_readdir = 0;
-	fi->keep_cache = atomic_load(&fs->ttl_ms) == UINT64_MAX;
+	fi->keep_cache = atomic_load(&fs->v->ttl_ms) == UINT64_MAX;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		dirh_free(fs, h); /* interrupted: no releasedir comes */
 }
 
-static void fs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	/* An unknown fh (an earlier daemon's never used here) holds nothing. */
 	int rc = e == NULL || e->dir ? 0 : EBADF;
 	if (e && e->dir)
@@ -404,7 +344,7 @@ static int rd_put(struct rd *r, const char *name, const struct stat *st, struct 
 static int rd_add(struct rd *r, const char *name, const struct tfs_attr *a, struct tfs_inode *in)
 {
 	struct stat st;
-	tfs_fs_fill_stat(r->fs, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
+	tfs_vfs_fill_stat(r->fs->v, in ? in->ino : name_ino(r->dir, r->dirpath, name), a, &st);
 	return rd_put(r, name, &st, in, a);
 }
 
@@ -433,13 +373,13 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 	struct tfs_inode *in = NULL;
 	struct tfs_attr dirty;
 	char fpath[PATH_MAX];
-	if (a->type == TFS_FT_FILE && r->fs->wb &&
+	if (a->type == TFS_FT_FILE && r->fs->v->wb &&
 	    tfs_meta_join(r->dirpath, name, fpath, sizeof(fpath)) == 0 &&
-	    tfs_wb_attr(r->fs->wb, fpath, &dirty)) {
+	    tfs_wb_attr(r->fs->v->wb, fpath, &dirty)) {
 		dirty.ino = a->ino;
 		a = &dirty; /* size as written so far */
 	}
-	if (!tfs_meta_settled(r->fs->meta, a)) {
+	if (!tfs_meta_settled(r->fs->v->meta, a)) {
 		/* What a listing cannot tell (a symlink?  a directory's mode?):
 		 * no attributes and, for a possible symlink, no type, so the
 		 * kernel looks the name up, which learns them. */
@@ -456,7 +396,7 @@ static int rd_entry(void *ctx, const char *name, const struct tfs_attr *a)
 		char path[PATH_MAX];
 		int rc = tfs_meta_join(r->dirpath, name, path, sizeof(path));
 		if (rc == 0)
-			rc = tfs_itable_lookup_nosync(r->fs->itable, path, a->type, a->fmt, &in);
+			rc = tfs_itable_lookup_nosync(r->fs->v->itable, path, a->type, a->fmt, &in);
 		if (rc) {
 			r->err = rc;
 			return 1;
@@ -477,7 +417,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int prc;
 	struct dirh *h = dir_handle(fs, fi, &prc);
 	if (h)
-		prc = tfs_fs_ino_path(fs, ino, dirpath, &in);
+		prc = tfs_vfs_ino_path(fs->v, ino, dirpath, &in);
 	if (prc) {
 		tfs_fs_reply_err(req, OP_READDIR, prc);
 		return;
@@ -498,7 +438,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		tfs_fs_reply_err(req, OP_READDIR, ENOMEM);
 		return;
 	}
-	struct tfs_attr dot = fs->root_attr;
+	struct tfs_attr dot = fs->v->root_attr;
 	dot.ino = 0; /* "." and "..": name_ino() */
 	/* Offsets: 1 ".", 2 "..", then 3.. for the entries in name order. */
 	if (r.off == 0)
@@ -523,7 +463,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (r.off >= 2 && r.used < size) {
 		char start[NAME_MAX + 1];
 		snprintf(start, sizeof(start), "%s", after);
-		rc = tfs_meta_readdir(fs->meta, dirpath, start, rd_entry, &r);
+		rc = tfs_meta_readdir(fs->v->meta, dirpath, start, rd_entry, &r);
 		if (rc == 1)
 			rc = 0;
 		if (rc == 0 && r.err)
@@ -539,7 +479,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	h->last_off = r.off;
 	pthread_mutex_unlock(&h->lock);
 	if (plus) /* the reply's new node IDs, in one transaction */
-		(void)tfs_itable_persist(fs->itable);
+		(void)tfs_itable_persist(fs->v->itable);
 	tfs_fs_count(fs, OP_READDIR, 0);
 	tfs_debug(fs->log, "readdir%s '%s' off %lld size %zu: %zu bytes, next off %lld, last '%s'",
 		  plus ? "plus" : "", dirpath, (long long)off, size, r.used, (long long)r.off,
@@ -548,355 +488,140 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(r.buf);
 }
 
-static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void tfs_fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			      struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, false);
 }
 
-static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+static void tfs_fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+				  struct fuse_file_info *fi)
 {
 	do_readdir(req, ino, size, off, fi, true);
 }
 
 /* ---- data ---- */
 
-static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
-	struct tfs_attr a;
 	char path[PATH_MAX];
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	if (rc == 0 && in->type == TFS_FT_DIR)
 		rc = EISDIR;
 	if (rc) {
 		tfs_fs_reply_err(req, OP_OPEN, rc);
 		return;
 	}
-	if (fs->follow && tfs_fs_is_order_file(path)) {
+	if (fs->v->follow && tfs_vfs_is_order_file(path)) {
 		tfs_fs_open_order(req, in, fi, NULL);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		if (fs->wb == NULL) {
+		if (fs->v->wb == NULL) {
 			tfs_fs_reply_err(req, OP_OPEN, EROFS);
 			return;
 		}
 		/* Its writes change the size the kernel holds. */
-		tfs_itable_set_attr_etag(fs->itable, in, "");
+		tfs_itable_set_attr_etag(fs->v->itable, in, "");
 		tfs_fs_open_write(req, in, path, fi);
 		return;
 	}
-	struct fh *h = tfs_fs_fh_new(fs, path);
-	if (h == NULL) {
-		tfs_fs_reply_err(req, OP_OPEN, ENOMEM);
+	struct tfs_vfs_handle *h;
+	rc = tfs_vfs_open_read(fs->v, in, path, &h);
+	if (rc) {
+		tfs_fs_reply_err(req, OP_OPEN, rc);
 		return;
 	}
-	h->wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
-	if (h->wf == NULL) {
-		rc = inode_attr(fs, in, path, &a);
-		if (rc) {
-			tfs_fs_fh_free(fs, h);
-			tfs_fs_reply_err(req, OP_OPEN, rc);
-			return;
-		}
-		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
-		if (fs->follow)
-			tfs_follow_opened(fs->follow, path, fuse_req_ctx(req)->pid);
+	if (h->kind == TFS_VFS_CLEAN) {
+		if (fs->v->follow)
+			tfs_follow_opened(fs->v->follow, path, fuse_req_ctx(req)->pid);
 		/* The kernel may keep its pages only if they are of this version. */
-		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->itable, in, a.etag);
-		kernel_attrs_of(fs, in, a.etag);
+		fi->keep_cache = tfs_itable_swap_kernel_etag(fs->v->itable, in, h->obj.etag);
+		kernel_attrs_of(fs, in, h->obj.etag);
 	} else {
 		fi->keep_cache = 0;
-		(void)tfs_itable_swap_kernel_etag(fs->itable, in, ""); /* staged: not a version */
+		/* staged: not a version */
+		(void)tfs_itable_swap_kernel_etag(fs->v->itable, in, "");
 	}
 	fi->fh = h->ent.id;
 	fi->noflush = 1;
 	tfs_fs_count(fs, OP_OPEN, 0);
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		tfs_fs_fh_free(fs, h); /* the open was interrupted: release will not come */
+		tfs_vfs_handle_free(fs->v, h); /* the open was interrupted: release will not come */
 }
 
-static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void tfs_fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	if (e && !e->dir) {
-		tfs_fs_fh_free(fs, (struct fh *)e);
-	} else if (e == NULL && fs->cfg.resumed && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		tfs_vfs_handle_free(fs->v, (struct tfs_vfs_handle *)e);
+	} else if (e == NULL && fs->v->cfg.resumed && (fi->flags & O_ACCMODE) != O_RDONLY) {
 		/* The last close of a writer whose handle an earlier daemon
 		 * gave out and nothing here rebuilt: commit its staged copy
 		 * (the flush before it did, unless it never came). */
 		char path[PATH_MAX];
 		struct tfs_wb_file *wf = NULL;
-		if (fs->wb && tfs_fs_ino_path(fs, ino, path, NULL) == 0 &&
+		if (fs->v->wb && tfs_vfs_ino_path(fs->v, ino, path, NULL) == 0 &&
 		    !tfs_itable_path_is_detached(path))
-			wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
+			wf = fs->v->wb ? tfs_wb_find(fs->v->wb, path) : NULL;
 		if (wf) {
-			int rc = tfs_wb_commit(fs->wb, wf, false);
+			int rc = tfs_wb_commit(fs->v->wb, wf, false);
 			if (rc)
 				tfs_err(fs->log, "close '%s': %s", path, strerror(rc));
-			(void)tfs_wb_release(fs->wb, wf, false);
+			(void)tfs_wb_release(fs->v->wb, wf, false);
 		}
 	}
 	fuse_reply_err(req, 0);
 }
 
-/* Read-ahead for sequential readers.  The kernel sends its own readahead
- * as parallel requests that may arrive slightly out of order, so a read
- * counts as sequential when it starts near where the last one ended.  The
- * window starts at the read's own first block and is refilled in runs of
- * half prefetch.readahead, each fetched with one request to the tiers
- * below (one GET when cold) whose blocks are handed out as they arrive.
- * It spans prefetch.stream_gets runs (so that many GETs are in flight for
- * one reader: a remote store gives each stream a bandwidth of its own),
- * and at least twice prefetch.readahead, the kernel's own window, so the
- * daemon's fetches stay ahead of the kernel's requests.  The
- * blocks are claimed under the handle's lock before the read itself asks
- * for its block, so the kernel's parallel requests wait for the run that
- * covers them instead of racing it with GETs of their own. */
-static void read_ahead(struct tfs_fs *fs, struct fh *h, const struct tfs_obj *obj, uint64_t off,
-		       uint64_t end)
+/* read(): the file core reads; the reply is sent from its bytes. */
+static void tfs_fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
 {
-	if (fs->pf == NULL || fs->ra_blocks == 0)
-		return;
-	uint64_t bs = fs->block_size, nblocks = tfs_obj_blocks(obj, bs);
-	uint64_t run = fs->ra_blocks / 2 ? fs->ra_blocks / 2 : 1;
-	if (run > TFS_MAX_RUN)
-		run = TFS_MAX_RUN;
-	/* At least the kernel's window twice, and ra_gets runs. */
-	uint64_t window = 2 * fs->ra_blocks;
-	if (window < fs->ra_gets * run)
-		window = fs->ra_gets * run;
-	uint64_t slack = window * bs;
-	pthread_mutex_lock(&h->lock);
-	bool sequential = off == 0 || (off + slack >= h->next_off && off <= h->next_off + bs);
-	if (end > h->next_off || !sequential)
-		h->next_off = end;
-	if (sequential) {
-		uint64_t cur = off / bs;
-		uint64_t from = h->ra_next > cur ? h->ra_next : cur;
-		uint64_t to = cur + 1 + window;
-		if (to > nblocks)
-			to = nblocks;
-		/* Wait until a whole run is free, except at the end. */
-		if (from < to && (to - from >= run || to == nblocks || from == cur))
-			h->ra_next = to;
-		else
-			from = to;
-		for (uint64_t i = from; i < to;) {
-			/* The read's own block, when it starts a stream, is cached
-			 * like any block read (a small file is that block); the
-			 * read-ahead is streamed: dropped once it has been read. */
-			bool own = i == cur;
-			unsigned n = own ? 1 : (unsigned)(to - i < run ? to - i : run);
-			if (tfs_prefetch_run(fs->pf, obj, i, n, own ? 0 : TFS_RAM_ONCE) == EAGAIN) {
-				h->ra_next = i; /* retried by the next read */
-				break;
-			}
-			i += n;
-		}
-	}
-	pthread_mutex_unlock(&h->lock);
-}
-
-/* A dirty file reads its staged copy `wf`: the writer's own bytes at once. */
-static void read_staged(fuse_req_t req, struct tfs_fs *fs, struct fh *h, struct tfs_wb_file *wf,
-			size_t size, off_t off)
-{
-	char *buf = malloc(size ? size : 1);
-	size_t got = 0;
-	int rc = buf ? tfs_wb_read(wf, buf, size, (uint64_t)off, &got) : ENOMEM;
+	struct tfs_fs *fs = fs_of(req);
+	int rc;
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &rc);
+	struct tfs_vfs_data d = { 0 };
+	if (h)
+		rc = tfs_vfs_read(fs->v, h, ino, (uint64_t)off, size, &d);
+	if (d.moved[0]) /* before the reply: the reads that follow see it */
+		kernel_attrs_of(fs, d.in, d.moved);
 	if (rc) {
-		free(buf);
-		tfs_err(fs->log, "read '%s' (staged copy) at %lld: %s", h->key, (long long)off,
-			strerror(rc));
 		tfs_fs_reply_err(req, OP_READ, rc);
 		return;
 	}
 	tfs_fs_count(fs, OP_READ, 0);
-	atomic_fetch_add(&fs->read_bytes, got);
-	fuse_reply_buf(req, buf, got);
-	free(buf);
-}
-
-static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	struct tfs_fs *fs = fs_of(req);
-	int hrc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, true, &hrc);
-	if (h == NULL) {
-		tfs_fs_reply_err(req, OP_READ, hrc);
-		return;
-	}
-	uint64_t bs = fs->block_size;
-	uint64_t start = (uint64_t)off;
-	bool retried = false;
-	/* The file's path now (it follows renames); NULL once its name is
-	 * gone: then the handle reads the staged copy the inode kept, if it
-	 * has one, or else keeps the version it has. */
-	char cur[PATH_MAX];
-	struct tfs_inode *in = NULL;
-	const char *curp =
-		tfs_fs_ino_path(fs, ino, cur, &in) == 0 && !tfs_itable_path_is_detached(cur) ? cur
-											     : NULL;
-again:;
-	struct tfs_wb_file *wf = handle_staged(fs, h, curp);
-	struct tfs_attr snap;
-	void *kept = NULL;
-	if (wf == NULL && curp == NULL && in && tfs_itable_detached(fs->itable, in, &snap, &kept))
-		wf = kept; /* unlinked while written through another handle: its
-			    * staged copy, borrowed for this request */
-	if (wf) {
-		read_staged(req, fs, h, wf, size, off);
-		return;
-	}
-	if (h->order) {
-		tfs_fs_count(fs, OP_READ, 0);
-		fuse_reply_buf(req, NULL, 0); /* the control file reads as empty */
-		return;
-	}
-	struct tfs_obj obj; /* this read's version (a retry may move h->obj on) */
-	pthread_mutex_lock(&h->lock);
-	obj = h->obj;
-	pthread_mutex_unlock(&h->lock);
-	if (start >= obj.size && size && !retried) {
-		/* At or past the end of the version this handle knows: a newer
-		 * one (appended through this mount and written back meanwhile,
-		 * as `tail -f` expects) may be longer. */
-		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
-		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
-		    move_version(h, curp, &na) == 0) {
-			kernel_attrs_of(fs, in, na.etag);
-			retried = true;
-			goto again;
-		}
-	}
-	if (start >= obj.size || size == 0) {
-		tfs_fs_count(fs, OP_READ, 0);
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	uint64_t end = start + size < obj.size ? start + size : obj.size;
-	uint64_t first = start / bs, last = (end - 1) / bs;
-	read_ahead(fs, h, &obj, start, end);
-
-	struct tfs_ram_block *b;
-	int rc;
-	if (first == last) {
-		/* The common case: one block, replied from its buffer. */
-		rc = tfs_ram_get(fs->top, &obj, first, TFS_RAM_WAIT, &b);
-		if (rc == 0) {
-			const char *data = tfs_ram_block_data(b);
-			tfs_fs_count(fs, OP_READ, 0);
-			atomic_fetch_add(&fs->read_bytes, end - start);
-			fuse_reply_buf(req, data + (start - first * bs), (size_t)(end - start));
-			tfs_ram_release(fs->top, b, end == first * bs + tfs_ram_block_len(b));
-			return;
-		}
-	} else {
-		/* Spanning blocks: copy, holding one block at a time. */
-		char *buf = malloc((size_t)(end - start));
-		rc = buf ? 0 : ENOMEM;
-		for (uint64_t i = first; rc == 0 && i <= last; i++) {
-			rc = tfs_ram_get(fs->top, &obj, i, TFS_RAM_WAIT, &b);
-			if (rc)
-				break;
-			uint64_t bstart = i * bs, bend = bstart + tfs_ram_block_len(b);
-			uint64_t from = start > bstart ? start : bstart,
-				 to = end < bend ? end : bend;
-			memcpy(buf + (from - start),
-			       (const char *)tfs_ram_block_data(b) + (from - bstart),
-			       (size_t)(to - from));
-			tfs_ram_release(fs->top, b, to == bend);
-		}
-		if (rc == 0) {
-			tfs_fs_count(fs, OP_READ, 0);
-			atomic_fetch_add(&fs->read_bytes, end - start);
-			fuse_reply_buf(req, buf, (size_t)(end - start));
-			free(buf);
-			return;
-		}
-		free(buf);
-	}
-	if (rc == ESTALE && !retried) {
-		/* The object was replaced (by this mount's write-back, or in
-		 * the bucket): later reads see the new version, as on a local
-		 * filesystem; one read() never mixes two versions. */
-		struct tfs_attr na;
-		if (curp && tfs_fs_attr(fs, curp, &na) == 0 && na.type == TFS_FT_FILE &&
-		    na.etag[0] && strcmp(na.etag, obj.etag) != 0 &&
-		    move_version(h, curp, &na) == 0) {
-			tfs_info(fs->log,
-				 "read '%s': the object changed while open; reading ETag %s now",
-				 curp, na.etag);
-			kernel_attrs_of(fs, in, na.etag);
-			retried = true;
-			goto again;
-		}
-	}
-	if (rc == ESTALE)
-		tfs_warn(fs->log,
-			 "read '%s': the object changed while open (was ETag %s); reopen it",
-			 obj.key, obj.etag);
-	else
-		tfs_err(fs->log, "read '%s' at %" PRIu64 ": %s", obj.key, start, strerror(rc));
-	tfs_fs_reply_err(req, OP_READ, rc == ENOENT ? ESTALE : rc);
+	atomic_fetch_add(&fs->read_bytes, d.len);
+	fuse_reply_buf(req, d.buf, d.len);
+	tfs_vfs_data_release(fs->v, &d);
 }
 
 /* A symlink's target: its object's body, from the staged copy while it is
  * dirty, else through the cache stack (one block: a target is shorter
  * than PATH_MAX).  EINVAL for anything else, as readlink(2). */
-static void fs_readlink(fuse_req_t req, fuse_ino_t ino)
+static void tfs_fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in;
-	struct tfs_attr a;
-	char path[PATH_MAX], target[PATH_MAX];
-	size_t got = 0;
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
-	if (rc == 0)
-		rc = inode_attr(fs, in, path, &a);
-	if (rc == 0 && (a.fmt != S_IFLNK || a.size == 0 || a.size >= PATH_MAX))
-		rc = EINVAL;
-	struct tfs_wb_file *wf = rc == 0 && fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
-	if (wf) {
-		rc = tfs_wb_read(wf, target, (size_t)a.size, 0, &got);
-		(void)tfs_wb_release(fs->wb, wf, false);
-	} else if (rc == 0) {
-		struct tfs_obj obj;
-		struct tfs_ram_block *b;
-		tfs_obj_init(&obj, path, a.etag, a.size);
-		rc = a.size <= fs->block_size ? tfs_ram_get(fs->top, &obj, 0, TFS_RAM_WAIT, &b)
-					      : EIO;
-		if (rc == 0) {
-			got = tfs_ram_block_len(b);
-			memcpy(target, tfs_ram_block_data(b), got);
-			tfs_ram_release(fs->top, b, true);
-		}
-	}
-	if (rc == 0 && got != a.size)
-		rc = EIO;
+	char target[PATH_MAX];
+	int rc = tfs_vfs_readlink(fs->v, ino, target);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_READLINK, rc);
 		return;
 	}
-	target[got] = '\0';
 	tfs_fs_count(fs, OP_READLINK, 0);
 	fuse_reply_readlink(req, target);
 }
 
-static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+static void tfs_fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
 	struct tfs_fs *fs = fs_of(req);
 	struct statvfs sv;
 	memset(&sv, 0, sizeof(sv));
-	if (fs->cfg.statfs_dir == NULL || statvfs(fs->cfg.statfs_dir, &sv) != 0) {
+	if (fs->v->cfg.statfs_dir == NULL || statvfs(fs->v->cfg.statfs_dir, &sv) != 0) {
 		sv.f_bsize = sv.f_frsize = 4096;
 		sv.f_blocks = sv.f_bfree = sv.f_bavail = 1u << 30;
 	}
@@ -907,7 +632,7 @@ static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-static void fs_init(void *userdata, struct fuse_conn_info *conn)
+static void tfs_fs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct tfs_fs *fs = userdata;
 	/* Readahead parallelism: the kernel keeps up to max_background reads
@@ -960,33 +685,23 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 		tfs_hist_observe(&tfs->lat[op], t0); \
 	}
 
-TIMED(OP_LOOKUP, fs_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req, parent,
-      name)
-TIMED(OP_GETATTR, fs_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino,
-      fi)
-TIMED(OP_READDIR, fs_readdir,
+TIMED(OP_LOOKUP, tfs_fs_op_lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), req,
+      parent, name)
+TIMED(OP_GETATTR, tfs_fs_op_getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
+      req, ino, fi)
+TIMED(OP_READDIR, tfs_fs_op_readdir,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_READDIR, fs_readdirplus,
+TIMED(OP_READDIR, tfs_fs_op_readdirplus,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_OPEN, fs_open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req, ino, fi)
-TIMED(OP_READ, fs_read,
+TIMED(OP_OPEN, tfs_fs_op_open, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), req,
+      ino, fi)
+TIMED(OP_READ, tfs_fs_op_read,
       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi), req, ino,
       size, off, fi)
-TIMED(OP_STATFS, fs_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
-/* A setattr (truncate) changes the size the kernel holds. */
-static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		       struct fuse_file_info *fi)
-{
-	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in = tfs_itable_find(fs->itable, ino);
-	if (in)
-		tfs_itable_set_attr_etag(fs->itable, in, "");
-	tfs_fs_op_setattr(req, ino, attr, to_set, fi);
-}
-
-TIMED(OP_SETATTR, fs_setattr,
+TIMED(OP_STATFS, tfs_fs_op_statfs, (fuse_req_t req, fuse_ino_t ino), req, ino)
+TIMED(OP_SETATTR, tfs_fs_op_setattr,
       (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi),
       req, ino, attr, to_set, fi)
 TIMED(OP_MKDIR, tfs_fs_op_mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
@@ -1017,26 +732,26 @@ TIMED(OP_RENAME, tfs_fs_op_rename,
 TIMED(OP_CREATE, tfs_fs_op_symlink,
       (fuse_req_t req, const char *link, fuse_ino_t parent, const char *name), req, link, parent,
       name)
-TIMED(OP_READLINK, fs_readlink, (fuse_req_t req, fuse_ino_t ino), req, ino)
+TIMED(OP_READLINK, tfs_fs_op_readlink, (fuse_req_t req, fuse_ino_t ino), req, ino)
 TIMED(OP_CREATE, tfs_fs_op_link,
       (fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname), req, ino,
       newparent, newname)
 
 static const struct fuse_lowlevel_ops ops = {
-	.init = fs_init,
-	.lookup = timed_fs_lookup,
-	.forget = fs_forget,
-	.forget_multi = fs_forget_multi,
-	.getattr = timed_fs_getattr,
-	.opendir = fs_opendir,
-	.readdir = timed_fs_readdir,
-	.readdirplus = timed_fs_readdirplus,
-	.releasedir = fs_releasedir,
-	.open = timed_fs_open,
-	.read = timed_fs_read,
-	.release = fs_release,
-	.statfs = timed_fs_statfs,
-	.setattr = timed_fs_setattr,
+	.init = tfs_fs_op_init,
+	.lookup = timed_tfs_fs_op_lookup,
+	.forget = tfs_fs_op_forget,
+	.forget_multi = tfs_fs_op_forget_multi,
+	.getattr = timed_tfs_fs_op_getattr,
+	.opendir = tfs_fs_op_opendir,
+	.readdir = timed_tfs_fs_op_readdir,
+	.readdirplus = timed_tfs_fs_op_readdirplus,
+	.releasedir = tfs_fs_op_releasedir,
+	.open = timed_tfs_fs_op_open,
+	.read = timed_tfs_fs_op_read,
+	.release = tfs_fs_op_release,
+	.statfs = timed_tfs_fs_op_statfs,
+	.setattr = timed_tfs_fs_op_setattr,
 	.mkdir = timed_tfs_fs_op_mkdir,
 	.mknod = timed_tfs_fs_op_mknod,
 	.create = timed_tfs_fs_op_create,
@@ -1047,7 +762,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.rmdir = timed_tfs_fs_op_rmdir,
 	.rename = timed_tfs_fs_op_rename,
 	.symlink = timed_tfs_fs_op_symlink,
-	.readlink = timed_fs_readlink,
+	.readlink = timed_tfs_fs_op_readlink,
 	.link = timed_tfs_fs_op_link,
 	.setxattr = tfs_fs_op_setxattr,
 	.getxattr = tfs_fs_op_getxattr,
@@ -1114,11 +829,11 @@ void tfs_fs_stats(struct tfs_fs *fs, struct json_object *out)
 	struct fs_snap s = {
 		.read_bytes = atomic_load(&fs->read_bytes),
 		.write_bytes = atomic_load(&fs->write_bytes),
-		.inodes = tfs_itable_count(fs->itable),
-		.inodes_trimmed = tfs_itable_trim_count(fs->itable),
+		.inodes = tfs_itable_count(fs->v->itable),
+		.inodes_trimmed = tfs_itable_trim_count(fs->v->itable),
 	};
 	uint64_t retired = 0;
-	tfs_itable_ghost_counts(fs->itable, &s.node_ids_reused, &retired);
+	tfs_itable_ghost_counts(fs->v->itable, &s.node_ids_reused, &retired);
 	(void)tfs_stat_json(o, &tfs_fs_stattab, &s);
 	json_object_object_add(out, tfs_stat_name(&tfs_fs_stattab), o);
 }
@@ -1130,52 +845,14 @@ int tfs_fs_create(const struct tfs_fs_config *cfg, struct tfs_meta *meta, struct
 	struct tfs_fs *fs = calloc(1, sizeof(*fs));
 	if (fs == NULL)
 		return ENOMEM;
-	/* Node IDs persist in the metadata cache's environment, keyed by the
-	 * mountpoint (fs.h: resumed). */
-	const char *mount = tfs_meta_mount(meta);
-	int rc = 0;
-	if (mount && tfs_nodes_open(tfs_meta_env(meta), mount, !cfg->resumed, log, &fs->nodes))
-		tfs_warn(log, "fuse: node IDs are not persisted: a restarted daemon cannot "
-			      "resolve them");
-	if (fs->nodes)
-		rc = tfs_itable_open(fs->nodes, cfg->resumed, log, &fs->itable);
-	else if (rc == 0)
-		rc = tfs_itable_create(&fs->itable);
+	int rc = tfs_vfs_create(cfg, meta, top, pf, wb, be, log, &fs->v);
 	if (rc) {
-		tfs_nodes_close(fs->nodes);
 		free(fs);
 		return rc;
 	}
-	fs->cfg = *cfg;
-	/* a copy: a reload frees the configuration's strings */
-	fs->cfg.statfs_dir = cfg->statfs_dir ? strdup(cfg->statfs_dir) : NULL;
-	if (cfg->statfs_dir && fs->cfg.statfs_dir == NULL) {
-		tfs_itable_destroy(fs->itable);
-		tfs_nodes_close(fs->nodes);
-		free(fs);
-		return ENOMEM;
-	}
-	fs->meta = meta;
-	fs->top = top;
-	fs->pf = pf;
-	fs->wb = wb;
-	if (wb) /* an earlier daemon's unclosed files: for their writers, or lost+found */
-		tfs_wb_settle_open(wb, cfg->resumed);
-	fs->be = be;
 	fs->log = log;
-	pthread_mutex_init(&fs->ns_lock, NULL);
-	pthread_cond_init(&fs->ns_cond, NULL);
-	pthread_mutex_init(&fs->fh_lock, NULL);
 	pthread_mutex_init(&fs->trim_lock, NULL);
 	pthread_cond_init(&fs->trim_cond, NULL);
-	fs->block_size = top->block_size;
-	fs->ra_blocks = (cfg->readahead + fs->block_size - 1) / fs->block_size;
-	fs->ra_gets = cfg->stream_gets ? cfg->stream_gets : 4;
-	atomic_init(&fs->ttl_ms, cfg->ttl_ms);
-	fs->root_attr.type = TFS_FT_DIR;
-	fs->root_attr.mtime = (int64_t)time(NULL);
-	fs->root_attr.mode = fs->root_attr.uid = fs->root_attr.gid = TFS_META_UNSET;
-	fs->root_attr.ino = FUSE_ROOT_ID; /* below the metadata cache's numbers */
 	*out = fs;
 	return 0;
 }
@@ -1187,8 +864,8 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 	/* The session has ended: no RELEASE is coming for these (found by
 	 * LeakSanitizer after a lazy unmount).  Release them as it would. */
 	unsigned n = 0;
-	struct fh_ent *e;
-	while ((e = tfs_fs_fh_any(fs)) != NULL) {
+	struct tfs_vfs_ent *e;
+	while ((e = tfs_vfs_fh_any(fs->v)) != NULL) {
 		if (e->dir) {
 			dirh_free(fs, (struct dirh *)e);
 			continue;
@@ -1196,22 +873,17 @@ void tfs_fs_destroy(struct tfs_fs *fs)
 		/* Never committed: a file its writer did not close is no
 		 * complete version (as after a crash, only what was closed or
 		 * fsynced before is uploaded). */
-		struct fh *h = (struct fh *)e;
+		struct tfs_vfs_handle *h = (struct tfs_vfs_handle *)e;
 		h->writer = false;
-		tfs_fs_fh_free(fs, h);
+		tfs_vfs_handle_free(fs->v, h);
 		n++;
 	}
 	if (n)
 		tfs_info(fs->log,
 			 "released %u file handle(s) still open when the FUSE session ended", n);
 	tfs_fs_trim_stop(fs); /* normally stopped already, with the session */
-	tfs_itable_destroy(fs->itable);
-	tfs_nodes_close(fs->nodes);
-	pthread_cond_destroy(&fs->ns_cond);
-	pthread_mutex_destroy(&fs->ns_lock);
-	pthread_mutex_destroy(&fs->fh_lock);
+	tfs_vfs_destroy(fs->v);
 	pthread_mutex_destroy(&fs->trim_lock);
 	pthread_cond_destroy(&fs->trim_cond);
-	free((char *)fs->cfg.statfs_dir);
 	free(fs);
 }

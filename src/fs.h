@@ -14,10 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "inode.h"
-#include "layer.h"
-#include "meta.h"
-#include "prefetch.h"
+#include "vfs.h"
 
 /* Largest read the kernel sends (max_read and max_pages): 1 MiB. */
 #define TFS_MAX_READ (1u << 20)
@@ -28,39 +25,6 @@
  * are retried) or "failed: <error>" (the upload gave up; retried at the
  * next mount).  ENODATA on the control file and on unlinked files. */
 #define TFS_FS_XATTR_UPLOAD "user.tierfs.upload"
-
-struct tfs_fs_config {
-	uid_t uid; /* owner of files without x-amz-meta-uid */
-	gid_t gid;
-	mode_t file_mode; /* permission bits of files without x-amz-meta-mode */
-	mode_t dir_mode;
-	bool keep_setid;        /* [mount] trusted: keep S_ISUID and S_ISGID; false
-			   * drops them from every mode shown (object metadata,
-			   * cached entries) and from modes written (chmod,
-			   * create, mkdir) */
-	uint64_t ttl_ms;        /* cache.metadata_ttl; UINT64_MAX: forever */
-	uint64_t readahead;     /* bytes read ahead of a sequential reader */
-	unsigned stream_gets;   /* prefetch.stream_gets: runs of readahead / 2 in
-			     * flight ahead of one sequential reader (0: 4) */
-	uint64_t order_max;     /* prefetch.order_max: the most bytes one handle of the
-			     * control file TFS_FOLLOW_FILE collects (the order
-			     * memory of all is counted by src/follow.c) */
-	const char *statfs_dir; /* statfs reports this directory's filesystem (copied) */
-	uint64_t max_inodes;    /* mount.max_inodes (inode.h); 0: no bound */
-	/* This daemon serves a kernel connection that an earlier daemon of the
-	 * same mount served (a restart under the keeper, or an upgrade): node
-	 * IDs and file handles from before may arrive.  Node IDs resolve from
-	 * the table the earlier daemons kept in LMDB (inode.h); an fh of
-	 * theirs gets a handle rebuilt from its node and open flags.  false:
-	 * a fresh mount, which wipes the persisted node table of its
-	 * mountpoint.  Set by the daemon (src/daemon.c) under a keeper
-	 * (src/keeper.h). */
-	bool resumed;
-	/* 0 for the first daemon of a mount, +1 for each restart or upgrade:
-	 * the high 32 bits of every fh value this daemon gives out, so values
-	 * of different daemons never meet. */
-	uint32_t generation;
-};
 
 struct tfs_fs;
 struct json_object;

@@ -51,10 +51,11 @@ static bool stopping(struct tfs_fs *fs)
  * how many were picked. */
 static size_t trim_round(struct tfs_fs *fs, struct tfs_itable_victim *v)
 {
-	uint64_t excess = tfs_itable_excess(fs->itable);
+	uint64_t excess = tfs_itable_excess(fs->v->itable);
 	if (excess == 0)
 		return 0;
-	size_t n = tfs_itable_pick_trim(fs->itable, v, excess < TRIM_BATCH ? excess : TRIM_BATCH);
+	size_t n =
+		tfs_itable_pick_trim(fs->v->itable, v, excess < TRIM_BATCH ? excess : TRIM_BATCH);
 	for (size_t i = 0; i < n && !stopping(fs); i++) {
 		int rc = fuse_lowlevel_notify_inval_entry(fs->se, v[i].parent, v[i].name,
 							  strlen(v[i].name));
@@ -87,9 +88,9 @@ static void *trim_main(void *arg)
 
 int tfs_fs_trim_start(struct tfs_fs *fs)
 {
-	if (fs->cfg.max_inodes == 0 || fs->se == NULL)
+	if (fs->v->cfg.max_inodes == 0 || fs->se == NULL)
 		return 0;
-	tfs_itable_set_max(fs->itable, fs->cfg.max_inodes);
+	tfs_itable_set_max(fs->v->itable, fs->v->cfg.max_inodes);
 	fs->trim_stop = false;
 	int rc = pthread_create(&fs->trim_thread, NULL, trim_main, fs);
 	if (rc) {

@@ -1,10 +1,10 @@
 /* fs_write.c - FUSE handlers that change the namespace or file data, and
- * the opens that write (a file, or the control file of fs_order.c).
+ * the opens that write (a file, or the control file of vfs/order_file.c).
  *
- * Called by fs.c (its operations table); calls fs_common.c and fs_order.c.
+ * Called by fs.c (its operations table); calls fs_common.c and vfs/.
  * Data goes to the write-back layer's staged copies; namespace changes are
  * journalled there and become visible at once (LOCAL metadata entries).
- * Namespace changes are serialized by fs->ns_lock, so checks such as
+ * Namespace changes are serialized by fs->v->ns_lock, so checks such as
  * "the target does not exist" or "the directory is empty" hold until the
  * change is journalled.  The one change that waits for the bucket, the
  * rename of a clean file (a server-side copy and a delete), runs with
@@ -47,7 +47,7 @@
 /* Reply EROFS and return false when the mount takes no writes. */
 static bool writable(fuse_req_t req, enum fs_op op)
 {
-	if (fs_of(req)->wb != NULL)
+	if (fs_of(req)->v->wb != NULL)
 		return true;
 	tfs_fs_reply_err(req, op, EROFS);
 	return false;
@@ -58,7 +58,7 @@ static int child_path(struct tfs_fs *fs, fuse_ino_t parent, const char *name, ch
 {
 	char dir[PATH_MAX];
 	struct tfs_inode *p;
-	int rc = tfs_fs_ino_path(fs, parent, dir, &p);
+	int rc = tfs_vfs_ino_path(fs->v, parent, dir, &p);
 	if (rc)
 		return rc;
 	if (p->type != TFS_FT_DIR)
@@ -88,8 +88,8 @@ static bool ns_overlap(const char *a, const char *b)
 
 static bool ns_is_busy(const struct tfs_fs *fs, const char *path)
 {
-	for (size_t i = 0; i < TFS_FS_NS_BUSY; i++)
-		if (fs->ns_busy[i] && ns_overlap(fs->ns_busy[i], path))
+	for (size_t i = 0; i < TFS_VFS_NS_BUSY; i++)
+		if (fs->v->ns_busy[i] && ns_overlap(fs->v->ns_busy[i], path))
 			return true;
 	return false;
 }
@@ -101,7 +101,7 @@ static bool ns_is_busy(const struct tfs_fs *fs, const char *path)
 static void ns_wait(struct tfs_fs *fs, const char *a, const char *b)
 {
 	while (ns_is_busy(fs, a) || (b && ns_is_busy(fs, b)))
-		pthread_cond_wait(&fs->ns_cond, &fs->ns_lock);
+		pthread_cond_wait(&fs->v->ns_cond, &fs->v->ns_lock);
 }
 
 /* ns_lock held: mark `from` and `to` busy (the pointers are kept, not
@@ -110,23 +110,23 @@ static void ns_wait(struct tfs_fs *fs, const char *a, const char *b)
 static bool ns_mark(struct tfs_fs *fs, const char *from, const char *to)
 {
 	size_t slot[2], n = 0;
-	for (size_t i = 0; i < TFS_FS_NS_BUSY && n < 2; i++)
-		if (fs->ns_busy[i] == NULL)
+	for (size_t i = 0; i < TFS_VFS_NS_BUSY && n < 2; i++)
+		if (fs->v->ns_busy[i] == NULL)
 			slot[n++] = i;
 	if (n < 2)
 		return false;
-	fs->ns_busy[slot[0]] = from;
-	fs->ns_busy[slot[1]] = to;
+	fs->v->ns_busy[slot[0]] = from;
+	fs->v->ns_busy[slot[1]] = to;
 	return true;
 }
 
 /* ns_lock held: undo ns_mark() and wake the waiters of ns_wait(). */
 static void ns_unmark(struct tfs_fs *fs, const char *from, const char *to)
 {
-	for (size_t i = 0; i < TFS_FS_NS_BUSY; i++)
-		if (fs->ns_busy[i] == from || fs->ns_busy[i] == to)
-			fs->ns_busy[i] = NULL;
-	pthread_cond_broadcast(&fs->ns_cond);
+	for (size_t i = 0; i < TFS_VFS_NS_BUSY; i++)
+		if (fs->v->ns_busy[i] == from || fs->v->ns_busy[i] == to)
+			fs->v->ns_busy[i] = NULL;
+	pthread_cond_broadcast(&fs->v->ns_cond);
 }
 
 /* Whether the backend can store `path` (as a directory marker "path/"
@@ -136,14 +136,14 @@ static void ns_unmark(struct tfs_fs *fs, const char *from, const char *to)
 static int name_ok(struct tfs_fs *fs, const char *path, bool dir)
 {
 	char key[PATH_MAX + 1];
-	if (fs->be == NULL)
+	if (fs->v->be == NULL)
 		return 0;
 	if (!dir)
-		return tfs_backend_check_key(fs->be, path);
+		return tfs_backend_check_key(fs->v->be, path);
 	int n = snprintf(key, sizeof(key), "%s/", path);
 	if (n < 0 || (size_t)n >= sizeof(key))
 		return ENAMETOOLONG;
-	return tfs_backend_check_key(fs->be, key);
+	return tfs_backend_check_key(fs->v->be, key);
 }
 
 static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
@@ -152,7 +152,7 @@ static struct tfs_wb_attr new_attr(fuse_req_t req, mode_t mode)
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	struct tfs_wb_attr a = {
-		.mode = (uint32_t)tfs_fs_perm(fs_of(req), mode & ~ctx->umask),
+		.mode = (uint32_t)tfs_vfs_perm(fs_of(req)->v, mode & ~ctx->umask),
 		.uid = ctx->uid,
 		.gid = ctx->gid,
 		.mtime = now.tv_sec,
@@ -176,7 +176,7 @@ static void touch_parent(struct tfs_fs *fs, const char *path)
 	clock_gettime(CLOCK_REALTIME, &now);
 	if (tfs_path_split(path, dir, sizeof(dir), &name) != 0)
 		return;
-	int rc = tfs_meta_touch_dir(fs->meta, dir, (int64_t)now.tv_sec, (uint32_t)now.tv_nsec);
+	int rc = tfs_meta_touch_dir(fs->v->meta, dir, (int64_t)now.tv_sec, (uint32_t)now.tv_nsec);
 	if (rc)
 		tfs_warn(fs->log, "'%s': cannot update its times: %s", dir, strerror(rc));
 }
@@ -188,7 +188,7 @@ static void inherit_gid(struct tfs_fs *fs, fuse_ino_t parent, struct tfs_wb_attr
 {
 	char dir[PATH_MAX];
 	struct tfs_attr pa;
-	if (tfs_fs_ino_path(fs, parent, dir, NULL) == 0 && tfs_fs_attr(fs, dir, &pa) == 0 &&
+	if (tfs_vfs_ino_path(fs->v, parent, dir, NULL) == 0 && tfs_vfs_attr(fs->v, dir, &pa) == 0 &&
 	    pa.mode != TFS_META_UNSET && (pa.mode & S_ISGID) && pa.gid != TFS_META_UNSET)
 		a->gid = pa.gid;
 }
@@ -197,7 +197,7 @@ static void reply_entry(fuse_req_t req, enum fs_op op, const char *path, const s
 {
 	struct tfs_fs *fs = fs_of(req);
 	struct tfs_inode *in;
-	int rc = tfs_itable_lookup(fs->itable, path, a->type, a->fmt, &in);
+	int rc = tfs_itable_lookup(fs->v->itable, path, a->type, a->fmt, &in);
 	if (rc) {
 		tfs_fs_reply_err(req, op, rc);
 		return;
@@ -210,8 +210,8 @@ static void reply_entry(fuse_req_t req, enum fs_op op, const char *path, const s
 
 /* Hand `h` to the kernel as an open file; frees it if the open was
  * interrupted. */
-static void reply_open(fuse_req_t req, enum fs_op op, struct fh *h, struct fuse_file_info *fi,
-		       const struct fuse_entry_param *e)
+static void reply_open(fuse_req_t req, enum fs_op op, struct tfs_vfs_handle *h,
+		       struct fuse_file_info *fi, const struct fuse_entry_param *e)
 {
 	struct tfs_fs *fs = fs_of(req);
 	fi->fh = h->ent.id;
@@ -226,32 +226,17 @@ static void reply_open(fuse_req_t req, enum fs_op op, struct fh *h, struct fuse_
 	tfs_fs_count(fs, op, 0);
 	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
 	if (rc == -ENOENT)
-		tfs_fs_fh_free(fs, h);
+		tfs_vfs_handle_free(fs->v, h);
 }
 
 /* ---- files ---- */
-
-/* The version in the bucket behind attributes `a`, or NULL for a file
- * that exists only as a staged copy (which has no ETag).  A LOCAL entry
- * with an ETag is a bucket object with pending attribute changes. */
-static const struct tfs_attr *in_bucket(const struct tfs_attr *a)
-{
-	return a->type == TFS_FT_FILE && a->etag[0] ? a : NULL;
-}
-
-/* Stage `path` for writing; `a` is its current state. */
-static int stage(struct tfs_fs *fs, const char *path, const struct tfs_attr *a, bool trunc,
-		 struct tfs_wb_file **out)
-{
-	return tfs_wb_open_write(fs->wb, path, in_bucket(a), trunc, out);
-}
 
 /* Whether the caller of `req` may write the control file: the mount's uid
  * or root. */
 static bool order_writer_ok(struct tfs_fs *fs, fuse_req_t req)
 {
 	uid_t uid = fuse_req_ctx(req)->uid;
-	return uid == 0 || uid == fs->cfg.uid;
+	return uid == 0 || uid == fs->v->cfg.uid;
 }
 
 void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_info *fi,
@@ -264,11 +249,14 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 		tfs_fs_reply_err(req, e ? OP_CREATE : OP_OPEN, EACCES);
 		return;
 	}
-	struct fh *h = fs->follow ? tfs_fs_fh_new(fs, TFS_FOLLOW_FILE) : NULL;
-	if (h == NULL || tfs_fs_order_init(fs, h, req, (fi->flags & O_ACCMODE) != O_RDONLY)) {
+	struct tfs_vfs_handle *h = fs->v->follow ? tfs_vfs_handle_new(fs->v, TFS_FOLLOW_FILE)
+						 : NULL;
+	if (h == NULL ||
+	    tfs_vfs_order_init(fs->v, h, fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid,
+			       (fi->flags & O_ACCMODE) != O_RDONLY)) {
 		if (h)
-			tfs_fs_fh_free(fs, h);
-		tfs_fs_reply_err(req, OP_OPEN, fs->follow ? ENOMEM : ENOTSUP);
+			tfs_vfs_handle_free(fs->v, h);
+		tfs_fs_reply_err(req, OP_OPEN, fs->v->follow ? ENOMEM : ENOTSUP);
 		return;
 	}
 	fi->fh = h->ent.id;
@@ -278,54 +266,32 @@ void tfs_fs_open_order(fuse_req_t req, struct tfs_inode *in, struct fuse_file_in
 	tfs_fs_count(fs, OP_OPEN, 0);
 	int rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
 	if (rc == -ENOENT)
-		tfs_fs_fh_free(fs, h);
+		tfs_vfs_handle_free(fs->v, h);
 }
 
 /* A handle of `path` (inode `in`) open for writing: its staged copy,
  * truncated with `trunc`.  Returns 0 and *out, or an errno. */
 static int writer_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path, bool trunc,
-			 struct fh **out)
+			 struct tfs_vfs_handle **out)
 {
 	struct tfs_attr a;
-	struct fh *h = NULL;
-	int rc = tfs_fs_attr(fs, path, &a);
+	struct tfs_vfs_handle *h = NULL;
+	int rc = tfs_vfs_attr(fs->v, path, &a);
 	if (rc == 0 && a.type != in->type)
 		rc = ESTALE;
-	if (rc == 0 && (h = tfs_fs_fh_new(fs, path)) == NULL)
+	if (rc == 0 && (h = tfs_vfs_handle_new(fs->v, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0)
-		rc = stage(fs, path, &a, trunc, &h->wf);
+		rc = tfs_vfs_stage(fs->v, path, &a, trunc, &h->wf);
+	if (rc == 0)
+		tfs_vfs_handle_stage(h, h->wf);
 	if (rc) {
 		if (h)
-			tfs_fs_fh_free(fs, h);
+			tfs_vfs_handle_free(fs->v, h);
 		return rc;
 	}
 	h->writer = true;
-	(void)tfs_itable_swap_kernel_etag(fs->itable, in, "");
-	*out = h;
-	return 0;
-}
-
-/* A handle of `path` (inode `in`) open for reading: its staged copy if
- * it is dirty, else its current version.  Returns 0 and *out, or an
- * errno. */
-static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *path, struct fh **out)
-{
-	struct tfs_attr a;
-	struct fh *h = tfs_fs_fh_new(fs, path);
-	if (h == NULL)
-		return ENOMEM;
-	h->wf = fs->wb ? tfs_wb_find(fs->wb, path) : NULL;
-	if (h->wf == NULL) {
-		int rc = tfs_fs_attr(fs, path, &a);
-		if (rc == 0 && (a.type != in->type || a.fmt != in->fmt))
-			rc = ESTALE;
-		if (rc) {
-			tfs_fs_fh_free(fs, h);
-			return rc;
-		}
-		tfs_obj_init(&h->obj, h->key, a.etag, a.size);
-	}
+	(void)tfs_itable_swap_kernel_etag(fs->v->itable, in, "");
 	*out = h;
 	return 0;
 }
@@ -334,22 +300,22 @@ static int reader_handle(struct tfs_fs *fs, struct tfs_inode *in, const char *pa
  * opened with `flags`.  Returns 0 and *out (entered under `id`), or an
  * errno. */
 static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t id,
-			  struct fh **out)
+			  struct tfs_vfs_handle **out)
 {
 	struct tfs_inode *in;
 	char path[PATH_MAX];
-	struct fh *h = NULL;
-	int rc = tfs_fs_ino_path(fs, ino, path, &in);
+	struct tfs_vfs_handle *h = NULL;
+	int rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
 	if (rc == 0 && (in->type == TFS_FT_DIR || tfs_itable_path_is_detached(path)))
 		rc = ESTALE;
-	else if (rc == 0 && fs->follow && tfs_fs_is_order_file(path))
+	else if (rc == 0 && fs->v->follow && tfs_vfs_is_order_file(path))
 		rc = EIO;
 	bool write = (flags & O_ACCMODE) != O_RDONLY;
-	if (rc == 0 && write && fs->wb == NULL)
+	if (rc == 0 && write && fs->v->wb == NULL)
 		rc = EROFS;
 	if (rc == 0)
 		rc = write ? writer_handle(fs, in, path, false, &h)
-			   : reader_handle(fs, in, path, &h);
+			   : tfs_vfs_open_read(fs->v, in, path, &h);
 	if (rc) {
 		tfs_warn(fs->log,
 			 "node %" PRIu64 ": cannot rebuild file handle %#" PRIx64 " of an earlier "
@@ -358,15 +324,15 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 		return rc;
 	}
 	h->ent.rebuilt = true;
-	struct fh_ent *other = tfs_fs_fh_rekey(fs, &h->ent, id);
+	struct tfs_vfs_ent *other = tfs_vfs_fh_rekey(fs->v, &h->ent, id);
 	if (other) {
 		/* Another request rebuilt it meanwhile: use that one (the
 		 * release of this one's writer count commits nothing, as the
 		 * other still holds one). */
-		tfs_fs_fh_free(fs, h);
+		tfs_vfs_handle_free(fs->v, h);
 		if (other->dir)
 			return EBADF;
-		h = (struct fh *)other;
+		h = (struct tfs_vfs_handle *)other;
 	} else {
 		tfs_info(fs->log,
 			 "'%s': file handle %#" PRIx64 " of an earlier daemon rebuilt (%s)", path,
@@ -376,24 +342,24 @@ static int rebuild_handle(struct tfs_fs *fs, fuse_ino_t ino, int flags, uint64_t
 	return 0;
 }
 
-struct fh *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-			 bool flags_known, int *err)
+struct tfs_vfs_handle *tfs_fs_handle(struct tfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+				     bool flags_known, int *err)
 {
 	*err = 0;
 	if (fi == NULL)
 		return NULL;
-	struct fh_ent *e = tfs_fs_fh_find(fs, fi->fh);
+	struct tfs_vfs_ent *e = tfs_vfs_fh_find(fs->v, fi->fh);
 	if (e && !e->dir)
-		return (struct fh *)e;
+		return (struct tfs_vfs_handle *)e;
 	if (e && !flags_known)
 		return NULL; /* futimens() on a directory: no file handle */
-	if (e || !fs->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->cfg.generation) {
+	if (e || !fs->v->cfg.resumed || (uint32_t)(fi->fh >> 32) == fs->v->cfg.generation) {
 		*err = EBADF; /* never ours, or ours and released */
 		return NULL;
 	}
 	if (!flags_known)
 		return NULL;
-	struct fh *h;
+	struct tfs_vfs_handle *h;
 	*err = rebuild_handle(fs, ino, fi->flags, fi->fh, &h);
 	return *err ? NULL : h;
 }
@@ -402,7 +368,7 @@ void tfs_fs_open_write(fuse_req_t req, struct tfs_inode *in, const char *path,
 		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct fh *h;
+	struct tfs_vfs_handle *h;
 	int rc = writer_handle(fs, in, path, (fi->flags & O_TRUNC) != 0, &h);
 	if (rc) {
 		tfs_fs_reply_err(req, OP_OPEN, rc);
@@ -417,12 +383,12 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct tfs_fs *fs = fs_of(req);
 	char path[PATH_MAX];
 	struct tfs_attr a;
-	struct fh *h = NULL;
+	struct tfs_vfs_handle *h = NULL;
 	int rc = child_path(fs, parent, name, path);
-	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
+	if (rc == 0 && fs->v->follow && tfs_vfs_is_order_file(path)) {
 		struct tfs_inode *oin;
-		tfs_fs_order_attr(fs, &a);
-		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, 0, &oin);
+		tfs_vfs_order_attr(fs->v, &a);
+		rc = tfs_itable_lookup(fs->v->itable, path, TFS_FT_FILE, 0, &oin);
 		if (rc == 0) {
 			struct fuse_entry_param e;
 			tfs_fs_fill_entry(fs, oin, &a, &e);
@@ -441,42 +407,44 @@ void tfs_fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		tfs_fs_reply_err(req, OP_CREATE, rc);
 		return;
 	}
-	pthread_mutex_lock(&fs->ns_lock);
+	pthread_mutex_lock(&fs->v->ns_lock);
 	ns_wait(fs, path, NULL);
-	int ex = tfs_fs_attr(fs, path, &a);
+	int ex = tfs_vfs_attr(fs->v, path, &a);
 	if (ex == 0 && (fi->flags & O_EXCL))
 		rc = EEXIST;
 	else if (ex == 0 && a.type == TFS_FT_DIR)
 		rc = EISDIR;
 	else if (ex != 0 && ex != ENOENT)
 		rc = ex;
-	if (rc == 0 && (h = tfs_fs_fh_new(fs, path)) == NULL)
+	if (rc == 0 && (h = tfs_vfs_handle_new(fs->v, path)) == NULL)
 		rc = ENOMEM;
 	if (rc == 0) {
 		if (ex == 0) {
-			rc = stage(fs, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
+			rc = tfs_vfs_stage(fs->v, path, &a, (fi->flags & O_TRUNC) != 0, &h->wf);
 		} else {
 			struct tfs_wb_attr na = new_attr(req, mode);
 			inherit_gid(fs, parent, &na);
-			rc = tfs_wb_create_file(fs->wb, path, &na, &h->wf);
+			rc = tfs_wb_create_file(fs->v->wb, path, &na, &h->wf);
 			if (rc == 0)
 				touch_parent(fs, path);
 		}
 	}
-	if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
+	if (rc == 0)
+		tfs_vfs_handle_stage(h, h->wf);
+	if (rc == 0 && !tfs_wb_attr(fs->v->wb, path, &a))
 		rc = EIO;
-	pthread_mutex_unlock(&fs->ns_lock);
+	pthread_mutex_unlock(&fs->v->ns_lock);
 	struct tfs_inode *in = NULL;
 	if (rc == 0)
-		rc = tfs_itable_lookup(fs->itable, path, TFS_FT_FILE, 0, &in);
+		rc = tfs_itable_lookup(fs->v->itable, path, TFS_FT_FILE, 0, &in);
 	if (rc) {
 		if (h)
-			tfs_fs_fh_free(fs, h);
+			tfs_vfs_handle_free(fs->v, h);
 		tfs_fs_reply_err(req, OP_CREATE, rc);
 		return;
 	}
 	h->writer = true;
-	(void)tfs_itable_swap_kernel_etag(fs->itable, in, "");
+	(void)tfs_itable_swap_kernel_etag(fs->v->itable, in, "");
 	struct fuse_entry_param e;
 	tfs_fs_fill_entry(fs, in, &a, &e);
 	reply_open(req, OP_CREATE, h, fi, &e);
@@ -499,27 +467,27 @@ static void make_file(fuse_req_t req, fuse_ino_t parent, const char *name, struc
 		rc = name_ok(fs, path, false);
 	if (rc == 0) {
 		inherit_gid(fs, parent, na);
-		pthread_mutex_lock(&fs->ns_lock);
+		pthread_mutex_lock(&fs->v->ns_lock);
 		ns_wait(fs, path, NULL);
-		int ex = tfs_fs_attr(fs, path, &a);
+		int ex = tfs_vfs_attr(fs->v, path, &a);
 		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
 		if (rc == 0)
-			rc = tfs_wb_create_file(fs->wb, path, na, &wf);
+			rc = tfs_wb_create_file(fs->v->wb, path, na, &wf);
 		if (rc == 0 && len)
-			rc = tfs_wb_write(fs->wb, wf, body, len, 0);
-		if (rc == 0 && !tfs_wb_attr(fs->wb, path, &a))
+			rc = tfs_wb_write(fs->v->wb, wf, body, len, 0);
+		if (rc == 0 && !tfs_wb_attr(fs->v->wb, path, &a))
 			rc = EIO;
-		pthread_mutex_unlock(&fs->ns_lock);
+		pthread_mutex_unlock(&fs->v->ns_lock);
 		if (wf) {
-			int crc = tfs_wb_release(fs->wb, wf, true);
+			int crc = tfs_wb_release(fs->v->wb, wf, true);
 			if (rc == 0)
 				rc = crc;
 		}
 		if (rc && wf)
-			(void)tfs_wb_remove(fs->wb, path, false);
+			(void)tfs_wb_remove(fs->v->wb, path, false);
 	}
 	if (rc == 0) {
-		a.ino = tfs_meta_ino(fs->meta, path);
+		a.ino = tfs_meta_ino(fs->v->meta, path);
 		touch_parent(fs, path);
 	}
 	if (rc) {
@@ -551,89 +519,33 @@ void tfs_fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	make_file(req, parent, name, &na, NULL, 0);
 }
 
-/* A write by anyone but root clears the set-user-ID bit, and the
- * set-group-ID bit of a group-executable file, as the kernel does for
- * local filesystems (it does not for FUSE writes that bypass the page
- * cache).  Cannot fail. */
-static void kill_setid(struct tfs_fs *fs, struct tfs_wb_file *wf, uid_t uid)
-{
-	struct tfs_attr a;
-	if (uid == 0)
-		return;
-	tfs_wb_file_attr(fs->wb, wf, &a);
-	if (a.mode == TFS_META_UNSET)
-		return;
-	uint32_t kill = S_ISUID | ((a.mode & S_IXGRP) ? S_ISGID : 0);
-	if (!(a.mode & kill))
-		return;
-	struct tfs_wb_attr na = { .mode = a.mode & ~kill };
-	tfs_wb_file_setattr(fs->wb, wf, TFS_WB_SET_MODE, &na);
-}
-
 void tfs_fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, true, &rc);
-	if (h == NULL) {
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, true, &rc);
+	if (h)
+		rc = tfs_vfs_write(fs->v, h, buf, size, (uint64_t)off, fuse_req_ctx(req)->uid);
+	if (h == NULL || rc) {
 		tfs_fs_reply_err(req, OP_WRITE, rc);
 		return;
 	}
-	if (h->order) {
-		/* The control file: appended, whatever the offset. */
-		int orc = tfs_fs_order_add(fs, h, buf, size);
-		if (orc) {
-			tfs_fs_reply_err(req, OP_WRITE, orc);
-			return;
-		}
-		tfs_fs_count(fs, OP_WRITE, 0);
-		fuse_reply_write(req, size);
-		return;
-	}
-	if (h->wf == NULL || !h->writer) {
-		tfs_fs_reply_err(req, OP_WRITE, EBADF);
-		return;
-	}
-	rc = (uint64_t)off + size > TFS_FS_MAX_FILE ? EFBIG : 0;
-	if (rc == 0)
-		rc = tfs_wb_write(fs->wb, h->wf, buf, size, (uint64_t)off);
-	if (rc) {
-		tfs_fs_reply_err(req, OP_WRITE, rc);
-		return;
-	}
-	kill_setid(fs, h->wf, fuse_req_ctx(req)->uid);
-	atomic_fetch_add(&fs->write_bytes, size);
+	if (h->kind != TFS_VFS_ORDER)
+		atomic_fetch_add(&fs->write_bytes, size);
 	tfs_fs_count(fs, OP_WRITE, 0);
 	fuse_reply_write(req, size);
-}
-
-/* A flush or fsync whose fh an earlier daemon gave out (no flags: no
- * handle is rebuilt): commit the file's staged copy, if it has one, as
- * its writer's handle would.  Returns 0 or the commit's error. */
-static int commit_by_node(struct tfs_fs *fs, fuse_ino_t ino, bool durable)
-{
-	char path[PATH_MAX];
-	struct tfs_wb_file *wf = NULL;
-	if (fs->wb && tfs_fs_ino_path(fs, ino, path, NULL) == 0 &&
-	    !tfs_itable_path_is_detached(path))
-		wf = tfs_wb_find(fs->wb, path);
-	if (wf == NULL)
-		return 0;
-	int rc = tfs_wb_commit(fs->wb, wf, durable);
-	(void)tfs_wb_release(fs->wb, wf, false);
-	return rc;
 }
 
 /* The order builder's thread: the order of a control-file close is set
  * or refused. */
 static void order_flushed(struct tfs_follow_request *r, int rc)
 {
-	struct fh *h = r->ctx;
-	struct tfs_fs *fs = h->order->fs;
-	fuse_req_t req = tfs_fs_order_committed(h, rc);
+	struct tfs_vfs_handle *h = r->ctx;
+	const struct tfs_log *log = h->order->v->log;
+	fuse_req_t req = tfs_vfs_order_committed(h, rc);
 	if (rc)
-		tfs_err(fs->log, "close '%s': %s", TFS_FOLLOW_FILE, strerror(rc));
+		tfs_err(log, "close '%s': %s", TFS_FOLLOW_FILE, strerror(rc));
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
 }
 
@@ -641,20 +553,11 @@ void tfs_fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
-	if (h == NULL) {
-		if (rc == 0)
-			rc = commit_by_node(fs, ino, false);
-		tfs_fs_reply_err(req, OP_FLUSH, rc);
-		return;
-	}
-	/* close(): journal what was written (sync mode: upload it). */
-	if (h->wf && h->writer)
-		rc = tfs_wb_commit(fs->wb, h->wf, false);
-	else if (h->order && (rc = tfs_fs_commit_order(fs, h, req, order_flushed)) == EINPROGRESS)
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (h == NULL && rc == 0)
+		rc = tfs_vfs_commit_node(fs->v, ino, false);
+	else if (h && (rc = tfs_vfs_flush(fs->v, h, req, order_flushed)) == EINPROGRESS)
 		return; /* the order builder replies */
-	if (rc)
-		tfs_err(fs->log, "close '%s': %s", h->key, strerror(rc));
 	tfs_fs_reply_err(req, OP_FLUSH, rc);
 }
 
@@ -663,35 +566,12 @@ void tfs_fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)datasync;
 	struct tfs_fs *fs = fs_of(req);
 	int rc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
-	if (h == NULL) {
-		if (rc == 0)
-			rc = commit_by_node(fs, ino, true);
-		tfs_fs_reply_err(req, OP_FSYNC, rc);
-		return;
-	}
-	if (h->wf)
-		rc = tfs_wb_commit(fs->wb, h->wf, true);
-	if (rc)
-		tfs_err(fs->log, "fsync '%s': %s", h->key, strerror(rc));
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (h == NULL && rc == 0)
+		rc = tfs_vfs_commit_node(fs->v, ino, true);
+	else if (h)
+		rc = tfs_vfs_fsync(fs->v, h);
 	tfs_fs_reply_err(req, OP_FSYNC, rc);
-}
-
-/* Truncate `path` to `size` through handle `h` (if it writes) or a
- * temporary staging. */
-static int truncate_path(struct tfs_fs *fs, const char *path, const struct tfs_attr *a,
-			 struct fh *h, uint64_t size)
-{
-	if (h && h->wf && h->writer)
-		return tfs_wb_truncate(fs->wb, h->wf, size);
-	struct tfs_wb_file *wf;
-	int rc = stage(fs, path, a, size == 0, &wf);
-	if (rc)
-		return rc;
-	if (size != 0 || a->size != 0)
-		rc = tfs_wb_truncate(fs->wb, wf, size);
-	int crc = tfs_wb_release(fs->wb, wf, true);
-	return rc ? rc : crc;
 }
 
 /* The TFS_WB_SET_* mask and values of a setattr's `to_set` (FUSE_SET_ATTR_*)
@@ -706,7 +586,7 @@ static unsigned setattr_mask(const struct tfs_fs *fs, const struct stat *attr, i
 	unsigned mask = 0;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		mask |= TFS_WB_SET_MODE;
-		na->mode = (uint32_t)tfs_fs_perm(fs, attr->st_mode);
+		na->mode = (uint32_t)tfs_vfs_perm(fs->v, attr->st_mode);
 	}
 	if (to_set & FUSE_SET_ATTR_UID) {
 		mask |= TFS_WB_SET_UID;
@@ -743,24 +623,26 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct tfs_fs *fs = fs_of(req);
-	struct tfs_inode *in;
+	struct tfs_inode *in = tfs_itable_find(fs->v->itable, ino);
 	struct tfs_attr a;
 	char path[PATH_MAX];
 	int rc;
-	struct fh *h = tfs_fs_handle(fs, ino, fi, false, &rc);
+	if (in) /* a setattr (truncate) changes the size the kernel holds */
+		tfs_itable_set_attr_etag(fs->v->itable, in, "");
+	struct tfs_vfs_handle *h = tfs_fs_handle(fs, ino, fi, false, &rc);
 	if (rc == 0)
-		rc = tfs_fs_ino_path(fs, ino, path, &in);
-	if (rc == 0 && fs->follow && tfs_fs_is_order_file(path)) {
+		rc = tfs_vfs_ino_path(fs->v, ino, path, &in);
+	if (rc == 0 && fs->v->follow && tfs_vfs_is_order_file(path)) {
 		struct stat st;
-		tfs_fs_order_attr(fs, &a); /* O_TRUNC, utimes...: nothing to keep */
-		tfs_fs_fill_stat(fs, ino, &a, &st);
+		tfs_vfs_order_attr(fs->v, &a); /* O_TRUNC, utimes...: nothing to keep */
+		tfs_vfs_fill_stat(fs->v, ino, &a, &st);
 		tfs_fs_count(fs, OP_SETATTR, 0);
 		fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 		return;
 	}
-	if (rc == 0 && fs->wb == NULL)
+	if (rc == 0 && fs->v->wb == NULL)
 		rc = EROFS;
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > TFS_FS_MAX_FILE)
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size > TFS_VFS_MAX_FILE)
 		rc = EFBIG;
 	if (rc) {
 		tfs_fs_reply_err(req, OP_SETATTR, rc);
@@ -769,9 +651,9 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct tfs_wb_file *dwf = NULL;
 	void *dstaged = NULL;
 	struct tfs_attr dsnap;
-	if (rc == 0 && h && h->wf && tfs_wb_file_detached(fs->wb, h->wf))
+	if (rc == 0 && h && h->wf && tfs_wb_file_detached(fs->v->wb, h->wf))
 		dwf = h->wf;
-	else if (rc == 0 && tfs_itable_detached(fs->itable, in, &dsnap, &dstaged) && dstaged)
+	else if (rc == 0 && tfs_itable_detached(fs->v->itable, in, &dsnap, &dstaged) && dstaged)
 		dwf = dstaged;
 	if (dwf) {
 		/* ftruncate/fchmod/futimens on a file whose name is gone: its
@@ -779,19 +661,19 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		struct tfs_wb_attr na = { 0 };
 		unsigned mask = setattr_mask(fs, attr, to_set, &na);
 		if (to_set & FUSE_SET_ATTR_SIZE)
-			rc = tfs_wb_truncate(fs->wb, dwf, (uint64_t)attr->st_size);
+			rc = tfs_wb_truncate(fs->v->wb, dwf, (uint64_t)attr->st_size);
 		if (rc == 0 && mask)
-			tfs_wb_file_setattr(fs->wb, dwf, mask, &na);
+			tfs_wb_file_setattr(fs->v->wb, dwf, mask, &na);
 		if (rc) {
 			tfs_fs_reply_err(req, OP_SETATTR, rc);
 			return;
 		}
 		struct stat st;
 		uint64_t sino = dstaged ? dsnap.ino : 0;
-		tfs_wb_file_attr(fs->wb, dwf, &a);
+		tfs_wb_file_attr(fs->v->wb, dwf, &a);
 		if (a.ino == 0)
 			a.ino = sino;
-		tfs_fs_fill_stat(fs, ino, &a, &st);
+		tfs_vfs_fill_stat(fs->v, ino, &a, &st);
 		tfs_fs_count(fs, OP_SETATTR, 0);
 		fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 		return;
@@ -799,29 +681,29 @@ void tfs_fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (rc == 0 && path[0] == '\0')
 		rc = EPERM; /* the root has no object to hold attributes */
 	if (rc == 0)
-		rc = tfs_fs_attr(fs, path, &a);
+		rc = tfs_vfs_attr(fs->v, path, &a);
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE)) {
 		if (a.type == TFS_FT_DIR)
 			rc = EISDIR;
 		else
-			rc = truncate_path(fs, path, &a, h, (uint64_t)attr->st_size);
+			rc = tfs_vfs_truncate(fs->v, path, &a, h, (uint64_t)attr->st_size);
 		if (rc == 0)
-			rc = tfs_fs_attr(fs, path, &a);
+			rc = tfs_vfs_attr(fs->v, path, &a);
 	}
 	struct tfs_wb_attr na = { 0 };
 	unsigned mask = setattr_mask(fs, attr, to_set, &na);
 	if (rc == 0 && mask) {
-		rc = tfs_wb_setattr(fs->wb, path, a.type == TFS_FT_DIR ? &a : in_bucket(&a), mask,
-				    &na);
+		rc = tfs_wb_setattr(fs->v->wb, path,
+				    a.type == TFS_FT_DIR ? &a : tfs_vfs_in_bucket(&a), mask, &na);
 		if (rc == 0)
-			rc = tfs_fs_attr(fs, path, &a);
+			rc = tfs_vfs_attr(fs->v, path, &a);
 	}
 	if (rc) {
 		tfs_fs_reply_err(req, OP_SETATTR, rc);
 		return;
 	}
 	struct stat st;
-	tfs_fs_fill_stat(fs, ino, &a, &st);
+	tfs_vfs_fill_stat(fs->v, ino, &a, &st);
 	tfs_fs_count(fs, OP_SETATTR, 0);
 	fuse_reply_attr(req, &st, tfs_fs_timeout(fs));
 }
@@ -839,20 +721,20 @@ void tfs_fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (rc == 0)
 		rc = name_ok(fs, path, true);
 	if (rc == 0) {
-		pthread_mutex_lock(&fs->ns_lock);
+		pthread_mutex_lock(&fs->v->ns_lock);
 		ns_wait(fs, path, NULL);
-		int ex = tfs_fs_attr(fs, path, &a);
+		int ex = tfs_vfs_attr(fs->v, path, &a);
 		rc = ex == 0 ? EEXIST : ex == ENOENT ? 0 : ex;
 		if (rc == 0) {
 			struct tfs_wb_attr na = new_attr(req, mode);
 			inherit_gid(fs, parent, &na);
-			rc = tfs_wb_mkdir(fs->wb, path, &na);
+			rc = tfs_wb_mkdir(fs->v->wb, path, &na);
 		}
 		if (rc == 0)
 			touch_parent(fs, path);
 		if (rc == 0)
-			rc = tfs_fs_attr(fs, path, &a);
-		pthread_mutex_unlock(&fs->ns_lock);
+			rc = tfs_vfs_attr(fs->v, path, &a);
+		pthread_mutex_unlock(&fs->v->ns_lock);
 	}
 	if (rc) {
 		tfs_fs_reply_err(req, OP_MKDIR, rc);
@@ -872,7 +754,7 @@ static int any_entry(void *ctx, const char *name, const struct tfs_attr *a)
 /* 0 if directory `path` is empty, ENOTEMPTY, or the listing's error. */
 static int dir_empty(struct tfs_fs *fs, const char *path)
 {
-	int rc = tfs_meta_readdir(fs->meta, path, "", any_entry, NULL);
+	int rc = tfs_meta_readdir(fs->v->meta, path, "", any_entry, NULL);
 	return rc == 1 ? ENOTEMPTY : rc == ENOENT ? 0 : rc;
 }
 
@@ -881,7 +763,7 @@ static void drop_cached(struct tfs_fs *fs, const char *path)
 {
 	struct tfs_obj obj;
 	tfs_obj_init(&obj, path, "", 0);
-	tfs_layer_invalidate(fs->top, obj.id);
+	tfs_layer_invalidate(fs->v->top, obj.id);
 }
 
 static void release_staged(void *ctx, void *staged)
@@ -894,8 +776,8 @@ static void release_staged(void *ctx, void *staged)
 static int keep_detached(struct tfs_fs *fs, const char *path, const struct tfs_attr *a,
 			 void *staged)
 {
-	tfs_itable_set_release(fs->itable, release_staged, fs->wb);
-	if (tfs_itable_detach_keep(fs->itable, path, a, staged) != 0)
+	tfs_itable_set_release(fs->v->itable, release_staged, fs->v->wb);
+	if (tfs_itable_detach_keep(fs->v->itable, path, a, staged) != 0)
 		tfs_warn(fs->log, "'%s': out of memory detaching its inode", path);
 	return 0;
 }
@@ -910,27 +792,27 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		return;
 	int rc = child_path(fs, parent, name, path);
 	if (rc == 0) {
-		pthread_mutex_lock(&fs->ns_lock);
+		pthread_mutex_lock(&fs->v->ns_lock);
 		ns_wait(fs, path, NULL);
-		rc = tfs_fs_attr(fs, path, &a);
+		rc = tfs_vfs_attr(fs->v, path, &a);
 		if (rc == 0 && dir && a.type != TFS_FT_DIR)
 			rc = ENOTDIR;
 		else if (rc == 0 && !dir && a.type == TFS_FT_DIR)
 			rc = EISDIR;
 		if (rc == 0 && dir)
 			rc = dir_empty(fs, path);
-		struct tfs_wb_file *staged = rc == 0 && !dir ? tfs_wb_find(fs->wb, path) : NULL;
+		struct tfs_wb_file *staged = rc == 0 && !dir ? tfs_wb_find(fs->v->wb, path) : NULL;
 		if (rc == 0)
-			rc = tfs_wb_remove(fs->wb, path, dir);
-		pthread_mutex_unlock(&fs->ns_lock);
+			rc = tfs_wb_remove(fs->v->wb, path, dir);
+		pthread_mutex_unlock(&fs->v->ns_lock);
 		if (rc && staged)
-			(void)tfs_wb_release(fs->wb, staged, false);
+			(void)tfs_wb_release(fs->v->wb, staged, false);
 		else if (rc == 0)
 			rc = keep_detached(fs, path, &a, staged);
 	}
 	if (rc == 0) {
 		touch_parent(fs, path);
-		if (tfs_itable_detach(fs->itable, path) != 0)
+		if (tfs_itable_detach(fs->v->itable, path) != 0)
 			tfs_warn(fs->log, "%s '%s': out of memory detaching its inode",
 				 dir ? "rmdir" : "unlink", path);
 		if (!dir)
@@ -953,7 +835,7 @@ void tfs_fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
  * name had (best effort: logged). */
 static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
 {
-	int rc = tfs_meta_set_ino(fs->meta, path, ino);
+	int rc = tfs_meta_set_ino(fs->v->meta, path, ino);
 	if (rc)
 		tfs_warn(fs->log, "rename '%s': its inode number changes: %s", path, strerror(rc));
 }
@@ -964,13 +846,13 @@ static void keep_ino(struct tfs_fs *fs, const char *path, uint64_t ino)
 static int copy_clean(struct tfs_fs *fs, const char *from, const char *to, const struct tfs_attr *a)
 {
 	char etag[TFS_ETAG_MAX] = "";
-	int rc = tfs_backend_copy(fs->be, from, to, a->size, NULL, etag);
+	int rc = tfs_backend_copy(fs->v->be, from, to, a->size, NULL, etag);
 	if (rc == 0)
-		rc = tfs_backend_delete(fs->be, from);
+		rc = tfs_backend_delete(fs->v->be, from);
 	if (rc == 0) {
 		struct tfs_attr na = *a;
 		snprintf(na.etag, sizeof(na.etag), "%s", etag);
-		rc = tfs_wb_renamed_clean(fs->wb, from, to, &na);
+		rc = tfs_wb_renamed_clean(fs->v->wb, from, to, &na);
 	}
 	drop_cached(fs, from);
 	return rc;
@@ -988,22 +870,22 @@ static int copy_clean(struct tfs_fs *fs, const char *from, const char *to, const
 static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
 		       const struct tfs_attr *a, bool unlock, bool *marked)
 {
-	int rc = tfs_wb_rename_dirty(fs->wb, from, to);
+	int rc = tfs_wb_rename_dirty(fs->v->wb, from, to);
 	if (rc != ENOENT)
 		return rc;
 	bool busy = false;
 	bool src_busy = a->local;
 	if (!src_busy && unlock && ns_mark(fs, from, to)) {
 		*marked = true;
-		pthread_mutex_unlock(&fs->ns_lock);
-		rc = tfs_wb_claim(fs->wb, to, &busy);
+		pthread_mutex_unlock(&fs->v->ns_lock);
+		rc = tfs_wb_claim(fs->v->wb, to, &busy);
 		if (rc == 0 && !busy)
 			rc = copy_clean(fs, from, to, a);
-		pthread_mutex_lock(&fs->ns_lock);
+		pthread_mutex_lock(&fs->v->ns_lock);
 		if (rc || !busy)
 			return rc;
 	} else {
-		rc = tfs_wb_claim(fs->wb, to, &busy);
+		rc = tfs_wb_claim(fs->v->wb, to, &busy);
 		if (rc)
 			return rc;
 		if (!busy && !src_busy)
@@ -1011,16 +893,16 @@ static int rename_file(struct tfs_fs *fs, const char *from, const char *to,
 	}
 	/* Stage a copy and move that. */
 	struct tfs_wb_file *wf;
-	rc = tfs_wb_open_write(fs->wb, from, in_bucket(a), false, &wf);
+	rc = tfs_wb_open_write(fs->v->wb, from, tfs_vfs_in_bucket(a), false, &wf);
 	if (rc)
 		return rc;
-	rc = tfs_wb_truncate(fs->wb, wf, a->size); /* a change, so it is journalled */
-	int crc = tfs_wb_commit_record(fs->wb, wf);
+	rc = tfs_wb_truncate(fs->v->wb, wf, a->size); /* a change, so it is journalled */
+	int crc = tfs_wb_commit_record(fs->v->wb, wf);
 	if (rc == 0)
 		rc = crc;
 	if (rc == 0)
-		rc = tfs_wb_rename_dirty(fs->wb, from, to);
-	(void)tfs_wb_release(fs->wb, wf, true);
+		rc = tfs_wb_rename_dirty(fs->v->wb, from, to);
+	(void)tfs_wb_release(fs->v->wb, wf, true);
 	return rc;
 }
 
@@ -1066,7 +948,7 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		      const struct tfs_attr *da, size_t *budget)
 {
 	struct collect c = { 0 };
-	int rc = tfs_meta_readdir(fs->meta, from, "", collect_entry, &c);
+	int rc = tfs_meta_readdir(fs->v->meta, from, "", collect_entry, &c);
 	if (rc == 1 || rc == 0)
 		rc = c.err;
 	if (rc == 0 && c.n > *budget)
@@ -1076,7 +958,7 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		struct tfs_wb_attr na = tfs_wb_attr_of(da);
 		if (na.mtime == 0)
 			na.mtime = (int64_t)time(NULL);
-		rc = tfs_wb_mkdir(fs->wb, to, &na);
+		rc = tfs_wb_mkdir(fs->v->wb, to, &na);
 		if (rc == 0)
 			keep_ino(fs, to, da->ino);
 	}
@@ -1087,7 +969,7 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		if (rc == 0)
 			rc = tfs_meta_join(to, c.names[i], t, sizeof(t));
 		if (rc == 0)
-			rc = tfs_fs_attr(fs, f, &a);
+			rc = tfs_vfs_attr(fs->v, f, &a);
 		if (rc == 0 && a.type == TFS_FT_DIR) {
 			rc = rename_dir(fs, f, t, &a, budget);
 		} else if (rc == 0) {
@@ -1098,7 +980,7 @@ static int rename_dir(struct tfs_fs *fs, const char *from, const char *to,
 		}
 	}
 	if (rc == 0)
-		rc = tfs_wb_remove(fs->wb, from, true);
+		rc = tfs_wb_remove(fs->v->wb, from, true);
 	for (size_t i = 0; i < c.n; i++)
 		free(c.names[i]);
 	free(c.names);
@@ -1113,7 +995,7 @@ static int count_tree(struct tfs_fs *fs, const char *dir, size_t *n, const char 
 		      const char *to)
 {
 	struct collect c = { 0 };
-	int rc = tfs_meta_readdir(fs->meta, dir, "", collect_entry, &c);
+	int rc = tfs_meta_readdir(fs->v->meta, dir, "", collect_entry, &c);
 	if (rc == 1 || rc == 0)
 		rc = c.err;
 	*n += c.n;
@@ -1160,13 +1042,13 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		tfs_fs_reply_err(req, OP_RENAME, rc);
 		return;
 	}
-	pthread_mutex_lock(&fs->ns_lock);
+	pthread_mutex_lock(&fs->v->ns_lock);
 	ns_wait(fs, from, to);
-	rc = tfs_fs_attr(fs, from, &sa);
-	int dex = rc == 0 ? tfs_fs_attr(fs, to, &da) : ENOENT;
+	rc = tfs_vfs_attr(fs->v, from, &sa);
+	int dex = rc == 0 ? tfs_vfs_attr(fs->v, to, &da) : ENOENT;
 	size_t len = strlen(from);
 	if (rc == 0 && strcmp(from, to) == 0) {
-		pthread_mutex_unlock(&fs->ns_lock);
+		pthread_mutex_unlock(&fs->v->ns_lock);
 		tfs_fs_reply_err(req, OP_RENAME, 0);
 		return;
 	}
@@ -1194,7 +1076,7 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		if (rc == 0)
 			rc = rename_dir(fs, from, to, &sa, &budget);
 	} else if (rc == 0) {
-		struct tfs_wb_file *staged = dex == 0 ? tfs_wb_find(fs->wb, to) : NULL;
+		struct tfs_wb_file *staged = dex == 0 ? tfs_wb_find(fs->v->wb, to) : NULL;
 		bool marked = false;
 		rc = rename_file(fs, from, to, &sa, true, &marked);
 		if (rc == 0)
@@ -1202,16 +1084,16 @@ void tfs_fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		if (rc == 0 && dex == 0)
 			keep_detached(fs, to, &da, staged);
 		else if (staged)
-			(void)tfs_wb_release(fs->wb, staged, false);
+			(void)tfs_wb_release(fs->v->wb, staged, false);
 		if (marked)
 			ns_unmark(fs, from, to);
 	}
-	pthread_mutex_unlock(&fs->ns_lock);
+	pthread_mutex_unlock(&fs->v->ns_lock);
 	if (rc == 0) {
 		touch_parent(fs, from);
 		touch_parent(fs, to);
 	}
-	if (rc == 0 && tfs_itable_rename(fs->itable, from, to) != 0)
+	if (rc == 0 && tfs_itable_rename(fs->v->itable, from, to) != 0)
 		tfs_warn(fs->log, "rename '%s': out of memory renaming its inodes", from);
 	if (rc && rc != EXDEV && rc != EEXIST && rc != ENOENT && rc != ENOTEMPTY &&
 	    rc != ENAMETOOLONG)
@@ -1238,7 +1120,7 @@ void tfs_fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	(void)ino;
 	(void)newparent;
 	(void)newname;
-	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->wb ? EPERM : EROFS);
+	tfs_fs_reply_err(req, OP_CREATE, fs_of(req)->v->wb ? EPERM : EROFS);
 }
 
 void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -1255,18 +1137,18 @@ void tfs_fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 /* The value of TFS_FS_XATTR_UPLOAD for inode `ino` into buf[0..len):
  * "clean", "pending", "pending: <last error>" or "failed: <last error>".
  * Returns 0, ENODATA (the control file, a detached file) or the errors of
- * tfs_fs_ino_path(). */
+ * tfs_vfs_ino_path(). */
 static int upload_xattr(struct tfs_fs *fs, fuse_ino_t ino, char *buf, size_t len)
 {
 	char path[PATH_MAX];
-	int rc = tfs_fs_ino_path(fs, ino, path, NULL);
+	int rc = tfs_vfs_ino_path(fs->v, ino, path, NULL);
 	if (rc)
 		return rc;
-	if (tfs_itable_path_is_detached(path) || tfs_fs_is_order_file(path))
+	if (tfs_itable_path_is_detached(path) || tfs_vfs_is_order_file(path))
 		return ENODATA;
 	int err = 0;
-	enum tfs_wb_upload_state st = fs->wb ? tfs_wb_upload_state(fs->wb, path, &err)
-					     : TFS_WB_CLEAN;
+	enum tfs_wb_upload_state st = fs->v->wb ? tfs_wb_upload_state(fs->v->wb, path, &err)
+						: TFS_WB_CLEAN;
 	const char *word = st == TFS_WB_CLEAN     ? "clean"
 			   : st == TFS_WB_PENDING ? "pending"
 						  : "failed";

@@ -124,7 +124,7 @@ def _paths_of(data_source):
 def _order_line(rel):
     """One line of .tierfs-order for `rel` (bytes), or None if it cannot be
     named there.  Plain paths unless the manifest parser would read them
-    otherwise (src/manifest.h): then a JSON object."""
+    otherwise (vfs/manifest.h): then a JSON object."""
     b = os.fsencode(rel)
     if b"://" in b or b"\0" in b:
         return None

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/build.sh [OUTDIR] - build the libFuzzer harnesses.
 #
-# Compiles the project's sources (lib/, backends/, cache/, src/,
+# Compiles the project's sources (lib/, backends/, cache/, vfs/, src/,
 # node/, flexvolume/, all but the two main()s) with clang -fsanitize=fuzzer-no-link,
 # address,undefined and -DFUZZING into OUTDIR/libtierfs-fuzz.a, then links
 # each tests/fuzz/fuzz_<name>.c against it: the linker takes only the
@@ -61,7 +61,7 @@ pkg_cflags=$(pkg-config --cflags $pkgs)
 pkg_libs="$(pkg-config --libs $pkgs) -lpthread -lm"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 CFLAGS="-std=gnu11 -g -O1 -DFUZZING $SAN -I$out/include \
-	-I$top/lib -I$top/backends -I$top/cache -I$top/src -I$top/node -I$top/flexvolume -I$here \
+	-I$top/lib -I$top/backends -I$top/cache -I$top/vfs -I$top/src -I$top/node -I$top/flexvolume -I$here \
 	$pkg_cflags ${FUZZ_CFLAGS:-}"
 
 # The code each harness is about: without it the harness is skipped.
@@ -70,7 +70,7 @@ declare -A needs=(
 	[s3_xml]="backends/s3_xml.c"
 	[sigv4]="backends/s3_sigv4.c"
 	[flexvolume]="flexvolume/fv_json.c node/node_volume.c node/node_opts.c"
-	[manifest]="src/manifest.c"
+	[manifest]="vfs/manifest.c"
 )
 
 # ---- the project's objects, in parallel ----
@@ -84,7 +84,7 @@ fi
 touch "$out/obj/.stamp.new"
 
 srcs=()
-for d in lib backends cache src node flexvolume; do
+for d in lib backends cache vfs src node flexvolume; do
 	for f in "$top/$d"/*.c; do
 		[ -f "$f" ] || continue
 		case ${f#"$top"/} in

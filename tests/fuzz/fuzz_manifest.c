@@ -1,5 +1,5 @@
 /* fuzz_manifest.c - libFuzzer harness for the dataset manifest parser of
- * `tierfs warmup --manifest` / `--follow` (src/manifest.h).
+ * `tierfs warmup --manifest` / `--follow` (vfs/manifest.h).
  *
  * Input: manifest text (paths, s3:// URLs or JSON lines), parsed under
  * three scopes: an S3 mount with a prefix, an S3 mount without one, and a

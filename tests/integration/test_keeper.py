@@ -15,7 +15,7 @@ The epoch and checkpoint tests (`epoch_kill9`, `epoch_upgrade`,
 `checkpoint_kill9`) use what the kernel holds across a restart: node IDs
 it looked up before and files it opened before, which the new daemon
 resolves from its persisted node table and rebuilds from the request's
-node and open flags (src/inode.h, src/fs.h).  `--extended` runs 20 kill
+node and open flags (vfs/inode.h, src/fs.h).  `--extended` runs 20 kill
 rounds instead of 3.
 """
 import ctypes

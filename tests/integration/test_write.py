@@ -88,7 +88,7 @@ def dead(pid):
     try:
         return (open("/proc/%d/stat" % pid).read().split()[2] == "Z" and
                 len(os.listdir("/proc/%d/task" % pid)) <= 1)
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
 
 
@@ -1484,7 +1484,7 @@ def t_open_reader_sees_later_writes(ctx):
         write(P("y"), new)
         flush(m)
         os.posix_fadvise(fy, 0, 0, os.POSIX_FADV_DONTNEED)  # no answer from the kernel's page cache
-        expect_all("pinned-reader (fs.c fs_open pins the clean version in h->obj, and fs_read never "
+        expect_all("pinned-reader (vfs/read.c tfs_vfs_open_read pins the clean version in h->obj, and tfs_vfs_read never "
                    "looks for a staged copy made after the open; once the new version is uploaded, "
                    "the pinned ETag makes its reads fail with ESTALE)", [
             ("pread of the reader after a write by another handle", lambda: os.pread(fr, 100, 0),
@@ -1522,7 +1522,7 @@ def t_unlinked_reader_sees_appends(ctx):
         os.unlink(P("u/g"))
         os.write(fw, b2)
         os.posix_fadvise(fr, 0, 0, os.POSIX_FADV_DONTNEED)  # no answer from the page cache
-        expect_all("unlinked-reader (fs.c fs_read: a handle without a staged copy and without a "
+        expect_all("unlinked-reader (vfs/read.c tfs_vfs_read: a handle without a staged copy and without a "
                    "name read its clean version, not the staged copy the unlinked inode keeps)", [
             ("fstat of the reader", lambda: os.fstat(fr).st_size, len(a + b1 + b2)),
             ("pread of the reader after the append", lambda: os.pread(fr, 1 << 20, 0), a + b1 + b2),

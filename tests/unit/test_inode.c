@@ -1,4 +1,4 @@
-/* test_inode.c - unit tests for src/inode.c: which version's attributes
+/* test_inode.c - unit tests for vfs/inode.c: which version's attributes
  * the kernel may hold (tfs_itable_set_attr_etag, tfs_itable_swap_attr_etag). */
 #include "config.h"
 

@@ -160,7 +160,6 @@ static void daemon_start(struct daemon *d, bool resumed, uint32_t generation)
 		.file_mode = 0644,
 		.dir_mode = 0755,
 		.ttl_ms = 3600000,
-		.readahead = 0,
 		.order_max = 1 << 20,
 		.resumed = resumed,
 		.generation = generation,

@@ -1,5 +1,19 @@
 /* follow.h - prefetch in the samplers' orders.
  *
+ * Model.  An ORDER is the list of files a reader will open, in order.  A
+ * STREAM is one order being followed: its reader's position in it (the
+ * index after the last file it opened), and its WINDOW, the next
+ * cfg->window files of the order after that position, which the fetch
+ * threads read into RAM ahead of the reader.  An OPEN of a file in some
+ * order is CREDITED to one stream (below), which moves that stream's
+ * position and with it the window.  Everything is BOUNDED: streams
+ * (TFS_FOLLOW_MAX_STREAMS), files ahead of each reader (cfg->window),
+ * bytes ahead of all readers (cfg->budget, shared by the active streams),
+ * order memory (cfg->max_bytes, cfg->uid_max), the ancestry searched for
+ * an opener's stream (TFS_FOLLOW_ANCESTRY) and the fetch threads
+ * (TFS_FOLLOW_MAX_WORKERS).  This is prefetch by order; read-ahead of a
+ * sequential reader within one file is cache/prefetch.h's.
+ *
  * A training job hands the daemon the order it will read files in this
  * epoch (a manifest: the control file TFS_FOLLOW_FILE at the root of the
  * mount, or `tierfs warmup --follow`).  Several orders are followed at
@@ -21,6 +35,14 @@
  * stream's reader is then there: the daemon keeps up to `window` files of
  * its order fetched into RAM ahead of it, and realigns when the reader
  * skips forward or back.
+ *
+ * Windows.  An open at or inside the window moves the window's start to
+ * the file after it (what the reader passed is no longer ahead).  An open
+ * beyond the window starts the window over there at once.  Going back
+ * takes more than one late open (loaders in several threads open out of
+ * order): a file well behind the reader opened again in this pass starts
+ * a new pass over the order (a new epoch), and two first opens in a row
+ * far behind the window, close together, start the window over there.
  *
  * One pool of fetch threads serves the streams in turn.  The streams
  * share one budget of prefetched bytes not yet opened (half the RAM
@@ -239,14 +261,10 @@ bool tfs_follow_stalled(uint64_t last_ms, uint64_t now_ms, uint64_t stall_ms);
  * idx - cur with idx >= cur), else the one it is closest behind. */
 size_t tfs_follow_closest(const size_t *idx, const size_t *cur, size_t n);
 
-/* Register {"cmd":"follow","manifest":"/abs/file"} on `ctl`: load the
- * manifest (bad lines are reported in the reply's "bad_lines"), follow it
- * in a stream of its own, and send progress (position of the reader)
- * every half second until the reader reaches the end of the order; the
- * stream ends with the command, also when the client goes away (Ctrl-C).
- * `f` and `scope` must outlive `ctl`.  Returns 0 or ENOMEM. */
-struct tfs_ctl;
-int tfs_follow_register(struct tfs_ctl *ctl, struct tfs_follow *f,
-			const struct tfs_manifest_scope *scope);
+/* The scope the manifests of the `follow` control command are resolved
+ * in (src/follow_ctl.c; borrowed, it must outlive `f`), and reading it
+ * back.  Not locked: set once, before the command is registered. */
+void tfs_follow_set_scope(struct tfs_follow *f, const struct tfs_manifest_scope *scope);
+const struct tfs_manifest_scope *tfs_follow_scope(const struct tfs_follow *f);
 
 #endif

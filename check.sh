@@ -119,7 +119,7 @@ run "robust local" python3 tests/integration/test_robust.py "$top/build/tierfs" 
 # index_page_faults scribbles over the LMDB index, whichever the backend:
 # on moto with --extended only.
 run "robust moto" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend moto \
-	--skip index_page_faults
+	--skip index_page_faults,ten_thousand_open_files
 run "flexvolume moto" python3 tests/integration/test_flexvolume.py "$top/build/tierfs-flexvolume" "$top/build/tierfs"
 # The CSI deployment files (PyYAML only: no root, no server).
 run "csi deploy" python3 tests/integration/test_csi_deploy.py
@@ -130,7 +130,6 @@ run "mount faults" python3 tests/integration/test_faults.py "$top/build/tierfs"
 # 8-reader epoch and a checkpoint across kill -9 and upgrades (3 kill
 # rounds; 20 with --extended): about 30 s each.
 run "keeper local" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend local
-run "keeper moto" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend moto
 run "keeper rgw" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend rgw \
 	--only epoch_kill9,checkpoint_kill9
 
@@ -138,7 +137,8 @@ step "write path: local backend and moto"
 # A fixed seed keeps the randomized tests (random_small_writes,
 # reference_model*) reproducible in CI; --extended adds fresh seeds.
 run "write local" python3 tests/integration/test_write.py "$top/build/tierfs" --backend local --seed 7
-run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto --seed 7
+run "write moto" python3 tests/integration/test_write.py "$top/build/tierfs" --backend moto --seed 7 \
+	--skip thousands_of_small_files,umount_waits_for_the_daemon
 
 step "POSIX: symlinks, special files, modes, times, inode numbers, sticky rules"
 run "posix local" python3 tests/integration/test_posix.py "$top/build/tierfs" --backend local
@@ -163,7 +163,6 @@ run "pyapi local" /usr/bin/python3 tests/integration/test_pyapi.py "$top/build/t
 # tar shards and the examples; the order tests (20 ms a request through the
 # fault proxy) on Ceph RGW, whose GETs cost less CPU than moto's.
 run "python local" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend local
-run "python moto" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend moto
 run "python rgw" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" --backend rgw \
 	--only sampler_order,two_ranks_order
 
@@ -199,14 +198,11 @@ run "asan write local" $san asan python3 tests/integration/test_write.py "$top/b
 	--backend local --seed 7 --skip sequential_checkpoint,thousands_of_small_files
 run "asan hostile S3 replies" $san asan python3 tests/integration/test_faults.py \
 	"$top/build-san/tierfs" --no-selftest -k hostile
-# The CSI plugin's gRPC server and calls (its daemons too), about 12 s.
-run "asan csi" $san asan /usr/bin/python3 tests/integration/test_csi.py \
-	"$top/build-san/tierfs-csi" "$top/build-san/tierfs"
 
 step "make distcheck (tarball builds, installs and passes its unit tests)"
-# Unoptimized: the build above compiles every file with -O2 -Werror, this
-# one checks the tarball.
-run "distcheck" make -C build -s distcheck DISTCHECK_CONFIGURE_FLAGS="CFLAGS=-O0"
+# The unit tests ran above; in the tarball's build (no test hooks) the
+# one that checks the hooks are ignored there.
+run "distcheck" make -C build -s distcheck TESTS=tests/unit/test_keeper
 
 if [ $extended = 1 ]; then
 	step "extended suites"
@@ -220,8 +216,16 @@ if [ $extended = 1 ]; then
 		"$top/build/tierfs" --backend moto --extended --only cold_read_cached_whole
 	run "robust scale" python3 tests/integration/test_robust.py "$top/build/tierfs" --backend local \
 		--extended --only ten_thousand_open_files,big_directory_listing,index_page_faults
+	# What the default run leaves to local and Ceph RGW, on moto too.
 	run "robust index pages moto" python3 tests/integration/test_robust.py "$top/build/tierfs" \
-		--backend moto --only index_page_faults
+		--backend moto --only index_page_faults,ten_thousand_open_files
+	run "write moto, the rest" python3 tests/integration/test_write.py "$top/build/tierfs" \
+		--backend moto --seed 7 --only thousands_of_small_files,umount_waits_for_the_daemon
+	run "keeper moto" python3 tests/integration/test_keeper.py "$top/build/tierfs" --backend moto
+	run "python moto" /usr/bin/python3 tests/integration/test_python.py "$top/build/tierfs" \
+		--backend moto
+	run "asan csi" $san asan /usr/bin/python3 tests/integration/test_csi.py \
+		"$top/build-san/tierfs-csi" "$top/build-san/tierfs"
 	run "write moto, full sizes" python3 tests/integration/test_write.py "$top/build/tierfs" \
 		--backend moto --extended --seed 7 \
 		--only sequential_checkpoint,reference_model,reference_model_racing_uploads

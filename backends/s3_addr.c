@@ -98,8 +98,9 @@ const struct s3_addr *s3_addr(struct s3 *s)
 	return atomic_load_explicit(&s->addr, memory_order_acquire);
 }
 
-/* A region name as SigV4 scopes carry it: lower-case letters, digits and
- * '-' (AWS's are "eu-west-2"; other stores' may be "default"). */
+/* A region name a reply may switch to: 1 to 63 lower-case letters,
+ * digits, '-', '_' or '.' (AWS's are "eu-west-2"; other stores' may be
+ * "default"); anything else in a reply is refused, not signed with. */
 static bool region_name_ok(const char *r)
 {
 	size_t n = strlen(r);

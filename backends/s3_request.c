@@ -209,16 +209,12 @@ static bool redirect_region(const struct tfs_http_resp *r, char *region, size_t 
 
 	if (r->status != 301 && r->status != 400)
 		return false;
-	if (r->status == 400 &&
-	    (tfs_s3_xml_parse_error_region(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body), code,
-					   sizeof(code), region, cap) != 0 ||
-	     strcmp(code, "AuthorizationHeaderMalformed") != 0))
+	int xrc = tfs_s3_xml_parse_error_region(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body),
+						code, sizeof(code), region, cap);
+	if (r->status == 400 && (xrc != 0 || strcmp(code, "AuthorizationHeaderMalformed") != 0))
 		return false;
 	if (r->bucket_region[0])
 		snprintf(region, cap, "%s", r->bucket_region);
-	else if (r->status == 301)
-		tfs_s3_xml_parse_error_region(tfs_dbuf_str(&r->body), tfs_dbuf_len(&r->body), code,
-					      sizeof(code), region, cap);
 	return region[0] != '\0';
 }
 
